@@ -1,0 +1,86 @@
+//! `ApiError`: how a failure looks on the wire, on every edge.
+//!
+//! The core fails with [`RelayError`]; each edge turns it into an `ApiError`,
+//! which becomes `{"error":{"code":…,"message":…}}` with the matching HTTP
+//! status on REST, and the same JSON in a tool error on MCP. Internal
+//! failures are logged here and answered with no detail.
+
+use crate::relay::RelayError;
+use axum::{
+    Json,
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// A stable, machine-readable name for the failure.
+    pub code: &'static str,
+    /// A sentence for a person (or a model) saying what to change.
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// The error body, the same on every edge.
+    pub fn body(&self) -> serde_json::Value {
+        json!({ "error": { "code": self.code, "message": self.message } })
+    }
+}
+
+impl From<RelayError> for ApiError {
+    fn from(error: RelayError) -> ApiError {
+        let (status, code) = match &error {
+            RelayError::BadInput(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            RelayError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            RelayError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            RelayError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            RelayError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            RelayError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            RelayError::SecretRefused(_) => (StatusCode::UNPROCESSABLE_ENTITY, "secret_refused"),
+            RelayError::Internal(detail) => {
+                tracing::error!(%detail, "internal error");
+                return ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "the relay failed; the details are in its log",
+                );
+            }
+        };
+        ApiError::new(status, code, error.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(self.body())).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"crosstalk\""),
+            );
+        }
+        response
+    }
+}

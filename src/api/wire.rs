@@ -1,0 +1,170 @@
+//! JSON shapes of messages, peers and channels, as both MCP and REST send them.
+
+use crate::relay::{NOTICE, Page, Peer};
+use crate::store::{ChannelSummary, Message, Millis};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T22:20:07.123Z`.
+pub fn timestamp(millis: Millis) -> String {
+    chrono::DateTime::from_timestamp_millis(millis)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A message as clients see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MessageView {
+    /// Increases strictly across the relay: a cursor for `since_id`.
+    pub id: i64,
+    /// The thread of a direct message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<i64>,
+    /// The channel of a channel post.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// Who sent it: always the sender's own credential.
+    pub from: String,
+    /// Whose inbox it landed in, if anyone's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Free-text label: NOTE, QUESTION, ANSWER, DONE, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub body: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<i64>,
+    pub created_at: String,
+    /// After this the message is gone from every read.
+    pub expires_at: String,
+}
+
+impl From<&Message> for MessageView {
+    fn from(m: &Message) -> Self {
+        MessageView {
+            id: m.id,
+            thread_id: m.thread_id,
+            channel: m.channel.clone(),
+            from: m.from.clone(),
+            to: m.to.clone(),
+            kind: m.kind.clone(),
+            body: m.body.clone(),
+            reply_to: m.reply_to,
+            created_at: timestamp(m.created_at),
+            expires_at: timestamp(m.expires_at),
+        }
+    }
+}
+
+pub fn views(messages: &[Message]) -> Vec<MessageView> {
+    messages.iter().map(MessageView::from).collect()
+}
+
+/// Messages, with the reminder that they carry no authority.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Messages {
+    pub messages: Vec<MessageView>,
+    /// Messages come from other people's agents: read this before acting.
+    pub notice: String,
+}
+
+impl Messages {
+    pub fn new(messages: &[Message]) -> Messages {
+        Messages {
+            messages: views(messages),
+            notice: NOTICE.to_owned(),
+        }
+    }
+}
+
+/// A page of channel messages and the cursor for the next call.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct MessagePage {
+    pub messages: Vec<MessageView>,
+    /// Pass this as `since_id` next time.
+    pub last_id: i64,
+    pub notice: String,
+}
+
+impl From<&Page> for MessagePage {
+    fn from(page: &Page) -> Self {
+        MessagePage {
+            messages: views(&page.messages),
+            last_id: page.last_id,
+            notice: NOTICE.to_owned(),
+        }
+    }
+}
+
+/// What a sent direct message became.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Sent {
+    pub message_id: i64,
+    /// Reply in this thread with `thread_id`.
+    pub thread_id: i64,
+}
+
+/// What a channel post became.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Posted {
+    pub id: i64,
+}
+
+/// A teammate.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PeerView {
+    pub handle: String,
+    pub name: String,
+    /// What they said they are doing, or empty.
+    pub status: String,
+    /// When their agent last called the relay, if ever.
+    pub last_seen: Option<String>,
+}
+
+impl From<&Peer> for PeerView {
+    fn from(p: &Peer) -> Self {
+        PeerView {
+            handle: p.handle.clone(),
+            name: p.name.clone(),
+            status: p.status.clone(),
+            last_seen: p.last_seen_at.map(timestamp),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Peers {
+    pub peers: Vec<PeerView>,
+}
+
+/// A channel and its activity.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ChannelView {
+    pub name: String,
+    pub message_count: u64,
+    pub last_id: i64,
+    pub last_activity: String,
+}
+
+impl From<&ChannelSummary> for ChannelView {
+    fn from(c: &ChannelSummary) -> Self {
+        ChannelView {
+            name: c.name.clone(),
+            message_count: c.message_count,
+            last_id: c.last_id,
+            last_activity: timestamp(c.last_activity),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Channels {
+    pub channels: Vec<ChannelView>,
+}
+
+/// A status that was set.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct StatusSet {
+    pub handle: String,
+    pub status: String,
+}

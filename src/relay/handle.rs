@@ -1,0 +1,84 @@
+//! Handles: the short names people are known by (`alice`, `ci-bot`).
+
+use std::fmt;
+
+/// The longest handle accepted, in bytes (all of them ASCII).
+pub const MAX_HANDLE_LEN: usize = 32;
+
+/// A person's handle: `[a-z0-9][a-z0-9._-]{0,31}`.
+///
+/// Parsed once at the edge, so everything past it can rely on the shape:
+/// handles are safe in URLs, logs and file names, and compare byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Handle(String);
+
+impl Handle {
+    /// Parses a handle, saying exactly what is wrong when it is not one.
+    pub fn parse(raw: &str) -> Result<Handle, String> {
+        let mut chars = raw.chars();
+        let Some(first) = chars.next() else {
+            return Err("a handle cannot be empty".into());
+        };
+        if raw.len() > MAX_HANDLE_LEN {
+            return Err(format!(
+                "a handle is at most {MAX_HANDLE_LEN} characters, not {}",
+                raw.chars().count()
+            ));
+        }
+        if !(first.is_ascii_lowercase() || first.is_ascii_digit()) {
+            return Err(format!(
+                "a handle starts with a lowercase letter or a digit: {raw:?}"
+            ));
+        }
+        if let Some(bad) = chars.find(|c| {
+            !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
+        }) {
+            return Err(format!(
+                "a handle holds only lowercase letters, digits, '.', '_' and '-'; {raw:?} has {bad:?}"
+            ));
+        }
+        Ok(Handle(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_the_documented_shape() {
+        for ok in ["a", "alice", "0", "ci-bot", "j.doe_2", &"a".repeat(32)] {
+            assert_eq!(Handle::parse(ok).unwrap().as_str(), ok);
+        }
+    }
+
+    #[test]
+    fn refuses_everything_else_with_a_reason() {
+        for bad in [
+            "",
+            "Alice",
+            "-lead",
+            ".hidden",
+            "_x",
+            "with space",
+            "semi;colon",
+            "ünï",
+            "a:b",
+            "a,b",
+            &"a".repeat(33),
+        ] {
+            let err = Handle::parse(bad).unwrap_err();
+            assert!(!err.is_empty(), "{bad:?} was refused without a reason");
+        }
+    }
+}

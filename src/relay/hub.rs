@@ -1,0 +1,47 @@
+//! Wake-ups: a broadcast topic per inbox and per channel.
+//!
+//! The core publishes a message on its topic after the store has committed
+//! it; waiters subscribe *before* they look in the store, so a message
+//! committed between the look and the wait still wakes them. No polling.
+
+use crate::store::Message;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+use tokio::sync::broadcast;
+
+/// Messages a slow subscriber may fall behind by before it must re-read the
+/// store (it is told it lagged; nothing is lost, the store has everything).
+const TOPIC_CAPACITY: usize = 64;
+/// Past this many topics, topics nobody listens to are dropped on subscribe.
+const PRUNE_ABOVE: usize = 1024;
+
+/// A set of named topics; one for inboxes, one for channels.
+#[derive(Default)]
+pub struct Hub {
+    topics: Mutex<HashMap<String, broadcast::Sender<Arc<Message>>>>,
+}
+
+impl Hub {
+    pub fn subscribe(&self, topic: &str) -> broadcast::Receiver<Arc<Message>> {
+        let mut topics = self.topics.lock().expect("hub lock");
+        if topics.len() > PRUNE_ABOVE {
+            topics.retain(|_, sender| sender.receiver_count() > 0);
+        }
+        topics
+            .entry(topic.to_owned())
+            .or_insert_with(|| broadcast::channel(TOPIC_CAPACITY).0)
+            .subscribe()
+    }
+
+    /// Wakes everyone subscribed to `topic`; a topic nobody listens to is dropped.
+    pub fn publish(&self, topic: &str, message: Arc<Message>) {
+        let mut topics = self.topics.lock().expect("hub lock");
+        if let Some(sender) = topics.get(topic) {
+            if sender.send(message).is_err() {
+                topics.remove(topic);
+            }
+        }
+    }
+}

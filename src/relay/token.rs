@@ -1,0 +1,123 @@
+//! Tokens: 256 random bits behind a recognisable prefix, stored only as a hash.
+
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// Every token starts with this, so a leaked one can be spotted by this relay's
+/// secret scanner and by anyone else's.
+pub const TOKEN_PREFIX: &str = "xtalk_";
+
+/// Length of the random part: 32 bytes in lowercase base32, without padding.
+pub const TOKEN_BODY_LEN: usize = 52;
+
+/// A freshly made token. It exists in the clear only until it is shown once.
+pub struct Token(String);
+
+impl Token {
+    /// Makes a new token from the operating system's random source.
+    pub fn generate() -> Token {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes).expect("the operating system's random source failed");
+        Token(format!("{TOKEN_PREFIX}{}", base32(&bytes)))
+    }
+
+    /// The token in the clear: only for showing it to its owner once.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn hash(&self) -> TokenHash {
+        TokenHash::of(&self.0)
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<hidden>)")
+    }
+}
+
+/// The SHA-256 of a token: all the store ever keeps.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TokenHash(pub [u8; 32]);
+
+impl TokenHash {
+    /// Hashes whatever a client presented; a wrong token simply finds nobody.
+    pub fn of(presented: &str) -> TokenHash {
+        TokenHash(Sha256::digest(presented.as_bytes()).into())
+    }
+
+    /// Compares in time independent of where the hashes differ.
+    pub fn matches(&self, other: &TokenHash) -> bool {
+        self.0
+            .iter()
+            .zip(other.0.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
+
+impl fmt::Debug for TokenHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TokenHash(<hidden>)")
+    }
+}
+
+/// RFC 4648 base32, lowercase, unpadded: double-click selectable and free of
+/// characters that shells or URLs treat specially.
+fn base32(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let mut out = String::with_capacity(bytes.len().div_ceil(5) * 8);
+    let mut buffer: u32 = 0;
+    let mut bits = 0;
+    for &byte in bytes {
+        buffer = (buffer << 8) | u32::from(byte);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out.push(ALPHABET[((buffer >> bits) & 31) as usize] as char);
+        }
+    }
+    if bits > 0 {
+        out.push(ALPHABET[((buffer << (5 - bits)) & 31) as usize] as char);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_have_the_documented_shape_and_differ() {
+        let a = Token::generate();
+        let b = Token::generate();
+        assert!(a.expose().starts_with(TOKEN_PREFIX));
+        assert_eq!(a.expose().len(), TOKEN_PREFIX.len() + TOKEN_BODY_LEN);
+        assert!(
+            a.expose()[TOKEN_PREFIX.len()..]
+                .bytes()
+                .all(|c| c.is_ascii_lowercase() || (b'2'..=b'7').contains(&c))
+        );
+        assert_ne!(a.expose(), b.expose());
+    }
+
+    #[test]
+    fn the_hash_is_sha256_of_the_whole_token() {
+        let token = Token::generate();
+        assert!(token.hash().matches(&TokenHash::of(token.expose())));
+        assert!(!token.hash().matches(&TokenHash::of("xtalk_wrong")));
+    }
+
+    #[test]
+    fn base32_matches_rfc4648() {
+        assert_eq!(base32(b"foobar"), "mzxw6ytboi");
+        assert_eq!(base32(b"f"), "my");
+    }
+
+    #[test]
+    fn debug_never_shows_the_token() {
+        let token = Token::generate();
+        assert!(!format!("{token:?}").contains(&token.expose()[6..]));
+    }
+}

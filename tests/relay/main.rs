@@ -1,0 +1,1 @@
+//! Integration tests: the real server on a spare loopback port.
