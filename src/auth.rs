@@ -145,11 +145,10 @@ pub async fn bind_mcp_sessions(
     if let (Some(session), Some(caller)) = (&session, &caller) {
         // A session we never saw opened is unknown to rmcp as well (it answers
         // 404); owners are forgotten only after rmcp has dropped the session.
-        if let Some(owner) = state.sessions.owner(session) {
-            if &owner != caller {
-                return ApiError::forbidden("this MCP session belongs to someone else")
-                    .into_response();
-            }
+        if let Some(owner) = state.sessions.owner(session)
+            && &owner != caller
+        {
+            return ApiError::forbidden("this MCP session belongs to someone else").into_response();
         }
     }
     let response = next.run(request).await;

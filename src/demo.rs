@@ -1,3 +1,247 @@
+//! `crosstalk demo`: a real relay on a spare loopback port with a throwaway
+//! database, and two agents talking to it over MCP with their own tokens.
+
+use crate::app;
+use crate::config::Config;
+use crate::relay::{now_millis, token::Token};
+use crate::store::{SqliteStore, Store};
+use anyhow::{Context, anyhow};
+use rmcp::{
+    RoleClient, ServiceExt,
+    model::CallToolRequestParams,
+    service::RunningService,
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use serde_json::{Value, json};
+use std::time::Instant;
+
+/// An agent's MCP connection, as the demo drives it.
+struct Agent {
+    name: &'static str,
+    client: RunningService<RoleClient, ()>,
+}
+
+impl Agent {
+    async fn connect(name: &'static str, url: &str, token: &Token) -> anyhow::Result<Agent> {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp"))
+                .auth_header(token.expose()),
+        );
+        let client = ().serve(transport).await.with_context(|| format!("connecting {name}"))?;
+        Ok(Agent { name, client })
+    }
+
+    /// Calls a tool that must succeed.
+    async fn call(&self, tool: &'static str, arguments: Value) -> anyhow::Result<Value> {
+        self.attempt(tool, arguments)
+            .await?
+            .map_err(|message| anyhow!("{tool} failed: {message}"))
+    }
+
+    /// Calls a tool; the inner `Err` carries the relay's refusal.
+    async fn attempt(
+        &self,
+        tool: &'static str,
+        arguments: Value,
+    ) -> anyhow::Result<Result<Value, String>> {
+        let Value::Object(arguments) = arguments else {
+            return Err(anyhow!("tool arguments must be an object"));
+        };
+        let result = self
+            .client
+            .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
+            .await?;
+        if result.is_error == Some(true) {
+            let text = result
+                .content
+                .first()
+                .and_then(|c| c.as_text())
+                .map(|t| t.text.clone())
+                .unwrap_or_default();
+            let message = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+                .unwrap_or(text);
+            return Ok(Err(message));
+        }
+        result
+            .structured_content
+            .map(Ok)
+            .ok_or_else(|| anyhow!("{tool} returned no structured result"))
+    }
+
+    fn says(&self, what: impl AsRef<str>) {
+        println!("  {:<6} {}", self.name, what.as_ref());
+    }
+}
+
+fn show(message: &Value) -> String {
+    format!(
+        "#{} [{}] {}: {}",
+        message["id"],
+        message["type"].as_str().unwrap_or(""),
+        message["from"].as_str().unwrap_or(""),
+        message["body"].as_str().unwrap_or("")
+    )
+}
+
 pub async fn run() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir().context("making a throwaway directory")?;
+    let db = dir.path().join("relay.db");
+
+    // Add two people the way `crosstalk add` does: straight into the file.
+    let (alice_token, bob_token) = (Token::generate(), Token::generate());
+    {
+        let store = SqliteStore::open(&db)?;
+        store
+            .add_person("alice", "Alice", alice_token.hash(), now_millis())
+            .await?;
+        store
+            .add_person("bob", "Bob", bob_token.hash(), now_millis())
+            .await?;
+    }
+    let running = app::spawn(Config::local(db)).await?;
+    let url = running.url();
+    println!("crosstalk demo: a real relay on {url}, with a throwaway database.");
+    println!("alice and bob connect over MCP (streamable HTTP), each with their own token.\n");
+    let alice = Agent::connect("alice", &url, &alice_token).await?;
+    let bob = Agent::connect("bob", &url, &bob_token).await?;
+
+    println!("1. A question in a thread, to an agent that is already waiting");
+    bob.says("check_inbox(timeout_seconds: 20)  … waiting");
+    let waiting = tokio::spawn(async move {
+        let started = Instant::now();
+        let inbox = bob
+            .call("check_inbox", json!({ "timeout_seconds": 20 }))
+            .await;
+        (bob, started.elapsed(), inbox)
+    });
+    tokio::task::yield_now().await;
+    let question =
+        "Which migration renamed users.email to users.login? I need it for the rollback plan.";
+    let sent = alice
+        .call(
+            "send_message",
+            json!({ "to": "bob", "type": "QUESTION", "body": question }),
+        )
+        .await?;
+    alice.says(format!(
+        "send_message(to: bob, QUESTION) -> thread {}",
+        sent["thread_id"]
+    ));
+    let (bob, waited, inbox) = waiting.await?;
+    let inbox = inbox?;
+    let received = &inbox["messages"][0];
+    bob.says(format!(
+        "woke after {} ms with {}",
+        waited.as_millis(),
+        show(received)
+    ));
+    bob.says(format!(
+        "notice: {}",
+        inbox["notice"].as_str().unwrap_or("")
+    ));
+    let thread_id = received["thread_id"].clone();
+    bob.call(
+        "send_message",
+        json!({ "to": "alice", "thread_id": thread_id, "type": "ANSWER",
+                "body": "0042_rename_email_to_login.sql; its down-migration restores the old column." }),
+    )
+    .await?;
+    bob.says("send_message(to: alice, ANSWER) in the same thread");
+    let thread = alice
+        .call("read_thread", json!({ "thread_id": thread_id }))
+        .await?;
+    alice.says(format!("read_thread({thread_id}):"));
+    for message in thread["messages"].as_array().into_iter().flatten() {
+        println!("           {}", show(message));
+    }
+
+    println!("\n2. A channel exchange, QUESTION -> ANSWER -> DONE");
+    let asked = alice
+        .call(
+            "post_message",
+            json!({ "channel": "release", "type": "QUESTION",
+                                       "body": "Is main green enough to tag 1.4?" }),
+        )
+        .await?;
+    alice.says(format!(
+        "post_message(#release, QUESTION) -> id {}",
+        asked["id"]
+    ));
+    let seen = bob
+        .call(
+            "wait_for_message",
+            json!({ "channel": "release", "since_id": 0, "timeout_s": 5 }),
+        )
+        .await?;
+    bob.says(format!(
+        "wait_for_message(#release) -> {}",
+        show(&seen["messages"][0])
+    ));
+    bob.call("post_message", json!({ "channel": "release", "type": "ANSWER", "reply_to": asked["id"],
+                                     "body": "Yes: CI passed on 9c1e7d0, nothing open against 1.4." }))
+        .await?;
+    let answer = alice
+        .call(
+            "wait_for_message",
+            json!({ "channel": "release", "since_id": asked["id"], "timeout_s": 5 }),
+        )
+        .await?;
+    alice.says(format!(
+        "wait_for_message(#release) -> {}",
+        show(&answer["messages"][0])
+    ));
+    alice
+        .call(
+            "post_message",
+            json!({ "channel": "release", "type": "DONE", "body": "Tagged v1.4.0. Thanks!" }),
+        )
+        .await?;
+    let page = bob
+        .call(
+            "get_messages",
+            json!({ "channel": "release", "since_id": 0 }),
+        )
+        .await?;
+    bob.says("get_messages(#release):");
+    for message in page["messages"].as_array().into_iter().flatten() {
+        println!("           {}", show(message));
+    }
+
+    println!("\n3. A pasted key is refused, and nothing is stored");
+    let refused = alice
+        .attempt(
+            "send_message",
+            json!({ "to": "bob", "body": "use AKIAIOSFODNN7EXAMPLE with the staging bucket" }),
+        )
+        .await?;
+    match refused {
+        Err(message) => alice.says(format!("send_message -> {message}")),
+        Ok(_) => return Err(anyhow!("the relay stored a message carrying an AWS key")),
+    }
+    let inbox = bob.call("check_inbox", json!({})).await?;
+    bob.says(format!(
+        "check_inbox -> {} new messages",
+        inbox["messages"].as_array().map_or(0, Vec::len)
+    ));
+
+    println!("\n4. Who is on the team");
+    let peers = bob.call("list_peers", json!({})).await?;
+    for peer in peers["peers"].as_array().into_iter().flatten() {
+        println!(
+            "           {} ({}), last seen {}",
+            peer["handle"].as_str().unwrap_or(""),
+            peer["name"].as_str().unwrap_or(""),
+            peer["last_seen"].as_str().unwrap_or("never")
+        );
+    }
+
+    alice.client.cancel().await?;
+    bob.client.cancel().await?;
+    running.stop().await?;
+    println!("\nDone: the relay stopped and its database was deleted.");
     Ok(())
 }

@@ -12,13 +12,13 @@ use rmcp::{
     handler::server::{
         common::{AsRequestContext, FromContextPart},
         router::tool::ToolRouter,
-        wrapper::Parameters,
+        tool::ToolCallContext,
     },
     model::{ContentBlock, Implementation, IntoContents, ServerCapabilities, ServerConfig},
     tool, tool_handler, tool_router,
 };
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, de::DeserializeOwned};
 use std::{sync::Arc, time::Duration};
 use tokio_util::sync::CancellationToken;
 
@@ -64,6 +64,39 @@ impl From<RelayError> for ToolError {
 }
 
 type ToolResult<T> = Result<Json<T>, ToolError>;
+
+/// A tool's arguments, or the reason they could not be read.
+///
+/// rmcp's own `Parameters` answers arguments of the wrong shape with a plain
+/// text error; this one lets the tool answer with the same JSON error shape
+/// as every other refusal (`bad_request`). rmcp's `#[tool]` finds the input
+/// schema by this type's name, and the schema is `T`'s.
+pub struct Parameters<T>(pub Result<T, ToolError>);
+
+impl<T: JsonSchema> JsonSchema for Parameters<T> {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        T::schema_id()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(generator)
+    }
+}
+
+impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Parameters<T> {
+    fn from_context_part(context: &mut ToolCallContext<'_, S>) -> Result<Self, ErrorData> {
+        let arguments = context.arguments.take().unwrap_or_default();
+        Ok(Parameters(
+            serde_json::from_value(serde_json::Value::Object(arguments)).map_err(|error| {
+                ToolError(ApiError::bad_request(format!("invalid arguments: {error}")))
+            }),
+        ))
+    }
+}
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SendMessageArgs {
@@ -163,6 +196,7 @@ impl RelayTools {
         CallerOf(caller): CallerOf,
         Parameters(args): Parameters<SendMessageArgs>,
     ) -> ToolResult<wire::Sent> {
+        let args = args?;
         let message = DirectMessage {
             sender: args.sender,
             to: args.to,
@@ -186,6 +220,7 @@ impl RelayTools {
         cancelled: CancellationToken,
         Parameters(args): Parameters<CheckInboxArgs>,
     ) -> ToolResult<wire::Messages> {
+        let args = args?;
         let timeout = relay::parse_wait(args.timeout_seconds, Duration::ZERO)?;
         let messages = self
             .relay
@@ -205,6 +240,7 @@ impl RelayTools {
         &self,
         Parameters(args): Parameters<ReadThreadArgs>,
     ) -> ToolResult<wire::Messages> {
+        let args = args?;
         let messages = self.relay.read_thread(args.thread_id).await?;
         Ok(Json(wire::Messages::new(&messages)))
     }
@@ -225,6 +261,7 @@ impl RelayTools {
         CallerOf(caller): CallerOf,
         Parameters(args): Parameters<SetStatusArgs>,
     ) -> ToolResult<wire::StatusSet> {
+        let args = args?;
         let handle = self
             .relay
             .set_status(&caller, args.sender.as_deref(), &args.status)
@@ -242,6 +279,7 @@ impl RelayTools {
         CallerOf(caller): CallerOf,
         Parameters(args): Parameters<PostMessageArgs>,
     ) -> ToolResult<wire::Posted> {
+        let args = args?;
         let post = ChannelPost {
             sender: args.sender,
             channel: args.channel,
@@ -260,6 +298,7 @@ impl RelayTools {
         &self,
         Parameters(args): Parameters<GetMessagesArgs>,
     ) -> ToolResult<wire::MessagePage> {
+        let args = args?;
         let page = self
             .relay
             .channel_messages(&args.channel, args.since_id.unwrap_or(0), args.limit)
@@ -274,6 +313,7 @@ impl RelayTools {
         cancelled: CancellationToken,
         Parameters(args): Parameters<WaitForMessageArgs>,
     ) -> ToolResult<wire::MessagePage> {
+        let args = args?;
         let timeout = relay::parse_wait(args.timeout_s, Duration::from_secs(30))?;
         let page = self
             .relay

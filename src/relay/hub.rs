@@ -38,10 +38,10 @@ impl Hub {
     /// Wakes everyone subscribed to `topic`; a topic nobody listens to is dropped.
     pub fn publish(&self, topic: &str, message: Arc<Message>) {
         let mut topics = self.topics.lock().expect("hub lock");
-        if let Some(sender) = topics.get(topic) {
-            if sender.send(message).is_err() {
-                topics.remove(topic);
-            }
+        if let Some(sender) = topics.get(topic)
+            && sender.send(message).is_err()
+        {
+            topics.remove(topic);
         }
     }
 }

@@ -149,6 +149,9 @@ pub struct Relay {
     presence: Presence,
     /// Fires at shutdown, so waits end cleanly instead of being cut off.
     shutdown: CancellationToken,
+    /// Counts the times a wait found nothing and parked until a wake-up:
+    /// lets a caller (a test, a benchmark) know a waiter is really waiting.
+    parked: tokio::sync::watch::Sender<u64>,
 }
 
 pub fn now_millis() -> Millis {
@@ -167,12 +170,18 @@ impl Relay {
             channels: Hub::default(),
             presence: Presence::default(),
             shutdown,
+            parked: tokio::sync::watch::Sender::new(0),
         }
     }
 
     /// Fires when the relay shuts down.
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.shutdown
+    }
+
+    /// Watches the number of times a wait has parked (see `parked`).
+    pub fn parked_waits(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.parked.subscribe()
     }
 
     pub fn settings(&self) -> &Settings {
@@ -377,9 +386,10 @@ impl Relay {
                 .store
                 .claim_inbox(me.as_str(), now_millis(), INBOX_BATCH)
                 .await?;
-            if !claimed.is_empty() {
+            if !claimed.is_empty() || tokio::time::Instant::now() >= deadline {
                 return Ok(claimed);
             }
+            self.parked.send_modify(|n| *n += 1);
             tokio::select! {
                 // A message (or news that we lagged behind): look again.
                 woken = wake.recv() => {
@@ -430,9 +440,10 @@ impl Relay {
         tokio::pin!(cancelled);
         loop {
             let page = self.channel_messages(&name, since_id, None).await?;
-            if !page.messages.is_empty() {
+            if !page.messages.is_empty() || tokio::time::Instant::now() >= deadline {
                 return Ok(page);
             }
+            self.parked.send_modify(|n| *n += 1);
             tokio::select! {
                 woken = wake.recv() => {
                     if matches!(woken, Err(tokio::sync::broadcast::error::RecvError::Closed)) {

@@ -1,1 +1,9 @@
-//! Integration tests: the real server on a spare loopback port.
+//! Integration tests: the real server on a spare loopback port, with a
+//! temp-dir database, driven by real clients over real sockets.
+
+mod cli;
+mod conversation;
+mod identity;
+mod inbox;
+mod rules;
+mod support;

@@ -1,0 +1,180 @@
+//! The CLI binary, run for real, on the database of a running relay.
+
+use crate::support::{Mcp, initialize, mcp_post, spawn_app};
+use serde_json::json;
+use std::process::{Command, Output};
+
+fn crosstalk(db: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .args(args)
+        .env("RELAY_DB", db)
+        .env_remove("RELAY_PUBLIC_URL")
+        .env_remove("RELAY_HOST")
+        .env_remove("RELAY_PORT")
+        .output()
+        .expect("run crosstalk")
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+/// The token line of `add` or `rotate`.
+fn token_in(printed: &str) -> String {
+    printed
+        .lines()
+        .map(str::trim)
+        .find(|line| line.starts_with("xtalk_"))
+        .expect("a token line")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn add_prints_the_token_once_with_ready_to_paste_connections() {
+    let app = spawn_app().await;
+    let output = crosstalk(
+        &app.db,
+        &[
+            "add",
+            "dana",
+            "Dana Scully",
+            "--public-url",
+            "https://relay.example.com/",
+        ],
+    );
+    let printed = stdout(&output);
+    let token = token_in(&printed);
+    assert!(
+        printed.starts_with("Added dana (Dana Scully)."),
+        "{printed}"
+    );
+    assert!(printed.contains(&format!(
+        "claude mcp add --transport http crosstalk https://relay.example.com/mcp --header \"Authorization: Bearer {token}\""
+    )));
+    assert!(printed.contains("\"url\": \"https://relay.example.com/mcp\""));
+    assert!(printed.contains("\"Authorization\": \"Bearer ${RELAY_TOKEN}\""));
+    // The token is stored only as its hash.
+    let stored: Vec<u8> = app.sql(
+        "SELECT token_hash FROM people WHERE handle = 'dana'",
+        |c, q| c.query_row(q, [], |r| r.get(0)).unwrap(),
+    );
+    assert_eq!(stored.len(), 32);
+    assert_eq!(
+        app.count(&format!(
+            "SELECT count(*) FROM people WHERE instr(token_hash, '{token}') > 0"
+        )),
+        0
+    );
+
+    // The running server accepts the new token on the next request.
+    let dana = Mcp::connect(&app.url(), &token)
+        .await
+        .expect("the new token works at once");
+    let peers = dana.call("list_peers", json!({})).await.ok();
+    assert_eq!(peers["peers"][0]["name"], "Dana Scully");
+
+    let people = stdout(&crosstalk(&app.db, &["people"]));
+    assert!(
+        people.lines().nth(1).unwrap().starts_with("dana "),
+        "{people}"
+    );
+}
+
+#[tokio::test]
+async fn revoke_and_rotate_from_the_cli_take_effect_at_once() {
+    let app = spawn_app().await;
+    let alice = stdout(&crosstalk(&app.db, &["add", "alice"]));
+    let alice = token_in(&alice);
+    let bob = token_in(&stdout(&crosstalk(&app.db, &["add", "bob"])));
+    let alice_session = Mcp::connect(&app.url(), &alice).await.unwrap();
+    alice_session.call("list_peers", json!({})).await.ok();
+
+    let revoked = stdout(&crosstalk(&app.db, &["revoke", "alice"]));
+    assert_eq!(revoked, "Revoked alice: their token no longer works.\n");
+    // The very next request on her open session is refused.
+    match alice_session.call("list_peers", json!({})).await {
+        crate::support::Outcome::Protocol(_) => {}
+        other => panic!("a revoked token was accepted: {other:?}"),
+    }
+    let status = mcp_post(&app.url(), &alice, initialize())
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 401);
+    let people = stdout(&crosstalk(&app.db, &["people"]));
+    let alice_row = people.lines().find(|l| l.starts_with("alice ")).unwrap();
+    assert!(
+        !alice_row.ends_with(" -"),
+        "alice shows as revoked: {alice_row}"
+    );
+
+    let rotated = stdout(&crosstalk(&app.db, &["rotate", "bob"]));
+    let new_bob = token_in(&rotated);
+    assert_ne!(new_bob, bob);
+    assert_eq!(
+        mcp_post(&app.url(), &bob, initialize())
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    let bob_session = Mcp::connect(&app.url(), &new_bob)
+        .await
+        .expect("the new token works");
+    bob_session.call("list_peers", json!({})).await.ok();
+}
+
+#[test]
+fn the_cli_refuses_bad_input_with_a_reason_and_a_failing_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("relay.db");
+    let bad_handle = crosstalk(&db, &["add", "Not OK"]);
+    assert!(!bad_handle.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad_handle.stderr)
+            .contains("a handle starts with a lowercase letter")
+    );
+
+    stdout(&crosstalk(&db, &["add", "erin"]));
+    let twice = crosstalk(&db, &["add", "erin"]);
+    assert!(!twice.status.success());
+    assert!(String::from_utf8_lossy(&twice.stderr).contains("erin is already taken"));
+
+    let unknown = crosstalk(&db, &["revoke", "nobody"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("there is no active person nobody"));
+
+    let zero_retention = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .args(["serve", "--port", "0"])
+        .env("RELAY_DB", &db)
+        .env("RELAY_RETENTION_DAYS", "0")
+        .output()
+        .unwrap();
+    assert!(!zero_retention.status.success());
+    assert!(String::from_utf8_lossy(&zero_retention.stderr).contains("RELAY_RETENTION_DAYS is 0"));
+}
+
+#[test]
+fn serve_refuses_a_public_address_with_no_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .args(["serve", "--host", "0.0.0.0", "--port", "0"])
+        .env("RELAY_DB", dir.path().join("relay.db"))
+        .env_remove("RELAY_TOKEN")
+        .env_remove("RELAY_PARTICIPANTS")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("refusing to serve on 0.0.0.0:0 with no credentials"),
+        "{stderr}"
+    );
+}
