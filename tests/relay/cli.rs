@@ -98,7 +98,9 @@ async fn revoke_and_rotate_from_the_cli_take_effect_at_once() {
     assert_eq!(revoked, "Revoked alice: their token no longer works.\n");
     // The very next request on her open session is refused.
     match alice_session.call("list_peers", json!({})).await {
-        crate::support::Outcome::Protocol(_) => {}
+        crate::support::Outcome::Protocol(message) => {
+            assert!(message.contains("Auth required"), "{message}")
+        }
         other => panic!("a revoked token was accepted: {other:?}"),
     }
     let status = mcp_post(&app.url(), &alice, initialize())
