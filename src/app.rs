@@ -8,7 +8,7 @@ use crate::config::{Config, ConfigError};
 use crate::mcp::RelayTools;
 use crate::relay::Relay;
 use crate::store::{SqliteStore, Store};
-use axum::{Json, Router, middleware, routing::get};
+use axum::{Json, Router, middleware, routing::get, serve::ListenerExt};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
@@ -193,6 +193,13 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
     tokio::spawn(state.relay.clone().run_maintenance());
     let app = router(state.clone());
     let stop = shutdown.clone();
+    // Responses (SSE above all) go out in several writes; without NODELAY,
+    // Nagle's algorithm holds the last one back for the client's delayed ACK.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+    });
     let task = tokio::spawn(async move {
         axum::serve(
             listener,

@@ -12,7 +12,9 @@ mod presence;
 pub mod secrets;
 pub mod token;
 
-use crate::store::{ChannelSummary, Conversation, Message, Millis, NewMessage, Store, StoreError};
+use crate::store::{
+    ChannelSummary, Conversation, Message, Millis, NewMessage, RecipientCheck, Store, StoreError,
+};
 use handle::Handle;
 use hub::Hub;
 use presence::Presence;
@@ -258,7 +260,7 @@ impl Relay {
         message: DirectMessage,
     ) -> RelayResult<Message> {
         let from = self.acting_as(caller, message.sender.as_deref())?;
-        let to = self.known_person(&message.to, "to").await?;
+        let to = self.recipient(&message.to, "to")?;
         let conversation = match message.thread_id {
             Some(id) => Conversation::Thread(id),
             None => Conversation::NewThread,
@@ -279,7 +281,7 @@ impl Relay {
         let from = self.acting_as(caller, post.sender.as_deref())?;
         let channel = parse_channel(&post.channel)?;
         let recipient = match post.recipient.as_deref() {
-            Some(name) => Some(self.known_person(name, "recipient").await?),
+            Some(name) => Some(self.recipient(name, "recipient")?),
             None => None,
         };
         self.store_message(
@@ -297,7 +299,7 @@ impl Relay {
         &self,
         conversation: Conversation,
         from: Handle,
-        to: Option<Handle>,
+        to: Option<(Handle, RecipientCheck)>,
         kind: Option<String>,
         body: String,
         reply_to: Option<i64>,
@@ -305,12 +307,17 @@ impl Relay {
         let kind = parse_kind(kind.as_deref())?;
         self.check_body(&body)?;
         let now = now_millis();
+        let (to, check_to) = match to {
+            Some((handle, check)) => (Some(handle.to_string()), check),
+            None => (None, RecipientCheck::None),
+        };
         let stored = self
             .store
             .insert_message(NewMessage {
                 conversation,
                 from: from.to_string(),
-                to: to.map(|h| h.to_string()),
+                to,
+                check_to,
                 kind,
                 body,
                 reply_to,
@@ -345,27 +352,21 @@ impl Relay {
         }
     }
 
-    /// A recipient must be someone on the team. A relay nobody was ever
-    /// added to (open, or shared token only) accepts any well-formed handle.
-    async fn known_person(&self, name: &str, field: &str) -> RelayResult<Handle> {
+    /// A recipient must be someone on the team: a participant from the
+    /// environment, or a live person in the store (checked as the message is
+    /// stored). A relay with neither accepts any well-formed handle.
+    fn recipient(&self, name: &str, field: &str) -> RelayResult<(Handle, RecipientCheck)> {
         let handle =
             Handle::parse(name).map_err(|e| RelayError::BadInput(format!("{field}: {e}")))?;
-        if self.settings.participants.iter().any(|(h, _)| *h == handle) {
-            return Ok(handle);
-        }
-        let people = self.store.people().await?;
-        if people
-            .iter()
-            .any(|p| p.handle == handle.as_str() && p.revoked_at.is_none())
-        {
-            return Ok(handle);
-        }
-        if people.is_empty() && self.settings.participants.is_empty() {
-            return Ok(handle);
-        }
-        Err(RelayError::NotFound(format!(
-            "there is nobody called {handle} on this relay"
-        )))
+        let participants = &self.settings.participants;
+        let check = if participants.iter().any(|(h, _)| *h == handle) {
+            RecipientCheck::None
+        } else {
+            RecipientCheck::LivePerson {
+                or_empty_store: participants.is_empty(),
+            }
+        };
+        Ok((handle, check))
     }
 
     /// Claims the caller's unread messages, waiting up to `timeout` for one.

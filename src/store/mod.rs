@@ -69,6 +69,18 @@ pub enum Conversation {
     Channel(String),
 }
 
+/// Who may receive a message, checked in the same transaction that stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecipientCheck {
+    /// The caller already knows the recipient is valid.
+    None,
+    /// The recipient must be a live (not revoked) person in the store…
+    LivePerson {
+        /// …unless nobody was ever added to the store.
+        or_empty_store: bool,
+    },
+}
+
 /// A message about to be stored; the store gives it an id (and a thread).
 #[derive(Debug, Clone)]
 pub struct NewMessage {
@@ -76,6 +88,8 @@ pub struct NewMessage {
     pub from: String,
     /// Lands the message in this person's inbox.
     pub to: Option<String>,
+    /// How to check `to`; a failed check is `NotFound` and stores nothing.
+    pub check_to: RecipientCheck,
     pub kind: String,
     pub body: String,
     pub reply_to: Option<i64>,

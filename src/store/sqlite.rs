@@ -8,8 +8,8 @@
 //! no caller hears of a write that might still be lost.
 
 use super::{
-    ChannelSummary, Conversation, Message, Millis, NewMessage, PersonRecord, Presence, Store,
-    StoreError, StoreFuture, StoreResult,
+    ChannelSummary, Conversation, Message, Millis, NewMessage, PersonRecord, Presence,
+    RecipientCheck, Store, StoreError, StoreFuture, StoreResult,
 };
 use crate::relay::token::TokenHash;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -283,7 +283,30 @@ fn person_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<PersonRecord> {
 const PERSON_COLUMNS: &str = "p.handle, p.name, p.created_at, s.last_seen_at, p.revoked_at \
      FROM people p LEFT JOIN presence s ON s.handle = p.handle";
 
+fn check_recipient(conn: &Connection, recipient: &str, check: RecipientCheck) -> StoreResult<()> {
+    let RecipientCheck::LivePerson { or_empty_store } = check else {
+        return Ok(());
+    };
+    let live = conn
+        .prepare_cached("SELECT 1 FROM people WHERE handle = ?1 AND revoked_at IS NULL")?
+        .exists([recipient])?;
+    if live
+        || (or_empty_store
+            && !conn
+                .prepare_cached("SELECT 1 FROM people LIMIT 1")?
+                .exists([])?)
+    {
+        return Ok(());
+    }
+    Err(StoreError::NotFound(format!(
+        "there is nobody called {recipient} on this relay"
+    )))
+}
+
 fn insert_message(conn: &Connection, new: NewMessage) -> StoreResult<Message> {
+    if let Some(recipient) = &new.to {
+        check_recipient(conn, recipient, new.check_to)?;
+    }
     let (thread_id, channel) = match new.conversation {
         Conversation::NewThread => {
             conn.prepare_cached("INSERT INTO threads (created_at) VALUES (?1)")?
