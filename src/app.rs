@@ -8,7 +8,7 @@ use crate::config::{Config, ConfigError};
 use crate::mcp::RelayTools;
 use crate::relay::Relay;
 use crate::store::{SqliteStore, Store};
-use axum::{Json, Router, middleware, routing::get, serve::ListenerExt};
+use axum::{Json, Router, extract::DefaultBodyLimit, middleware, routing::get, serve::ListenerExt};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
@@ -103,11 +103,20 @@ fn allowed_hosts(config: &Config) -> Option<Vec<String>> {
     }
 }
 
+/// The largest request body read: room for a message body of the largest
+/// size even when JSON escapes every character (`\u0000` is six bytes for
+/// one), plus the rest of the request. The exact limit on the message body
+/// itself is the core's, with a clear 413.
+fn request_body_limit(max_body_bytes: usize) -> usize {
+    max_body_bytes.saturating_mul(6).saturating_add(16 * 1024)
+}
+
 /// Every route, with its layers.
 pub fn router(state: AppState) -> Router {
+    let request_limit = request_body_limit(state.config.settings.max_body_bytes);
     let mut mcp_config = StreamableHttpServerConfig::default()
         .with_cancellation_token(state.relay_shutdown())
-        .with_max_request_body_bytes(state.config.settings.max_body_bytes + 16 * 1024);
+        .with_max_request_body_bytes(request_limit);
     mcp_config = match allowed_hosts(&state.config) {
         Some(hosts) => mcp_config.with_allowed_hosts(hosts),
         None => mcp_config.disable_allowed_hosts(),
@@ -136,6 +145,8 @@ pub fn router(state: AppState) -> Router {
             get(|| async { Json(json!({ "status": "ok" })) }),
         )
         .merge(mcp_routes)
+        .merge(crate::api::routes::router(state.clone()))
+        .layer(DefaultBodyLimit::max(request_limit))
         .with_state(state)
 }
 

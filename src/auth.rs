@@ -15,7 +15,7 @@ use crate::app::AppState;
 use crate::relay::Caller;
 use axum::{
     extract::{Request, State},
-    http::{HeaderMap, HeaderValue, header},
+    http::{HeaderValue, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -27,37 +27,130 @@ use std::{
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
-/// The token of an `Authorization: Bearer` header; `None` when there is no
-/// `Authorization` header at all.
-pub fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
-    let Some(value) = headers.get(header::AUTHORIZATION) else {
-        return Ok(None);
-    };
-    let value = value
-        .to_str()
-        .map_err(|_| ApiError::unauthorized("the Authorization header is not readable text"))?;
-    let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
-    if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() {
-        Ok(Some(token.trim()))
-    } else if scheme.eq_ignore_ascii_case("basic") {
-        Err(ApiError::unauthorized(
-            "Basic credentials are for the team page; agents send Authorization: Bearer TOKEN",
-        ))
-    } else {
-        Err(ApiError::unauthorized("send Authorization: Bearer TOKEN"))
-    }
+/// Which credentials a route accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accept {
+    /// `Authorization: Bearer` only: `/mcp` and every route that changes
+    /// something. A browser never attaches a Bearer token by itself.
+    Bearer,
+    /// Bearer, or Basic with the token as the password (the team page).
+    BearerOrBasic,
+    /// As `BearerOrBasic`, or `?token=` for stream clients that cannot set
+    /// headers (browser `EventSource`, older relays' clients).
+    Stream,
 }
 
-/// Authenticates with a Bearer token and puts the [`Caller`] on the request.
+/// The token a request presents, if any, in a form the route accepts.
+pub fn presented_token(request: &Request, accept: Accept) -> Result<Option<String>, ApiError> {
+    if let Some(value) = request.headers().get(header::AUTHORIZATION) {
+        let value = value
+            .to_str()
+            .map_err(|_| ApiError::unauthorized("the Authorization header is not readable text"))?;
+        let (scheme, credentials) = value.split_once(' ').unwrap_or((value, ""));
+        let credentials = credentials.trim();
+        if scheme.eq_ignore_ascii_case("bearer") && !credentials.is_empty() {
+            return Ok(Some(credentials.to_owned()));
+        }
+        if scheme.eq_ignore_ascii_case("basic") {
+            if accept == Accept::Bearer {
+                return Err(ApiError::unauthorized(
+                    "Basic credentials are only for reading; send Authorization: Bearer TOKEN",
+                ));
+            }
+            return basic_password(credentials).map(Some);
+        }
+        return Err(ApiError::unauthorized("send Authorization: Bearer TOKEN"));
+    }
+    if accept == Accept::Stream
+        && let Some(token) = query_token(request.uri().query().unwrap_or(""))
+    {
+        return Ok(Some(token));
+    }
+    Ok(None)
+}
+
+/// The password of HTTP Basic credentials; the user name is ignored.
+fn basic_password(encoded: &str) -> Result<String, ApiError> {
+    use base64::Engine as _;
+    let malformed = || ApiError::unauthorized("malformed Basic credentials");
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .map_err(|_| malformed())?;
+    let decoded = String::from_utf8(decoded).map_err(|_| malformed())?;
+    let (_, password) = decoded.split_once(':').ok_or_else(malformed)?;
+    Ok(password.to_owned())
+}
+
+/// The `token` parameter of a query string.
+fn query_token(query: &str) -> Option<String> {
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(name, _)| *name == "token")
+        .map(|(_, value)| percent_decode(value))
+        .filter(|token| !token.is_empty())
+}
+
+/// Decodes `%XX` escapes and `+`; anything malformed is kept as it is.
+fn percent_decode(value: &str) -> String {
+    fn hex(byte: u8) -> Option<u8> {
+        (byte as char).to_digit(16).map(|d| d as u8)
+    }
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = match bytes.get(i..i + 3) {
+            Some([b'%', high, low]) => hex(*high).zip(hex(*low)).map(|(h, l)| (h << 4) | l),
+            _ => None,
+        };
+        match (escaped, bytes[i]) {
+            (Some(byte), _) => {
+                out.push(byte);
+                i += 3;
+            }
+            (None, b'+') => {
+                out.push(b' ');
+                i += 1;
+            }
+            (None, byte) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Authenticates with the credentials `accept` allows and puts the
+/// [`Caller`] on the request.
+pub async fn require_credentials(
+    State((state, accept)): State<(AppState, Accept)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    authenticate_then(state, accept, request, next).await
+}
+
+/// Authenticates `/mcp` requests: Bearer only.
 pub async fn require_bearer(
     State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    authenticate_then(state, Accept::Bearer, request, next).await
+}
+
+async fn authenticate_then(
+    state: AppState,
+    accept: Accept,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let caller = match bearer_token(request.headers()) {
+    let caller = match presented_token(&request, accept) {
         Ok(token) => state
             .relay
-            .authenticate(token)
+            .authenticate(token.as_deref())
             .await
             .map_err(ApiError::from),
         Err(error) => Err(error),
@@ -162,4 +255,29 @@ pub async fn bind_mcp_sessions(
         _ => {}
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_tokens_are_found_and_decoded() {
+        assert_eq!(
+            query_token("since_id=4&token=xtalk_abc"),
+            Some("xtalk_abc".into())
+        );
+        assert_eq!(query_token("token=a%2Bb+c"), Some("a+b c".into()));
+        assert_eq!(query_token("token=%zz%"), Some("%zz%".into()));
+        assert_eq!(query_token("token=%C3%A9"), Some("é".into()));
+        assert_eq!(query_token("tokens=x&token="), None);
+    }
+
+    #[test]
+    fn basic_credentials_yield_the_password() {
+        use base64::Engine as _;
+        let encoded = base64::engine::general_purpose::STANDARD.encode("anyone:xtalk_secret:part");
+        assert_eq!(basic_password(&encoded).unwrap(), "xtalk_secret:part");
+        assert!(basic_password("not base64!").is_err());
+    }
 }

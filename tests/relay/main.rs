@@ -5,5 +5,8 @@ mod cli;
 mod conversation;
 mod identity;
 mod inbox;
+mod participants;
+mod rest;
 mod rules;
+mod stream;
 mod support;

@@ -193,3 +193,146 @@ pub fn initialize() -> Value {
         }
     })
 }
+
+/// Starts a relay configured from `crosstalk serve` flags, parsed as the
+/// binary parses them (no environment involved).
+pub async fn spawn_app_with_flags(flags: &[&str]) -> TestApp {
+    use clap::Parser;
+    let mut argv = vec!["crosstalk", "serve"];
+    argv.extend_from_slice(flags);
+    let cli = crosstalk::cli::Cli::try_parse_from(argv).expect("flags parse");
+    let crosstalk::cli::Command::Serve(args) = cli.command else {
+        unreachable!()
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("relay.db");
+    let mut config = Config::from_args(db.clone(), &args).expect("a valid configuration");
+    config.listen.set_port(0);
+    let running = app::spawn(config).await.expect("the relay starts");
+    TestApp {
+        running,
+        db,
+        _dir: dir,
+    }
+}
+
+/// A REST call: status and JSON body.
+pub async fn rest(
+    app: &TestApp,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = http().request(method, format!("{}{path}", app.url()));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("request");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text:?}"));
+    (status, body)
+}
+
+pub async fn get(app: &TestApp, path: &str, token: &str) -> (u16, Value) {
+    rest(app, reqwest::Method::GET, path, Some(token), None).await
+}
+
+pub async fn post(app: &TestApp, path: &str, token: &str, body: Value) -> (u16, Value) {
+    rest(app, reqwest::Method::POST, path, Some(token), Some(body)).await
+}
+
+/// One Server-Sent Event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+}
+
+/// Reads a `text/event-stream` response event by event.
+pub struct SseReader {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl SseReader {
+    pub fn new(response: reqwest::Response) -> SseReader {
+        assert_eq!(response.status(), 200, "the stream opens");
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream"),
+            "an SSE stream"
+        );
+        SseReader {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event (comments skipped); fails the test after 10 s.
+    pub async fn next(&mut self) -> SseEvent {
+        tokio::time::timeout(std::time::Duration::from_secs(10), self.next_event())
+            .await
+            .expect("an event arrives")
+    }
+
+    async fn next_event(&mut self) -> SseEvent {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let mut event = SseEvent {
+                    id: None,
+                    event: None,
+                    data: String::new(),
+                };
+                let mut is_comment_only = true;
+                for line in block.lines() {
+                    if line.starts_with(':') || line.is_empty() {
+                        continue;
+                    }
+                    is_comment_only = false;
+                    let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                    let value = value.strip_prefix(' ').unwrap_or(value);
+                    match field {
+                        "id" => event.id = Some(value.to_owned()),
+                        "event" => event.event = Some(value.to_owned()),
+                        "data" => event.data.push_str(value),
+                        _ => {}
+                    }
+                }
+                if !is_comment_only {
+                    return event;
+                }
+                continue;
+            }
+            let chunk = self
+                .response
+                .chunk()
+                .await
+                .expect("stream readable")
+                .expect("stream still open");
+            self.buffer
+                .push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+        }
+    }
+
+    /// The next event, which must be a message; returns the message.
+    pub async fn message(&mut self) -> Value {
+        let event = self.next().await;
+        assert_eq!(event.event.as_deref(), Some("message"), "{event:?}");
+        let message: Value = serde_json::from_str(&event.data).unwrap();
+        assert_eq!(
+            event.id,
+            Some(message["id"].to_string()),
+            "id: is the message id"
+        );
+        message
+    }
+}
