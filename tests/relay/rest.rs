@@ -241,7 +241,9 @@ async fn every_error_has_the_contract_shape_and_status() {
     let error =
         |code: &str, message: &str| json!({ "error": { "code": code, "message": message } });
 
-    let cases: Vec<(Method, &str, Option<&str>, Option<Value>, u16, Value)> = vec![
+    /// Method, path, token, body; the status and body expected.
+    type Case<'a> = (Method, &'a str, Option<&'a str>, Option<Value>, u16, Value);
+    let cases: Vec<Case> = vec![
         (
             Method::GET,
             "/api/channels",
