@@ -1,20 +1,29 @@
 //! Benchmarks of a real relay over real HTTP on loopback.
 //!
-//! Run with `cargo run --release --example bench` (add `-- --seconds 10` for
-//! longer throughput runs). Every figure is printed beside a baseline measured
-//! in the same run against a trivial endpoint of the same server stack
-//! (`GET /healthz`), so the ratio holds on a noisy machine.
+//! Run with `cargo run --release --example bench` (`-- --seconds 10` for
+//! longer throughput runs, `-- --subscribers 500` for a smaller fan-out).
+//! Every figure is printed beside a baseline measured in the same run
+//! against a trivial endpoint of the same server stack (`GET /healthz`), so
+//! the ratio holds on a noisy machine. Clients run in the same process as
+//! the relay and share its two cores.
 //!
-//! - post-to-wake: one agent waits in `check_inbox`; another sends it a
-//!   message; the time from the start of the send until the waiting call
-//!   returns with the message. Baseline: one `/healthz` round trip.
+//! - post-to-wake: one agent waits (MCP `check_inbox`, or REST
+//!   `GET /api/inbox?timeout_s=50`); another sends it a message; the time
+//!   from the start of the send until the waiting call returns with it.
+//!   Baseline: one `/healthz` round trip.
 //! - send throughput: 32 clients sending direct messages as fast as the relay
 //!   answers, for a fixed time. Baseline: 32 clients calling `/healthz`.
+//! - fan-out: N SSE subscribers on one channel; one post; the time until each
+//!   subscriber has the event. Baseline: the same with one subscriber.
+//! - memory: growth of the relay's resident memory per idle SSE subscriber.
+//!   The fan-out runs against a second relay in a child process (this same
+//!   binary, started with `--serve DB`) so its memory is the server's alone.
 
 use crosstalk::app;
 use crosstalk::config::Config;
-use crosstalk::relay::{Caller, DirectMessage, handle::Handle, now_millis, token::Token};
+use crosstalk::relay::{Caller, DirectMessage, Relay, handle::Handle, now_millis, token::Token};
 use crosstalk::store::{SqliteStore, Store};
+use futures::future::join_all;
 use rmcp::{
     RoleClient, ServiceExt,
     model::CallToolRequestParams,
@@ -25,6 +34,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 use std::{
+    future::Future,
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -35,16 +45,16 @@ use std::{
 const CLIENTS: usize = 32;
 const ROUNDS: usize = 300;
 
-type Client = RunningService<RoleClient, ()>;
+type McpClient = RunningService<RoleClient, ()>;
 
-async fn connect(url: &str, token: &str) -> Client {
+async fn connect(url: &str, token: &str) -> McpClient {
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")).auth_header(token),
     );
     ().serve(transport).await.expect("connect")
 }
 
-async fn call(client: &Client, tool: &'static str, arguments: Value) -> Value {
+async fn call(client: &McpClient, tool: &'static str, arguments: Value) -> Value {
     let Value::Object(arguments) = arguments else {
         unreachable!()
     };
@@ -58,19 +68,32 @@ async fn call(client: &Client, tool: &'static str, arguments: Value) -> Value {
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort();
-    let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[index]
+    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
 }
 
 fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+    format!("{:>7.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn line(label: &str, samples: &mut [Duration]) -> (Duration, Duration) {
+    let (p50, p99) = (percentile(samples, 0.5), percentile(samples, 0.99));
+    println!("  {label:<46} p50 {}  p99 {}", ms(p50), ms(p99));
+    (p50, p99)
+}
+
+fn ratio(label: &str, of: (Duration, Duration), to: (Duration, Duration)) {
+    println!(
+        "  {label:<46} p50 {:>7.1}x     p99 {:>7.1}x",
+        of.0.as_secs_f64() / to.0.as_secs_f64(),
+        of.1.as_secs_f64() / to.1.as_secs_f64()
+    );
 }
 
 /// Runs `work` from `CLIENTS` tasks for `seconds`; returns operations a second.
 async fn throughput<F, Fut>(seconds: f64, work: F) -> f64
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
+    Fut: Future<Output = ()> + Send,
 {
     let work = Arc::new(work);
     let stop = Arc::new(AtomicBool::new(false));
@@ -95,13 +118,72 @@ where
     done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
 }
 
-#[tokio::main]
-async fn main() {
-    let seconds: f64 = std::env::args()
-        .skip_while(|a| a != "--seconds")
+/// Post-to-wake: `wait` starts a waiting call; once the relay reports it
+/// parked, `send` is timed until the waiting call has returned.
+async fn post_to_wake<W, WF, S, SF>(relay: &Relay, wait: W, send: S) -> Vec<Duration>
+where
+    W: Fn(usize) -> WF,
+    WF: Future<Output = Value> + Send + 'static,
+    S: Fn(usize) -> SF,
+    SF: Future<Output = ()>,
+{
+    let mut parked = relay.parked_waits();
+    let mut samples = Vec::with_capacity(ROUNDS);
+    for round in 0..ROUNDS {
+        let before = *parked.borrow_and_update();
+        let waiting = tokio::spawn(wait(round));
+        parked
+            .wait_for(|n| *n > before)
+            .await
+            .expect("relay running");
+        let started = Instant::now();
+        send(round).await;
+        let received = waiting.await.expect("waiter");
+        samples.push(started.elapsed());
+        assert_eq!(received["messages"][0]["body"], format!("ping {round}"));
+    }
+    samples
+}
+
+/// Resident memory of a process, from /proc (Linux).
+fn resident_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn flag(name: &str) -> Option<f64> {
+    std::env::args()
+        .skip_while(|a| a != name)
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .unwrap_or(5.0);
+}
+
+/// `--serve DB`: run a relay on the database, print its URL, stop at EOF on stdin.
+async fn serve_child(db: &str) {
+    let running = app::spawn(Config::local(db.into()))
+        .await
+        .expect("relay starts");
+    println!("{}", running.url());
+    let mut rest = String::new();
+    let _ = tokio::task::spawn_blocking(move || std::io::stdin().read_line(&mut rest)).await;
+    running.stop().await.expect("relay stops");
+}
+
+#[tokio::main]
+async fn main() {
+    if let Some(db) = std::env::args().skip_while(|a| a != "--serve").nth(1) {
+        return serve_child(&db).await;
+    }
+    let seconds = flag("--seconds").unwrap_or(5.0);
+    let subscribers = flag("--subscribers").unwrap_or(1000.0) as usize;
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("relay.db");
     let store = SqliteStore::open(&db).expect("store");
@@ -125,40 +207,12 @@ async fn main() {
     let relay = running.state.relay.clone();
     let http = reqwest::Client::new();
     let healthz = format!("{url}/healthz");
-
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "crosstalk benchmark: release build, {} cores, loopback HTTP/1.1",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        "crosstalk benchmark: release build, {cores} cores, loopback HTTP/1.1, clients in-process"
     );
 
-    // Post-to-wake latency over MCP.
-    let waiter = Arc::new(connect(&url, &tokens[0]).await);
-    let sender = connect(&url, &tokens[1]).await;
-    let mut parked = relay.parked_waits();
-    let mut wake = Vec::with_capacity(ROUNDS);
-    for round in 0..ROUNDS {
-        let before = *parked.borrow_and_update();
-        let waiting = {
-            let waiter = waiter.clone();
-            tokio::spawn(async move {
-                call(&waiter, "check_inbox", json!({ "timeout_seconds": 50 })).await
-            })
-        };
-        parked
-            .wait_for(|n| *n > before)
-            .await
-            .expect("relay running");
-        let started = Instant::now();
-        call(
-            &sender,
-            "send_message",
-            json!({ "to": "agent0", "body": format!("ping {round}") }),
-        )
-        .await;
-        let inbox = waiting.await.expect("waiter");
-        wake.push(started.elapsed());
-        assert_eq!(inbox["messages"][0]["body"], format!("ping {round}"));
-    }
+    // Baseline round trip.
     let mut round_trip = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
         let started = Instant::now();
@@ -171,93 +225,68 @@ async fn main() {
             .expect("body");
         round_trip.push(started.elapsed());
     }
-    let (wake50, wake99) = (percentile(&mut wake, 0.5), percentile(&mut wake, 0.99));
-    let (rt50, rt99) = (
-        percentile(&mut round_trip, 0.5),
-        percentile(&mut round_trip, 0.99),
-    );
-    println!("\npost-to-wake over MCP ({ROUNDS} rounds)");
-    println!(
-        "  crosstalk check_inbox woken by send_message   p50 {}  p99 {}",
-        ms(wake50),
-        ms(wake99)
-    );
-    println!(
-        "  baseline GET /healthz round trip              p50 {}  p99 {}",
-        ms(rt50),
-        ms(rt99)
-    );
-    println!(
-        "  ratio                                         p50 {:.1}x  p99 {:.1}x",
-        wake50.as_secs_f64() / rt50.as_secs_f64(),
-        wake99.as_secs_f64() / rt99.as_secs_f64()
-    );
 
-    // Send throughput, 32 MCP clients.
-    let mut clients = Vec::new();
-    for token in &tokens[1..] {
-        clients.push(connect(&url, token).await);
-    }
-    let clients = Arc::new(clients);
-    let sends = throughput(seconds, {
-        let clients = clients.clone();
-        move |n| {
-            let clients = clients.clone();
+    println!("\npost-to-wake ({ROUNDS} rounds each)");
+    let baseline = line("baseline: GET /healthz round trip", &mut round_trip);
+    let waiter = Arc::new(connect(&url, &tokens[0]).await);
+    let sender = Arc::new(connect(&url, &tokens[1]).await);
+    let mut mcp = post_to_wake(
+        &relay,
+        |_| {
+            let waiter = waiter.clone();
+            async move { call(&waiter, "check_inbox", json!({ "timeout_seconds": 50 })).await }
+        },
+        |round| {
+            let sender = sender.clone();
             async move {
                 call(
-                    &clients[n],
+                    &sender,
                     "send_message",
-                    json!({ "to": "agent0", "body": "status update: build 1234 passed" }),
+                    json!({ "to": "agent0", "body": format!("ping {round}") }),
                 )
                 .await;
             }
-        }
-    })
+        },
+    )
     .await;
-    // Raw HTTP JSON-RPC on sessions opened by hand (no rmcp client).
-    let mut sessions = Vec::new();
-    for token in &tokens[1..] {
-        let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}});
-        let r = http
-            .post(format!("{url}/mcp"))
-            .bearer_auth(token)
-            .header("accept", "application/json, text/event-stream")
-            .json(&init)
-            .send()
-            .await
-            .unwrap();
-        let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
-        r.bytes().await.unwrap();
-        let r = http
-            .post(format!("{url}/mcp"))
-            .bearer_auth(token)
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-session-id", &sid)
-            .header("mcp-protocol-version", "2025-06-18")
-            .json(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
-            .send()
-            .await
-            .unwrap();
-        r.bytes().await.unwrap();
-        sessions.push((token.clone(), sid));
-    }
-    let sessions = Arc::new(sessions);
-    let raw = throughput(seconds, {
-        let (http, url, sessions) = (http.clone(), url.clone(), sessions.clone());
-        move |n| {
-            let (http, url, sessions) = (http.clone(), url.clone(), sessions.clone());
+    let mcp = line("MCP: check_inbox woken by send_message", &mut mcp);
+    let mut rest = post_to_wake(
+        &relay,
+        |_| {
+            let (http, url, token) = (http.clone(), url.clone(), tokens[0].clone());
             async move {
-                let (token, sid) = &sessions[n];
-                static NEXT: AtomicU64 = AtomicU64::new(10);
-                let id = NEXT.fetch_add(1, Ordering::Relaxed);
-                let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"send_message","arguments":{"to":"agent0","body":"status update: build 1234 passed"}}});
-                let r = http.post(format!("{url}/mcp")).bearer_auth(token).header("accept","application/json, text/event-stream").header("mcp-session-id", sid).header("mcp-protocol-version","2025-06-18").json(&body).send().await.unwrap();
-                r.bytes().await.unwrap();
+                let response = http
+                    .get(format!("{url}/api/inbox?timeout_s=50"))
+                    .bearer_auth(token)
+                    .send()
+                    .await;
+                response.expect("inbox").json().await.expect("inbox JSON")
             }
-        }
-    }).await;
-    println!("  raw session POST: {raw:.0}");
-    let baseline = throughput(seconds, {
+        },
+        |round| {
+            let (http, url, token) = (http.clone(), url.clone(), tokens[1].clone());
+            async move {
+                let body = json!({ "to": "agent0", "body": format!("ping {round}") });
+                let response = http
+                    .post(format!("{url}/api/messages"))
+                    .bearer_auth(token)
+                    .json(&body)
+                    .send()
+                    .await;
+                assert_eq!(response.expect("send").status(), 201);
+            }
+        },
+    )
+    .await;
+    let rest = line(
+        "REST: GET /api/inbox woken by POST /api/messages",
+        &mut rest,
+    );
+    ratio("ratio MCP / baseline", mcp, baseline);
+    ratio("ratio REST / baseline", rest, baseline);
+
+    println!("\nsend throughput: {CLIENTS} concurrent clients, {seconds} s each");
+    let trivial = throughput(seconds, {
         let (http, healthz) = (http.clone(), healthz.clone());
         move |_| {
             let (http, healthz) = (http.clone(), healthz.clone());
@@ -273,12 +302,60 @@ async fn main() {
         }
     })
     .await;
+    println!(
+        "  {:<46} {trivial:>9.0} requests/s",
+        "baseline: GET /healthz"
+    );
+    let rest = throughput(seconds, {
+        let (http, url, tokens) = (http.clone(), url.clone(), tokens.clone());
+        move |n| {
+            let (http, url, token) = (http.clone(), url.clone(), tokens[n + 1].clone());
+            async move {
+                let body = json!({ "to": "agent0", "body": "status update: build 1234 passed" });
+                let response = http
+                    .post(format!("{url}/api/messages"))
+                    .bearer_auth(token)
+                    .json(&body)
+                    .send()
+                    .await;
+                assert_eq!(response.expect("send").status(), 201);
+            }
+        }
+    })
+    .await;
+    println!(
+        "  {:<46} {rest:>9.0} messages/s  ({:.2} of baseline)",
+        "REST: POST /api/messages",
+        rest / trivial
+    );
+    let mut clients = Vec::new();
+    for token in &tokens[1..] {
+        clients.push(connect(&url, token).await);
+    }
+    let clients = Arc::new(clients);
+    let mcp = throughput(seconds, {
+        let clients = clients.clone();
+        move |n| {
+            let clients = clients.clone();
+            async move {
+                let body = json!({ "to": "agent0", "body": "status update: build 1234 passed" });
+                call(&clients[n], "send_message", body).await;
+            }
+        }
+    })
+    .await;
+    println!(
+        "  {:<46} {mcp:>9.0} messages/s  ({:.2} of baseline)",
+        "MCP: send_message (rmcp client)",
+        mcp / trivial
+    );
     let core = throughput(seconds, {
         let relay = relay.clone();
         move |n| {
             let relay = relay.clone();
             async move {
-                let caller = Caller::Person(Handle::parse(&format!("agent{}", n + 1)).unwrap());
+                let caller =
+                    Caller::Person(Handle::parse(&format!("agent{}", n + 1)).expect("handle"));
                 let message = DirectMessage {
                     to: "agent0".into(),
                     body: "status update: build 1234 passed".into(),
@@ -289,14 +366,107 @@ async fn main() {
         }
     })
     .await;
-    println!("\nsend throughput, {CLIENTS} concurrent clients, {seconds} s each");
-    println!("  the core alone (no HTTP): send_direct  {core:>9.0} messages/s");
-    println!("  crosstalk send_message over MCP    {sends:>9.0} messages/s");
-    println!("  baseline GET /healthz              {baseline:>9.0} requests/s");
     println!(
-        "  ratio                              {:>9.2}",
-        sends / baseline
+        "  {:<46} {core:>9.0} messages/s",
+        "core alone, no HTTP (store + group commit)"
     );
 
     running.stop().await.expect("relay stops");
+
+    println!("\nfan-out of one channel post to SSE subscribers (relay in a child process)");
+    let mut child = std::process::Command::new(std::env::current_exe().expect("this binary"))
+        .args(["--serve", &dir.path().join("relay.db").to_string_lossy()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("child relay starts");
+    let mut child_url = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().expect("child stdout")),
+        &mut child_url,
+    )
+    .expect("child prints its URL");
+    let child_url = child_url.trim();
+    let mut single = Vec::new();
+    for _ in 0..100 {
+        single.extend(fan_out(&http, child_url, &tokens, 1, child.id()).await.0);
+    }
+    let one = line("baseline: 1 subscriber (100 posts)", &mut single);
+    let (mut many, per_subscriber_kib) =
+        fan_out(&http, child_url, &tokens, subscribers, child.id()).await;
+    let all = line(
+        &format!("{subscribers} subscribers, time until each has it"),
+        &mut many,
+    );
+    ratio(&format!("ratio {subscribers} / 1"), all, one);
+    println!(
+        "  {:<46} {per_subscriber_kib:>7.1} KiB",
+        "relay's resident memory per idle subscriber"
+    );
+    drop(child.stdin.take());
+    child.wait().expect("child relay stops");
+}
+
+/// Opens `count` streams on a fresh channel, posts once, and times delivery
+/// to each. Also returns the resident memory each idle stream added.
+async fn fan_out(
+    http: &reqwest::Client,
+    url: &str,
+    tokens: &[String],
+    count: usize,
+    relay_pid: u32,
+) -> (Vec<Duration>, f64) {
+    static CHANNEL: AtomicU64 = AtomicU64::new(0);
+    let channel = format!("fanout{}", CHANNEL.fetch_add(1, Ordering::Relaxed));
+    let before = resident_kib(relay_pid);
+    let opened = join_all((0..count).map(|n| {
+        let request = http
+            .get(format!("{url}/api/channels/{channel}/stream"))
+            .bearer_auth(&tokens[n % tokens.len()]);
+        async move {
+            let mut response = request.send().await.expect("stream opens");
+            // The first event is the notice: the stream is subscribed.
+            let mut seen = String::new();
+            while !seen.contains("\n\n") {
+                seen.push_str(
+                    std::str::from_utf8(&response.chunk().await.expect("chunk").expect("open"))
+                        .expect("utf-8"),
+                );
+            }
+            response
+        }
+    }))
+    .await;
+    let per_subscriber = resident_kib(relay_pid).saturating_sub(before) as f64 / count as f64;
+    let started = Arc::new(std::sync::OnceLock::<Instant>::new());
+    let readers: Vec<_> = opened
+        .into_iter()
+        .map(|mut response| {
+            let started = started.clone();
+            tokio::spawn(async move {
+                let mut seen = String::new();
+                while !seen.contains("event: message") {
+                    seen.push_str(
+                        std::str::from_utf8(&response.chunk().await.expect("chunk").expect("open"))
+                            .expect("utf-8"),
+                    );
+                }
+                started.get().expect("posted").elapsed()
+            })
+        })
+        .collect();
+    let _ = started.set(Instant::now());
+    let body = json!({ "body": "release 1.4 is tagged" });
+    let response = http
+        .post(format!("{url}/api/channels/{channel}/messages"))
+        .bearer_auth(&tokens[0])
+        .json(&body)
+        .send()
+        .await;
+    assert_eq!(response.expect("post").status(), 201);
+    let mut delays = Vec::with_capacity(count);
+    for reader in readers {
+        delays.push(reader.await.expect("reader"));
+    }
+    (delays, per_subscriber)
 }
