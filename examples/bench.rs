@@ -20,7 +20,7 @@
 //!   binary, started with `--serve DB`) so its memory is the server's alone.
 
 use crosstalk::app;
-use crosstalk::config::Config;
+use crosstalk::config::{Config, Limits};
 use crosstalk::relay::{Caller, DirectMessage, Relay, handle::Handle, now_millis, token::Token};
 use crosstalk::store::{SqliteStore, Store};
 use futures::future::join_all;
@@ -202,7 +202,7 @@ async fn main() {
         tokens.push(token.expose().to_owned());
     }
     drop(store);
-    let running = app::spawn(Config::local(db)).await.expect("relay starts");
+    let running = app::spawn(unlimited(db)).await.expect("relay starts");
     let url = running.url();
     let relay = running.state.relay.clone();
     let http = reqwest::Client::new();

@@ -3,18 +3,24 @@
 //! [`spawn`] is the one way to start a relay: `crosstalk serve`, the demo,
 //! the benchmarks and the tests all run the same thing, on a real socket.
 
-use crate::auth::{self, SessionOwners};
+use crate::api::ApiError;
 use crate::config::{Config, ConfigError};
+use crate::layers::{
+    auth::{self, SessionOwners},
+    edge, guard,
+    limits::{self, RateLimits},
+};
 use crate::mcp::RelayTools;
 use crate::relay::Relay;
 use crate::store::{SqliteStore, Store};
-use axum::{Json, Router, extract::DefaultBodyLimit, middleware, routing::get, serve::ListenerExt};
+use axum::{Json, Router, extract::DefaultBodyLimit, http::StatusCode, middleware, routing::get};
+use axum_server::accept::NoDelayAcceptor;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
 use serde_json::json;
-use std::{net::SocketAddr, sync::Arc};
-use tokio::{net::TcpListener, task::JoinHandle};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Cloned into every edge.
@@ -24,6 +30,8 @@ pub struct AppState {
     pub relay: Arc<Relay>,
     /// Who opened each MCP session.
     pub sessions: Arc<SessionOwners>,
+    /// Rate limits per credential and per client address.
+    pub limits: Arc<RateLimits>,
     /// The checked configuration.
     pub config: Arc<Config>,
 }
@@ -61,46 +69,9 @@ pub async fn build(config: Config, shutdown: CancellationToken) -> Result<AppSta
     Ok(AppState {
         relay,
         sessions: Arc::new(SessionOwners::new(sessions)),
+        limits: Arc::new(RateLimits::new(&config.limits)),
         config: Arc::new(config),
     })
-}
-
-/// The hosts rmcp accepts in `Host`: the public URL's, and loopback's. When
-/// the relay listens beyond loopback and no public URL names it, the host is
-/// unknown and rmcp's check is off.
-fn allowed_hosts(config: &Config) -> Option<Vec<String>> {
-    let mut hosts = vec![
-        "localhost".to_owned(),
-        "127.0.0.1".to_owned(),
-        "::1".to_owned(),
-    ];
-    let public_host = config
-        .public_url
-        .split_once("://")
-        .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(rest))
-        .map(|authority| {
-            authority
-                .rsplit_once('@')
-                .map_or(authority, |(_, host)| host)
-                .to_owned()
-        });
-    match public_host {
-        Some(authority) => {
-            let bare = match authority.rsplit_once(':') {
-                Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => host.to_owned(),
-                _ => authority.clone(),
-            };
-            hosts.push(authority);
-            hosts.push(
-                bare.trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_owned(),
-            );
-            Some(hosts)
-        }
-        None if config.listen.ip().is_loopback() => Some(hosts),
-        None => None,
-    }
 }
 
 /// The largest request body read: room for a message body of the largest
@@ -111,24 +82,34 @@ fn request_body_limit(max_body_bytes: usize) -> usize {
     max_body_bytes.saturating_mul(6).saturating_add(16 * 1024)
 }
 
-/// Every route, with its layers.
+/// Every route, and the layers in front of them, outermost first:
+///
+/// 1. `access_log`: method, path, status, time; never a query string.
+/// 2. `security_headers`: CSP, nosniff, no-referrer, HSTS under TLS.
+/// 3. the body limit: bodies past it are refused with 413 as they are read.
+/// 4. `check_host` (all but `/healthz`): only the relay's own names.
+/// 5. `check_origin` (`/mcp`, `/api`): only the relay's own page and the
+///    allowed origins; before credentials, so a foreign page gets 403 even
+///    with a good token, and causes no token lookup.
+/// 6. per route group, in `api::routes` and below: credentials (Bearer,
+///    Basic or `?token=` as the route allows) with the rate limits, then the
+///    MCP session binding, then the request timeout on routes that do not
+///    wait or stream.
 pub fn router(state: AppState) -> Router {
     let request_limit = request_body_limit(state.config.settings.max_body_bytes);
-    let mut mcp_config = StreamableHttpServerConfig::default()
+    // rmcp's own Host check is off: `check_host` applies the same rule to
+    // every route, so the two can never disagree.
+    let mcp_config = StreamableHttpServerConfig::default()
         .with_cancellation_token(state.relay_shutdown())
-        .with_max_request_body_bytes(request_limit);
-    mcp_config = match allowed_hosts(&state.config) {
-        Some(hosts) => mcp_config.with_allowed_hosts(hosts),
-        None => mcp_config.disable_allowed_hosts(),
-    };
+        .with_max_request_body_bytes(request_limit)
+        .disable_allowed_hosts();
     let relay = state.relay.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(RelayTools::new(relay.clone())),
         state.sessions.manager(),
         mcp_config,
     );
-    // Layers run outside in: the last added runs first. Credentials first,
-    // then the session check, which needs the caller.
+    // Within a router, the layer added last runs first.
     let mcp_routes = Router::new()
         .nest_service("/mcp", mcp)
         .layer(middleware::from_fn_with_state(
@@ -139,14 +120,32 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::require_bearer,
         ));
+    let guarded = Router::new()
+        .merge(mcp_routes)
+        .merge(crate::api::routes::router(state.clone()))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            guard::check_origin,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            guard::check_host,
+        ));
     Router::new()
         .route(
             "/healthz",
             get(|| async { Json(json!({ "status": "ok" })) }),
         )
-        .merge(mcp_routes)
-        .merge(crate::api::routes::router(state.clone()))
+        .merge(guarded)
+        .fallback(|| async {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", "there is no such route")
+        })
         .layer(DefaultBodyLimit::max(request_limit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            edge::security_headers,
+        ))
+        .layer(middleware::from_fn(edge::access_log))
         .with_state(state)
 }
 
@@ -186,38 +185,55 @@ impl Running {
     }
 }
 
+/// How long a new connection may take to send its first whole request.
+pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send a request's headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most bytes of request line and headers read for one request.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+/// How long connections may take to finish at shutdown before they are cut.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
 /// Builds the relay, binds its listener and serves it in the background.
 pub async fn spawn(config: Config) -> Result<Running, StartError> {
     let shutdown = CancellationToken::new();
     let listen = config.listen;
     let state = build(config, shutdown.clone()).await?;
-    let listener = TcpListener::bind(listen)
-        .await
-        .map_err(|source| StartError::Listen {
-            addr: listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+    let bind_error = |source| StartError::Listen {
         addr: listen,
         source,
-    })?;
+    };
+    let listener = std::net::TcpListener::bind(listen).map_err(bind_error)?;
+    listener.set_nonblocking(true).map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
+
     tokio::spawn(state.relay.clone().run_maintenance());
-    let app = router(state.clone());
+    tokio::spawn(prune_limits(state.limits.clone(), shutdown.clone()));
+
+    let handle = axum_server::Handle::new();
+    // NODELAY: responses (SSE above all) go out in several writes, and
+    // Nagle's algorithm would hold the last one for the client's delayed ACK.
+    let mut server = axum_server::from_tcp(listener)
+        .map_err(bind_error)?
+        .acceptor(NoDelayAcceptor::new())
+        .handle(handle.clone())
+        .first_request_timeout(FIRST_REQUEST_TIMEOUT);
+    server
+        .http_builder()
+        .http1()
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(MAX_HEADER_BYTES);
+    server
+        .http_builder()
+        .http2()
+        .max_header_list_size(MAX_HEADER_BYTES as u32)
+        .max_concurrent_streams(128);
+    let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let task = tokio::spawn(async move { server.serve(app).await });
     let stop = shutdown.clone();
-    // Responses (SSE above all) go out in several writes; without NODELAY,
-    // Nagle's algorithm holds the last one back for the client's delayed ACK.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "cannot set TCP_NODELAY");
-        }
-    });
-    let task = tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move { stop.cancelled_owned().await })
-        .await
+    tokio::spawn(async move {
+        stop.cancelled().await;
+        handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
     });
     Ok(Running {
         addr,
@@ -225,4 +241,15 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
         shutdown,
         task,
     })
+}
+
+/// Prunes the rate limiters' keyed state until shutdown.
+async fn prune_limits(limits: Arc<RateLimits>, shutdown: CancellationToken) {
+    let mut every = tokio::time::interval(limits::PRUNE_EVERY);
+    loop {
+        tokio::select! {
+            _ = every.tick() => limits.prune(),
+            () = shutdown.cancelled() => return,
+        }
+    }
 }

@@ -30,10 +30,11 @@
 
 pub mod api;
 pub mod app;
-pub mod auth;
+
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod layers;
 pub mod mcp;
 pub mod relay;
 pub mod store;

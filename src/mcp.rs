@@ -310,6 +310,7 @@ impl RelayTools {
     #[tool]
     async fn wait_for_message(
         &self,
+        CallerOf(caller): CallerOf,
         cancelled: CancellationToken,
         Parameters(args): Parameters<WaitForMessageArgs>,
     ) -> ToolResult<wire::MessagePage> {
@@ -318,6 +319,7 @@ impl RelayTools {
         let page = self
             .relay
             .wait_channel(
+                &caller,
                 &args.channel,
                 args.since_id,
                 timeout,

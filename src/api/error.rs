@@ -20,6 +20,8 @@ pub struct ApiError {
     pub code: &'static str,
     /// A sentence for a person (or a model) saying what to change.
     pub message: String,
+    /// Seconds to wait before trying again (429 and 503), sent as `Retry-After`.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -28,6 +30,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -41,6 +44,16 @@ impl ApiError {
 
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// A 429: too many requests; `retry_after` is rounded up to whole seconds,
+    /// at least one.
+    pub fn rate_limited(message: impl Into<String>, retry_after: std::time::Duration) -> ApiError {
+        let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+        ApiError {
+            retry_after: Some(seconds.max(1)),
+            ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
+        }
     }
 
     /// The error body, the same on every edge.
@@ -59,6 +72,19 @@ impl From<RelayError> for ApiError {
             RelayError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             RelayError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             RelayError::SecretRefused(_) => (StatusCode::UNPROCESSABLE_ENTITY, "secret_refused"),
+            RelayError::TooManyWaits(message) => {
+                return ApiError::rate_limited(message.clone(), std::time::Duration::from_secs(1));
+            }
+            RelayError::Overloaded(message) => {
+                return ApiError {
+                    retry_after: Some(1),
+                    ..ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "overloaded",
+                        message.clone(),
+                    )
+                };
+            }
             RelayError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
                 return ApiError::new(
@@ -75,6 +101,11 @@ impl From<RelayError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, Json(self.body())).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

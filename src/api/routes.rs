@@ -3,7 +3,10 @@
 use super::extract::{Body, Path, Query};
 use super::{ApiError, stream, wire};
 use crate::app::AppState;
-use crate::auth::{self, Accept};
+use crate::layers::{
+    auth::{self, Accept},
+    edge,
+};
 use crate::relay::{self, Caller, ChannelPost, DirectMessage};
 use axum::{
     Extension, Json, Router,
@@ -17,32 +20,38 @@ use std::time::Duration;
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
-/// The `/api` routes, each group behind the credentials it accepts.
+/// The `/api` routes, each group behind the credentials it accepts. Routes
+/// that answer at once also have the request timeout; waits and streams
+/// have their own bounds (at most 50 s, or until the client leaves).
 pub fn router(state: AppState) -> Router<AppState> {
-    let layer =
+    let credentials =
         |accept| middleware::from_fn_with_state((state.clone(), accept), auth::require_credentials);
+    let timeout = || middleware::from_fn(edge::request_timeout);
     // Reads: Bearer, or the team page's Basic credentials.
     let reads = Router::new()
         .route("/api/channels", get(channels))
         .route("/api/channels/{channel}/messages", get(channel_messages))
-        .route("/api/channels/{channel}/wait", get(wait_channel))
         .route("/api/threads/{id}", get(thread))
         .route("/api/people", get(people))
-        .route_layer(layer(Accept::BearerOrBasic));
-    // Changes (claiming an inbox is one): Bearer only, which no browser sends by itself.
+        .route_layer(timeout())
+        .route("/api/channels/{channel}/wait", get(wait_channel))
+        .route_layer(credentials(Accept::BearerOrBasic));
+    // Changes (claiming an inbox is one): Bearer only, which no browser
+    // sends by itself.
     let writes = Router::new()
         .route("/api/channels/{channel}/messages", post(post_message))
         .route("/api/messages", post(send_message))
-        .route("/api/inbox", get(inbox))
         .route("/api/status", put(set_status))
-        .route_layer(layer(Accept::Bearer));
+        .route_layer(timeout())
+        .route("/api/inbox", get(inbox))
+        .route_layer(credentials(Accept::Bearer));
     // Streams: as reads, plus `?token=` for clients that cannot set headers.
     let streams = Router::new()
         .route(
             "/api/channels/{channel}/stream",
             get(stream::channel_stream),
         )
-        .route_layer(layer(Accept::Stream));
+        .route_layer(credentials(Accept::Stream));
     reads.merge(writes).merge(streams)
 }
 
@@ -79,6 +88,7 @@ struct WaitQuery {
 
 async fn wait_channel(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(channel): Path<String>,
     Query(query): Query<WaitQuery>,
 ) -> ApiResult<wire::MessagePage> {
@@ -87,6 +97,7 @@ async fn wait_channel(
     let page = state
         .relay
         .wait_channel(
+            &caller,
             &channel,
             query.since_id.unwrap_or(0),
             timeout,

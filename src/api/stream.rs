@@ -10,9 +10,10 @@
 use super::extract::{Path, Query};
 use super::{ApiError, wire::MessageView};
 use crate::app::AppState;
-use crate::relay::{MAX_PAGE, NOTICE, Relay};
+use crate::relay::{Caller, MAX_PAGE, NOTICE, Relay, WaitSlot};
 use crate::store::Message;
 use axum::{
+    Extension,
     extract::State,
     http::HeaderMap,
     response::sse::{Event, KeepAlive, Sse},
@@ -32,6 +33,7 @@ pub struct StreamQuery {
 
 pub async fn channel_stream(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(channel): Path<String>,
     Query(query): Query<StreamQuery>,
     headers: HeaderMap,
@@ -42,8 +44,9 @@ pub async fn channel_stream(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<i64>().ok());
     let cursor = resume.or(query.since_id).unwrap_or(0);
-    let wake = state.relay.subscribe_channel(&channel)?;
+    let (wake, slot) = state.relay.subscribe_channel(&caller, &channel)?;
     let feed = Feed {
+        _slot: slot,
         relay: state.relay.clone(),
         channel,
         cursor,
@@ -61,6 +64,8 @@ pub async fn channel_stream(
 
 /// The state of one stream.
 struct Feed {
+    /// Counts this stream against the caller's and the relay's caps.
+    _slot: WaitSlot,
     relay: Arc<Relay>,
     channel: String,
     /// The id of the last message sent (or the cursor asked for).

@@ -11,6 +11,7 @@ mod hub;
 mod presence;
 pub mod secrets;
 pub mod token;
+mod waits;
 
 use crate::store::{
     ChannelSummary, Conversation, Message, Millis, NewMessage, RecipientCheck, Store, StoreError,
@@ -21,6 +22,9 @@ use presence::Presence;
 use std::{future::Future, sync::Arc, time::Duration};
 use token::TokenHash;
 use tokio_util::sync::CancellationToken;
+use waits::WaitSlots;
+
+pub use waits::WaitSlot;
 
 pub use presence::FLUSH_EVERY;
 
@@ -54,6 +58,10 @@ pub struct Settings {
     /// Accept requests without credentials while nobody has ever been added
     /// and no token is configured: for trying crosstalk out on loopback.
     pub open_when_empty: bool,
+    /// Waits and streams one caller may hold open at once.
+    pub max_waits_per_person: usize,
+    /// Waits and streams open at once on the whole relay.
+    pub max_waits: usize,
 }
 
 /// Who a request comes from, as proven by its credential.
@@ -63,6 +71,17 @@ pub enum Caller {
     Person(Handle),
     /// The shared token, or anyone on an open relay: must name a sender.
     Unbound,
+}
+
+impl Caller {
+    /// Whose quotas and wait slots a call counts against: a person's own, or
+    /// one shared by every unbound caller.
+    pub fn account(&self) -> String {
+        match self {
+            Caller::Person(handle) => handle.to_string(),
+            Caller::Unbound => "the shared token".to_owned(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -77,6 +96,12 @@ pub enum RelayError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// The caller has as many waits and streams open as one may.
+    #[error("{0}")]
+    TooManyWaits(String),
+    /// The relay has as many waits and streams open as it takes.
+    #[error("{0}")]
+    Overloaded(String),
     #[error("the body is {size} bytes; this relay accepts at most {max}")]
     TooLarge { size: usize, max: usize },
     #[error(
@@ -154,6 +179,8 @@ pub struct Relay {
     /// Counts the times a wait found nothing and parked until a wake-up:
     /// lets a caller (a test, a benchmark) know a waiter is really waiting.
     parked: tokio::sync::watch::Sender<u64>,
+    /// Open waits and streams, capped per caller and in total.
+    waits: Arc<WaitSlots>,
 }
 
 pub fn now_millis() -> Millis {
@@ -167,12 +194,13 @@ impl Relay {
     pub fn new(store: Arc<dyn Store>, settings: Settings, shutdown: CancellationToken) -> Relay {
         Relay {
             store,
-            settings,
             inboxes: Hub::default(),
             channels: Hub::default(),
             presence: Presence::default(),
             shutdown,
             parked: tokio::sync::watch::Sender::new(0),
+            waits: WaitSlots::new(settings.max_waits_per_person, settings.max_waits),
+            settings,
         }
     }
 
@@ -379,6 +407,7 @@ impl Relay {
         cancelled: impl Future<Output = ()>,
     ) -> RelayResult<Vec<Message>> {
         let me = self.acting_as(caller, sender)?;
+        let _slot = self.wait_slot(caller, timeout)?;
         let mut wake = self.inboxes.subscribe(me.as_str());
         let deadline = tokio::time::Instant::now() + timeout.min(MAX_WAIT);
         tokio::pin!(cancelled);
@@ -430,12 +459,14 @@ impl Relay {
     /// As [`Relay::channel_messages`], waiting up to `timeout` for a first one.
     pub async fn wait_channel(
         &self,
+        caller: &Caller,
         channel: &str,
         since_id: i64,
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
     ) -> RelayResult<Page> {
         let name = parse_channel(channel)?;
+        let _slot = self.wait_slot(caller, timeout)?;
         let mut wake = self.channels.subscribe(&name);
         let deadline = tokio::time::Instant::now() + timeout.min(MAX_WAIT);
         tokio::pin!(cancelled);
@@ -458,13 +489,30 @@ impl Relay {
         }
     }
 
-    /// Live messages of a channel as they are committed, for streams. The
-    /// receiver must be taken before the backlog is read (see [`hub`]).
+    /// Live messages of a channel as they are committed, for a stream, and
+    /// the slot the stream holds while open. Take it before reading the
+    /// backlog (see [`hub`]).
     pub fn subscribe_channel(
         &self,
+        caller: &Caller,
         channel: &str,
-    ) -> RelayResult<tokio::sync::broadcast::Receiver<Arc<Message>>> {
-        Ok(self.channels.subscribe(&parse_channel(channel)?))
+    ) -> RelayResult<(tokio::sync::broadcast::Receiver<Arc<Message>>, WaitSlot)> {
+        let channel = parse_channel(channel)?;
+        let slot = self.waits.acquire(&caller.account())?;
+        Ok((self.channels.subscribe(&channel), slot))
+    }
+
+    /// A slot for a call that may wait; a call that will not wait needs none.
+    fn wait_slot(&self, caller: &Caller, timeout: Duration) -> RelayResult<Option<WaitSlot>> {
+        if timeout.is_zero() {
+            return Ok(None);
+        }
+        self.waits.acquire(&caller.account()).map(Some)
+    }
+
+    /// Waits and streams open now.
+    pub fn open_waits(&self) -> usize {
+        self.waits.open()
     }
 
     pub async fn channels(&self) -> RelayResult<Vec<ChannelSummary>> {

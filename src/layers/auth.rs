@@ -12,9 +12,9 @@
 
 use crate::api::ApiError;
 use crate::app::AppState;
-use crate::relay::Caller;
+use crate::relay::{Caller, RelayError};
 use axum::{
-    extract::{Request, State},
+    extract::{ConnectInfo, Request, State},
     http::{HeaderValue, header},
     middleware::Next,
     response::{IntoResponse, Response},
@@ -22,6 +22,7 @@ use axum::{
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use std::{
     collections::HashMap,
+    net::{IpAddr, SocketAddr},
     sync::{Arc, Mutex},
 };
 
@@ -147,20 +148,50 @@ async fn authenticate_then(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let caller = match presented_token(&request, accept) {
-        Ok(token) => state
-            .relay
-            .authenticate(token.as_deref())
-            .await
-            .map_err(ApiError::from),
-        Err(error) => Err(error),
-    };
-    match caller {
+    let address = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
+    let presented = presented_token(&request, accept);
+    match authenticate(&state, presented, address).await {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
         }
         Err(error) => error.into_response(),
+    }
+}
+
+/// Finds the caller, counting the request against the right quota: its
+/// credential's when valid, its address's otherwise.
+async fn authenticate(
+    state: &AppState,
+    presented: Result<Option<String>, ApiError>,
+    address: IpAddr,
+) -> Result<Caller, ApiError> {
+    let limits = &state.limits;
+    let token = match presented {
+        Ok(Some(token)) => token,
+        Ok(None) => {
+            limits.anonymous(address)?;
+            return Ok(state.relay.authenticate(None).await?);
+        }
+        Err(refused) => {
+            limits.anonymous(address)?;
+            return Err(refused);
+        }
+    };
+    limits.not_blocked(address)?;
+    match state.relay.authenticate(Some(&token)).await {
+        Ok(caller) => {
+            limits.credential(&caller.account())?;
+            Ok(caller)
+        }
+        Err(error @ RelayError::Unauthorized(_)) => {
+            limits.anonymous(address)?;
+            Err(error.into())
+        }
+        Err(error) => Err(error.into()),
     }
 }
 

@@ -1,0 +1,203 @@
+//! Rate limits: governor quotas per credential and per client address.
+//!
+//! - Every authenticated request counts against its credential's quota
+//!   (a person, a participant, or the shared token), so one person's flood
+//!   never uses up another's.
+//! - Requests without valid credentials (none, unknown, revoked, malformed)
+//!   count against their client address. An address that runs out is
+//!   refused *before* any token lookup until its quota refills, so guessing
+//!   tokens is slow as well as hopeless.
+//!
+//! IPv6 addresses are counted by their /64, which one client usually holds
+//! whole. Keyed state is pruned every minute, and early when it grows past
+//! [`MAX_KEYS`], so it stays bounded however many addresses appear.
+
+use crate::api::ApiError;
+use crate::config::{Limits, Rate};
+use governor::{
+    DefaultKeyedRateLimiter, Quota, RateLimiter,
+    clock::{Clock, DefaultClock},
+};
+use std::{
+    collections::HashMap,
+    net::{IpAddr, Ipv6Addr},
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+/// Past this many keys, a limiter drops the keys that have refilled.
+pub const MAX_KEYS: usize = 65_536;
+/// How often [`RateLimits::prune`] should run.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+pub struct RateLimits {
+    per_credential: Option<DefaultKeyedRateLimiter<String>>,
+    per_address: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    /// Addresses that ran out of their quota, and until when they are refused.
+    blocked: Mutex<HashMap<IpAddr, Instant>>,
+    clock: DefaultClock,
+}
+
+fn quota(rate: Rate) -> Quota {
+    Quota::per_second(rate.per_second).allow_burst(rate.burst)
+}
+
+/// The key of a client address: IPv4 as it is, IPv6 by its /64.
+fn address_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX))),
+        },
+        v4 => v4,
+    }
+}
+
+impl RateLimits {
+    pub fn new(limits: &Limits) -> RateLimits {
+        RateLimits {
+            per_credential: limits
+                .per_credential
+                .map(|rate| RateLimiter::keyed(quota(rate))),
+            per_address: limits
+                .per_address
+                .map(|rate| RateLimiter::keyed(quota(rate))),
+            blocked: Mutex::new(HashMap::new()),
+            clock: DefaultClock::default(),
+        }
+    }
+
+    /// Counts a request made with valid credentials.
+    pub fn credential(&self, key: &str) -> Result<(), ApiError> {
+        let Some(limiter) = &self.per_credential else {
+            return Ok(());
+        };
+        let key = key.to_owned();
+        if let Err(not_until) = limiter.check_key(&key) {
+            let wait = not_until.wait_time_from(self.clock.now());
+            return Err(ApiError::rate_limited(
+                format!(
+                    "too many requests with this credential; try again in {}s",
+                    wait.as_secs() + 1
+                ),
+                wait,
+            ));
+        }
+        if limiter.len() > MAX_KEYS {
+            limiter.retain_recent();
+        }
+        Ok(())
+    }
+
+    /// Refuses an address that recently ran out of its quota.
+    pub fn not_blocked(&self, ip: IpAddr) -> Result<(), ApiError> {
+        let key = address_key(ip);
+        let blocked = self.blocked.lock().expect("blocked addresses lock");
+        match blocked.get(&key) {
+            Some(until) if *until > Instant::now() => Err(ApiError::rate_limited(
+                "too many requests without valid credentials from this address",
+                *until - Instant::now(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Counts a request without valid credentials from `ip`.
+    pub fn anonymous(&self, ip: IpAddr) -> Result<(), ApiError> {
+        let Some(limiter) = &self.per_address else {
+            return Ok(());
+        };
+        let key = address_key(ip);
+        if let Err(not_until) = limiter.check_key(&key) {
+            let wait = not_until.wait_time_from(self.clock.now());
+            let mut blocked = self.blocked.lock().expect("blocked addresses lock");
+            if blocked.len() > MAX_KEYS {
+                let now = Instant::now();
+                blocked.retain(|_, until| *until > now);
+            }
+            blocked.insert(key, Instant::now() + wait);
+            return Err(ApiError::rate_limited(
+                "too many requests without valid credentials from this address",
+                wait,
+            ));
+        }
+        if limiter.len() > MAX_KEYS {
+            limiter.retain_recent();
+        }
+        Ok(())
+    }
+
+    /// Forgets keys whose quota has refilled, and blocks that have ended.
+    pub fn prune(&self) {
+        if let Some(limiter) = &self.per_credential {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+        if let Some(limiter) = &self.per_address {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+        let now = Instant::now();
+        self.blocked
+            .lock()
+            .expect("blocked addresses lock")
+            .retain(|_, until| *until > now);
+    }
+
+    /// Keys held now (for tests and metrics).
+    pub fn keys(&self) -> usize {
+        self.per_credential.as_ref().map_or(0, |l| l.len())
+            + self.per_address.as_ref().map_or(0, |l| l.len())
+            + self.blocked.lock().expect("blocked addresses lock").len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_addresses_count_by_their_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(address_key(a), address_key(b));
+        assert_ne!(address_key(a), address_key(c));
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(address_key(mapped), "192.0.2.7".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn an_address_that_runs_out_is_blocked_and_others_are_not() {
+        let limits = RateLimits::new(&Limits {
+            per_credential: None,
+            per_address: Rate::new(1, 2),
+        });
+        let (a, b): (IpAddr, IpAddr) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
+        assert!(limits.anonymous(a).is_ok());
+        assert!(limits.anonymous(a).is_ok());
+        let refused = limits.anonymous(a).unwrap_err();
+        assert_eq!(refused.status, 429);
+        assert!(refused.retry_after.unwrap() >= 1);
+        assert!(limits.not_blocked(a).is_err());
+        assert!(limits.not_blocked(b).is_ok());
+        assert!(limits.anonymous(b).is_ok());
+    }
+
+    #[test]
+    fn pruning_keeps_the_state_bounded() {
+        // A quota that refills within a nanosecond: every key is fresh again
+        // by the time prune runs.
+        let fast = Rate::new(1_000_000_000, 1_000_000_000);
+        let limits = RateLimits::new(&Limits {
+            per_credential: None,
+            per_address: fast,
+        });
+        for n in 0..5000u32 {
+            limits.anonymous(IpAddr::from(n.to_be_bytes())).unwrap();
+        }
+        assert_eq!(limits.keys(), 5000);
+        limits.prune();
+        assert_eq!(limits.keys(), 0);
+    }
+}
