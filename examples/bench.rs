@@ -166,9 +166,22 @@ fn flag(name: &str) -> Option<f64> {
         .and_then(|s| s.parse().ok())
 }
 
+/// A loopback relay without rate limits or caps on waits: the benchmark is
+/// one client process making as many requests as the relay can answer.
+fn unlimited(db: std::path::PathBuf) -> Config {
+    let mut config = Config::local(db);
+    config.limits = Limits {
+        per_credential: None,
+        per_address: None,
+    };
+    config.settings.max_waits_per_person = usize::MAX;
+    config.settings.max_waits = usize::MAX;
+    config
+}
+
 /// `--serve DB`: run a relay on the database, print its URL, stop at EOF on stdin.
 async fn serve_child(db: &str) {
-    let running = app::spawn(Config::local(db.into()))
+    let running = app::spawn(unlimited(db.into()))
         .await
         .expect("relay starts");
     println!("{}", running.url());
