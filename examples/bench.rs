@@ -386,6 +386,8 @@ async fn main() {
 
     running.stop().await.expect("relay stops");
 
+    secret_scan();
+
     println!("\nfan-out of one channel post to SSE subscribers (relay in a child process)");
     let mut child = std::process::Command::new(std::env::current_exe().expect("this binary"))
         .args(["--serve", &dir.path().join("relay.db").to_string_lossy()])
@@ -418,6 +420,51 @@ async fn main() {
     );
     drop(child.stdin.take());
     child.wait().expect("child relay stops");
+}
+
+/// Scanning a 64 KiB message for secrets: prose, code full of assignments,
+/// and a base64 blob (long runs of token characters), each beside a baseline
+/// pass over the same bytes (`str::contains` of a string that is not there).
+fn secret_scan() {
+    use crosstalk::relay::secrets::find_secret;
+    const SIZE: usize = 64 * 1024;
+    let fill = |unit: &str| unit.repeat(SIZE / unit.len() + 1)[..SIZE].to_owned();
+    let texts = [
+        (
+            "prose",
+            fill("Which migration renamed users.email? The rollback plan needs it before Friday. "),
+        ),
+        (
+            "code",
+            fill(
+                "let retries = config.retries; timeout: 30, key = value_of(name); password: <redacted>\n",
+            ),
+        ),
+        (
+            "base64 blob",
+            fill("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQ"),
+        ),
+    ];
+    println!("\nsecret scan of a 64 KiB message ({ROUNDS} runs each)");
+    for (name, text) in &texts {
+        assert_eq!(find_secret(text), None, "{name} is harmless");
+        let mut scan = Vec::with_capacity(ROUNDS);
+        let mut baseline = Vec::with_capacity(ROUNDS);
+        for _ in 0..ROUNDS {
+            let started = Instant::now();
+            std::hint::black_box(find_secret(std::hint::black_box(text)));
+            scan.push(started.elapsed());
+            let started = Instant::now();
+            std::hint::black_box(std::hint::black_box(text).contains("not-in-the-text"));
+            baseline.push(started.elapsed());
+        }
+        let of = line(&format!("find_secret, {name}"), &mut scan);
+        let to = line(
+            "  baseline: str::contains over the same bytes",
+            &mut baseline,
+        );
+        ratio("  ratio", of, to);
+    }
 }
 
 /// Opens `count` streams on a fresh channel, posts once, and times delivery

@@ -8,5 +8,6 @@ mod inbox;
 mod participants;
 mod rest;
 mod rules;
+mod secret_corpus;
 mod stream;
 mod support;

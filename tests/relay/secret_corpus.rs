@@ -1,0 +1,320 @@
+//! The secret scanner against a labelled corpus: generated secrets of every
+//! kind, which must all be refused, and harmless look-alikes, which must all
+//! pass. Run with `cargo test secret_corpus -- --nocapture` for the figures.
+
+use crate::support::{post, spawn_app};
+use crosstalk::relay::secrets::{find_secret, kinds};
+use serde_json::json;
+
+/// A small deterministic generator, so the corpus is the same every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn from(&mut self, alphabet: &str, n: usize) -> String {
+        let chars: Vec<char> = alphabet.chars().collect();
+        (0..n)
+            .map(|_| chars[(self.next() % chars.len() as u64) as usize])
+            .collect()
+    }
+
+    /// Expands `{X9}` placeholders: A base62, B base64url, H lowercase hex,
+    /// U uppercase and digits, L letters, D digits, Z base32 lowercase.
+    fn fill(&mut self, template: &str) -> String {
+        let mut out = String::new();
+        let mut rest = template;
+        while let Some(start) = rest.find('{') {
+            out.push_str(&rest[..start]);
+            let end = rest[start..].find('}').expect("closed placeholder") + start;
+            let spec = &rest[start + 1..end];
+            let n: usize = spec[1..].parse().expect("a length");
+            let alphabet = match &spec[..1] {
+                "A" => "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+                "B" => "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
+                "H" => "0123456789abcdef",
+                "U" => "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+                "L" => "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+                "D" => "0123456789",
+                "Z" => "abcdefghijklmnopqrstuvwxyz234567",
+                other => panic!("unknown placeholder {other}"),
+            };
+            // Keep generated tokens realistic: at least one digit and one letter.
+            let mut value = self.from(alphabet, n);
+            if n >= 8 && spec.starts_with(['A', 'B', 'H', 'U']) {
+                value.replace_range(0..2, "a7");
+                if spec.starts_with('U') {
+                    value.replace_range(0..2, "A7");
+                }
+            }
+            out.push_str(&value);
+            rest = &rest[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+/// How each kind looks in the wild.
+const SECRETS: &[(&str, &[&str])] = &[
+    ("a crosstalk token", &["xtalk_{Z52}"]),
+    (
+        "a private key",
+        &[
+            "-----BEGIN RSA PRIVATE KEY-----\nMII{B60}",
+            "-----BEGIN EC PRIVATE KEY-----",
+            "-----BEGIN PRIVATE KEY-----",
+            "-----BEGIN ENCRYPTED PRIVATE KEY-----",
+            "-----BEGIN OPENSSH PRIVATE KEY-----",
+            "-----BEGIN DSA PRIVATE KEY-----",
+            "-----BEGIN PGP PRIVATE KEY BLOCK-----",
+            "PuTTY-User-Key-File-3: ssh-ed25519",
+        ],
+    ),
+    ("an AWS access key id", &["AKIA{U16}", "ASIA{U16}"]),
+    (
+        "an AWS secret access key",
+        &[
+            "aws_secret_access_key = {A40}",
+            "AWS_SECRET_ACCESS_KEY: \"{A40}\"",
+        ],
+    ),
+    ("a Google API key", &["AIza{B35}"]),
+    ("a Google OAuth client secret", &["GOCSPX-{B28}"]),
+    (
+        "an Azure storage account key",
+        &["AccountName=prod;AccountKey={A86}==;EndpointSuffix=core.windows.net"],
+    ),
+    ("a DigitalOcean token", &["dop_v1_{H64}", "doo_v1_{H64}"]),
+    ("a HashiCorp Vault token", &["hvs.{B90}", "hvb.{B120}"]),
+    (
+        "a GitHub token",
+        &[
+            "ghp_{A36}",
+            "gho_{A36}",
+            "ghs_{A36}",
+            "ghu_{A36}",
+            "ghr_{A36}",
+            "github_pat_{A22}_{A59}",
+        ],
+    ),
+    (
+        "a GitLab token",
+        &["glpat-{B20}", "gldt-{B20}", "glrt-{B20}"],
+    ),
+    ("an Atlassian API token", &["ATATT3xFfGF0{B180}"]),
+    (
+        "a Slack token",
+        &[
+            "xoxb-{D12}-{D12}-{A24}",
+            "xoxp-{D12}-{D12}-{D12}-{H32}",
+            "xapp-1-{U11}-{D13}-{H64}",
+        ],
+    ),
+    (
+        "a Slack webhook URL",
+        &["https://hooks.slack.com/services/T{U8}/B{U10}/{A24}"],
+    ),
+    (
+        "a Discord webhook URL",
+        &[
+            "https://discord.com/api/webhooks/{D18}/{B68}",
+            "https://discordapp.com/api/webhooks/{D18}/{B68}",
+        ],
+    ),
+    (
+        "a Microsoft Teams webhook URL",
+        &["https://acme.webhook.office.com/webhookb2/{H32}@{H32}/IncomingWebhook/{H32}/{H32}"],
+    ),
+    ("a Telegram bot token", &["{D9}:AA{B33}"]),
+    (
+        "a Stripe key",
+        &["sk_live_{A24}", "rk_live_{A24}", "whsec_{A32}"],
+    ),
+    ("a Square token", &["sq0csp-{B43}", "sq0atp-{B22}"]),
+    ("a Shopify token", &["shpat_{H32}", "shpss_{H32}"]),
+    ("a SendGrid API key", &["SG.{B22}.{B43}"]),
+    ("a Twilio API key", &["SK{H32}"]),
+    (
+        "an Anthropic API key",
+        &["sk-ant-api03-{B93}AA", "sk-ant-admin01-{B93}AA"],
+    ),
+    (
+        "an OpenAI API key",
+        &["sk-proj-{B156}", "sk-svcacct-{B156}", "sk-{A48}"],
+    ),
+    ("a Hugging Face token", &["hf_{L34}"]),
+    ("a Groq API key", &["gsk_{A52}"]),
+    ("a Replicate token", &["r8_{A37}"]),
+    ("an npm token", &["npm_{A36}"]),
+    ("a PyPI token", &["pypi-AgEIcHlwaS5vcmc{B70}"]),
+    ("a RubyGems key", &["rubygems_{H48}"]),
+    ("a crates.io token", &["cio{A32}"]),
+    ("a Docker Hub token", &["dckr_pat_{B27}"]),
+    ("a NuGet key", &["oy2{Z43}"]),
+    (
+        "a JSON Web Token",
+        &["eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJ{B60}.{B43}"],
+    ),
+    (
+        "a URL with a password",
+        &[
+            "postgres://app:{A16}@db.internal:5432/app",
+            "mongodb+srv://admin:{A12}@cluster0.example.net/test",
+            "https://deploy:{A20}@git.example.com/repo.git",
+            "redis://:{A24}@cache:6379/0",
+        ],
+    ),
+    (
+        "a password assignment",
+        &[
+            "password={A16}",
+            "DB_PASSWORD: \"{A14}\"",
+            "api_key = '{A32}'",
+            "\"client_secret\": \"{B40}\"",
+            "secret_key => {A24}",
+            "export AUTH_TOKEN={A30}",
+            "Server=db;User Id=sa;Password={A12};",
+        ],
+    ),
+];
+
+/// Text that looks a little like a secret and is not one.
+fn harmless(rng: &mut Rng) -> Vec<String> {
+    let mut corpus: Vec<String> = [
+        "password = os.environ[\"DB_PASSWORD\"]",
+        "password: ${DB_PASSWORD}",
+        "api_key = process.env.OPENAI_API_KEY",
+        "let token = std::env::var(\"GITHUB_TOKEN\")?;",
+        "secret: <redacted>",
+        "password: ********",
+        "client_secret = settings.CLIENT_SECRET",
+        "token = self.token",
+        "PASSWORD=changeme",
+        "api_key: \"your-api-key-here\"",
+        "password: {{ vault_db_password }}",
+        "The password policy asks for 12 characters; reset yours from the admin page.",
+        "Rotate the API key every 90 days and never paste it into chat.",
+        "Where is the secret sauce? In src/render/shader.rs.",
+        "I forgot my password again, can you reset it?",
+        "The token bucket refills at 20 per second.",
+        "postgres://app@db.internal:5432/app",
+        "postgres://app:${DB_PASSWORD}@db.internal:5432/app",
+        "https://user@example.com/path",
+        "Visit https://example.com:8443/docs?page=2",
+        "We use scikit-learn (sk-learn-compatible estimators) for it.",
+        "task-list-for-the-upcoming-release-candidate-review",
+        "AKIA is the prefix AWS uses for access key ids.",
+        "-----BEGIN PUBLIC KEY-----",
+        "-----BEGIN CERTIFICATE-----",
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGYj0ks3e4GZ8bpUd3R5bWFkZXRlc3RrZXk user@host",
+        "hf_hub_download(repo_id=\"gpt2\")",
+        "npm_config_registry is read by npm",
+        "ghp_ marks a classic GitHub token",
+        "eyJ is what base64 JSON starts with",
+        "version = \"1.4.0\"; key = \"release\"",
+        "See RFC 7519 for JWTs.",
+        "The SK prefix is Twilio's.",
+        "Run `vault kv get secret/db` for the password.",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for _ in 0..25 {
+        corpus.push(format!("fixed in commit {}", rng.fill("{H40}")));
+        corpus.push(format!(
+            "request id {}-{}-4{}-a{}-{}",
+            rng.fill("{H8}"),
+            rng.fill("{H4}"),
+            rng.fill("{H3}"),
+            rng.fill("{H3}"),
+            rng.fill("{H12}")
+        ));
+        corpus.push(format!("sha256:{}", rng.fill("{H64}")));
+        corpus.push(format!("\"integrity\": \"sha512-{}==\"", rng.fill("{A86}")));
+        corpus.push(format!(
+            "image digest sha1:{} and build {}",
+            rng.fill("{H40}"),
+            rng.fill("{D10}")
+        ));
+    }
+    corpus
+}
+
+#[test]
+fn secret_corpus_every_kind_caught_and_no_harmless_sample_refused() {
+    let mut rng = Rng(0x5eed_cafe_f00d_d00d);
+    let listed: Vec<&str> = kinds().collect();
+    for kind in &listed {
+        assert!(
+            SECRETS.iter().any(|(k, _)| k == kind),
+            "the corpus has no samples of {kind}"
+        );
+    }
+    println!("{:<34} {:>7}", "kind", "caught");
+    let mut missed = Vec::new();
+    for (kind, templates) in SECRETS {
+        let mut caught = 0;
+        let mut total = 0;
+        for template in templates.iter().cycle().take(templates.len().max(20)) {
+            let secret = rng.fill(template);
+            let message = format!("Here is what you asked for: {secret} (let me know if it works)");
+            total += 1;
+            match find_secret(&message) {
+                Some(found) if found == *kind => caught += 1,
+                other => missed.push(format!("{kind}: {secret} -> {other:?}")),
+            }
+        }
+        println!("{kind:<34} {caught:>3}/{total:<3}");
+    }
+    let harmless = harmless(&mut rng);
+    let refused: Vec<_> = harmless
+        .iter()
+        .filter_map(|text| find_secret(text).map(|kind| format!("{text:?} as {kind}")))
+        .collect();
+    println!(
+        "harmless samples refused: {} of {}",
+        refused.len(),
+        harmless.len()
+    );
+    assert!(
+        missed.is_empty(),
+        "missed or misnamed:\n{}",
+        missed.join("\n")
+    );
+    assert!(
+        refused.is_empty(),
+        "refused harmless text:\n{}",
+        refused.join("\n")
+    );
+}
+
+#[tokio::test]
+async fn every_kind_is_refused_over_http_naming_the_kind() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let mut rng = Rng(7);
+    for (kind, templates) in SECRETS {
+        let secret = rng.fill(templates[0]);
+        let (status, body) = post(
+            &app,
+            "/api/channels/ops/messages",
+            &alice,
+            json!({ "body": format!("try {secret}") }),
+        )
+        .await;
+        assert_eq!(status, 422, "{kind}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(kind), "{kind}: {message}");
+        assert!(
+            !message.contains(&secret),
+            "{kind}: the refusal repeats the secret"
+        );
+    }
+    assert_eq!(app.count("SELECT count(*) FROM messages"), 0);
+}
