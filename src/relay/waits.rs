@@ -35,21 +35,20 @@ impl WaitSlots {
     pub fn acquire(self: &Arc<Self>, key: &str) -> Result<WaitSlot, RelayError> {
         let mut open = self.open.lock().expect("wait slots lock");
         let (total, by_caller) = &mut *open;
-        if *total >= self.total {
-            return Err(RelayError::Overloaded(format!(
-                "the relay has {} waits and streams open, its limit; try again shortly",
-                self.total
-            )));
-        }
-        let mine = by_caller.entry(key.to_owned()).or_insert(0);
-        if *mine >= self.per_caller {
+        if by_caller.get(key).copied().unwrap_or(0) >= self.per_caller {
             return Err(RelayError::TooManyWaits(format!(
                 "{key} already has {} waits and streams open, the most one caller may; \
                  close one before opening another",
                 self.per_caller
             )));
         }
-        *mine += 1;
+        if *total >= self.total {
+            return Err(RelayError::Overloaded(format!(
+                "the relay has {} waits and streams open, its limit; try again shortly",
+                self.total
+            )));
+        }
+        *by_caller.entry(key.to_owned()).or_insert(0) += 1;
         *total += 1;
         Ok(WaitSlot {
             slots: self.clone(),

@@ -5,6 +5,8 @@ mod cli;
 mod conversation;
 mod identity;
 mod inbox;
+mod limits;
+mod matrix;
 mod participants;
 mod rest;
 mod rules;

@@ -1,0 +1,260 @@
+//! Every route against every kind of credential and origin, with the exact
+//! status each must get.
+
+use crate::support::{http, spawn_app_with};
+use base64::Engine as _;
+use crosstalk::config::Limits;
+use crosstalk::store::Store;
+use serde_json::{Value, json};
+
+/// How a request presents itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Presents {
+    Nothing,
+    UnknownToken,
+    RevokedToken,
+    Bearer,
+    Basic,
+    QueryToken,
+    ForeignOrigin,
+    AllowedOrigin,
+}
+
+use Presents::*;
+
+const ALL: [Presents; 8] = [
+    Nothing,
+    UnknownToken,
+    RevokedToken,
+    Bearer,
+    Basic,
+    QueryToken,
+    ForeignOrigin,
+    AllowedOrigin,
+];
+
+/// Which credentials a route accepts, by the contract.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// `/mcp` and state-changing `/api` routes: Bearer only.
+    Change,
+    /// `/api` reads: Bearer or Basic.
+    Read,
+    /// SSE: Bearer, Basic or `?token=`.
+    Stream,
+    /// `/healthz`: no credentials, no checks.
+    Open,
+}
+
+fn expected(kind: Kind, presents: Presents, success: u16) -> u16 {
+    match (kind, presents) {
+        (Kind::Open, _) => 200,
+        (_, ForeignOrigin) => 403,
+        (_, Bearer | AllowedOrigin) => success,
+        (Kind::Read | Kind::Stream, Basic) => success,
+        (Kind::Stream, QueryToken) => success,
+        _ => 401,
+    }
+}
+
+#[tokio::test]
+async fn every_route_answers_every_credential_and_origin_with_the_contract_status() {
+    let app = spawn_app_with(|config| {
+        config.allowed_origins = vec!["https://app.example.com".into()];
+        config.limits = Limits {
+            per_credential: None,
+            per_address: None,
+        };
+    })
+    .await;
+    let alice = app.add_person("alice").await;
+    let revoked = app.add_person("bob").await;
+    crosstalk::store::SqliteStore::open(&app.db)
+        .unwrap()
+        .revoke_person("bob", crosstalk::relay::now_millis())
+        .await
+        .unwrap();
+    crate::support::post(
+        &app,
+        "/api/messages",
+        &alice,
+        json!({ "to": "alice", "body": "a thread" }),
+    )
+    .await;
+    crate::support::post(
+        &app,
+        "/api/channels/ops/messages",
+        &alice,
+        json!({ "body": "a post" }),
+    )
+    .await;
+
+    let initialize = crate::support::initialize();
+    let routes: Vec<(&str, &str, Option<Value>, Kind, u16)> = vec![
+        ("POST", "/mcp", Some(initialize), Kind::Change, 200),
+        ("GET", "/api/channels", None, Kind::Read, 200),
+        ("GET", "/api/channels/ops/messages", None, Kind::Read, 200),
+        (
+            "POST",
+            "/api/channels/ops/messages",
+            Some(json!({ "body": "hi" })),
+            Kind::Change,
+            201,
+        ),
+        (
+            "GET",
+            "/api/channels/ops/wait?since_id=0&timeout_s=0",
+            None,
+            Kind::Read,
+            200,
+        ),
+        ("GET", "/api/channels/ops/stream", None, Kind::Stream, 200),
+        (
+            "POST",
+            "/api/messages",
+            Some(json!({ "to": "alice", "body": "hi" })),
+            Kind::Change,
+            201,
+        ),
+        ("GET", "/api/inbox", None, Kind::Change, 200),
+        ("GET", "/api/threads/1", None, Kind::Read, 200),
+        ("GET", "/api/people", None, Kind::Read, 200),
+        (
+            "PUT",
+            "/api/status",
+            Some(json!({ "status": "here" })),
+            Kind::Change,
+            200,
+        ),
+        ("GET", "/healthz", None, Kind::Open, 200),
+    ];
+
+    let mut mismatches = Vec::new();
+    for (method, path, body, kind, success) in &routes {
+        for presents in ALL {
+            let mut url = format!("{}{path}", app.url());
+            if presents == QueryToken {
+                url.push(if path.contains('?') { '&' } else { '?' });
+                url.push_str(&format!("token={alice}"));
+            }
+            let mut request = http()
+                .request(method.parse().unwrap(), &url)
+                .header("accept", "application/json, text/event-stream");
+            request = match presents {
+                Nothing | QueryToken => request,
+                UnknownToken => request.bearer_auth("xtalk_unknown"),
+                RevokedToken => request.bearer_auth(&revoked),
+                Bearer => request.bearer_auth(&alice),
+                Basic => request.header(
+                    "authorization",
+                    format!(
+                        "Basic {}",
+                        base64::engine::general_purpose::STANDARD.encode(format!("anyone:{alice}"))
+                    ),
+                ),
+                ForeignOrigin => request
+                    .bearer_auth(&alice)
+                    .header("origin", "https://evil.example"),
+                AllowedOrigin => request
+                    .bearer_auth(&alice)
+                    .header("origin", "https://app.example.com"),
+            };
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            let status = request.send().await.unwrap().status().as_u16();
+            let want = expected(*kind, presents, *success);
+            if status != want {
+                mismatches.push(format!(
+                    "{method} {path} with {presents:?}: got {status}, want {want}"
+                ));
+            }
+        }
+    }
+    assert!(mismatches.is_empty(), "\n{}", mismatches.join("\n"));
+}
+
+#[tokio::test]
+async fn the_relays_own_origin_is_allowed_and_other_hosts_are_refused() {
+    let app = spawn_app_with(|config| {
+        config.public_url = "https://relay.example.com".into();
+        config.allowed_hosts = Some(vec![
+            "localhost".into(),
+            "127.0.0.1".into(),
+            "relay.example.com".into(),
+        ]);
+    })
+    .await;
+    let alice = app.add_person("alice").await;
+    let people = format!("{}/api/people", app.url());
+    let port = app.running.addr.port();
+
+    // A page on the relay's own origin (scheme, host and port of the request).
+    let own = http()
+        .get(&people)
+        .bearer_auth(&alice)
+        .header("origin", format!("http://127.0.0.1:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), 200);
+    let other_port = http()
+        .get(&people)
+        .bearer_auth(&alice)
+        .header("origin", "http://127.0.0.1:1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other_port.status(), 403);
+
+    // DNS rebinding: a name that is not the relay's.
+    let rebound = http()
+        .get(&people)
+        .bearer_auth(&alice)
+        .header("host", format!("evil.example:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+    assert_eq!(
+        rebound.json::<Value>().await.unwrap(),
+        json!({ "error": { "code": "forbidden", "message": "this relay does not answer for \"evil.example\"; use https://relay.example.com" } })
+    );
+    let named = http()
+        .get(&people)
+        .bearer_auth(&alice)
+        .header("host", "relay.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(named.status(), 200);
+    // Health checks answer whatever the name.
+    let health = http()
+        .get(format!("{}/healthz", app.url()))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+}
+
+#[tokio::test]
+async fn responses_carry_the_security_headers() {
+    let app = spawn_app_with(|_| {}).await;
+    let response = http()
+        .get(format!("{}/healthz", app.url()))
+        .send()
+        .await
+        .unwrap();
+    let headers = response.headers();
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["referrer-policy"], "no-referrer");
+    assert_eq!(
+        headers["content-security-policy"],
+        crosstalk::layers::edge::CONTENT_SECURITY_POLICY
+    );
+    assert!(
+        headers.get("strict-transport-security").is_none(),
+        "HSTS only under TLS"
+    );
+}
