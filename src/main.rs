@@ -12,6 +12,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "crosstalk=info,warn".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

@@ -180,3 +180,77 @@ fn serve_refuses_a_public_address_with_no_credentials() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn logs_never_contain_tokens() {
+    use std::io::{BufRead, BufReader};
+
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("relay.db");
+    let token = token_in(&stdout(&crosstalk(&db, &["add", "alice"])));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .args(["serve", "--port", "0"])
+        .env("RELAY_DB", &db)
+        .env("RUST_LOG", "trace")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read the log on a thread as it comes, so the relay never blocks on a
+    // full pipe; the first line with `listen=` says where it listens.
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (lines, listening) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut log = String::new();
+        for line in stderr.lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listen=").nth(1) {
+                let _ = lines.send(rest.split_whitespace().next().unwrap().to_owned());
+            }
+            log.push_str(&line);
+            log.push('\n');
+        }
+        log
+    });
+    let addr = listening
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the relay starts");
+    let url = format!("http://{addr}");
+    let client = crate::support::http();
+    let basic = format!("x:{token}");
+    use base64::Engine as _;
+    let basic = base64::engine::general_purpose::STANDARD.encode(basic);
+    let requests = [
+        client.get(format!("{url}/api/people")).bearer_auth(&token),
+        client
+            .get(format!("{url}/api/people"))
+            .header("authorization", format!("Basic {basic}")),
+        client.get(format!(
+            "{url}/api/channels/ops/wait?timeout_s=0&token={token}"
+        )),
+        client
+            .post(format!("{url}/api/messages"))
+            .bearer_auth(&token)
+            .json(&json!({ "to": "alice", "body": format!("leak {token}") })),
+        client
+            .get(format!("{url}/api/people"))
+            .bearer_auth(format!("{token}x")),
+    ];
+    for request in requests {
+        request.send().await.unwrap();
+    }
+    let mut stream = client
+        .get(format!("{url}/api/channels/ops/stream?token={token}"))
+        .send()
+        .await
+        .unwrap();
+    stream.chunk().await.unwrap();
+    drop(stream);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = reader.join().unwrap();
+    assert!(log.contains("request"), "requests were logged:\n{log}");
+    assert!(
+        !log.contains(&token[6..]),
+        "a token reached the log:\n{log}"
+    );
+    assert!(!log.contains(&basic), "Basic credentials reached the log");
+}
