@@ -4,7 +4,7 @@
 //! the benchmarks and the tests all run the same thing, on a real socket.
 
 use crate::api::ApiError;
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, Tls};
 use crate::layers::{
     auth::{self, SessionOwners},
     edge, guard,
@@ -13,14 +13,19 @@ use crate::layers::{
 use crate::mcp::RelayTools;
 use crate::relay::Relay;
 use crate::store::{SqliteStore, Store};
+use crate::tls;
 use axum::{Json, Router, extract::DefaultBodyLimit, http::StatusCode, middleware, routing::get};
-use axum_server::accept::NoDelayAcceptor;
+use axum_server::{
+    accept::NoDelayAcceptor,
+    tls_rustls::{RustlsAcceptor, RustlsConfig},
+};
+use hyper_util::{rt::TokioExecutor, server::conn::auto::Builder};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
 use serde_json::json;
-use std::{net::SocketAddr, sync::Arc, time::Duration};
-use tokio::task::JoinHandle;
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+use tokio::{sync::watch, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
 /// Cloned into every edge.
@@ -47,6 +52,8 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Tls(String),
 }
 
 /// Opens the store and checks that the configuration is safe to serve.
@@ -159,6 +166,10 @@ impl AppState {
 pub struct Running {
     /// The address it listens on (with the real port when 0 was asked for).
     pub addr: SocketAddr,
+    /// The plain listener that redirects to HTTPS, when there is one.
+    pub redirect_addr: Option<SocketAddr>,
+    /// Under ACME: turns true once a certificate is deployed.
+    pub certificate_ready: Option<watch::Receiver<bool>>,
     pub state: AppState,
     /// Cancel to stop: waits end, connections drain, the task returns.
     pub shutdown: CancellationToken,
@@ -166,9 +177,14 @@ pub struct Running {
 }
 
 impl Running {
-    /// `http://ADDR`.
+    /// `http://ADDR`, or `https://ADDR` under TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.state.config.tls.is_on() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Stops the relay and waits until it has drained.
@@ -194,53 +210,156 @@ pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// How long connections may take to finish at shutdown before they are cut.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// Builds the relay, binds its listener and serves it in the background.
+/// Bounds on what one connection may hold: header size and read time, and
+/// HTTP/2 streams.
+fn bound_connections(builder: &mut Builder<TokioExecutor>) {
+    builder
+        .http1()
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(MAX_HEADER_BYTES);
+    builder
+        .http2()
+        .max_header_list_size(MAX_HEADER_BYTES as u32)
+        .max_concurrent_streams(128);
+}
+
+fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, StartError> {
+    let listen = |source| StartError::Listen { addr, source };
+    let listener = std::net::TcpListener::bind(addr).map_err(listen)?;
+    listener.set_nonblocking(true).map_err(listen)?;
+    Ok(listener)
+}
+
+/// Builds the relay, binds its listeners and serves it in the background.
 pub async fn spawn(config: Config) -> Result<Running, StartError> {
+    crate::tls::install_crypto_provider();
     let shutdown = CancellationToken::new();
-    let listen = config.listen;
     let state = build(config, shutdown.clone()).await?;
-    let bind_error = |source| StartError::Listen {
-        addr: listen,
+    let config = state.config.clone();
+    let listener = bind(config.listen)?;
+    let addr = listener.local_addr().map_err(|source| StartError::Listen {
+        addr: config.listen,
         source,
+    })?;
+
+    let mut certificate_ready = None;
+    let tls = match &config.tls {
+        Tls::Off => None,
+        Tls::Files { cert, key } => {
+            let rustls =
+                RustlsConfig::from_config(tls::from_files(cert, key).map_err(StartError::Tls)?);
+            tokio::spawn(reload_on_hangup(
+                rustls.clone(),
+                cert.clone(),
+                key.clone(),
+                shutdown.clone(),
+            ));
+            Some(rustls)
+        }
+        Tls::Acme(acme) => {
+            let (server, ready) =
+                tls::start_acme(acme, shutdown.clone()).map_err(StartError::Tls)?;
+            certificate_ready = Some(ready);
+            Some(RustlsConfig::from_config(server))
+        }
     };
-    let listener = std::net::TcpListener::bind(listen).map_err(bind_error)?;
-    listener.set_nonblocking(true).map_err(bind_error)?;
-    let addr = listener.local_addr().map_err(bind_error)?;
+    let redirect_addr = match config.http_listen {
+        Some(http_listen) => {
+            let listener = bind(http_listen)?;
+            let bound = listener.local_addr().map_err(|source| StartError::Listen {
+                addr: http_listen,
+                source,
+            })?;
+            let mut server = axum_server::from_tcp(listener)
+                .map_err(|source| StartError::Listen {
+                    addr: http_listen,
+                    source,
+                })?
+                .acceptor(NoDelayAcceptor::new())
+                .handle(shutdown_handle(&shutdown))
+                .first_request_timeout(FIRST_REQUEST_TIMEOUT);
+            bound_connections(server.http_builder());
+            let app = tls::redirect_router(&config, addr.port()).into_make_service();
+            tokio::spawn(async move { server.serve(app).await });
+            Some(bound)
+        }
+        None => None,
+    };
 
     tokio::spawn(state.relay.clone().run_maintenance());
     tokio::spawn(prune_limits(state.limits.clone(), shutdown.clone()));
 
-    let handle = axum_server::Handle::new();
     // NODELAY: responses (SSE above all) go out in several writes, and
     // Nagle's algorithm would hold the last one for the client's delayed ACK.
-    let mut server = axum_server::from_tcp(listener)
-        .map_err(bind_error)?
-        .acceptor(NoDelayAcceptor::new())
-        .handle(handle.clone())
+    let server = axum_server::from_tcp(listener)
+        .map_err(|source| StartError::Listen { addr, source })?
+        .handle(shutdown_handle(&shutdown))
         .first_request_timeout(FIRST_REQUEST_TIMEOUT);
-    server
-        .http_builder()
-        .http1()
-        .header_read_timeout(HEADER_READ_TIMEOUT)
-        .max_buf_size(MAX_HEADER_BYTES);
-    server
-        .http_builder()
-        .http2()
-        .max_header_list_size(MAX_HEADER_BYTES as u32)
-        .max_concurrent_streams(128);
     let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    let task = tokio::spawn(async move { server.serve(app).await });
-    let stop = shutdown.clone();
-    tokio::spawn(async move {
-        stop.cancelled().await;
-        handle.graceful_shutdown(Some(SHUTDOWN_GRACE));
-    });
+    let task = match tls {
+        None => {
+            let mut server = server.acceptor(NoDelayAcceptor::new());
+            bound_connections(server.http_builder());
+            tokio::spawn(async move { server.serve(app).await })
+        }
+        Some(rustls) => {
+            let acceptor = RustlsAcceptor::new(rustls)
+                .handshake_timeout(FIRST_REQUEST_TIMEOUT)
+                .acceptor(NoDelayAcceptor::new());
+            let mut server = server.acceptor(acceptor);
+            bound_connections(server.http_builder());
+            tokio::spawn(async move { server.serve(app).await })
+        }
+    };
     Ok(Running {
         addr,
+        redirect_addr,
+        certificate_ready,
         state,
         shutdown,
         task,
     })
+}
+
+/// A server handle that starts a graceful shutdown when `shutdown` fires.
+fn shutdown_handle(shutdown: &CancellationToken) -> axum_server::Handle<SocketAddr> {
+    let handle = axum_server::Handle::new();
+    let stopping = handle.clone();
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        stopping.graceful_shutdown(Some(SHUTDOWN_GRACE));
+    });
+    handle
+}
+
+/// Certificate files mode: re-reads the files on SIGHUP. A pair that does not
+/// load is logged and the one in use kept.
+async fn reload_on_hangup(
+    rustls: RustlsConfig,
+    cert: PathBuf,
+    key: PathBuf,
+    shutdown: CancellationToken,
+) {
+    let mut hangups = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(hangups) => hangups,
+        Err(error) => {
+            tracing::error!(%error, "cannot listen for SIGHUP; certificate files will not be reloaded");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = hangups.recv() => match tls::from_files(&cert, &key) {
+                Ok(config) => {
+                    rustls.reload_from_config(config);
+                    tracing::info!(cert = %cert.display(), "reloaded the TLS certificate");
+                }
+                Err(error) => tracing::error!(%error, "kept the TLS certificate in use"),
+            },
+            () = shutdown.cancelled() => return,
+        }
+    }
 }
 
 /// Prunes the rate limiters' keyed state until shutdown.

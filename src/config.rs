@@ -13,29 +13,122 @@ use std::{
 
 /// The port used when none is given and TLS is off.
 pub const DEFAULT_PORT: u16 = 8787;
+/// The port used when none is given and TLS is on.
+pub const DEFAULT_TLS_PORT: u16 = 443;
+/// The redirecting plain listener's port when none is given and TLS is on.
+pub const DEFAULT_HTTP_PORT: u16 = 80;
 
-/// Where the relay listens and the address people are told to use.
+/// Where the relay listens and the address people are told to use. `add`
+/// and `rotate` take these too, to print the right address.
 #[derive(Debug, Clone, Args)]
 pub struct AddressArgs {
     /// Address to listen on.
     #[arg(long, env = "RELAY_HOST", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     pub host: IpAddr,
-    /// Port to listen on.
-    #[arg(long, env = "RELAY_PORT", default_value_t = DEFAULT_PORT)]
-    pub port: u16,
+    /// Port to listen on (default 8787, or 443 with TLS).
+    #[arg(long, env = "RELAY_PORT")]
+    pub port: Option<u16>,
     /// The address agents use to reach the relay, printed by `add` and
-    /// `rotate` (default: http://HOST:PORT).
+    /// `rotate` (default: https://FIRST_DOMAIN with ACME, else http(s)://HOST:PORT).
     #[arg(long, env = "RELAY_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Comma-separated DNS names of this relay: turns on ACME (TLS-ALPN-01).
+    #[arg(long, env = "RELAY_DOMAINS", value_delimiter = ',')]
+    pub domains: Vec<String>,
+    /// PEM certificate chain: TLS without ACME (with RELAY_TLS_KEY).
+    #[arg(long, env = "RELAY_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
 }
 
 impl AddressArgs {
+    fn domains(&self) -> Vec<String> {
+        self.domains
+            .iter()
+            .map(|d| d.trim().to_ascii_lowercase())
+            .filter(|d| !d.is_empty())
+            .collect()
+    }
+
+    fn tls(&self) -> bool {
+        !self.domains().is_empty() || self.tls_cert.is_some()
+    }
+
+    /// The listening port: the one given, or the default for the mode.
+    pub fn port(&self) -> u16 {
+        self.port.unwrap_or(if self.tls() {
+            DEFAULT_TLS_PORT
+        } else {
+            DEFAULT_PORT
+        })
+    }
+
     /// The public URL, without a trailing slash.
     pub fn public_url(&self) -> String {
-        match &self.public_url {
-            Some(url) => url.trim_end_matches('/').to_owned(),
-            None => format!("http://{}", SocketAddr::new(self.host, self.port)),
+        if let Some(url) = &self.public_url {
+            return url.trim_end_matches('/').to_owned();
         }
+        let port = self.port();
+        match self.domains().first() {
+            Some(domain) if port == DEFAULT_TLS_PORT => format!("https://{domain}"),
+            Some(domain) => format!("https://{domain}:{port}"),
+            None if self.tls() => format!("https://{}", SocketAddr::new(self.host, port)),
+            None => format!("http://{}", SocketAddr::new(self.host, port)),
+        }
+    }
+}
+
+/// Where Let's Encrypt's directories are, by the names `RELAY_ACME_DIRECTORY` takes.
+pub const LETS_ENCRYPT: &str = "https://acme-v02.api.letsencrypt.org/directory";
+pub const LETS_ENCRYPT_STAGING: &str = "https://acme-staging-v02.api.letsencrypt.org/directory";
+
+/// TLS: certificate files or ACME. Everything `crosstalk serve` takes for it.
+#[derive(Debug, Clone, Args)]
+pub struct TlsArgs {
+    /// PEM private key for RELAY_TLS_CERT.
+    #[arg(long, env = "RELAY_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// ACME account contact (an email address).
+    #[arg(long, env = "RELAY_ACME_EMAIL")]
+    pub acme_email: Option<String>,
+    /// `letsencrypt`, `letsencrypt-staging`, or a directory URL.
+    #[arg(long, env = "RELAY_ACME_DIRECTORY", default_value = "letsencrypt")]
+    pub acme_directory: String,
+    /// PEM file of extra roots to trust for the ACME directory.
+    #[arg(long, env = "RELAY_ACME_CA")]
+    pub acme_ca: Option<PathBuf>,
+    /// ACME account and certificates (default: beside the database).
+    #[arg(long, env = "RELAY_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Plain listener that redirects to HTTPS (default 80 with TLS; 0: off).
+    #[arg(long, env = "RELAY_HTTP_PORT")]
+    pub http_port: Option<u16>,
+}
+
+/// How the relay serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tls {
+    /// Plain HTTP: for loopback, development, or behind a proxy that terminates TLS.
+    Off,
+    /// A certificate chain and key from files, re-read on SIGHUP.
+    Files { cert: PathBuf, key: PathBuf },
+    /// Certificates from an ACME directory.
+    Acme(Acme),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acme {
+    pub domains: Vec<String>,
+    pub email: Option<String>,
+    pub directory: String,
+    /// Extra roots (PEM) trusted for the directory's own HTTPS.
+    pub ca: Option<PathBuf>,
+    /// Where the account and certificates are kept across restarts.
+    pub cache_dir: PathBuf,
+}
+
+impl Tls {
+    pub fn is_on(&self) -> bool {
+        *self != Tls::Off
     }
 }
 
@@ -64,6 +157,8 @@ pub struct ServeArgs {
     /// The largest message body, in bytes.
     #[arg(long, env = "RELAY_MAX_BODY_BYTES", default_value_t = 65536)]
     pub max_body_bytes: usize,
+    #[command(flatten)]
+    pub tls: TlsArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -137,8 +232,10 @@ pub struct Config {
     /// Host names (without ports) requests may name; `None` accepts any,
     /// when nothing says which name the relay has.
     pub allowed_hosts: Option<Vec<String>>,
-    /// Whether the relay serves HTTPS (its own origin's scheme; HSTS).
-    pub tls: bool,
+    /// Whether and how the relay serves HTTPS.
+    pub tls: Tls,
+    /// The plain listener that redirects to HTTPS; `None` when off.
+    pub http_listen: Option<SocketAddr>,
     /// Rate limits.
     pub limits: Limits,
     /// The core's rules.
@@ -155,6 +252,7 @@ impl fmt::Debug for Config {
             .field("allowed_origins", &self.allowed_origins)
             .field("allowed_hosts", &self.allowed_hosts)
             .field("tls", &self.tls)
+            .field("http_listen", &self.http_listen)
             .field("limits", &self.limits)
             .field("settings", &self.settings)
             .finish()
@@ -171,7 +269,8 @@ impl Config {
             public_url: "http://127.0.0.1".into(),
             allowed_origins: Vec::new(),
             allowed_hosts: Some(loopback_hosts()),
-            tls: false,
+            tls: Tls::Off,
+            http_listen: None,
             limits: Limits {
                 per_credential: Rate::new(20, 200),
                 per_address: Rate::new(5, 50),
@@ -207,20 +306,27 @@ impl Config {
             Some(list) => parse_participants(list)?,
             None => Vec::new(),
         };
-        let listen = SocketAddr::new(args.address.host, args.address.port);
-        let allowed_hosts = match &args.address.public_url {
-            Some(url) => {
-                let host = url_host(url).ok_or_else(|| {
-                    ConfigError(format!(
-                        "RELAY_PUBLIC_URL {url:?} is not an http:// or https:// URL with a host"
-                    ))
-                })?;
-                let mut hosts = loopback_hosts();
-                hosts.push(host);
-                Some(hosts)
-            }
-            None if listen.ip().is_loopback() => Some(loopback_hosts()),
-            None => None,
+        let listen = SocketAddr::new(args.address.host, args.address.port());
+        let tls = tls_mode(&db, &args.address, &args.tls)?;
+        let domains = args.address.domains();
+        let mut named = domains.clone();
+        if let Some(url) = &args.address.public_url {
+            named.push(url_host(url).ok_or_else(|| {
+                ConfigError(format!(
+                    "RELAY_PUBLIC_URL {url:?} is not an http:// or https:// URL with a host"
+                ))
+            })?);
+        }
+        let allowed_hosts = if !named.is_empty() {
+            Some(loopback_hosts().into_iter().chain(named).collect())
+        } else if listen.ip().is_loopback() {
+            Some(loopback_hosts())
+        } else {
+            None
+        };
+        let http_port = match (tls.is_on(), args.tls.http_port) {
+            (false, _) | (true, Some(0)) => None,
+            (true, port) => Some(port.unwrap_or(DEFAULT_HTTP_PORT)),
         };
         if args.limits.max_waits == 0 || args.limits.max_waits_per_person == 0 {
             return Err(ConfigError(
@@ -238,7 +344,8 @@ impl Config {
                 .filter(|o| !o.is_empty())
                 .collect(),
             allowed_hosts,
-            tls: false,
+            tls,
+            http_listen: http_port.map(|port| SocketAddr::new(listen.ip(), port)),
             limits: Limits {
                 per_credential: Rate::new(
                     args.limits.rate_per_credential,
@@ -261,6 +368,64 @@ impl Config {
     /// Whether any credential is configured outside the database.
     pub fn has_env_credentials(&self) -> bool {
         self.settings.shared_token.is_some() || !self.settings.participants.is_empty()
+    }
+}
+
+/// Checks the TLS settings: one mode at most, whole, with readable files.
+fn tls_mode(
+    db: &std::path::Path,
+    address: &AddressArgs,
+    args: &TlsArgs,
+) -> Result<Tls, ConfigError> {
+    let domains = address.domains();
+    let readable = |name: &str, path: &PathBuf| {
+        std::fs::File::open(path)
+            .map(|_| ())
+            .map_err(|e| ConfigError(format!("{name} {} cannot be read: {e}", path.display())))
+    };
+    match (&address.tls_cert, &args.tls_key) {
+        (Some(_), _) | (_, Some(_)) if !domains.is_empty() => Err(ConfigError(
+            "RELAY_DOMAINS (ACME) and RELAY_TLS_CERT/RELAY_TLS_KEY (certificate files) are both set; \
+             choose one"
+                .into(),
+        )),
+        (Some(cert), Some(key)) => {
+            readable("RELAY_TLS_CERT", cert)?;
+            readable("RELAY_TLS_KEY", key)?;
+            Ok(Tls::Files { cert: cert.clone(), key: key.clone() })
+        }
+        (Some(_), None) => Err(ConfigError("RELAY_TLS_CERT is set without RELAY_TLS_KEY".into())),
+        (None, Some(_)) => Err(ConfigError("RELAY_TLS_KEY is set without RELAY_TLS_CERT".into())),
+        (None, None) if domains.is_empty() => Ok(Tls::Off),
+        (None, None) => {
+            if let Some(bad) = domains.iter().find(|d| url_host(&format!("https://{d}")).as_deref() != Some(d)) {
+                return Err(ConfigError(format!("RELAY_DOMAINS has {bad:?}, which is not a DNS name")));
+            }
+            let directory = match args.acme_directory.trim() {
+                "letsencrypt" => LETS_ENCRYPT.to_owned(),
+                "letsencrypt-staging" => LETS_ENCRYPT_STAGING.to_owned(),
+                url if url.starts_with("https://") => url.to_owned(),
+                other => {
+                    return Err(ConfigError(format!(
+                        "RELAY_ACME_DIRECTORY is {other:?}; use letsencrypt, letsencrypt-staging, \
+                         or an https:// directory URL"
+                    )));
+                }
+            };
+            if let Some(ca) = &args.acme_ca {
+                readable("RELAY_ACME_CA", ca)?;
+            }
+            let cache_dir = args.cache_dir.clone().unwrap_or_else(|| {
+                db.parent().unwrap_or(std::path::Path::new(".")).join("acme")
+            });
+            Ok(Tls::Acme(Acme {
+                domains,
+                email: args.acme_email.clone().filter(|e| !e.trim().is_empty()),
+                directory,
+                ca: args.acme_ca.clone(),
+                cache_dir,
+            }))
+        }
     }
 }
 

@@ -38,3 +38,4 @@ pub mod layers;
 pub mod mcp;
 pub mod relay;
 pub mod store;
+pub mod tls;

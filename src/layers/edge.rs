@@ -60,7 +60,7 @@ pub async fn security_headers(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CONTENT_SECURITY_POLICY),
     );
-    if state.config.tls {
+    if state.config.tls.is_on() {
         headers.insert(
             header::STRICT_TRANSPORT_SECURITY,
             HeaderValue::from_static("max-age=31536000"),

@@ -80,7 +80,11 @@ pub async fn check_origin(State(state): State<AppState>, request: Request, next:
         return next.run(request).await;
     };
     let origin = origin.to_str().unwrap_or("");
-    let scheme = if state.config.tls { "https" } else { "http" };
+    let scheme = if state.config.tls.is_on() {
+        "https"
+    } else {
+        "http"
+    };
     let own = request_authority(request.uri(), request.headers())
         .and_then(|authority| normalize_origin(&format!("{scheme}://{authority}")));
     let presented = normalize_origin(origin);

@@ -13,3 +13,4 @@ mod rules;
 mod secret_corpus;
 mod stream;
 mod support;
+mod tls;

@@ -1,0 +1,191 @@
+//! TLS: certificate files or ACME, and the plain listener that redirects to
+//! HTTPS.
+//!
+//! Both modes end in a rustls `ServerConfig` that offers HTTP/2 and
+//! HTTP/1.1. Certificate files are re-read on SIGHUP; a bad new pair is
+//! refused and the old one kept. ACME (rustls-acme, TLS-ALPN-01 on the TLS
+//! port) keeps its account and certificates in the cache directory, so a
+//! restart serves the cached certificate at once and never orders one it
+//! has; it renews in the background and, when the directory cannot be
+//! reached, keeps serving and retries with backoff (1 s doubling to 18 h).
+
+use crate::config::{Acme, Config};
+use axum::{
+    Router,
+    http::{HeaderMap, Uri, header},
+    response::Redirect,
+};
+use futures::StreamExt;
+use rustls::{
+    ClientConfig, RootCertStore, ServerConfig,
+    pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
+    sign::CertifiedKey,
+};
+use rustls_acme::{AcmeConfig, caches::DirCache};
+use std::{path::Path, sync::Arc};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The application protocols served, best first.
+const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
+/// The protocol of ACME's TLS-ALPN-01 challenge.
+const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+
+/// One crypto provider for the whole process: ring.
+pub fn install_crypto_provider() {
+    // An error means one is installed already, which is as good.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A server configuration from a PEM chain and key, checked to belong together.
+pub fn from_files(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, String> {
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| {
+            format!(
+                "cannot read a certificate chain from {}: {e}",
+                cert.display()
+            )
+        })?;
+    if chain.is_empty() {
+        return Err(format!("{} holds no certificate", cert.display()));
+    }
+    let private = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("cannot read a private key from {}: {e}", key.display()))?;
+    let provider = rustls::crypto::ring::default_provider();
+    let signing = provider
+        .key_provider
+        .load_private_key(private.clone_key())
+        .map_err(|e| format!("cannot use the key in {}: {e}", key.display()))?;
+    CertifiedKey::new(chain.clone(), signing)
+        .keys_match()
+        .map_err(|_| {
+            format!(
+                "the key in {} does not belong to the certificate in {}",
+                key.display(),
+                cert.display()
+            )
+        })?;
+    let mut config = ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, private)
+        .map_err(|e| format!("cannot use {} and {}: {e}", cert.display(), key.display()))?;
+    config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(config))
+}
+
+/// Starts ACME for `acme` and returns the server configuration that serves
+/// its certificates, and a flag that turns true once one is deployed.
+pub fn start_acme(
+    acme: &Acme,
+    shutdown: CancellationToken,
+) -> Result<(Arc<ServerConfig>, watch::Receiver<bool>), String> {
+    create_private_dir(&acme.cache_dir)?;
+    let mut roots = RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(ca) = &acme.ca {
+        let extra = CertificateDer::pem_file_iter(ca)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("cannot read RELAY_ACME_CA {}: {e}", ca.display()))?;
+        for root in extra {
+            roots.add(root).map_err(|e| {
+                format!("RELAY_ACME_CA {} holds an unusable root: {e}", ca.display())
+            })?;
+        }
+    }
+    let client = ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut state = AcmeConfig::new_with_client_config(&acme.domains, Arc::new(client))
+        .contact(acme.email.iter().map(|email| format!("mailto:{email}")))
+        .cache(DirCache::new(acme.cache_dir.clone()))
+        .directory(&acme.directory)
+        .state();
+    let resolver = state.resolver();
+    let (deployed, ready) = watch::channel(false);
+    tracing::info!(
+        domains = ?acme.domains,
+        directory = %acme.directory,
+        cache = %acme.cache_dir.display(),
+        "ACME: using a cached certificate if there is one, else ordering one"
+    );
+    tokio::spawn(async move {
+        loop {
+            let event = tokio::select! {
+                event = state.next() => event,
+                () = shutdown.cancelled() => return,
+            };
+            match event {
+                Some(Ok(ok)) => {
+                    tracing::info!(event = ?ok, "ACME");
+                    if matches!(
+                        ok,
+                        rustls_acme::EventOk::DeployedCachedCert
+                            | rustls_acme::EventOk::DeployedNewCert
+                    ) {
+                        deployed.send_replace(true);
+                    }
+                }
+                Some(Err(error)) => {
+                    tracing::error!(%error, "ACME failed; serving what it has and retrying with backoff");
+                }
+                None => return,
+            }
+        }
+    });
+    let mut config = ServerConfig::builder()
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    config.alpn_protocols = ALPN
+        .iter()
+        .map(|p| p.to_vec())
+        .chain([ACME_TLS_ALPN.to_vec()])
+        .collect();
+    Ok((Arc::new(config), ready))
+}
+
+/// Creates `dir` readable by its owner only (it holds private keys).
+fn create_private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|e| format!("cannot create the ACME cache {}: {e}", dir.display()))
+}
+
+/// The plain listener's app: every request is sent, permanently, to the same
+/// path and query over HTTPS on `port`. The host is the request's when it is one of
+/// the relay's names (its domains), else the public URL's.
+pub fn redirect_router(config: &Config, port: u16) -> Router {
+    let public = crate::config::url_host(&config.public_url).unwrap_or_else(|| "localhost".into());
+    let mut names = match &config.tls {
+        crate::config::Tls::Acme(acme) => acme.domains.clone(),
+        _ => Vec::new(),
+    };
+    names.push(public.clone());
+    let allowed = Some(names);
+    Router::new().fallback(move |headers: HeaderMap, uri: Uri| {
+        let named = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| crate::config::url_host(&format!("http://{h}")));
+        let host = match (named, &allowed) {
+            (Some(named), Some(allowed)) if allowed.contains(&named) => named,
+            _ => public.clone(),
+        };
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        let port = if port == 443 {
+            String::new()
+        } else {
+            format!(":{port}")
+        };
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+        async move { Redirect::permanent(&format!("https://{host}{port}{path}")) }
+    })
+}
