@@ -145,8 +145,15 @@ fn print_connection(handle: &Handle, token: &Token, public_url: &str) {
 async fn serve(config: Config) -> anyhow::Result<()> {
     let running = app::spawn(config).await?;
     let config = &running.state.config;
+    let tls = match &config.tls {
+        crate::config::Tls::Off => "off",
+        crate::config::Tls::Files { .. } => "certificate files",
+        crate::config::Tls::Acme(_) => "ACME",
+    };
     tracing::info!(
         listen = %running.addr,
+        tls,
+        redirect = ?running.redirect_addr,
         public_url = %config.public_url,
         db = %config.db.display(),
         "crosstalk is serving"

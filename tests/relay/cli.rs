@@ -254,3 +254,71 @@ async fn logs_never_contain_tokens() {
     );
     assert!(!log.contains(&basic), "Basic credentials reached the log");
 }
+
+#[test]
+fn careless_tls_configurations_are_refused_with_what_to_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("x.pem");
+    std::fs::write(&pem, "not a certificate").unwrap();
+    let serve = |vars: &[(&str, &std::ffi::OsStr)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_crosstalk"));
+        command
+            .args(["serve", "--port", "0"])
+            .env("RELAY_DB", dir.path().join("relay.db"));
+        for (name, value) in vars {
+            command.env(name, value);
+        }
+        let output = command.output().unwrap();
+        assert!(!output.status.success());
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let domains = ("RELAY_DOMAINS", std::ffi::OsStr::new("relay.example.com"));
+    assert!(
+        serve(&[
+            domains,
+            ("RELAY_TLS_CERT", pem.as_os_str()),
+            ("RELAY_TLS_KEY", pem.as_os_str())
+        ])
+        .contains(
+            "RELAY_DOMAINS (ACME) and RELAY_TLS_CERT/RELAY_TLS_KEY (certificate files) are both set"
+        )
+    );
+    let missing = dir.path().join("missing-ca.pem");
+    assert!(serve(&[domains, ("RELAY_ACME_CA", missing.as_os_str())]).contains("RELAY_ACME_CA"));
+    assert!(
+        serve(&[
+            domains,
+            (
+                "RELAY_ACME_DIRECTORY",
+                std::ffi::OsStr::new("http://insecure.example")
+            )
+        ])
+        .contains("RELAY_ACME_DIRECTORY is \"http://insecure.example\"")
+    );
+    assert!(
+        serve(&[("RELAY_TLS_CERT", pem.as_os_str())])
+            .contains("RELAY_TLS_CERT is set without RELAY_TLS_KEY")
+    );
+    assert!(
+        serve(&[("RELAY_PARTICIPANTS", std::ffi::OsStr::new("ci:short"))])
+            .contains("RELAY_PARTICIPANTS entry 1 (ci): the token is shorter than 16 characters")
+    );
+}
+
+#[test]
+fn add_prints_the_https_address_of_the_first_domain() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .args(["add", "frank"])
+        .env("RELAY_DB", dir.path().join("relay.db"))
+        .env("RELAY_DOMAINS", "relay.example.com,crosstalk.example.com")
+        .env_remove("RELAY_PUBLIC_URL")
+        .env_remove("RELAY_PORT")
+        .output()
+        .unwrap();
+    let printed = stdout(&output);
+    assert!(
+        printed.contains("crosstalk https://relay.example.com/mcp --header"),
+        "{printed}"
+    );
+}
