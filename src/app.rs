@@ -95,9 +95,9 @@ fn request_body_limit(max_body_bytes: usize) -> usize {
 /// 2. `security_headers`: CSP, nosniff, no-referrer, HSTS under TLS.
 /// 3. the body limit: bodies past it are refused with 413 as they are read.
 /// 4. `check_host` (all but `/healthz`): only the relay's own names.
-/// 5. `check_origin` (`/mcp`, `/api`): only the relay's own page and the
-///    allowed origins; before credentials, so a foreign page gets 403 even
-///    with a good token, and causes no token lookup.
+/// 5. `check_origin` (all but `/healthz`): only the relay's own page and
+///    the allowed origins; before credentials, so a foreign page gets 403
+///    even with a good token, and causes no token lookup.
 /// 6. per route group, in `api::routes` and below: credentials (Bearer,
 ///    Basic or `?token=` as the route allows) with the rate limits, then the
 ///    MCP session binding, then the request timeout on routes that do not
@@ -130,6 +130,7 @@ pub fn router(state: AppState) -> Router {
     let guarded = Router::new()
         .merge(mcp_routes)
         .merge(crate::api::routes::router(state.clone()))
+        .merge(crate::web::router(state.clone()))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             guard::check_origin,

@@ -239,6 +239,20 @@ pub async fn run() -> anyhow::Result<()> {
         );
     }
 
+    println!("\n5. The team page, as a person sees it");
+    let page = reqwest::Client::new()
+        .get(format!("{url}/"))
+        .basic_auth("alice", Some(alice_token.expose()))
+        .send()
+        .await?;
+    let status = page.status();
+    let html = page.text().await?;
+    println!(
+        "  GET {url}/ with Basic credentials -> {status}, {} bytes of HTML listing #release and thread {thread_id}: {}",
+        html.len(),
+        html.contains("#release") && html.contains(&format!("/threads/{thread_id}"))
+    );
+
     alice.client.cancel().await?;
     bob.client.cancel().await?;
     running.stop().await?;

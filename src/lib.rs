@@ -39,3 +39,4 @@ pub mod mcp;
 pub mod relay;
 pub mod store;
 pub mod tls;
+pub mod web;

@@ -11,24 +11,35 @@ use axum::{
 };
 use serde::de::DeserializeOwned;
 
-/// A JSON request body.
+/// A JSON request body. The `Content-Type` is not insisted on, so that
+/// `curl -d '{…}'` works: every route that takes a body needs a Bearer token,
+/// which no cross-site form can attach.
 pub struct Body<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(request, state).await {
-            Ok(axum::Json(value)) => Ok(Body(value)),
-            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "too_large",
-                    "the request body is larger than this relay accepts",
-                ))
-            }
-            Err(rejection) => Err(ApiError::bad_request(rejection.body_text())),
-        }
+        let bytes = axum::body::Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "too_large",
+                        "the request body is larger than this relay accepts",
+                    )
+                } else {
+                    ApiError::bad_request(rejection.body_text())
+                }
+            })?;
+        serde_json::from_slice(&bytes).map(Body).map_err(|error| {
+            let what = match error.classify() {
+                serde_json::error::Category::Data => "the JSON body does not fit this route",
+                _ => "the body is not valid JSON",
+            };
+            ApiError::bad_request(format!("{what}: {error}"))
+        })
     }
 }
 

@@ -15,6 +15,7 @@ mod waits;
 
 use crate::store::{
     ChannelSummary, Conversation, Message, Millis, NewMessage, RecipientCheck, Store, StoreError,
+    ThreadSummary,
 };
 use handle::Handle;
 use hub::Hub;
@@ -517,6 +518,11 @@ impl Relay {
 
     pub async fn channels(&self) -> RelayResult<Vec<ChannelSummary>> {
         Ok(self.store.channels(now_millis()).await?)
+    }
+
+    /// The latest threads with live messages, latest activity first.
+    pub async fn threads(&self, limit: u32) -> RelayResult<Vec<ThreadSummary>> {
+        Ok(self.store.threads(now_millis(), limit).await?)
     }
 
     /// Everyone on the team: people who are not revoked, and participants

@@ -121,6 +121,19 @@ pub struct ChannelSummary {
     pub last_activity: Millis,
 }
 
+/// A thread as listed: who is in it and its latest activity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadSummary {
+    pub id: i64,
+    /// Everyone who sent or received a message in it, sorted.
+    pub people: Vec<String>,
+    pub message_count: u64,
+    /// The first live message's body: what the thread is about.
+    pub opening: String,
+    pub last_id: i64,
+    pub last_activity: Millis,
+}
+
 /// Everything crosstalk keeps. See the module documentation for the rules.
 pub trait Store: Send + Sync + 'static {
     // People and tokens.
@@ -169,6 +182,8 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>>;
     fn channels(&self, now: Millis) -> StoreFuture<'_, Vec<ChannelSummary>>;
+    /// Threads with live messages, latest activity first.
+    fn threads(&self, now: Millis, limit: u32) -> StoreFuture<'_, Vec<ThreadSummary>>;
     /// Deletes expired messages (and threads left empty); returns how many.
     fn purge_expired(&self, now: Millis) -> StoreFuture<'_, u64>;
 }

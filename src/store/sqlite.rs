@@ -9,7 +9,7 @@
 
 use super::{
     ChannelSummary, Conversation, Message, Millis, NewMessage, PersonRecord, Presence,
-    RecipientCheck, Store, StoreError, StoreFuture, StoreResult,
+    RecipientCheck, Store, StoreError, StoreFuture, StoreResult, ThreadSummary,
 };
 use crate::relay::token::TokenHash;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -601,6 +601,41 @@ impl Store for SqliteStore {
                         message_count: row.get::<_, i64>(1)? as u64,
                         last_id: row.get(2)?,
                         last_activity: row.get(3)?,
+                    })
+                })?
+                .collect::<Result<_, _>>()?)
+        })
+    }
+
+    fn threads(&self, now: Millis, limit: u32) -> StoreFuture<'_, Vec<ThreadSummary>> {
+        self.read(move |conn| {
+            Ok(conn
+                .prepare_cached(
+                    "SELECT m.thread_id, count(*), max(m.id), max(m.created_at), \
+                            group_concat(m.sender, ','), group_concat(coalesce(m.recipient, ''), ','), \
+                            (SELECT f.body FROM messages f WHERE f.thread_id = m.thread_id \
+                             AND f.expires_at > ?1 ORDER BY f.id LIMIT 1) \
+                     FROM messages m WHERE m.thread_id IS NOT NULL AND m.expires_at > ?1 \
+                     GROUP BY m.thread_id ORDER BY max(m.id) DESC LIMIT ?2",
+                )?
+                .query_map(params![now, limit], |row| {
+                    let senders: String = row.get(4)?;
+                    let recipients: String = row.get(5)?;
+                    let mut people: Vec<String> = senders
+                        .split(',')
+                        .chain(recipients.split(','))
+                        .filter(|h| !h.is_empty())
+                        .map(str::to_owned)
+                        .collect();
+                    people.sort();
+                    people.dedup();
+                    Ok(ThreadSummary {
+                        id: row.get(0)?,
+                        people,
+                        message_count: row.get::<_, i64>(1)? as u64,
+                        last_id: row.get(2)?,
+                        last_activity: row.get(3)?,
+                        opening: row.get(6)?,
                     })
                 })?
                 .collect::<Result<_, _>>()?)

@@ -38,7 +38,7 @@ const ALL: [Presents; 8] = [
 enum Kind {
     /// `/mcp` and state-changing `/api` routes: Bearer only.
     Change,
-    /// `/api` reads: Bearer or Basic.
+    /// `/api` reads and the team page: Bearer or Basic.
     Read,
     /// SSE: Bearer, Basic or `?token=`.
     Stream,
@@ -126,6 +126,9 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
             Kind::Change,
             200,
         ),
+        ("GET", "/", None, Kind::Read, 200),
+        ("GET", "/threads/1", None, Kind::Read, 200),
+        ("GET", "/channels/ops", None, Kind::Read, 200),
         ("GET", "/healthz", None, Kind::Open, 200),
     ];
 
@@ -257,4 +260,68 @@ async fn responses_carry_the_security_headers() {
         headers.get("strict-transport-security").is_none(),
         "HSTS only under TLS"
     );
+}
+
+#[tokio::test]
+async fn the_team_page_asks_for_basic_credentials_and_escapes_every_message() {
+    let app = spawn_app_with(|_| {}).await;
+    let alice = app.add_person("alice").await;
+    let hostile = "<script>alert('x')</script><img src=x onerror=alert(1)> & \"quotes\"";
+    crate::support::post(
+        &app,
+        "/api/channels/ops/messages",
+        &alice,
+        json!({ "body": hostile, "type": "<b>T</b>" }),
+    )
+    .await;
+    crate::support::post(
+        &app,
+        "/api/messages",
+        &alice,
+        json!({ "to": "alice", "body": hostile }),
+    )
+    .await;
+
+    let anonymous = http().get(format!("{}/", app.url())).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    assert_eq!(
+        anonymous.headers()["www-authenticate"],
+        "Basic realm=\"crosstalk\", charset=\"UTF-8\""
+    );
+
+    for path in ["/", "/channels/ops", "/threads/1"] {
+        let page = http()
+            .get(format!("{}{path}", app.url()))
+            .basic_auth("alice", Some(&alice))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), 200, "{path}");
+        assert_eq!(
+            page.headers()["content-security-policy"],
+            crosstalk::layers::edge::CONTENT_SECURITY_POLICY
+        );
+        let html = page.text().await.unwrap();
+        assert!(
+            !html.contains("<script>alert"),
+            "{path} carries the script unescaped"
+        );
+        assert!(
+            !html.contains("<img src=x"),
+            "{path} carries markup unescaped"
+        );
+        assert!(
+            !html.contains("<b>T</b>"),
+            "{path} carries the type unescaped"
+        );
+        assert!(
+            html.contains("&#60;script&#62;alert(&#39;x&#39;)&#60;/script&#62;"),
+            "{path}: {html}"
+        );
+        assert!(
+            !html.contains("<script>")
+                || html.matches("<script").count()
+                    == html.matches("<script src=\"/static/live.js\">").count()
+        );
+    }
 }

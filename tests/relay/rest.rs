@@ -358,7 +358,7 @@ async fn every_error_has_the_contract_shape_and_status() {
             400,
             error(
                 "bad_request",
-                "Failed to deserialize the JSON body into the target type: missing field `body` at line 1 column 12",
+                "the JSON body does not fit this route: missing field `body` at line 1 column 12",
             ),
         ),
     ];
@@ -383,7 +383,7 @@ async fn every_error_has_the_contract_shape_and_status() {
         body["error"]["message"]
             .as_str()
             .unwrap()
-            .starts_with("Failed to parse the request body as JSON")
+            .starts_with("the body is not valid JSON: ")
     );
     assert_eq!(app.count("SELECT count(*) FROM messages"), 0);
 }

@@ -1,0 +1,191 @@
+//! The team page: server-rendered (askama), read-only for now. People sign
+//! in with HTTP Basic, their token as the password. Channels stream new
+//! messages live through `static/live.js` (never an inline script); every
+//! page works without scripts. Every byte of message text is escaped.
+
+use crate::api::{ApiError, extract::Path, wire};
+use crate::app::AppState;
+use crate::layers::auth::{self, Accept};
+use crate::layers::edge;
+use crate::relay::{Caller, NOTICE};
+use askama::Template;
+use axum::{
+    Extension, Router,
+    extract::{Request, State},
+    http::{HeaderValue, StatusCode, header},
+    middleware::{self, Next},
+    response::{Html, IntoResponse, Response},
+    routing::get,
+};
+
+/// How many threads the overview lists.
+const THREADS_LISTED: u32 = 50;
+
+pub fn router(state: AppState) -> Router<AppState> {
+    Router::new()
+        .route("/", get(index))
+        .route("/threads/{id}", get(thread))
+        .route("/channels/{channel}", get(channel))
+        .route_layer(middleware::from_fn(edge::request_timeout))
+        .route_layer(middleware::from_fn_with_state(
+            (state, Accept::BearerOrBasic),
+            auth::require_credentials,
+        ))
+        .route_layer(middleware::from_fn(basic_challenge))
+        .route(
+            "/static/app.css",
+            get(|| {
+                asset(
+                    "text/css; charset=utf-8",
+                    include_str!("../../static/app.css"),
+                )
+            }),
+        )
+        .route(
+            "/static/live.js",
+            get(|| {
+                asset(
+                    "text/javascript; charset=utf-8",
+                    include_str!("../../static/live.js"),
+                )
+            }),
+        )
+        .route(
+            "/favicon.ico",
+            get(|| asset("image/svg+xml", include_str!("../../static/favicon.svg"))),
+        )
+}
+
+async fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// A browser asks for credentials only when told it may use Basic.
+async fn basic_challenge(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    if response.status() == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"crosstalk\", charset=\"UTF-8\""),
+        );
+    }
+    response
+}
+
+fn viewer(caller: &Caller) -> String {
+    match caller {
+        Caller::Person(handle) => handle.to_string(),
+        Caller::Unbound => "the shared token".into(),
+    }
+}
+
+fn render(page: impl Template) -> Result<Response, ApiError> {
+    let html = page.render().map_err(|e| {
+        ApiError::from(crate::relay::RelayError::Internal(format!(
+            "rendering a page: {e}"
+        )))
+    })?;
+    Ok(Html(html).into_response())
+}
+
+/// A thread as the overview lists it.
+struct ThreadLine {
+    id: i64,
+    people: String,
+    opening: String,
+    message_count: u64,
+    last_activity: String,
+}
+
+#[derive(Template)]
+#[template(path = "index.html")]
+struct IndexPage {
+    viewer: String,
+    channels: Vec<wire::ChannelView>,
+    threads: Vec<ThreadLine>,
+    people: Vec<wire::PeerView>,
+}
+
+async fn index(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Response, ApiError> {
+    let relay = &state.relay;
+    let threads = relay.threads(THREADS_LISTED).await?;
+    render(IndexPage {
+        viewer: viewer(&caller),
+        channels: relay
+            .channels()
+            .await?
+            .iter()
+            .map(wire::ChannelView::from)
+            .collect(),
+        threads: threads
+            .into_iter()
+            .map(|t| ThreadLine {
+                id: t.id,
+                people: t.people.join(", "),
+                opening: t.opening.chars().take(120).collect(),
+                message_count: t.message_count,
+                last_activity: wire::timestamp(t.last_activity),
+            })
+            .collect(),
+        people: relay
+            .peers()
+            .await?
+            .iter()
+            .map(wire::PeerView::from)
+            .collect(),
+    })
+}
+
+#[derive(Template)]
+#[template(path = "conversation.html")]
+struct ConversationPage {
+    viewer: String,
+    heading: String,
+    notice: &'static str,
+    messages: Vec<wire::MessageView>,
+    /// The channel's event stream, for live updates.
+    stream: Option<String>,
+    last_id: i64,
+}
+
+async fn thread(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+) -> Result<Response, ApiError> {
+    let messages = state.relay.read_thread(id).await?;
+    render(ConversationPage {
+        viewer: viewer(&caller),
+        heading: format!("Thread {id}"),
+        notice: NOTICE,
+        last_id: messages.last().map_or(0, |m| m.id),
+        messages: wire::views(&messages),
+        stream: None,
+    })
+}
+
+async fn channel(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(channel): Path<String>,
+) -> Result<Response, ApiError> {
+    let page = state.relay.channel_messages(&channel, 0, None).await?;
+    render(ConversationPage {
+        viewer: viewer(&caller),
+        heading: format!("#{channel}"),
+        notice: NOTICE,
+        last_id: page.last_id,
+        messages: wire::views(&page.messages),
+        stream: Some(format!("/api/channels/{channel}/stream")),
+    })
+}
