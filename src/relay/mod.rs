@@ -215,10 +215,6 @@ impl Relay {
         self.parked.subscribe()
     }
 
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// Finds who a presented token belongs to. `None` means no credential.
     pub async fn authenticate(&self, presented: Option<&str>) -> RelayResult<Caller> {
         let Some(presented) = presented else {

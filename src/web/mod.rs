@@ -79,13 +79,6 @@ async fn basic_challenge(request: Request, next: Next) -> Response {
     response
 }
 
-fn viewer(caller: &Caller) -> String {
-    match caller {
-        Caller::Person(handle) => handle.to_string(),
-        Caller::Unbound => "the shared token".into(),
-    }
-}
-
 fn render(page: impl Template) -> Result<Response, ApiError> {
     let html = page.render().map_err(|e| {
         ApiError::from(crate::relay::RelayError::Internal(format!(
@@ -120,7 +113,7 @@ async fn index(
     let relay = &state.relay;
     let threads = relay.threads(THREADS_LISTED).await?;
     render(IndexPage {
-        viewer: viewer(&caller),
+        viewer: caller.account(),
         channels: relay
             .channels()
             .await?
@@ -165,7 +158,7 @@ async fn thread(
 ) -> Result<Response, ApiError> {
     let messages = state.relay.read_thread(id).await?;
     render(ConversationPage {
-        viewer: viewer(&caller),
+        viewer: caller.account(),
         heading: format!("Thread {id}"),
         notice: NOTICE,
         last_id: messages.last().map_or(0, |m| m.id),
@@ -181,7 +174,7 @@ async fn channel(
 ) -> Result<Response, ApiError> {
     let page = state.relay.channel_messages(&channel, 0, None).await?;
     render(ConversationPage {
-        viewer: viewer(&caller),
+        viewer: caller.account(),
         heading: format!("#{channel}"),
         notice: NOTICE,
         last_id: page.last_id,
