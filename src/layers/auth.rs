@@ -275,13 +275,16 @@ pub async fn bind_mcp_sessions(
             return ApiError::forbidden("this MCP session belongs to someone else").into_response();
         }
     }
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
     match (session, response.headers().get(SESSION_HEADER), caller) {
         (None, Some(opened), Some(caller)) if response.status().is_success() => {
             state.sessions.record(opened.clone(), caller).await;
         }
         (Some(session), _, _) if deleting && response.status().is_success() => {
             state.sessions.forget(&session);
+            // rmcp answers a session's end with 202; clients (the Python SDK
+            // among them) expect 200 or 204, and warn otherwise.
+            *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
         }
         _ => {}
     }
