@@ -64,7 +64,11 @@ async fn four_sessions_of_one_person_receive_each_of_forty_messages_once() {
     }
     let mut all = Vec::new();
     for claimer in claimers {
-        all.extend(claimer.await.unwrap());
+        // A lost message would keep the claimers looking forever.
+        let claimed = tokio::time::timeout(std::time::Duration::from_secs(30), claimer)
+            .await
+            .expect("every message is claimed within 30 s");
+        all.extend(claimed.unwrap());
     }
     let unique: HashSet<_> = all.iter().collect();
     assert_eq!(
