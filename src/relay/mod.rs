@@ -405,28 +405,50 @@ impl Relay {
     ) -> RelayResult<Vec<Message>> {
         let me = self.acting_as(caller, sender)?;
         let _slot = self.wait_slot(caller, timeout)?;
-        let mut wake = self.inboxes.subscribe(me.as_str());
+        let wake = self.inboxes.subscribe(me.as_str());
+        let claim = || async {
+            Ok(self
+                .store
+                .claim_inbox(me.as_str(), now_millis(), INBOX_BATCH)
+                .await?)
+        };
+        self.wait_for(wake, timeout, cancelled, claim, Vec::is_empty)
+            .await
+    }
+
+    /// Calls `look` until what it finds is not `empty`, waking when `wake`
+    /// says something was committed, and returns what it last found when
+    /// `timeout` passes, `cancelled` resolves, or the relay stops.
+    async fn wait_for<T, Look, Found>(
+        &self,
+        mut wake: tokio::sync::broadcast::Receiver<Arc<Message>>,
+        timeout: Duration,
+        cancelled: impl Future<Output = ()>,
+        mut look: Look,
+        empty: impl Fn(&T) -> bool,
+    ) -> RelayResult<T>
+    where
+        Look: FnMut() -> Found,
+        Found: Future<Output = RelayResult<T>>,
+    {
         let deadline = tokio::time::Instant::now() + timeout.min(MAX_WAIT);
         tokio::pin!(cancelled);
         loop {
-            let claimed = self
-                .store
-                .claim_inbox(me.as_str(), now_millis(), INBOX_BATCH)
-                .await?;
-            if !claimed.is_empty() || tokio::time::Instant::now() >= deadline {
-                return Ok(claimed);
+            let found = look().await?;
+            if !empty(&found) || tokio::time::Instant::now() >= deadline {
+                return Ok(found);
             }
             self.parked.send_modify(|n| *n += 1);
             tokio::select! {
                 // A message (or news that we lagged behind): look again.
                 woken = wake.recv() => {
                     if matches!(woken, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
-                        return Ok(Vec::new());
+                        return Ok(found);
                     }
                 }
-                () = tokio::time::sleep_until(deadline) => return Ok(Vec::new()),
-                () = &mut cancelled => return Ok(Vec::new()),
-                () = self.shutdown.cancelled() => return Ok(Vec::new()),
+                () = tokio::time::sleep_until(deadline) => return Ok(found),
+                () = &mut cancelled => return Ok(found),
+                () = self.shutdown.cancelled() => return Ok(found),
             }
         }
     }
@@ -464,26 +486,12 @@ impl Relay {
     ) -> RelayResult<Page> {
         let name = parse_channel(channel)?;
         let _slot = self.wait_slot(caller, timeout)?;
-        let mut wake = self.channels.subscribe(&name);
-        let deadline = tokio::time::Instant::now() + timeout.min(MAX_WAIT);
-        tokio::pin!(cancelled);
-        loop {
-            let page = self.channel_messages(&name, since_id, None).await?;
-            if !page.messages.is_empty() || tokio::time::Instant::now() >= deadline {
-                return Ok(page);
-            }
-            self.parked.send_modify(|n| *n += 1);
-            tokio::select! {
-                woken = wake.recv() => {
-                    if matches!(woken, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
-                        return Ok(page);
-                    }
-                }
-                () = tokio::time::sleep_until(deadline) => return Ok(page),
-                () = &mut cancelled => return Ok(page),
-                () = self.shutdown.cancelled() => return Ok(page),
-            }
-        }
+        let wake = self.channels.subscribe(&name);
+        let look = || self.channel_messages(&name, since_id, None);
+        self.wait_for(wake, timeout, cancelled, look, |page: &Page| {
+            page.messages.is_empty()
+        })
+        .await
     }
 
     /// Live messages of a channel as they are committed, for a stream, and
