@@ -192,30 +192,27 @@ async fn the_relays_own_origin_is_allowed_and_other_hosts_are_refused() {
     let people = format!("{}/api/people", app.url());
     let port = app.running.addr.port();
 
+    // Alice's request for her people list, with one header set.
+    let people_with = |name: &'static str, value: String| {
+        http()
+            .get(&people)
+            .bearer_auth(&alice)
+            .header(name, value)
+            .send()
+    };
+
     // A page on the relay's own origin (scheme, host and port of the request).
-    let own = http()
-        .get(&people)
-        .bearer_auth(&alice)
-        .header("origin", format!("http://127.0.0.1:{port}"))
-        .send()
+    let own = people_with("origin", format!("http://127.0.0.1:{port}"))
         .await
         .unwrap();
     assert_eq!(own.status(), 200);
-    let other_port = http()
-        .get(&people)
-        .bearer_auth(&alice)
-        .header("origin", "http://127.0.0.1:1")
-        .send()
+    let other_port = people_with("origin", "http://127.0.0.1:1".into())
         .await
         .unwrap();
     assert_eq!(other_port.status(), 403);
 
     // DNS rebinding: a name that is not the relay's.
-    let rebound = http()
-        .get(&people)
-        .bearer_auth(&alice)
-        .header("host", format!("evil.example:{port}"))
-        .send()
+    let rebound = people_with("host", format!("evil.example:{port}"))
         .await
         .unwrap();
     assert_eq!(rebound.status(), 403);
@@ -223,11 +220,7 @@ async fn the_relays_own_origin_is_allowed_and_other_hosts_are_refused() {
         rebound.json::<Value>().await.unwrap(),
         json!({ "error": { "code": "forbidden", "message": "this relay does not answer for \"evil.example\"; use https://relay.example.com" } })
     );
-    let named = http()
-        .get(&people)
-        .bearer_auth(&alice)
-        .header("host", "relay.example.com")
-        .send()
+    let named = people_with("host", "relay.example.com".into())
         .await
         .unwrap();
     assert_eq!(named.status(), 200);
