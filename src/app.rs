@@ -224,11 +224,22 @@ fn bound_connections(builder: &mut Builder<TokioExecutor>) {
         .max_concurrent_streams(128);
 }
 
-fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, StartError> {
-    let listen = |source| StartError::Listen { addr, source };
-    let listener = std::net::TcpListener::bind(addr).map_err(listen)?;
-    listener.set_nonblocking(true).map_err(listen)?;
-    Ok(listener)
+/// Binds `addr` and makes a server on it with the connection bounds, which
+/// drains when `shutdown` fires; returns it and the address it got.
+fn listen(
+    addr: SocketAddr,
+    shutdown: &CancellationToken,
+) -> Result<(axum_server::Server<SocketAddr>, SocketAddr), StartError> {
+    let error = |source| StartError::Listen { addr, source };
+    let listener = std::net::TcpListener::bind(addr).map_err(error)?;
+    listener.set_nonblocking(true).map_err(error)?;
+    let bound = listener.local_addr().map_err(error)?;
+    let mut server = axum_server::from_tcp(listener)
+        .map_err(error)?
+        .handle(shutdown_handle(shutdown))
+        .first_request_timeout(FIRST_REQUEST_TIMEOUT);
+    bound_connections(server.http_builder());
+    Ok((server, bound))
 }
 
 /// Builds the relay, binds its listeners and serves it in the background.
@@ -237,11 +248,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
     let shutdown = CancellationToken::new();
     let state = build(config, shutdown.clone()).await?;
     let config = state.config.clone();
-    let listener = bind(config.listen)?;
-    let addr = listener.local_addr().map_err(|source| StartError::Listen {
-        addr: config.listen,
-        source,
-    })?;
+    let (server, addr) = listen(config.listen, &shutdown)?;
 
     let mut certificate_ready = None;
     let tls = match &config.tls {
@@ -266,20 +273,8 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
     };
     let redirect_addr = match config.http_listen {
         Some(http_listen) => {
-            let listener = bind(http_listen)?;
-            let bound = listener.local_addr().map_err(|source| StartError::Listen {
-                addr: http_listen,
-                source,
-            })?;
-            let mut server = axum_server::from_tcp(listener)
-                .map_err(|source| StartError::Listen {
-                    addr: http_listen,
-                    source,
-                })?
-                .acceptor(NoDelayAcceptor::new())
-                .handle(shutdown_handle(&shutdown))
-                .first_request_timeout(FIRST_REQUEST_TIMEOUT);
-            bound_connections(server.http_builder());
+            let (server, bound) = listen(http_listen, &shutdown)?;
+            let server = server.acceptor(NoDelayAcceptor::new());
             let app = tls::redirect_router(&config, addr.port()).into_make_service();
             tokio::spawn(async move { server.serve(app).await });
             Some(bound)
@@ -292,23 +287,17 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
 
     // NODELAY: responses (SSE above all) go out in several writes, and
     // Nagle's algorithm would hold the last one for the client's delayed ACK.
-    let server = axum_server::from_tcp(listener)
-        .map_err(|source| StartError::Listen { addr, source })?
-        .handle(shutdown_handle(&shutdown))
-        .first_request_timeout(FIRST_REQUEST_TIMEOUT);
     let app = router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let task = match tls {
         None => {
-            let mut server = server.acceptor(NoDelayAcceptor::new());
-            bound_connections(server.http_builder());
+            let server = server.acceptor(NoDelayAcceptor::new());
             tokio::spawn(async move { server.serve(app).await })
         }
         Some(rustls) => {
             let acceptor = RustlsAcceptor::new(rustls)
                 .handshake_timeout(FIRST_REQUEST_TIMEOUT)
                 .acceptor(NoDelayAcceptor::new());
-            let mut server = server.acceptor(acceptor);
-            bound_connections(server.http_builder());
+            let server = server.acceptor(acceptor);
             tokio::spawn(async move { server.serve(app).await })
         }
     };
