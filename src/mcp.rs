@@ -6,7 +6,7 @@
 //! REST, so a model reads what to change.
 
 use crate::api::{ApiError, wire};
-use crate::relay::{self, Caller, ChannelPost, DirectMessage, Relay, RelayError};
+use crate::relay::{self, Caller, ChannelPost, Relay, RelayError};
 use rmcp::{
     ErrorData, Json, ServerHandler,
     handler::server::{
@@ -99,21 +99,6 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Paramet
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct SendMessageArgs {
-    /// Handle of the teammate whose agent should receive this.
-    pub to: String,
-    /// The message text. Never include secrets: they are refused.
-    pub body: String,
-    /// Reply within this thread; leave out to start a new one.
-    pub thread_id: Option<i64>,
-    /// A short label such as QUESTION, ANSWER, NOTE (default) or DONE.
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    /// Only for the shared relay token: the handle to send as.
-    pub sender: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
 pub struct CheckInboxArgs {
     /// Seconds to wait for a message when none is waiting: 0 (default) to 50.
     pub timeout_seconds: Option<f64>,
@@ -125,14 +110,6 @@ pub struct CheckInboxArgs {
 pub struct ReadThreadArgs {
     /// The thread to read, as returned by send_message or on a message.
     pub thread_id: i64,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct SetStatusArgs {
-    /// One line teammates see next to your name, e.g. "reviewing the auth PR".
-    pub status: String,
-    /// Only for the shared relay token: whose status to set.
-    pub sender: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -194,21 +171,11 @@ impl RelayTools {
     async fn send_message(
         &self,
         CallerOf(caller): CallerOf,
-        Parameters(args): Parameters<SendMessageArgs>,
+        Parameters(args): Parameters<wire::SendMessage>,
     ) -> ToolResult<wire::Sent> {
         let args = args?;
-        let message = DirectMessage {
-            sender: args.sender,
-            to: args.to,
-            body: args.body,
-            thread_id: args.thread_id,
-            kind: args.kind,
-        };
-        let sent = self.relay.send_direct(&caller, message).await?;
-        Ok(Json(wire::Sent {
-            message_id: sent.id,
-            thread_id: sent.thread_id.unwrap_or_default(),
-        }))
+        let sent = self.relay.send_direct(&caller, args.into()).await?;
+        Ok(Json(wire::Sent::from(&sent)))
     }
 
     /// Receive the messages sent to you that you have not received yet. Each
@@ -249,9 +216,7 @@ impl RelayTools {
     #[tool]
     async fn list_peers(&self) -> ToolResult<wire::Peers> {
         let peers = self.relay.peers().await?;
-        Ok(Json(wire::Peers {
-            peers: peers.iter().map(wire::PeerView::from).collect(),
-        }))
+        Ok(Json(wire::Peers::new(&peers)))
     }
 
     /// Set the one-line status your teammates see next to your name.
@@ -259,17 +224,14 @@ impl RelayTools {
     async fn set_status(
         &self,
         CallerOf(caller): CallerOf,
-        Parameters(args): Parameters<SetStatusArgs>,
+        Parameters(args): Parameters<wire::SetStatus>,
     ) -> ToolResult<wire::StatusSet> {
         let args = args?;
-        let handle = self
+        let set = self
             .relay
             .set_status(&caller, args.sender.as_deref(), &args.status)
             .await?;
-        Ok(Json(wire::StatusSet {
-            handle: handle.to_string(),
-            status: args.status.trim().to_owned(),
-        }))
+        Ok(Json(wire::StatusSet::from(set)))
     }
 
     /// Post to a channel, an open conversation the whole team reads.
@@ -333,9 +295,7 @@ impl RelayTools {
     #[tool]
     async fn list_channels(&self) -> ToolResult<wire::Channels> {
         let channels = self.relay.channels().await?;
-        Ok(Json(wire::Channels {
-            channels: channels.iter().map(wire::ChannelView::from).collect(),
-        }))
+        Ok(Json(wire::Channels::new(&channels)))
     }
 }
 

@@ -7,7 +7,7 @@ use crate::layers::{
     auth::{self, Accept},
     edge,
 };
-use crate::relay::{self, Caller, ChannelPost, DirectMessage};
+use crate::relay::{self, Caller, ChannelPost};
 use axum::{
     Extension, Json, Router,
     extract::State,
@@ -57,9 +57,7 @@ pub fn router(state: AppState) -> Router<AppState> {
 
 async fn channels(State(state): State<AppState>) -> ApiResult<wire::Channels> {
     let channels = state.relay.channels().await?;
-    Ok(Json(wire::Channels {
-        channels: channels.iter().map(wire::ChannelView::from).collect(),
-    }))
+    Ok(Json(wire::Channels::new(&channels)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -135,36 +133,13 @@ async fn post_message(
     Ok((StatusCode::CREATED, Json(wire::Posted { id: posted.id })))
 }
 
-#[derive(Debug, Deserialize)]
-struct SendBody {
-    to: String,
-    body: String,
-    thread_id: Option<i64>,
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    sender: Option<String>,
-}
-
 async fn send_message(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Body(body): Body<SendBody>,
+    Body(body): Body<wire::SendMessage>,
 ) -> Result<(StatusCode, Json<wire::Sent>), ApiError> {
-    let message = DirectMessage {
-        sender: body.sender,
-        to: body.to,
-        body: body.body,
-        thread_id: body.thread_id,
-        kind: body.kind,
-    };
-    let sent = state.relay.send_direct(&caller, message).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(wire::Sent {
-            message_id: sent.id,
-            thread_id: sent.thread_id.unwrap_or_default(),
-        }),
-    ))
+    let sent = state.relay.send_direct(&caller, body.into()).await?;
+    Ok((StatusCode::CREATED, Json(wire::Sent::from(&sent))))
 }
 
 #[derive(Debug, Deserialize)]
@@ -198,28 +173,17 @@ async fn thread(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult
 
 async fn people(State(state): State<AppState>) -> ApiResult<wire::Peers> {
     let peers = state.relay.peers().await?;
-    Ok(Json(wire::Peers {
-        peers: peers.iter().map(wire::PeerView::from).collect(),
-    }))
-}
-
-#[derive(Debug, Deserialize)]
-struct StatusBody {
-    status: String,
-    sender: Option<String>,
+    Ok(Json(wire::Peers::new(&peers)))
 }
 
 async fn set_status(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    Body(body): Body<StatusBody>,
+    Body(body): Body<wire::SetStatus>,
 ) -> ApiResult<wire::StatusSet> {
-    let handle = state
+    let set = state
         .relay
         .set_status(&caller, body.sender.as_deref(), &body.status)
         .await?;
-    Ok(Json(wire::StatusSet {
-        handle: handle.to_string(),
-        status: body.status.trim().to_owned(),
-    }))
+    Ok(Json(wire::StatusSet::from(set)))
 }

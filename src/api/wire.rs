@@ -1,6 +1,6 @@
 //! JSON shapes of messages, peers and channels, as both MCP and REST send them.
 
-use crate::relay::{NOTICE, Page, Peer};
+use crate::relay::{DirectMessage, NOTICE, Page, Peer, handle::Handle};
 use crate::store::{ChannelSummary, Message, Millis};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -96,12 +96,60 @@ impl From<&Page> for MessagePage {
     }
 }
 
+/// A direct message to send: the `send_message` tool's arguments and the
+/// body of `POST /api/messages`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct SendMessage {
+    /// Handle of the teammate whose agent should receive this.
+    pub to: String,
+    /// The message text. Never include secrets: they are refused.
+    pub body: String,
+    /// Reply within this thread; leave out to start a new one.
+    pub thread_id: Option<i64>,
+    /// A short label such as QUESTION, ANSWER, NOTE (default) or DONE.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Only for the shared relay token: the handle to send as.
+    pub sender: Option<String>,
+}
+
+impl From<SendMessage> for DirectMessage {
+    fn from(m: SendMessage) -> Self {
+        DirectMessage {
+            sender: m.sender,
+            to: m.to,
+            body: m.body,
+            thread_id: m.thread_id,
+            kind: m.kind,
+        }
+    }
+}
+
+/// A status to set: the `set_status` tool's arguments and the body of
+/// `PUT /api/status`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct SetStatus {
+    /// One line teammates see next to your name, e.g. "reviewing the auth PR".
+    pub status: String,
+    /// Only for the shared relay token: whose status to set.
+    pub sender: Option<String>,
+}
+
 /// What a sent direct message became.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Sent {
     pub message_id: i64,
     /// Reply in this thread with `thread_id`.
     pub thread_id: i64,
+}
+
+impl From<&Message> for Sent {
+    fn from(m: &Message) -> Self {
+        Sent {
+            message_id: m.id,
+            thread_id: m.thread_id.unwrap_or_default(),
+        }
+    }
 }
 
 /// What a channel post became.
@@ -137,6 +185,14 @@ pub struct Peers {
     pub peers: Vec<PeerView>,
 }
 
+impl Peers {
+    pub fn new(peers: &[Peer]) -> Peers {
+        Peers {
+            peers: peers.iter().map(PeerView::from).collect(),
+        }
+    }
+}
+
 /// A channel and its activity.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ChannelView {
@@ -162,9 +218,26 @@ pub struct Channels {
     pub channels: Vec<ChannelView>,
 }
 
+impl Channels {
+    pub fn new(channels: &[ChannelSummary]) -> Channels {
+        Channels {
+            channels: channels.iter().map(ChannelView::from).collect(),
+        }
+    }
+}
+
 /// A status that was set.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct StatusSet {
     pub handle: String,
     pub status: String,
+}
+
+impl From<(Handle, String)> for StatusSet {
+    fn from((handle, status): (Handle, String)) -> Self {
+        StatusSet {
+            handle: handle.to_string(),
+            status,
+        }
+    }
 }

@@ -566,13 +566,13 @@ impl Relay {
     }
 
     /// Sets the presence text teammates see next to the caller's name.
-    /// Returns the handle whose status was set.
+    /// Returns the handle whose status was set, and the status as stored.
     pub async fn set_status(
         &self,
         caller: &Caller,
         sender: Option<&str>,
         status: &str,
-    ) -> RelayResult<Handle> {
+    ) -> RelayResult<(Handle, String)> {
         let me = self.acting_as(caller, sender)?;
         let status = status.trim();
         if status.chars().count() > MAX_STATUS_CHARS || status.chars().any(char::is_control) {
@@ -583,7 +583,7 @@ impl Relay {
         self.store
             .set_status(me.as_str(), status, now_millis())
             .await?;
-        Ok(me)
+        Ok((me, status.to_owned()))
     }
 
     /// Writes gathered last-seen times to the store.

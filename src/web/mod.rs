@@ -101,9 +101,9 @@ struct ThreadLine {
 #[template(path = "index.html")]
 struct IndexPage {
     viewer: String,
-    channels: Vec<wire::ChannelView>,
+    channels: wire::Channels,
     threads: Vec<ThreadLine>,
-    people: Vec<wire::PeerView>,
+    people: wire::Peers,
 }
 
 async fn index(
@@ -114,12 +114,7 @@ async fn index(
     let threads = relay.threads(THREADS_LISTED).await?;
     render(IndexPage {
         viewer: caller.account(),
-        channels: relay
-            .channels()
-            .await?
-            .iter()
-            .map(wire::ChannelView::from)
-            .collect(),
+        channels: wire::Channels::new(&relay.channels().await?),
         threads: threads
             .into_iter()
             .map(|t| ThreadLine {
@@ -130,12 +125,7 @@ async fn index(
                 last_activity: wire::timestamp(t.last_activity),
             })
             .collect(),
-        people: relay
-            .peers()
-            .await?
-            .iter()
-            .map(wire::PeerView::from)
-            .collect(),
+        people: wire::Peers::new(&relay.peers().await?),
     })
 }
 
