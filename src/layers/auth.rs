@@ -21,7 +21,7 @@ use axum::{
 };
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     net::{IpAddr, SocketAddr},
     sync::{Arc, Mutex},
 };
@@ -197,20 +197,27 @@ async fn authenticate(
 
 /// Who opened each live MCP session.
 pub struct SessionOwners {
-    owners: Mutex<HashMap<HeaderValue, Caller>>,
+    owners: Mutex<Owners>,
     /// rmcp's sessions, to forget owners of sessions that have ended.
     sessions: Arc<LocalSessionManager>,
-    /// The number of owners at the last pruning; the next prune comes after
-    /// the map doubles, so pruning costs O(1) per session opened.
-    pruned_at: Mutex<usize>,
 }
+
+#[derive(Default)]
+struct Owners {
+    by_session: HashMap<HeaderValue, Caller>,
+    /// How many owners were left by the last pruning; the next comes when
+    /// the map has doubled, so pruning costs O(1) per session opened.
+    after_pruning: usize,
+}
+
+/// The smallest map that is pruned.
+const PRUNE_FROM: usize = 64;
 
 impl SessionOwners {
     pub fn new(sessions: Arc<LocalSessionManager>) -> SessionOwners {
         SessionOwners {
             owners: Mutex::default(),
             sessions,
-            pruned_at: Mutex::new(64),
         }
     }
 
@@ -219,40 +226,36 @@ impl SessionOwners {
         self.sessions.clone()
     }
 
+    fn owners(&self) -> std::sync::MutexGuard<'_, Owners> {
+        self.owners.lock().expect("session owners lock")
+    }
+
     fn owner(&self, session: &HeaderValue) -> Option<Caller> {
-        self.owners
-            .lock()
-            .expect("session owners lock")
-            .get(session)
-            .cloned()
+        self.owners().by_session.get(session).cloned()
     }
 
     async fn record(&self, session: HeaderValue, caller: Caller) {
-        let len = {
-            let mut owners = self.owners.lock().expect("session owners lock");
-            owners.insert(session, caller);
-            owners.len()
+        let due = {
+            let mut owners = self.owners();
+            owners.by_session.insert(session, caller);
+            owners.by_session.len() > owners.after_pruning.max(PRUNE_FROM) * 2
         };
-        let due = len > *self.pruned_at.lock().expect("session owners lock") * 2;
         if due {
-            let live: Vec<HeaderValue> = {
+            let live: HashSet<HeaderValue> = {
                 let sessions = self.sessions.sessions.read().await;
                 sessions
                     .keys()
                     .filter_map(|id| HeaderValue::from_str(id).ok())
                     .collect()
             };
-            let mut owners = self.owners.lock().expect("session owners lock");
-            owners.retain(|id, _| live.contains(id));
-            *self.pruned_at.lock().expect("session owners lock") = owners.len().max(64);
+            let mut owners = self.owners();
+            owners.by_session.retain(|id, _| live.contains(id));
+            owners.after_pruning = owners.by_session.len();
         }
     }
 
     fn forget(&self, session: &HeaderValue) {
-        self.owners
-            .lock()
-            .expect("session owners lock")
-            .remove(session);
+        self.owners().by_session.remove(session);
     }
 }
 
