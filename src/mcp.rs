@@ -19,7 +19,7 @@ use rmcp::{
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, de::DeserializeOwned};
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// What agents are told when they connect.
@@ -188,7 +188,7 @@ impl RelayTools {
         Parameters(args): Parameters<CheckInboxArgs>,
     ) -> ToolResult<wire::Messages> {
         let args = args?;
-        let timeout = relay::parse_wait(args.timeout_seconds, Duration::ZERO)?;
+        let timeout = relay::parse_wait(args.timeout_seconds, relay::INBOX_WAIT)?;
         let messages = self
             .relay
             .check_inbox(
@@ -277,7 +277,7 @@ impl RelayTools {
         Parameters(args): Parameters<WaitForMessageArgs>,
     ) -> ToolResult<wire::MessagePage> {
         let args = args?;
-        let timeout = relay::parse_wait(args.timeout_s, Duration::from_secs(30))?;
+        let timeout = relay::parse_wait(args.timeout_s, relay::CHANNEL_WAIT)?;
         let page = self
             .relay
             .wait_channel(

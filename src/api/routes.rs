@@ -16,7 +16,6 @@ use axum::{
     routing::{get, post, put},
 };
 use serde::Deserialize;
-use std::time::Duration;
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
@@ -90,7 +89,7 @@ async fn wait_channel(
     Path(channel): Path<String>,
     Query(query): Query<WaitQuery>,
 ) -> ApiResult<wire::MessagePage> {
-    let timeout = relay::parse_wait(query.timeout_s, Duration::from_secs(30))?;
+    let timeout = relay::parse_wait(query.timeout_s, relay::CHANNEL_WAIT)?;
     // A client that goes away drops this future, which ends the wait.
     let page = state
         .relay
@@ -153,7 +152,7 @@ async fn inbox(
     Extension(caller): Extension<Caller>,
     Query(query): Query<InboxQuery>,
 ) -> ApiResult<wire::Messages> {
-    let timeout = relay::parse_wait(query.timeout_s, Duration::ZERO)?;
+    let timeout = relay::parse_wait(query.timeout_s, relay::INBOX_WAIT)?;
     let messages = state
         .relay
         .check_inbox(

@@ -32,6 +32,10 @@ pub use presence::FLUSH_EVERY;
 /// The longest any call may wait for a message. Common MCP clients give up on
 /// a call after 60 s; 50 leaves room for the answer to arrive.
 pub const MAX_WAIT: Duration = Duration::from_secs(50);
+/// How long an inbox check waits when no timeout is given: not at all.
+pub const INBOX_WAIT: Duration = Duration::ZERO;
+/// How long a channel wait waits when no timeout is given.
+pub const CHANNEL_WAIT: Duration = Duration::from_secs(30);
 /// The most messages one inbox claim hands out; the rest wait for the next.
 pub const INBOX_BATCH: u32 = 100;
 /// The most messages one channel read returns.
