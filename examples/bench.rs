@@ -19,19 +19,12 @@
 //!   The fan-out runs against a second relay in a child process (this same
 //!   binary, started with `--serve DB`) so its memory is the server's alone.
 
-use crosstalk::app;
+use crosstalk::agent::Agent;
 use crosstalk::config::{Config, Limits};
-use crosstalk::relay::{Caller, DirectMessage, Relay, handle::Handle, now_millis, token::Token};
-use crosstalk::store::{SqliteStore, Store};
+use crosstalk::model::Handle;
+use crosstalk::relay::{Caller, DirectMessage, Relay};
+use crosstalk::server;
 use futures::future::join_all;
-use rmcp::{
-    RoleClient, ServiceExt,
-    model::CallToolRequestParams,
-    service::RunningService,
-    transport::{
-        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
-    },
-};
 use serde_json::{Value, json};
 use std::{
     future::Future,
@@ -45,25 +38,12 @@ use std::{
 const CLIENTS: usize = 32;
 const ROUNDS: usize = 300;
 
-type McpClient = RunningService<RoleClient, ()>;
-
-async fn connect(url: &str, token: &str) -> McpClient {
-    let transport = StreamableHttpClientTransport::from_config(
-        StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")).auth_header(token),
-    );
-    ().serve(transport).await.expect("connect")
+async fn connect(url: &str, token: &str) -> Agent {
+    Agent::connect(url, token).await.expect("connect")
 }
 
-async fn call(client: &McpClient, tool: &'static str, arguments: Value) -> Value {
-    let Value::Object(arguments) = arguments else {
-        unreachable!()
-    };
-    let result = client
-        .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
-        .await
-        .expect("tool call");
-    assert_ne!(result.is_error, Some(true), "{tool} failed: {result:?}");
-    result.structured_content.expect("structured result")
+async fn call(agent: &Agent, tool: &'static str, arguments: Value) -> Value {
+    agent.call(tool, arguments).await.ok()
 }
 
 fn percentile(samples: &mut [Duration], p: f64) -> Duration {
@@ -181,7 +161,7 @@ fn unlimited(db: std::path::PathBuf) -> Config {
 
 /// `--serve DB`: run a relay on the database, print its URL, stop at EOF on stdin.
 async fn serve_child(db: &str) {
-    let running = app::spawn(unlimited(db.into()))
+    let running = server::spawn(unlimited(db.into()))
         .await
         .expect("relay starts");
     println!("{}", running.url());
@@ -199,23 +179,18 @@ async fn main() {
     let subscribers = flag("--subscribers").unwrap_or(1000.0) as usize;
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("relay.db");
-    let store = SqliteStore::open(&db).expect("store");
+    let running = server::spawn(unlimited(db)).await.expect("relay starts");
     let mut tokens = Vec::new();
     for n in 0..=CLIENTS {
-        let token = Token::generate();
-        store
-            .add_person(
-                &format!("agent{n}"),
-                &format!("Agent {n}"),
-                token.hash(),
-                now_millis(),
-            )
+        let added = running
+            .state
+            .relay
+            .team()
+            .add(&format!("agent{n}"), Some(&format!("Agent {n}")))
             .await
             .expect("add person");
-        tokens.push(token.expose().to_owned());
+        tokens.push(added.token.expose().to_owned());
     }
-    drop(store);
-    let running = app::spawn(unlimited(db)).await.expect("relay starts");
     let url = running.url();
     let relay = running.state.relay.clone();
     let http = reqwest::Client::new();

@@ -1,36 +1,24 @@
 //! `crosstalk demo`: a real relay on a spare loopback port with a throwaway
 //! database, and two agents talking to it over MCP with their own tokens.
 
-use crate::app;
-use crate::config::Config;
-use crate::relay::{now_millis, token::Token};
-use crate::store::{SqliteStore, Store};
+use crate::agent::{Agent, Outcome};
+use crate::relay::Team;
 use anyhow::{Context, anyhow};
-use rmcp::{
-    RoleClient, ServiceExt,
-    model::CallToolRequestParams,
-    service::RunningService,
-    transport::{
-        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
-    },
-};
 use serde_json::{Value, json};
-use std::time::Instant;
+use std::{future::Future, time::Instant};
 
-/// An agent's MCP connection, as the demo drives it.
-struct Agent {
+/// One of the demo's agents: its MCP connection and the name it prints as.
+struct Speaker {
     name: &'static str,
-    client: RunningService<RoleClient, ()>,
+    agent: Agent,
 }
 
-impl Agent {
-    async fn connect(name: &'static str, url: &str, token: &Token) -> anyhow::Result<Agent> {
-        let transport = StreamableHttpClientTransport::from_config(
-            StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp"))
-                .auth_header(token.expose()),
-        );
-        let client = ().serve(transport).await.with_context(|| format!("connecting {name}"))?;
-        Ok(Agent { name, client })
+impl Speaker {
+    async fn connect(name: &'static str, url: &str, token: &str) -> anyhow::Result<Speaker> {
+        let agent = Agent::connect(url, token)
+            .await
+            .map_err(|e| anyhow!("connecting {name}: {e}"))?;
+        Ok(Speaker { name, agent })
     }
 
     /// Calls a tool that must succeed.
@@ -46,30 +34,10 @@ impl Agent {
         tool: &'static str,
         arguments: Value,
     ) -> anyhow::Result<Result<Value, String>> {
-        let Value::Object(arguments) = arguments else {
-            return Err(anyhow!("tool arguments must be an object"));
-        };
-        let result = self
-            .client
-            .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
-            .await?;
-        if result.is_error == Some(true) {
-            let text = result
-                .content
-                .first()
-                .and_then(|c| c.as_text())
-                .map(|t| t.text.clone())
-                .unwrap_or_default();
-            let message = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
-                .unwrap_or(text);
-            return Ok(Err(message));
+        match self.agent.call(tool, arguments).await {
+            Outcome::Protocol(failure) => Err(anyhow!("{tool}: {failure}")),
+            answered => Ok(answered.into_result()),
         }
-        result
-            .structured_content
-            .map(Ok)
-            .ok_or_else(|| anyhow!("{tool} returned no structured result"))
     }
 
     fn says(&self, what: impl AsRef<str>) {
@@ -87,27 +55,20 @@ fn show(message: &Value) -> String {
     )
 }
 
-pub async fn run() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir().context("making a throwaway directory")?;
-    let db = dir.path().join("relay.db");
-
-    // Add two people the way `crosstalk add` does: straight into the file.
-    let (alice_token, bob_token) = (Token::generate(), Token::generate());
-    {
-        let store = SqliteStore::open(&db)?;
-        store
-            .add_person("alice", "Alice", alice_token.hash(), now_millis())
-            .await?;
-        store
-            .add_person("bob", "Bob", bob_token.hash(), now_millis())
-            .await?;
-    }
-    let running = app::spawn(Config::local(db)).await?;
-    let url = running.url();
+/// Plays the demo conversation against the relay at `url`, whose team is
+/// `team`; then awaits `stop`, which stops the relay.
+pub async fn run(
+    url: &str,
+    team: &Team,
+    stop: impl Future<Output = std::io::Result<()>>,
+) -> anyhow::Result<()> {
+    // Add two people the way `crosstalk add` does.
+    let alice_token = team.add("alice", Some("Alice")).await?.token;
+    let bob_token = team.add("bob", Some("Bob")).await?.token;
     println!("crosstalk demo: a real relay on {url}, with a throwaway database.");
     println!("alice and bob connect over MCP (streamable HTTP), each with their own token.\n");
-    let alice = Agent::connect("alice", &url, &alice_token).await?;
-    let bob = Agent::connect("bob", &url, &bob_token).await?;
+    let alice = Speaker::connect("alice", url, alice_token.expose()).await?;
+    let bob = Speaker::connect("bob", url, bob_token.expose()).await?;
 
     println!("1. A question in a thread, to an agent that is already waiting");
     bob.says("check_inbox(timeout_seconds: 20)  … waiting");
@@ -253,9 +214,9 @@ pub async fn run() -> anyhow::Result<()> {
         html.contains("#release") && html.contains(&format!("/threads/{thread_id}"))
     );
 
-    alice.client.cancel().await?;
-    bob.client.cancel().await?;
-    running.stop().await?;
+    alice.agent.close().await.map_err(anyhow::Error::msg)?;
+    bob.agent.close().await.map_err(anyhow::Error::msg)?;
+    stop.await.context("stopping the relay")?;
     println!("\nDone: the relay stopped and its database was deleted.");
     Ok(())
 }

@@ -1,42 +1,48 @@
 //! crosstalk: a relay that lets a team's coding agents, and the people behind
 //! them, message each other across machines.
 //!
-//! # Bird's-eye view
 //! One process, one SQLite file. Requests flow one way:
 //!
 //! ```text
-//! listener ─▶ tower layers (auth) ─▶ edge (mcp, api) ─▶ relay core ─▶ store (SQLite)
+//! listener (server, tls) ─▶ layers ─▶ edge (mcp, api, web) ─▶ relay (core) ─▶ store
 //! ```
 //!
-//! # Where things live
-//! - [`config`]: flags and environment, parsed and checked once.
-//! - [`app`]: the shared state, the router and its layers, `serve`.
-//! - [`auth`]: credentials to a [`relay::Caller`]; binding MCP sessions to people.
-//! - [`mcp`]: the MCP tools, thin twins of the core's functions.
-//! - [`api`]: JSON wire shapes and the error shape shared by every edge.
-//! - [`relay`]: the core — people, messages, inboxes, channels, waits, expiry,
-//!   secret refusal. No framework types.
-//! - [`store`]: the `Store` interface and its SQLite implementation.
-//! - [`cli`], [`demo`]: the commands.
+//! `ARCHITECTURE.md` at the top of the repository is the map: what each
+//! module owns, the arrows allowed between them (a test keeps them), the
+//! invariants, and where each kind of change goes.
 //!
-//! # Invariants
-//! - The sender of a message always comes from the credential; a person can
-//!   never act as another, on any path.
-//! - A message is handed out of an inbox once, to one claim.
-//! - A waiting call is woken by the commit of a message, never by polling.
-//! - An expired message is invisible to every read from the moment it expires.
-//! - Tokens exist in the clear only when shown once; logs never carry them.
+//! - [`model`]: the domain's types; imports nothing from the crate.
+//! - [`store`]: the `Store` trait and its SQLite implementation.
+//! - [`relay`]: the core: people, messages, inboxes, channels, waits,
+//!   expiry, secret refusal. No framework types.
+//! - [`config`]: flags and environment, parsed and checked once.
+//! - [`host`]: host names, authorities and origins, parsed once.
+//! - [`wire`]: JSON shapes, argument types and the error shape of every edge.
+//! - [`layers`]: the tower layers: log, headers, host, origin, credentials,
+//!   rate limits, MCP session binding.
+//! - [`state`]: the state every edge shares.
+//! - [`mcp`], [`api`], [`web`]: the edges: MCP tools, REST, the team page.
+//! - [`app`]: the router, with the whole layer stack in one function.
+//! - [`tls`]: certificate files, ACME, the HTTPS redirect.
+//! - [`server`]: builds and serves a relay; runs the commands.
+//! - [`cli`], [`demo`]: the command line and the demo conversation.
+//! - [`agent`]: an agent's MCP client, for the demo, benchmarks and tests.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod api;
 pub mod app;
-
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod host;
 pub mod layers;
 pub mod mcp;
+pub mod model;
 pub mod relay;
+pub mod server;
+pub mod state;
 pub mod store;
 pub mod tls;
 pub mod web;
+pub mod wire;

@@ -5,8 +5,9 @@
 //! structured result — or a tool error carrying the same JSON error shape as
 //! REST, so a model reads what to change.
 
-use crate::api::{ApiError, wire};
-use crate::relay::{self, Caller, ChannelPost, Relay, RelayError};
+use crate::relay::{Caller, Relay, RelayError};
+use crate::state::AppState;
+use crate::wire::{self, ApiError, args};
 use rmcp::{
     ErrorData, Json, ServerHandler,
     handler::server::{
@@ -16,9 +17,12 @@ use rmcp::{
     },
     model::{ContentBlock, Implementation, IntoContents, ServerCapabilities, ServerConfig},
     tool, tool_handler, tool_router,
+    transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    },
 };
 use schemars::JsonSchema;
-use serde::{Deserialize, de::DeserializeOwned};
+use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -98,55 +102,24 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Paramet
     }
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct CheckInboxArgs {
-    /// Seconds to wait for a message when none is waiting: 0 (default) to 50.
-    pub timeout_seconds: Option<f64>,
-    /// Only for the shared relay token: whose inbox to check.
-    pub sender: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct ReadThreadArgs {
-    /// The thread to read, as returned by send_message or on a message.
-    pub thread_id: i64,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct PostMessageArgs {
-    /// Channel name: letters, digits, '.', '_' or '-'.
-    pub channel: String,
-    /// The message text. Never include secrets: they are refused.
-    pub body: String,
-    /// A short label such as QUESTION, ANSWER, NOTE (default) or DONE.
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    /// A teammate's handle: the post also lands in their inbox.
-    pub recipient: Option<String>,
-    /// The id of the channel message this answers.
-    pub reply_to: Option<i64>,
-    /// Must be your own handle if given; only the shared token may name another.
-    pub sender: Option<String>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct GetMessagesArgs {
-    /// Channel name.
-    pub channel: String,
-    /// Return only messages with a larger id (default 0: from the start).
-    pub since_id: Option<i64>,
-    /// The most messages to return (default and maximum 500).
-    pub limit: Option<u32>,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct WaitForMessageArgs {
-    /// Channel name.
-    pub channel: String,
-    /// Wait for a message with a larger id than this (use the last_id you have).
-    pub since_id: i64,
-    /// Seconds to wait: 0 to 50 (default 30).
-    pub timeout_s: Option<f64>,
+/// The streamable HTTP service at `/mcp`: one [`RelayTools`] per session,
+/// over the sessions the binding layer watches.
+pub fn service(
+    state: &AppState,
+    request_limit: usize,
+) -> StreamableHttpService<RelayTools, LocalSessionManager> {
+    // rmcp's own Host check is off: the host layer applies the same rule to
+    // every route, so the two can never disagree.
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(state.relay.shutdown_token().child_token())
+        .with_max_request_body_bytes(request_limit)
+        .disable_allowed_hosts();
+    let relay = state.relay.clone();
+    StreamableHttpService::new(
+        move || Ok(RelayTools::new(relay.clone())),
+        state.sessions.manager(),
+        config,
+    )
 }
 
 /// The MCP server: one per session, sharing the relay.
@@ -171,7 +144,7 @@ impl RelayTools {
     async fn send_message(
         &self,
         CallerOf(caller): CallerOf,
-        Parameters(args): Parameters<wire::SendMessage>,
+        Parameters(args): Parameters<args::SendMessage>,
     ) -> ToolResult<wire::Sent> {
         let args = args?;
         let sent = self.relay.send_direct(&caller, args.into()).await?;
@@ -185,16 +158,15 @@ impl RelayTools {
         &self,
         CallerOf(caller): CallerOf,
         cancelled: CancellationToken,
-        Parameters(args): Parameters<CheckInboxArgs>,
+        Parameters(args): Parameters<args::CheckInbox>,
     ) -> ToolResult<wire::Messages> {
         let args = args?;
-        let timeout = relay::parse_wait(args.timeout_seconds, relay::INBOX_WAIT)?;
         let messages = self
             .relay
             .check_inbox(
                 &caller,
                 args.sender.as_deref(),
-                timeout,
+                args.timeout_seconds,
                 cancelled.cancelled_owned(),
             )
             .await?;
@@ -205,7 +177,7 @@ impl RelayTools {
     #[tool]
     async fn read_thread(
         &self,
-        Parameters(args): Parameters<ReadThreadArgs>,
+        Parameters(args): Parameters<args::ReadThread>,
     ) -> ToolResult<wire::Messages> {
         let args = args?;
         let messages = self.relay.read_thread(args.thread_id).await?;
@@ -224,7 +196,7 @@ impl RelayTools {
     async fn set_status(
         &self,
         CallerOf(caller): CallerOf,
-        Parameters(args): Parameters<wire::SetStatus>,
+        Parameters(args): Parameters<args::SetStatus>,
     ) -> ToolResult<wire::StatusSet> {
         let args = args?;
         let set = self
@@ -239,18 +211,9 @@ impl RelayTools {
     async fn post_message(
         &self,
         CallerOf(caller): CallerOf,
-        Parameters(args): Parameters<PostMessageArgs>,
+        Parameters(args): Parameters<args::PostMessage>,
     ) -> ToolResult<wire::Posted> {
-        let args = args?;
-        let post = ChannelPost {
-            sender: args.sender,
-            channel: args.channel,
-            body: args.body,
-            kind: args.kind,
-            recipient: args.recipient,
-            reply_to: args.reply_to,
-        };
-        let posted = self.relay.post(&caller, post).await?;
+        let posted = self.relay.post(&caller, args?.into()).await?;
         Ok(Json(wire::Posted { id: posted.id }))
     }
 
@@ -258,12 +221,12 @@ impl RelayTools {
     #[tool]
     async fn get_messages(
         &self,
-        Parameters(args): Parameters<GetMessagesArgs>,
+        Parameters(args): Parameters<args::GetMessages>,
     ) -> ToolResult<wire::MessagePage> {
         let args = args?;
         let page = self
             .relay
-            .channel_messages(&args.channel, args.since_id.unwrap_or(0), args.limit)
+            .channel_messages(&args.channel, args.since_id, args.limit)
             .await?;
         Ok(Json(wire::MessagePage::from(&page)))
     }
@@ -274,17 +237,16 @@ impl RelayTools {
         &self,
         CallerOf(caller): CallerOf,
         cancelled: CancellationToken,
-        Parameters(args): Parameters<WaitForMessageArgs>,
+        Parameters(args): Parameters<args::WaitForMessage>,
     ) -> ToolResult<wire::MessagePage> {
         let args = args?;
-        let timeout = relay::parse_wait(args.timeout_s, relay::CHANNEL_WAIT)?;
         let page = self
             .relay
             .wait_channel(
                 &caller,
                 &args.channel,
                 args.since_id,
-                timeout,
+                args.timeout_s,
                 cancelled.cancelled_owned(),
             )
             .await?;

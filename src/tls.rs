@@ -9,7 +9,8 @@
 //! has; it renews in the background and, when the directory cannot be
 //! reached, keeps serving and retries with backoff (1 s doubling to 18 h).
 
-use crate::config::{Acme, Config};
+use crate::config::{Acme, Config, Tls};
+use crate::host;
 use axum::{
     Router,
     http::{HeaderMap, Uri, header},
@@ -31,6 +32,43 @@ const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 /// The protocol of ACME's TLS-ALPN-01 challenge.
 const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 
+/// Why TLS could not be set up: which file or step, and the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {what} from {}", path.display())]
+    Read {
+        what: &'static str,
+        path: std::path::PathBuf,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("{} holds no certificate", .0.display())]
+    NoCertificate(std::path::PathBuf),
+    #[error("cannot use the key in {}", path.display())]
+    Key {
+        path: std::path::PathBuf,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("the key in {} does not belong to the certificate in {}", key.display(), cert.display())]
+    Mismatch {
+        cert: std::path::PathBuf,
+        key: std::path::PathBuf,
+    },
+    #[error("RELAY_ACME_CA {} holds an unusable root", .path.display())]
+    Root {
+        path: std::path::PathBuf,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("cannot create the ACME cache {}", .path.display())]
+    Cache {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// One crypto provider for the whole process: ring.
 pub fn install_crypto_provider() {
     // An error means one is installed already, which is as good.
@@ -38,40 +76,50 @@ pub fn install_crypto_provider() {
 }
 
 /// A server configuration from a PEM chain and key, checked to belong together.
-pub fn from_files(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, String> {
-    let chain = CertificateDer::pem_file_iter(cert)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| {
-            format!(
-                "cannot read a certificate chain from {}: {e}",
-                cert.display()
-            )
-        })?;
+pub fn from_files(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
+    let chain = read_certificates(cert, "a certificate chain")?;
     if chain.is_empty() {
-        return Err(format!("{} holds no certificate", cert.display()));
+        return Err(TlsError::NoCertificate(cert.to_owned()));
     }
-    let private = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("cannot read a private key from {}: {e}", key.display()))?;
+    let private = PrivateKeyDer::from_pem_file(key).map_err(|source| TlsError::Read {
+        what: "a private key",
+        path: key.to_owned(),
+        source,
+    })?;
+    let unusable = |source| TlsError::Key {
+        path: key.to_owned(),
+        source,
+    };
     let provider = rustls::crypto::ring::default_provider();
     let signing = provider
         .key_provider
         .load_private_key(private.clone_key())
-        .map_err(|e| format!("cannot use the key in {}: {e}", key.display()))?;
+        .map_err(unusable)?;
     CertifiedKey::new(chain.clone(), signing)
         .keys_match()
-        .map_err(|_| {
-            format!(
-                "the key in {} does not belong to the certificate in {}",
-                key.display(),
-                cert.display()
-            )
+        .map_err(|_| TlsError::Mismatch {
+            cert: cert.to_owned(),
+            key: key.to_owned(),
         })?;
     let mut config = ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(chain, private)
-        .map_err(|e| format!("cannot use {} and {}: {e}", cert.display(), key.display()))?;
+        .map_err(unusable)?;
     config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
     Ok(Arc::new(config))
+}
+
+fn read_certificates(
+    path: &Path,
+    what: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|source| TlsError::Read {
+            what,
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// Starts ACME for `acme` and returns the server configuration that serves
@@ -79,17 +127,15 @@ pub fn from_files(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, String> 
 pub fn start_acme(
     acme: &Acme,
     shutdown: CancellationToken,
-) -> Result<(Arc<ServerConfig>, watch::Receiver<bool>), String> {
+) -> Result<(Arc<ServerConfig>, watch::Receiver<bool>), TlsError> {
     create_private_dir(&acme.cache_dir)?;
     let mut roots = RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(ca) = &acme.ca {
-        let extra = CertificateDer::pem_file_iter(ca)
-            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| format!("cannot read RELAY_ACME_CA {}: {e}", ca.display()))?;
-        for root in extra {
-            roots.add(root).map_err(|e| {
-                format!("RELAY_ACME_CA {} holds an unusable root: {e}", ca.display())
+        for root in read_certificates(ca, "the RELAY_ACME_CA roots")? {
+            roots.add(root).map_err(|source| TlsError::Root {
+                path: ca.to_owned(),
+                source,
             })?;
         }
     }
@@ -145,34 +191,37 @@ pub fn start_acme(
 }
 
 /// Creates `dir` readable by its owner only (it holds private keys).
-fn create_private_dir(dir: &Path) -> Result<(), String> {
+fn create_private_dir(dir: &Path) -> Result<(), TlsError> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
         .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
-        .map_err(|e| format!("cannot create the ACME cache {}: {e}", dir.display()))
+        .map_err(|source| TlsError::Cache {
+            path: dir.to_owned(),
+            source,
+        })
 }
 
 /// The plain listener's app: every request is sent, permanently, to the same
 /// path and query over HTTPS on `port`. The host is the request's when it is one of
 /// the relay's names (its domains), else the public URL's.
 pub fn redirect_router(config: &Config, port: u16) -> Router {
-    let public = crate::config::url_host(&config.public_url).unwrap_or_else(|| "localhost".into());
+    let public = host::url_host(&config.public_url).unwrap_or_else(|| "localhost".into());
     let mut names = match &config.tls {
-        crate::config::Tls::Acme(acme) => acme.domains.clone(),
+        Tls::Acme(acme) => acme.domains.clone(),
         _ => Vec::new(),
     };
     names.push(public.clone());
-    let allowed = Some(names);
     Router::new().fallback(move |headers: HeaderMap, uri: Uri| {
         let named = headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
-            .and_then(|h| crate::config::url_host(&format!("http://{h}")));
-        let host = match (named, &allowed) {
-            (Some(named), Some(allowed)) if allowed.contains(&named) => named,
+            .and_then(host::authority)
+            .map(|a| a.host);
+        let host = match named {
+            Some(named) if names.contains(&named) => named,
             _ => public.clone(),
         };
         let host = if host.contains(':') {

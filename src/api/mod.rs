@@ -1,11 +1,150 @@
-//! The JSON edge: the REST routes, their Server-Sent Events stream, the wire
-//! shapes shared with the MCP tools, and the one error type every edge
-//! answers with.
+//! The REST edge: thin twins of the MCP tools over the same core calls,
+//! reading the same argument types ([`crate::wire::args`]).
+//!
+//! The routes come in groups by the credentials they take and whether they
+//! answer at once; [`crate::app::router`] puts the layers in front of each.
 
-pub mod error;
-pub mod extract;
-pub mod routes;
-pub mod stream;
-pub mod wire;
+mod stream;
 
-pub use error::ApiError;
+use crate::relay::Caller;
+use crate::state::AppState;
+use crate::wire::{
+    self, ApiError, args,
+    extract::{Body, Path, Query},
+};
+use axum::{
+    Extension, Json, Router,
+    extract::State,
+    http::StatusCode,
+    routing::{get, post, put},
+};
+
+type ApiResult<T> = Result<Json<T>, ApiError>;
+
+/// Reads that answer at once: Bearer, or the team page's Basic credentials.
+pub fn reads() -> Router<AppState> {
+    Router::new()
+        .route("/api/channels", get(channels))
+        .route("/api/channels/{channel}/messages", get(channel_messages))
+        .route("/api/threads/{id}", get(thread))
+        .route("/api/people", get(people))
+}
+
+/// The channel long-poll: credentials as reads; bounded by its own timeout.
+pub fn waits() -> Router<AppState> {
+    Router::new().route("/api/channels/{channel}/wait", get(wait_channel))
+}
+
+/// Changes that answer at once: Bearer only, which no browser sends by itself.
+pub fn writes() -> Router<AppState> {
+    Router::new()
+        .route("/api/channels/{channel}/messages", post(post_message))
+        .route("/api/messages", post(send_message))
+        .route("/api/status", put(set_status))
+}
+
+/// Claiming the inbox, which changes it and may wait: Bearer only.
+pub fn inbox() -> Router<AppState> {
+    Router::new().route("/api/inbox", get(check_inbox))
+}
+
+/// Server-Sent Events: as reads, plus `?token=` for clients that cannot set
+/// headers.
+pub fn streams() -> Router<AppState> {
+    Router::new().route(
+        "/api/channels/{channel}/stream",
+        get(stream::channel_stream),
+    )
+}
+
+async fn channels(State(state): State<AppState>) -> ApiResult<wire::Channels> {
+    let channels = state.relay.channels().await?;
+    Ok(Json(wire::Channels::new(&channels)))
+}
+
+async fn channel_messages(
+    State(state): State<AppState>,
+    Query(args): Query<args::GetMessages>,
+) -> ApiResult<wire::MessagePage> {
+    let page = state
+        .relay
+        .channel_messages(&args.channel, args.since_id, args.limit)
+        .await?;
+    Ok(Json(wire::MessagePage::from(&page)))
+}
+
+async fn wait_channel(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(args): Query<args::WaitForMessage>,
+) -> ApiResult<wire::MessagePage> {
+    // A client that goes away drops this future, which ends the wait.
+    let page = state
+        .relay
+        .wait_channel(
+            &caller,
+            &args.channel,
+            args.since_id,
+            args.timeout_s,
+            std::future::pending(),
+        )
+        .await?;
+    Ok(Json(wire::MessagePage::from(&page)))
+}
+
+async fn post_message(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Body(args): Body<args::PostMessage>,
+) -> Result<(StatusCode, Json<wire::Posted>), ApiError> {
+    let posted = state.relay.post(&caller, args.into()).await?;
+    Ok((StatusCode::CREATED, Json(wire::Posted { id: posted.id })))
+}
+
+async fn send_message(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Body(args): Body<args::SendMessage>,
+) -> Result<(StatusCode, Json<wire::Sent>), ApiError> {
+    let sent = state.relay.send_direct(&caller, args.into()).await?;
+    Ok((StatusCode::CREATED, Json(wire::Sent::from(&sent))))
+}
+
+async fn check_inbox(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(args): Query<args::CheckInbox>,
+) -> ApiResult<wire::Messages> {
+    let messages = state
+        .relay
+        .check_inbox(
+            &caller,
+            args.sender.as_deref(),
+            args.timeout_seconds,
+            std::future::pending(),
+        )
+        .await?;
+    Ok(Json(wire::Messages::new(&messages)))
+}
+
+async fn thread(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<wire::Messages> {
+    let messages = state.relay.read_thread(id).await?;
+    Ok(Json(wire::Messages::new(&messages)))
+}
+
+async fn people(State(state): State<AppState>) -> ApiResult<wire::Peers> {
+    let peers = state.relay.peers().await?;
+    Ok(Json(wire::Peers::new(&peers)))
+}
+
+async fn set_status(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Body(args): Body<args::SetStatus>,
+) -> ApiResult<wire::StatusSet> {
+    let set = state
+        .relay
+        .set_status(&caller, args.sender.as_deref(), &args.status)
+        .await?;
+    Ok(Json(wire::StatusSet::from(set)))
+}

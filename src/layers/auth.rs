@@ -1,32 +1,27 @@
-//! Credentials: from a request's `Authorization` header to a [`Caller`].
+//! Credentials: from a request's `Authorization` header (or a stream's
+//! `?token=`) to a [`Caller`] on the request, counted against the right
+//! quota.
 //!
-//! [`require_bearer`] is the layer in front of `/mcp` (and the JSON API): it
-//! accepts `Authorization: Bearer TOKEN` only — Basic credentials, which a
-//! browser attaches on its own, are refused there — asks the core who the
-//! token belongs to on every request (so a revoke or rotate from the CLI
-//! counts at once), and puts the caller on the request.
-//!
-//! [`bind_mcp_sessions`] binds an MCP session to the caller that opened it:
-//! rmcp checks credentials per request, not per session, so without this a
-//! person could send requests on someone else's `Mcp-Session-Id`.
+//! Each route group accepts one kind of credential ([`Accept`]): Bearer
+//! only on `/mcp` and every route that changes something (Basic
+//! credentials, which a browser attaches on its own, are refused there),
+//! Basic too on reads for the team page, `?token=` too on streams. The core
+//! is asked who the token belongs to on every request, so a revoke or rotate
+//! from the CLI counts at once.
 
-use crate::api::ApiError;
-use crate::app::AppState;
-use crate::relay::{Caller, RelayError};
+use super::limits::{Limited, RateLimits};
+use crate::relay::{Caller, Relay, RelayError};
+use crate::wire::ApiError;
 use axum::{
     extract::{ConnectInfo, Request, State},
-    http::{HeaderValue, header},
+    http::header,
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use std::{
-    collections::{HashMap, HashSet},
     net::{IpAddr, SocketAddr},
-    sync::{Arc, Mutex},
+    sync::Arc,
 };
-
-const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Which credentials a route accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,12 +36,38 @@ pub enum Accept {
     Stream,
 }
 
+/// Why a request was refused before it reached an edge.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// The credential is malformed or of a kind the route does not take.
+    #[error("{0}")]
+    Credential(&'static str),
+    /// A quota ran out.
+    #[error(transparent)]
+    Limited(#[from] Limited),
+    /// The core refused: an unknown or revoked token, or a failure.
+    #[error(transparent)]
+    Relay(#[from] RelayError),
+}
+
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> ApiError {
+        match refused {
+            Refused::Credential(message) => ApiError::unauthorized(message),
+            Refused::Limited(limited) => {
+                ApiError::rate_limited(limited.message, limited.retry_after)
+            }
+            Refused::Relay(error) => error.into(),
+        }
+    }
+}
+
 /// The token a request presents, if any, in a form the route accepts.
-pub fn presented_token(request: &Request, accept: Accept) -> Result<Option<String>, ApiError> {
+pub fn presented_token(request: &Request, accept: Accept) -> Result<Option<String>, Refused> {
     if let Some(value) = request.headers().get(header::AUTHORIZATION) {
         let value = value
             .to_str()
-            .map_err(|_| ApiError::unauthorized("the Authorization header is not readable text"))?;
+            .map_err(|_| Refused::Credential("the Authorization header is not readable text"))?;
         let (scheme, credentials) = value.split_once(' ').unwrap_or((value, ""));
         let credentials = credentials.trim();
         if scheme.eq_ignore_ascii_case("bearer") && !credentials.is_empty() {
@@ -54,13 +75,13 @@ pub fn presented_token(request: &Request, accept: Accept) -> Result<Option<Strin
         }
         if scheme.eq_ignore_ascii_case("basic") {
             if accept == Accept::Bearer {
-                return Err(ApiError::unauthorized(
+                return Err(Refused::Credential(
                     "Basic credentials are only for reading; send Authorization: Bearer TOKEN",
                 ));
             }
             return basic_password(credentials).map(Some);
         }
-        return Err(ApiError::unauthorized("send Authorization: Bearer TOKEN"));
+        return Err(Refused::Credential("send Authorization: Bearer TOKEN"));
     }
     if accept == Accept::Stream
         && let Some(token) = query_token(request.uri().query().unwrap_or(""))
@@ -71,9 +92,9 @@ pub fn presented_token(request: &Request, accept: Accept) -> Result<Option<Strin
 }
 
 /// The password of HTTP Basic credentials; the user name is ignored.
-fn basic_password(encoded: &str) -> Result<String, ApiError> {
+fn basic_password(encoded: &str) -> Result<String, Refused> {
     use base64::Engine as _;
-    let malformed = || ApiError::unauthorized("malformed Basic credentials");
+    let malformed = || Refused::Credential("malformed Basic credentials");
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(encoded)
         .map_err(|_| malformed())?;
@@ -123,28 +144,19 @@ fn percent_decode(value: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Authenticates with the credentials `accept` allows and puts the
+/// The state of the credentials layer: whom to ask, which quotas to count,
+/// and what the route group accepts.
+#[derive(Clone)]
+pub struct Credentials {
+    pub relay: Arc<Relay>,
+    pub limits: Arc<RateLimits>,
+    pub accept: Accept,
+}
+
+/// Authenticates with the credentials the group accepts and puts the
 /// [`Caller`] on the request.
-pub async fn require_credentials(
-    State((state, accept)): State<(AppState, Accept)>,
-    request: Request,
-    next: Next,
-) -> Response {
-    authenticate_then(state, accept, request, next).await
-}
-
-/// Authenticates `/mcp` requests: Bearer only.
-pub async fn require_bearer(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    authenticate_then(state, Accept::Bearer, request, next).await
-}
-
-async fn authenticate_then(
-    state: AppState,
-    accept: Accept,
+pub async fn require(
+    State(credentials): State<Credentials>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -152,29 +164,30 @@ async fn authenticate_then(
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
-    let presented = presented_token(&request, accept);
-    match authenticate(&state, presented, address).await {
+    let presented = presented_token(&request, credentials.accept);
+    match authenticate(&credentials, presented, address).await {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
         }
-        Err(error) => error.into_response(),
+        Err(refused) => ApiError::from(refused).into_response(),
     }
 }
 
 /// Finds the caller, counting the request against the right quota: its
 /// credential's when valid, its address's otherwise.
 async fn authenticate(
-    state: &AppState,
-    presented: Result<Option<String>, ApiError>,
+    credentials: &Credentials,
+    presented: Result<Option<String>, Refused>,
     address: IpAddr,
-) -> Result<Caller, ApiError> {
-    let limits = &state.limits;
+) -> Result<Caller, Refused> {
+    let limits = &credentials.limits;
+    let relay = &credentials.relay;
     let token = match presented {
         Ok(Some(token)) => token,
         Ok(None) => {
             limits.anonymous(address)?;
-            return Ok(state.relay.authenticate(None).await?);
+            return Ok(relay.authenticate(None).await?);
         }
         Err(refused) => {
             limits.anonymous(address)?;
@@ -182,7 +195,7 @@ async fn authenticate(
         }
     };
     limits.not_blocked(address)?;
-    match state.relay.authenticate(Some(&token)).await {
+    match relay.authenticate(Some(&token)).await {
         Ok(caller) => {
             limits.credential(&caller.account())?;
             Ok(caller)
@@ -193,105 +206,6 @@ async fn authenticate(
         }
         Err(error) => Err(error.into()),
     }
-}
-
-/// Who opened each live MCP session.
-pub struct SessionOwners {
-    owners: Mutex<Owners>,
-    /// rmcp's sessions, to forget owners of sessions that have ended.
-    sessions: Arc<LocalSessionManager>,
-}
-
-#[derive(Default)]
-struct Owners {
-    by_session: HashMap<HeaderValue, Caller>,
-    /// How many owners were left by the last pruning; the next comes when
-    /// the map has doubled, so pruning costs O(1) per session opened.
-    after_pruning: usize,
-}
-
-/// The smallest map that is pruned.
-const PRUNE_FROM: usize = 64;
-
-impl SessionOwners {
-    pub fn new(sessions: Arc<LocalSessionManager>) -> SessionOwners {
-        SessionOwners {
-            owners: Mutex::default(),
-            sessions,
-        }
-    }
-
-    /// rmcp's session manager, which the MCP service must share with this.
-    pub fn manager(&self) -> Arc<LocalSessionManager> {
-        self.sessions.clone()
-    }
-
-    fn owners(&self) -> std::sync::MutexGuard<'_, Owners> {
-        self.owners.lock().expect("session owners lock")
-    }
-
-    fn owner(&self, session: &HeaderValue) -> Option<Caller> {
-        self.owners().by_session.get(session).cloned()
-    }
-
-    async fn record(&self, session: HeaderValue, caller: Caller) {
-        let due = {
-            let mut owners = self.owners();
-            owners.by_session.insert(session, caller);
-            owners.by_session.len() > owners.after_pruning.max(PRUNE_FROM) * 2
-        };
-        if due {
-            let live: HashSet<HeaderValue> = {
-                let sessions = self.sessions.sessions.read().await;
-                sessions
-                    .keys()
-                    .filter_map(|id| HeaderValue::from_str(id).ok())
-                    .collect()
-            };
-            let mut owners = self.owners();
-            owners.by_session.retain(|id, _| live.contains(id));
-            owners.after_pruning = owners.by_session.len();
-        }
-    }
-
-    fn forget(&self, session: &HeaderValue) {
-        self.owners().by_session.remove(session);
-    }
-}
-
-/// Refuses a request on an MCP session that another caller opened; records
-/// the owner of every session opened.
-pub async fn bind_mcp_sessions(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let caller = request.extensions().get::<Caller>().cloned();
-    let session = request.headers().get(SESSION_HEADER).cloned();
-    let deleting = request.method() == axum::http::Method::DELETE;
-    if let (Some(session), Some(caller)) = (&session, &caller) {
-        // A session we never saw opened is unknown to rmcp as well (it answers
-        // 404); owners are forgotten only after rmcp has dropped the session.
-        if let Some(owner) = state.sessions.owner(session)
-            && &owner != caller
-        {
-            return ApiError::forbidden("this MCP session belongs to someone else").into_response();
-        }
-    }
-    let mut response = next.run(request).await;
-    match (session, response.headers().get(SESSION_HEADER), caller) {
-        (None, Some(opened), Some(caller)) if response.status().is_success() => {
-            state.sessions.record(opened.clone(), caller).await;
-        }
-        (Some(session), _, _) if deleting && response.status().is_success() => {
-            state.sessions.forget(&session);
-            // rmcp answers a session's end with 202; clients (the Python SDK
-            // among them) expect 200 or 204, and warn otherwise.
-            *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
-        }
-        _ => {}
-    }
-    response
 }
 
 #[cfg(test)]

@@ -1,8 +1,7 @@
 //! The outermost layers: the access log, response headers, and the request
 //! timeout.
 
-use crate::api::ApiError;
-use crate::app::AppState;
+use crate::wire::ApiError;
 use axum::{
     extract::{Request, State},
     http::{HeaderValue, StatusCode, header},
@@ -39,10 +38,14 @@ pub async fn access_log(request: Request, next: Next) -> Response {
     response
 }
 
-/// Security headers on every response; HSTS only under TLS (it binds every
-/// port of the host).
+/// Whether responses carry `Strict-Transport-Security`: only under TLS, as
+/// it binds every port of the host.
+#[derive(Debug, Clone, Copy)]
+pub struct Hsts(pub bool);
+
+/// Security headers on every response.
 pub async fn security_headers(
-    State(state): State<AppState>,
+    State(Hsts(hsts)): State<Hsts>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -60,7 +63,7 @@ pub async fn security_headers(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CONTENT_SECURITY_POLICY),
     );
-    if state.config.tls.is_on() {
+    if hsts {
         headers.insert(
             header::STRICT_TRANSPORT_SECURITY,
             HeaderValue::from_static("max-age=31536000"),

@@ -11,63 +11,64 @@
 //!   request) or listed in `RELAY_ALLOWED_ORIGINS`; otherwise 403, even with
 //!   a good token. Agents send no `Origin` and pass.
 
-use crate::api::ApiError;
-use crate::app::AppState;
+use crate::config::Config;
+use crate::host::{self, Origin};
+use crate::wire::ApiError;
 use axum::{
     extract::{Request, State},
-    http::{HeaderMap, Uri, header},
+    http::header,
     middleware::Next,
     response::{IntoResponse, Response},
 };
+use std::sync::Arc;
 
-/// The host a request names, lowercase, without port: the HTTP/2
-/// `:authority` or the HTTP/1.1 `Host` header.
-fn request_authority(uri: &Uri, headers: &HeaderMap) -> Option<String> {
-    uri.authority()
-        .map(|a| a.as_str().to_owned())
-        .or_else(|| headers.get(header::HOST)?.to_str().ok().map(str::to_owned))
+/// What the checks compare requests against, from the configuration.
+pub struct HostPolicy {
+    /// Host names requests may name; `None` accepts any.
+    allowed_hosts: Option<Vec<String>>,
+    /// Browser origins allowed besides the relay's own.
+    allowed_origins: Vec<Origin>,
+    /// Named in refusals, so a person knows which address to use.
+    public_url: String,
+    /// Whether the relay's own pages are `https://`.
+    tls: bool,
 }
 
-/// Splits `host[:port]` (or `[v6]:port`) into a lowercase host and a port.
-fn split_authority(authority: &str) -> (String, Option<u16>) {
-    let authority = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    if let Some(rest) = authority.strip_prefix('[') {
-        let (host, after) = rest.split_once(']').unwrap_or((rest, ""));
-        let port = after.strip_prefix(':').and_then(|p| p.parse().ok());
-        return (host.to_ascii_lowercase(), port);
-    }
-    match authority.rsplit_once(':') {
-        Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) => {
-            (host.to_ascii_lowercase(), port.parse().ok())
-        }
-        _ => (authority.to_ascii_lowercase(), None),
+impl HostPolicy {
+    pub fn new(config: &Config) -> Arc<HostPolicy> {
+        Arc::new(HostPolicy {
+            allowed_hosts: config.allowed_hosts.clone(),
+            allowed_origins: config.allowed_origins.clone(),
+            public_url: config.public_url.clone(),
+            tls: config.tls.is_on(),
+        })
     }
 }
 
-/// `scheme://host:port` with the scheme's default port made explicit.
-fn normalize_origin(origin: &str) -> Option<(String, String, u16)> {
-    let (scheme, rest) = origin.split_once("://")?;
-    let scheme = scheme.to_ascii_lowercase();
-    let default_port = match scheme.as_str() {
-        "http" => 80,
-        "https" => 443,
-        _ => return None,
-    };
-    let (host, port) = split_authority(rest.trim_end_matches('/'));
-    Some((scheme, host, port.unwrap_or(default_port)))
+/// The authority a request names: the HTTP/2 `:authority` or the HTTP/1.1
+/// `Host` header.
+fn request_authority(request: &Request) -> Option<&str> {
+    request
+        .uri()
+        .authority()
+        .map(|a| a.as_str())
+        .or_else(|| request.headers().get(header::HOST)?.to_str().ok())
 }
 
-pub async fn check_host(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if let Some(allowed) = &state.config.allowed_hosts {
-        let named = request_authority(request.uri(), request.headers());
-        let host = named.as_deref().map(|a| split_authority(a).0);
+pub async fn check_host(
+    State(policy): State<Arc<HostPolicy>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(allowed) = &policy.allowed_hosts {
+        let host = request_authority(&request)
+            .and_then(host::authority)
+            .map(|a| a.host);
         if !host.as_ref().is_some_and(|h| allowed.contains(h)) {
             return ApiError::forbidden(format!(
                 "this relay does not answer for {:?}; use {}",
                 host.unwrap_or_default(),
-                state.config.public_url
+                policy.public_url
             ))
             .into_response();
         }
@@ -75,26 +76,19 @@ pub async fn check_host(State(state): State<AppState>, request: Request, next: N
     next.run(request).await
 }
 
-pub async fn check_origin(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn check_origin(
+    State(policy): State<Arc<HostPolicy>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Some(origin) = request.headers().get(header::ORIGIN) else {
         return next.run(request).await;
     };
     let origin = origin.to_str().unwrap_or("");
-    let scheme = if state.config.tls.is_on() {
-        "https"
-    } else {
-        "http"
-    };
-    let own = request_authority(request.uri(), request.headers())
-        .and_then(|authority| normalize_origin(&format!("{scheme}://{authority}")));
-    let presented = normalize_origin(origin);
-    let allowed = presented.is_some()
-        && (presented == own
-            || state
-                .config
-                .allowed_origins
-                .iter()
-                .any(|o| normalize_origin(o) == presented));
+    let own = request_authority(&request).and_then(|a| Origin::served(policy.tls, a));
+    let allowed = Origin::parse(origin).is_some_and(|presented| {
+        Some(&presented) == own.as_ref() || policy.allowed_origins.contains(&presented)
+    });
     if allowed {
         next.run(request).await
     } else {
@@ -103,28 +97,5 @@ pub async fn check_origin(State(state): State<AppState>, request: Request, next:
              to RELAY_ALLOWED_ORIGINS"
         ))
         .into_response()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn origins_compare_with_default_ports() {
-        assert_eq!(
-            normalize_origin("https://Relay.Example.com"),
-            normalize_origin("https://relay.example.com:443")
-        );
-        assert_ne!(
-            normalize_origin("http://relay.example.com"),
-            normalize_origin("https://relay.example.com")
-        );
-        assert_eq!(
-            normalize_origin("http://[::1]:8787"),
-            Some(("http".into(), "::1".into(), 8787))
-        );
-        assert_eq!(normalize_origin("null"), None);
-        assert_eq!(normalize_origin("file://x"), None);
     }
 }

@@ -4,7 +4,7 @@
 //! it; waiters subscribe *before* they look in the store, so a message
 //! committed between the look and the wait still wakes them. No polling.
 
-use crate::store::Message;
+use crate::model::Message;
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},

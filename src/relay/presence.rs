@@ -4,7 +4,7 @@
 //! put a write on every read. Touches land in a map, and [`Presence::drain`]
 //! hands them to the store every [`FLUSH_EVERY`] and at shutdown.
 
-use crate::store::Millis;
+use crate::model::{Handle, Millis};
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
 /// How often gathered last-seen times are written to the store.
@@ -13,27 +13,27 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(30);
 #[derive(Default)]
 pub struct Presence {
     /// Last-seen times not yet written to the store, by handle.
-    pending: Mutex<HashMap<String, Millis>>,
+    pending: Mutex<HashMap<Handle, Millis>>,
     /// Every last-seen time this process has seen, by handle, so peers see a
     /// fresh time before the next flush.
-    recent: Mutex<HashMap<String, Millis>>,
+    recent: Mutex<HashMap<Handle, Millis>>,
 }
 
 impl Presence {
-    pub fn touch(&self, handle: &str, now: Millis) {
+    pub fn touch(&self, handle: &Handle, now: Millis) {
         for map in [&self.pending, &self.recent] {
             let mut map = map.lock().expect("presence lock");
             match map.get_mut(handle) {
                 Some(at) => *at = (*at).max(now),
                 None => {
-                    map.insert(handle.to_owned(), now);
+                    map.insert(handle.clone(), now);
                 }
             }
         }
     }
 
     /// The freshest last-seen time this process knows for `handle`.
-    pub fn recent(&self, handle: &str) -> Option<Millis> {
+    pub fn recent(&self, handle: &Handle) -> Option<Millis> {
         self.recent
             .lock()
             .expect("presence lock")
@@ -42,7 +42,7 @@ impl Presence {
     }
 
     /// Takes the touches gathered since the last drain.
-    pub fn drain(&self) -> Vec<(String, Millis)> {
+    pub fn drain(&self) -> Vec<(Handle, Millis)> {
         std::mem::take(&mut *self.pending.lock().expect("presence lock"))
             .into_iter()
             .collect()

@@ -308,7 +308,7 @@ pub fn find_secret(text: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::relay::token::Token;
+    use crate::model::Token;
 
     /// Each kind with one sample it must catch and one look-alike it must let pass.
     fn cases() -> Vec<(&'static str, String, &'static str)> {

@@ -1,13 +1,144 @@
-//! Counting open waits and streams, per caller and in total.
+//! Waiting for messages: the one waiting loop, its defaults and caps, and
+//! the slots that count open waits and streams.
 //!
-//! Each long-poll, waiting tool call and stream holds a [`WaitSlot`] while it
-//! is open, so one caller cannot tie up the relay with thousands of them.
+//! A wait subscribes to its topic *before* it looks in the store, so a
+//! message committed between the look and the wait still wakes it; it is
+//! woken by the commit, never by polling. Each long-poll, waiting tool call
+//! and stream holds a [`WaitSlot`] while it is open, so one caller cannot
+//! tie up the relay with thousands of them.
 
-use super::RelayError;
+use super::{Caller, INBOX_BATCH, Page, Relay, RelayError, RelayResult, send::parse_channel};
+use crate::model::{Message, now_millis};
 use std::{
     collections::HashMap,
+    future::Future,
     sync::{Arc, Mutex},
+    time::Duration,
 };
+
+/// The longest any call may wait for a message. Common MCP clients give up on
+/// a call after 60 s; 50 leaves room for the answer to arrive.
+pub const MAX_WAIT: Duration = Duration::from_secs(50);
+/// How long an inbox check waits when no timeout is given: not at all.
+pub const INBOX_WAIT: Duration = Duration::ZERO;
+/// How long a channel wait waits when no timeout is given.
+pub const CHANNEL_WAIT: Duration = Duration::from_secs(30);
+
+impl Relay {
+    /// Claims the caller's unread messages, waiting up to `timeout_s`
+    /// (default [`INBOX_WAIT`]) for one. Returns early (empty) when
+    /// `cancelled` resolves or the relay stops.
+    pub async fn check_inbox(
+        &self,
+        caller: &Caller,
+        sender: Option<&str>,
+        timeout_s: Option<f64>,
+        cancelled: impl Future<Output = ()>,
+    ) -> RelayResult<Vec<Message>> {
+        let timeout = parse_wait(timeout_s, INBOX_WAIT)?;
+        let me = self.acting_as(caller, sender)?;
+        let _slot = self.wait_slot(caller, timeout)?;
+        let wake = self.inboxes.subscribe(me.as_str());
+        let claim = || async {
+            Ok(self
+                .store
+                .claim_inbox(&me, now_millis(), INBOX_BATCH)
+                .await?)
+        };
+        self.wait_for(wake, timeout, cancelled, claim, Vec::is_empty)
+            .await
+    }
+
+    /// As [`Relay::channel_messages`], waiting up to `timeout_s` (default
+    /// [`CHANNEL_WAIT`]) for a first message after `since_id`.
+    pub async fn wait_channel(
+        &self,
+        caller: &Caller,
+        channel: &str,
+        since_id: Option<i64>,
+        timeout_s: Option<f64>,
+        cancelled: impl Future<Output = ()>,
+    ) -> RelayResult<Page> {
+        let timeout = parse_wait(timeout_s, CHANNEL_WAIT)?;
+        let name = parse_channel(channel)?;
+        let since_id = since_id.unwrap_or(0);
+        let _slot = self.wait_slot(caller, timeout)?;
+        let wake = self.channels.subscribe(name.as_str());
+        let look = || self.channel_page(&name, since_id, None);
+        self.wait_for(wake, timeout, cancelled, look, |page: &Page| {
+            page.messages.is_empty()
+        })
+        .await
+    }
+
+    /// Calls `look` until what it finds is not `empty`, waking when `wake`
+    /// says something was committed, and returns what it last found when
+    /// `timeout` passes, `cancelled` resolves, or the relay stops.
+    async fn wait_for<T, Look, Found>(
+        &self,
+        mut wake: tokio::sync::broadcast::Receiver<Arc<Message>>,
+        timeout: Duration,
+        cancelled: impl Future<Output = ()>,
+        mut look: Look,
+        empty: impl Fn(&T) -> bool,
+    ) -> RelayResult<T>
+    where
+        Look: FnMut() -> Found,
+        Found: Future<Output = RelayResult<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + timeout.min(MAX_WAIT);
+        tokio::pin!(cancelled);
+        loop {
+            let found = look().await?;
+            if !empty(&found) || tokio::time::Instant::now() >= deadline {
+                return Ok(found);
+            }
+            self.parked.send_modify(|n| *n += 1);
+            tokio::select! {
+                // A message (or news that we lagged behind): look again.
+                woken = wake.recv() => {
+                    if matches!(woken, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                        return Ok(found);
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => return Ok(found),
+                () = &mut cancelled => return Ok(found),
+                () = self.shutdown.cancelled() => return Ok(found),
+            }
+        }
+    }
+
+    /// A slot for a call that may wait; a call that will not wait needs none.
+    fn wait_slot(&self, caller: &Caller, timeout: Duration) -> RelayResult<Option<WaitSlot>> {
+        if timeout.is_zero() {
+            return Ok(None);
+        }
+        self.waits.acquire(&caller.account()).map(Some)
+    }
+
+    /// A slot for a stream, held while it is open.
+    pub(super) fn stream_slot(&self, caller: &Caller) -> RelayResult<WaitSlot> {
+        self.waits.acquire(&caller.account())
+    }
+
+    /// Waits and streams open now.
+    pub fn open_waits(&self) -> usize {
+        self.waits.open()
+    }
+}
+
+/// Turns a requested wait in seconds into a duration: negative or not a
+/// number is refused, anything above [`MAX_WAIT`] is clamped.
+fn parse_wait(seconds: Option<f64>, default: Duration) -> RelayResult<Duration> {
+    match seconds {
+        None => Ok(default.min(MAX_WAIT)),
+        Some(s) if s.is_nan() || s < 0.0 => Err(RelayError::BadInput(format!(
+            "a timeout is a number of seconds from 0 to {}; got {s}",
+            MAX_WAIT.as_secs()
+        ))),
+        Some(s) => Ok(Duration::from_secs_f64(s.min(MAX_WAIT.as_secs_f64()))),
+    }
+}
 
 pub struct WaitSlots {
     per_caller: usize,
@@ -32,7 +163,7 @@ impl WaitSlots {
     }
 
     /// Takes a slot for `key`, or says why there is none.
-    pub fn acquire(self: &Arc<Self>, key: &str) -> Result<WaitSlot, RelayError> {
+    pub fn acquire(self: &Arc<Self>, key: &str) -> RelayResult<WaitSlot> {
         let mut open = self.open.lock().expect("wait slots lock");
         let (total, by_caller) = &mut *open;
         if by_caller.get(key).copied().unwrap_or(0) >= self.per_caller {

@@ -1,25 +1,33 @@
 //! The store: everything crosstalk keeps, behind one interface.
 //!
 //! The relay core talks only to [`Store`]; [`sqlite::SqliteStore`] is the one
-//! implementation. The rules that the core relies on are rules of this
-//! interface, whatever database stands behind it:
+//! implementation. This module knows the domain's types ([`crate::model`])
+//! and nothing else of the crate. The rules the core relies on are rules of
+//! this interface, whatever database stands behind it:
 //! - message ids increase strictly across the whole relay and are never reused;
 //! - [`Store::claim_inbox`] is atomic: a message is handed to one claim only;
 //! - reads never return a message whose `expires_at` has passed;
-//! - a write's future resolves only after the write is durable (committed).
+//! - a write's future resolves only after the write is committed, so a
+//!   reader that starts afterwards sees it.
+//!
+//! What survives a crash is the backend's to say; for SQLite see
+//! [`sqlite`]: a process crash loses no acknowledged write, a power loss may
+//! lose the last moments of them but never leaves the file inconsistent.
 
 pub mod sqlite;
 
-use crate::relay::token::TokenHash;
+use crate::model::{
+    Channel, ChannelSummary, Handle, Message, Millis, Person, Presence, ThreadSummary, TokenHash,
+};
 use std::{future::Future, pin::Pin};
 
 pub use sqlite::SqliteStore;
 
-/// Milliseconds since the Unix epoch: the one time type of the store.
-pub type Millis = i64;
-
 pub type StoreResult<T> = Result<T, StoreError>;
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 'a>>;
+
+/// Any backend's own error, kept as the source of a [`StoreError`].
+pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -29,33 +37,24 @@ pub enum StoreError {
     /// The write would break a uniqueness rule (a handle taken twice).
     #[error("{0}")]
     Conflict(String),
-    /// The database failed; the text is for the log, never for a client.
-    #[error("database error: {0}")]
-    Backend(String),
+    /// The database failed: what was being done, and the database's own
+    /// error as the source. For the log, never for a client.
+    #[error("{doing}")]
+    Backend {
+        doing: String,
+        #[source]
+        source: BackendError,
+    },
 }
 
-impl From<rusqlite::Error> for StoreError {
-    fn from(error: rusqlite::Error) -> Self {
-        StoreError::Backend(error.to_string())
+impl StoreError {
+    /// A failure of the database while `doing` something.
+    pub fn backend(doing: impl Into<String>, source: impl Into<BackendError>) -> StoreError {
+        StoreError::Backend {
+            doing: doing.into(),
+            source: source.into(),
+        }
     }
-}
-
-/// A person as the store knows them, revoked or not.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PersonRecord {
-    pub handle: String,
-    pub name: String,
-    pub created_at: Millis,
-    pub last_seen_at: Option<Millis>,
-    pub revoked_at: Option<Millis>,
-}
-
-/// What a handle has said about itself, and when it was last heard from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Presence {
-    pub handle: String,
-    pub status: String,
-    pub last_seen_at: Option<Millis>,
 }
 
 /// Where a message lives.
@@ -66,7 +65,7 @@ pub enum Conversation {
     /// A direct message in an existing thread.
     Thread(i64),
     /// A post in a named, open channel.
-    Channel(String),
+    Channel(Channel),
 }
 
 /// Who may receive a message, checked in the same transaction that stores it.
@@ -85,9 +84,9 @@ pub enum RecipientCheck {
 #[derive(Debug, Clone)]
 pub struct NewMessage {
     pub conversation: Conversation,
-    pub from: String,
+    pub from: Handle,
     /// Lands the message in this person's inbox.
-    pub to: Option<String>,
+    pub to: Option<Handle>,
     /// How to check `to`; a failed check is `NotFound` and stores nothing.
     pub check_to: RecipientCheck,
     pub kind: String,
@@ -97,68 +96,32 @@ pub struct NewMessage {
     pub expires_at: Millis,
 }
 
-/// A stored message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Message {
-    pub id: i64,
-    pub thread_id: Option<i64>,
-    pub channel: Option<String>,
-    pub from: String,
-    pub to: Option<String>,
-    pub kind: String,
-    pub body: String,
-    pub reply_to: Option<i64>,
-    pub created_at: Millis,
-    pub expires_at: Millis,
-}
-
-/// A channel as listed: its size and its latest activity.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChannelSummary {
-    pub name: String,
-    pub message_count: u64,
-    pub last_id: i64,
-    pub last_activity: Millis,
-}
-
-/// A thread as listed: who is in it and its latest activity.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ThreadSummary {
-    pub id: i64,
-    /// Everyone who sent or received a message in it, sorted.
-    pub people: Vec<String>,
-    pub message_count: u64,
-    /// The first live message's body: what the thread is about.
-    pub opening: String,
-    pub last_id: i64,
-    pub last_activity: Millis,
-}
-
 /// Everything crosstalk keeps. See the module documentation for the rules.
 pub trait Store: Send + Sync + 'static {
     // People and tokens.
     /// The live (not revoked) person holding this token, if any.
-    fn person_by_token(&self, hash: TokenHash) -> StoreFuture<'_, Option<PersonRecord>>;
+    fn person_by_token(&self, hash: TokenHash) -> StoreFuture<'_, Option<Person>>;
     /// Whether anyone, revoked or not, was ever added.
     fn has_people(&self) -> StoreFuture<'_, bool>;
     /// Everyone, revoked or not, oldest first.
-    fn people(&self) -> StoreFuture<'_, Vec<PersonRecord>>;
+    fn people(&self) -> StoreFuture<'_, Vec<Person>>;
+    /// Adds a person; `Conflict` if the handle was ever taken.
     fn add_person(
         &self,
-        handle: &str,
+        handle: &Handle,
         name: &str,
         hash: TokenHash,
         now: Millis,
     ) -> StoreFuture<'_, ()>;
     /// Replaces a live person's token; the old one stops working at once.
-    fn rotate_token(&self, handle: &str, hash: TokenHash) -> StoreFuture<'_, ()>;
+    fn rotate_token(&self, handle: &Handle, hash: TokenHash) -> StoreFuture<'_, ()>;
     /// Cuts a person off; returns `NotFound` for an unknown or revoked handle.
-    fn revoke_person(&self, handle: &str, now: Millis) -> StoreFuture<'_, ()>;
+    fn revoke_person(&self, handle: &Handle, now: Millis) -> StoreFuture<'_, ()>;
 
     // Presence.
-    fn set_status(&self, handle: &str, status: &str, now: Millis) -> StoreFuture<'_, ()>;
+    fn set_status(&self, handle: &Handle, status: &str, now: Millis) -> StoreFuture<'_, ()>;
     /// Records last-seen times gathered in memory, keeping the later of two.
-    fn record_seen(&self, seen: Vec<(String, Millis)>) -> StoreFuture<'_, ()>;
+    fn record_seen(&self, seen: Vec<(Handle, Millis)>) -> StoreFuture<'_, ()>;
     fn presence(&self) -> StoreFuture<'_, Vec<Presence>>;
 
     // Messages.
@@ -167,7 +130,7 @@ pub trait Store: Send + Sync + 'static {
     /// oldest first. Atomic: no message is ever returned by two claims.
     fn claim_inbox(
         &self,
-        recipient: &str,
+        recipient: &Handle,
         now: Millis,
         limit: u32,
     ) -> StoreFuture<'_, Vec<Message>>;
@@ -176,7 +139,7 @@ pub trait Store: Send + Sync + 'static {
     /// Live messages of a channel with an id above `since_id`, oldest first.
     fn channel_messages(
         &self,
-        channel: &str,
+        channel: &Channel,
         since_id: i64,
         limit: u32,
         now: Millis,

@@ -3,17 +3,15 @@
 //! messages live through `static/live.js` (never an inline script); every
 //! page works without scripts. Every byte of message text is escaped.
 
-use crate::api::{ApiError, extract::Path, wire};
-use crate::app::AppState;
-use crate::layers::auth::{self, Accept};
-use crate::layers::edge;
 use crate::relay::{Caller, NOTICE};
+use crate::state::AppState;
+use crate::wire::{self, ApiError, extract::Path};
 use askama::Template;
 use axum::{
     Extension, Router,
     extract::{Request, State},
     http::{HeaderValue, StatusCode, header},
-    middleware::{self, Next},
+    middleware::Next,
     response::{Html, IntoResponse, Response},
     routing::get,
 };
@@ -21,17 +19,17 @@ use axum::{
 /// How many threads the overview lists.
 const THREADS_LISTED: u32 = 50;
 
-pub fn router(state: AppState) -> Router<AppState> {
+/// The pages: they need credentials (Basic, from a browser) and answer at once.
+pub fn pages() -> Router<AppState> {
     Router::new()
         .route("/", get(index))
         .route("/threads/{id}", get(thread))
         .route("/channels/{channel}", get(channel))
-        .route_layer(middleware::from_fn(edge::request_timeout))
-        .route_layer(middleware::from_fn_with_state(
-            (state, Accept::BearerOrBasic),
-            auth::require_credentials,
-        ))
-        .route_layer(middleware::from_fn(basic_challenge))
+}
+
+/// The page's static files: no credentials, so the sign-in prompt is styled.
+pub fn assets() -> Router<AppState> {
+    Router::new()
         .route(
             "/static/app.css",
             get(|| {
@@ -67,8 +65,9 @@ async fn asset(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
-/// A browser asks for credentials only when told it may use Basic.
-async fn basic_challenge(request: Request, next: Next) -> Response {
+/// A browser asks for credentials only when told it may use Basic: the
+/// pages' own layer, in front of their credentials.
+pub async fn basic_challenge(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     if response.status() == StatusCode::UNAUTHORIZED {
         response.headers_mut().insert(
@@ -79,12 +78,15 @@ async fn basic_challenge(request: Request, next: Next) -> Response {
     response
 }
 
+/// A page that could not be rendered: a bug of ours, logged with its cause.
+#[derive(Debug, thiserror::Error)]
+#[error("rendering a page failed")]
+struct RenderError(#[source] askama::Error);
+
 fn render(page: impl Template) -> Result<Response, ApiError> {
-    let html = page.render().map_err(|e| {
-        ApiError::from(crate::relay::RelayError::Internal(format!(
-            "rendering a page: {e}"
-        )))
-    })?;
+    let html = page
+        .render()
+        .map_err(|e| ApiError::internal(&RenderError(e)))?;
     Ok(Html(html).into_response())
 }
 
@@ -119,7 +121,12 @@ async fn index(
             .into_iter()
             .map(|t| ThreadLine {
                 id: t.id,
-                people: t.people.join(", "),
+                people: t
+                    .people
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 opening: t.opening.chars().take(120).collect(),
                 message_count: t.message_count,
                 last_activity: wire::timestamp(t.last_activity),
@@ -162,7 +169,7 @@ async fn channel(
     Extension(caller): Extension<Caller>,
     Path(channel): Path<String>,
 ) -> Result<Response, ApiError> {
-    let page = state.relay.channel_messages(&channel, 0, None).await?;
+    let page = state.relay.channel_messages(&channel, None, None).await?;
     render(ConversationPage {
         viewer: caller.account(),
         heading: format!("#{channel}"),

@@ -1,6 +1,6 @@
 //! The CLI binary, run for real, on the database of a running relay.
 
-use crate::support::{Mcp, initialize, mcp_post, spawn_app};
+use crate::support::{LogWatch, Mcp, initialize, mcp_post, spawn_app};
 use serde_json::json;
 use std::process::{Command, Output};
 
@@ -183,8 +183,6 @@ fn serve_refuses_a_public_address_with_no_credentials() {
 
 #[tokio::test]
 async fn logs_never_contain_tokens() {
-    use std::io::{BufRead, BufReader};
-
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("relay.db");
     let token = token_in(&stdout(&crosstalk(&db, &["add", "alice"])));
@@ -195,24 +193,15 @@ async fn logs_never_contain_tokens() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Read the log on a thread as it comes, so the relay never blocks on a
-    // full pipe; the first line with `listen=` says where it listens.
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let (lines, listening) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut log = String::new();
-        for line in stderr.lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listen=").nth(1) {
-                let _ = lines.send(rest.split_whitespace().next().unwrap().to_owned());
-            }
-            log.push_str(&line);
-            log.push('\n');
-        }
-        log
-    });
+    // The first line with `listen=` says where it listens.
+    let mut log = LogWatch::new(&mut child);
+    let listening = log.wait_for("listen=");
     let addr = listening
-        .recv_timeout(std::time::Duration::from_secs(10))
-        .expect("the relay starts");
+        .split("listen=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
     let url = format!("http://{addr}");
     let client = crate::support::http();
     let basic = format!("x:{token}");
@@ -246,7 +235,7 @@ async fn logs_never_contain_tokens() {
     drop(stream);
     child.kill().unwrap();
     child.wait().unwrap();
-    let log = reader.join().unwrap();
+    let log = log.whole();
     assert!(log.contains("request"), "requests were logged:\n{log}");
     assert!(
         !log.contains(&token[6..]),

@@ -105,7 +105,7 @@ async fn an_expired_message_is_invisible_everywhere() {
 
     // Let both messages expire a moment ago, as retention would.
     app.sql("UPDATE messages SET expires_at = ?1", |conn, q| {
-        conn.execute(q, [crosstalk::relay::now_millis() - 1])
+        conn.execute(q, [crosstalk::model::now_millis() - 1])
             .unwrap()
     });
 

@@ -4,7 +4,7 @@
 use crate::support::{http, spawn_app_with};
 use base64::Engine as _;
 use crosstalk::config::Limits;
-use crosstalk::store::Store;
+use crosstalk::host::Origin;
 use serde_json::{Value, json};
 
 /// How a request presents itself.
@@ -60,7 +60,7 @@ fn expected(kind: Kind, presents: Presents, success: u16) -> u16 {
 #[tokio::test]
 async fn every_route_answers_every_credential_and_origin_with_the_contract_status() {
     let app = spawn_app_with(|config| {
-        config.allowed_origins = vec!["https://app.example.com".into()];
+        config.allowed_origins = vec![Origin::parse("https://app.example.com").unwrap()];
         config.limits = Limits {
             per_credential: None,
             per_address: None,
@@ -69,11 +69,7 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
     .await;
     let alice = app.add_person("alice").await;
     let revoked = app.add_person("bob").await;
-    crosstalk::store::SqliteStore::open(&app.db)
-        .unwrap()
-        .revoke_person("bob", crosstalk::relay::now_millis())
-        .await
-        .unwrap();
+    app.revoke("bob").await;
     crate::support::post(
         &app,
         "/api/messages",

@@ -1,19 +1,15 @@
 //! `spawn_app()` and the clients the tests drive it with.
 
-use crosstalk::app::{self, Running};
+pub use crosstalk::agent::{Agent as Mcp, Outcome};
 use crosstalk::config::Config;
-use crosstalk::relay::{now_millis, token::Token};
-use crosstalk::store::{SqliteStore, Store};
-use rmcp::{
-    RoleClient, ServiceExt,
-    model::CallToolRequestParams,
-    service::{RunningService, ServiceError},
-    transport::{
-        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
-    },
-};
+use crosstalk::server::{self, Running};
 use serde_json::Value;
-use std::path::PathBuf;
+use std::{
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::Child,
+    time::Duration,
+};
 use tempfile::TempDir;
 
 /// A running relay and the database behind it.
@@ -35,7 +31,7 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
     let db = dir.path().join("relay.db");
     let mut config = Config::local(db.clone());
     adjust(&mut config);
-    let running = app::spawn(config).await.expect("the relay starts");
+    let running = server::spawn(config).await.expect("the relay starts");
     TestApp {
         running,
         db,
@@ -48,15 +44,30 @@ impl TestApp {
         self.running.url()
     }
 
-    /// Adds a person straight into the database, as `crosstalk add` does.
+    /// Adds a person through the running relay's core, as `crosstalk add`
+    /// does through its own; returns the token.
     pub async fn add_person(&self, handle: &str) -> String {
-        let token = Token::generate();
-        SqliteStore::open(&self.db)
-            .expect("open store")
-            .add_person(handle, &handle.to_uppercase(), token.hash(), now_millis())
+        self.running
+            .state
+            .relay
+            .team()
+            .add(handle, Some(&handle.to_uppercase()))
             .await
-            .expect("add person");
-        token.expose().to_owned()
+            .expect("add person")
+            .token
+            .expose()
+            .to_owned()
+    }
+
+    /// Revokes a person through the running relay's core.
+    pub async fn revoke(&self, handle: &str) {
+        self.running
+            .state
+            .relay
+            .team()
+            .revoke(handle)
+            .await
+            .expect("revoke person");
     }
 
     /// Connects an MCP client with a token.
@@ -77,76 +88,6 @@ impl TestApp {
             conn.query_row(q, [], |row| row.get(0))
                 .expect("count query")
         })
-    }
-}
-
-/// An MCP client (rmcp's own) over streamable HTTP.
-pub struct Mcp {
-    pub client: RunningService<RoleClient, ()>,
-}
-
-/// What a tool call ended as.
-#[derive(Debug)]
-pub enum Outcome {
-    /// A structured result.
-    Ok(Value),
-    /// A tool error, with the relay's JSON error body.
-    ToolError(Value),
-    /// A protocol error (bad arguments, transport).
-    Protocol(String),
-}
-
-impl Outcome {
-    pub fn ok(self) -> Value {
-        match self {
-            Outcome::Ok(value) => value,
-            other => panic!("expected a result, got {other:?}"),
-        }
-    }
-
-    pub fn tool_error(self) -> Value {
-        match self {
-            Outcome::ToolError(body) => body,
-            other => panic!("expected a tool error, got {other:?}"),
-        }
-    }
-}
-
-impl Mcp {
-    pub async fn connect(url: &str, token: &str) -> Result<Mcp, String> {
-        let mut config = StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp"));
-        if !token.is_empty() {
-            config = config.auth_header(token);
-        }
-        let transport = StreamableHttpClientTransport::from_config(config);
-        let client = ().serve(transport).await.map_err(|e| e.to_string())?;
-        Ok(Mcp { client })
-    }
-
-    pub async fn call(&self, tool: &'static str, arguments: Value) -> Outcome {
-        let Value::Object(arguments) = arguments else {
-            panic!("arguments must be an object")
-        };
-        let result = self
-            .client
-            .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments))
-            .await;
-        match result {
-            Err(ServiceError::McpError(error)) => Outcome::Protocol(error.message.to_string()),
-            Err(other) => Outcome::Protocol(other.to_string()),
-            Ok(result) if result.is_error == Some(true) => {
-                let text = result.content[0]
-                    .as_text()
-                    .expect("error text")
-                    .text
-                    .clone();
-                Outcome::ToolError(
-                    serde_json::from_str(&text)
-                        .unwrap_or_else(|_| panic!("error body is not JSON: {text}")),
-                )
-            }
-            Ok(result) => Outcome::Ok(result.structured_content.expect("structured result")),
-        }
     }
 }
 
@@ -208,7 +149,7 @@ pub async fn spawn_app_with_flags(flags: &[&str]) -> TestApp {
     let db = dir.path().join("relay.db");
     let mut config = Config::from_args(db.clone(), &args).expect("a valid configuration");
     config.listen.set_port(0);
-    let running = app::spawn(config).await.expect("the relay starts");
+    let running = server::spawn(config).await.expect("the relay starts");
     TestApp {
         running,
         db,
@@ -334,5 +275,55 @@ impl SseReader {
             "id: is the message id"
         );
         message
+    }
+}
+
+/// Reads a child's standard error on a thread as it comes, so the child
+/// never blocks on a full pipe; `wait_for` blocks until a line contains a
+/// text.
+pub struct LogWatch {
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl LogWatch {
+    pub fn new(child: &mut Child) -> LogWatch {
+        let stderr = BufReader::new(child.stderr.take().expect("stderr is piped"));
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        LogWatch {
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The first line from now on that contains `text`; fails the test after 20 s.
+    pub fn wait_for(&mut self, text: &str) -> String {
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(20)) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.contains(text) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!(
+                    "no log line with {text:?}; the log so far:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+
+    /// The whole log, once the child has ended.
+    pub fn whole(mut self) -> String {
+        self.seen.extend(self.lines.iter());
+        self.seen.join("\n")
     }
 }

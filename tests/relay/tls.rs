@@ -1,8 +1,9 @@
 //! TLS: certificate files (with a SIGHUP reload) and ACME end to end against
 //! Debian's pebble, a real ACME server, on loopback.
 
-use crosstalk::app::{self, Running};
+use crate::support::LogWatch;
 use crosstalk::config::{Acme, Config, Tls};
+use crosstalk::server::{self, Running};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use std::{
     io::{BufRead, BufReader},
@@ -110,7 +111,7 @@ async fn certificate_files_serve_http2_with_hsts_and_a_redirect() {
     config.http_listen = Some("127.0.0.1:0".parse().unwrap());
     config.public_url = "https://localhost".into();
     config.allowed_hosts = Some(vec!["localhost".into(), "127.0.0.1".into()]);
-    let running = app::spawn(config).await.unwrap();
+    let running = server::spawn(config).await.unwrap();
     let port = running.addr.port();
     let client = https_client(&ca.pem);
 
@@ -136,44 +137,6 @@ async fn certificate_files_serve_http2_with_hsts_and_a_redirect() {
         format!("https://localhost:{port}/api/people?since=1")
     );
     running.stop().await.unwrap();
-}
-
-/// Reads a child's standard error on a thread; `wait_for` blocks until a line
-/// contains a text.
-struct LogWatch {
-    lines: std::sync::mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl LogWatch {
-    fn new(child: &mut Child) -> LogWatch {
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        let (send, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        LogWatch {
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    fn wait_for(&mut self, text: &str) -> String {
-        loop {
-            match self.lines.recv_timeout(Duration::from_secs(20)) {
-                Ok(line) if line.contains(text) => return line,
-                Ok(line) => self.seen.push(line),
-                Err(_) => panic!(
-                    "no log line with {text:?}; the log so far:\n{}",
-                    self.seen.join("\n")
-                ),
-            }
-        }
-    }
 }
 
 #[tokio::test]
@@ -379,7 +342,7 @@ async fn acme_with_pebble_issues_serves_redirects_and_restarts_from_the_cache() 
     };
     let config = acme_config(dir.path(), port, &pebble.directory, &pebble.ca_file);
 
-    let running = app::spawn(config.clone()).await.unwrap();
+    let running = server::spawn(config.clone()).await.unwrap();
     let took = certificate_ready(&running).await;
     println!(
         "ACME: the first certificate for localhost took {} ms",
@@ -414,7 +377,7 @@ async fn acme_with_pebble_issues_serves_redirects_and_restarts_from_the_cache() 
     running.stop().await.unwrap();
 
     // A restart serves the cached certificate: the same one, no new order.
-    let running = app::spawn(config.clone()).await.unwrap();
+    let running = server::spawn(config.clone()).await.unwrap();
     let took = certificate_ready(&running).await;
     println!(
         "ACME: a restart deployed the cached certificate in {} ms",
@@ -425,7 +388,7 @@ async fn acme_with_pebble_issues_serves_redirects_and_restarts_from_the_cache() 
 
     // With the ACME server gone, a restart still serves from the cache.
     drop(pebble);
-    let running = app::spawn(config).await.unwrap();
+    let running = server::spawn(config).await.unwrap();
     certificate_ready(&running).await;
     let (status, _, _, served) = fetch(&client, &url).await;
     assert_eq!((status, served), (200, first));

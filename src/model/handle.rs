@@ -5,6 +5,19 @@ use std::fmt;
 /// The longest handle accepted, in bytes (all of them ASCII).
 pub const MAX_HANDLE_LEN: usize = 32;
 
+/// Why a handle was refused: each says exactly what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandleError {
+    #[error("a handle cannot be empty")]
+    Empty,
+    #[error("a handle is at most {MAX_HANDLE_LEN} characters, not {0}")]
+    TooLong(usize),
+    #[error("a handle starts with a lowercase letter or a digit: {0:?}")]
+    BadStart(String),
+    #[error("a handle holds only lowercase letters, digits, '.', '_' and '-'; {0:?} has {1:?}")]
+    BadCharacter(String, char),
+}
+
 /// A person's handle: `[a-z0-9][a-z0-9._-]{0,31}`.
 ///
 /// Parsed once at the edge, so everything past it can rely on the shape:
@@ -14,28 +27,21 @@ pub struct Handle(String);
 
 impl Handle {
     /// Parses a handle, saying exactly what is wrong when it is not one.
-    pub fn parse(raw: &str) -> Result<Handle, String> {
+    pub fn parse(raw: &str) -> Result<Handle, HandleError> {
         let mut chars = raw.chars();
         let Some(first) = chars.next() else {
-            return Err("a handle cannot be empty".into());
+            return Err(HandleError::Empty);
         };
         if raw.len() > MAX_HANDLE_LEN {
-            return Err(format!(
-                "a handle is at most {MAX_HANDLE_LEN} characters, not {}",
-                raw.chars().count()
-            ));
+            return Err(HandleError::TooLong(raw.chars().count()));
         }
         if !(first.is_ascii_lowercase() || first.is_ascii_digit()) {
-            return Err(format!(
-                "a handle starts with a lowercase letter or a digit: {raw:?}"
-            ));
+            return Err(HandleError::BadStart(raw.to_owned()));
         }
         if let Some(bad) = chars.find(|c| {
             !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
         }) {
-            return Err(format!(
-                "a handle holds only lowercase letters, digits, '.', '_' and '-'; {raw:?} has {bad:?}"
-            ));
+            return Err(HandleError::BadCharacter(raw.to_owned(), bad));
         }
         Ok(Handle(raw.to_owned()))
     }
@@ -78,7 +84,10 @@ mod tests {
             &"a".repeat(33),
         ] {
             let err = Handle::parse(bad).unwrap_err();
-            assert!(!err.is_empty(), "{bad:?} was refused without a reason");
+            assert!(
+                !err.to_string().is_empty(),
+                "{bad:?} was refused without a reason"
+            );
         }
     }
 }

@@ -1,9 +1,15 @@
 //! `ApiError`: how a failure looks on the wire, on every edge.
 //!
-//! The core fails with [`RelayError`]; each edge turns it into an `ApiError`,
-//! which becomes `{"error":{"code":…,"message":…}}` with the matching HTTP
-//! status on REST, and the same JSON in a tool error on MCP. Internal
-//! failures are logged here and answered with no detail.
+//! The error policy, in one place:
+//! - the store fails with `StoreError`, the core with [`RelayError`] (which
+//!   keeps a store failure as its source), a layer with its own small type
+//!   (a rate limit's "retry after N s", a refused credential);
+//! - every edge and layer turns those into an `ApiError`, which becomes
+//!   `{"error":{"code":…,"message":…}}` with the matching HTTP status on
+//!   REST and the page's API, and the same JSON in a tool error on MCP;
+//! - an internal failure is logged here, with its whole chain of causes, and
+//!   answered with no detail;
+//! - `anyhow` appears only in the commands (`cli`, `demo`, `server::run`).
 
 use crate::relay::RelayError;
 use axum::{
@@ -56,6 +62,17 @@ impl ApiError {
         }
     }
 
+    /// A 500 for a failure of the relay itself: the failure and its causes
+    /// go to the log, and nothing of them to the client.
+    pub fn internal(failure: &(dyn std::error::Error + 'static)) -> ApiError {
+        tracing::error!(error = failure, "internal error");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the relay failed; the details are in its log",
+        )
+    }
+
     /// The error body, the same on every edge.
     pub fn body(&self) -> serde_json::Value {
         json!({ "error": { "code": self.code, "message": self.message } })
@@ -85,14 +102,7 @@ impl From<RelayError> for ApiError {
                     )
                 };
             }
-            RelayError::Internal(detail) => {
-                tracing::error!(%detail, "internal error");
-                return ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "the relay failed; the details are in its log",
-                );
-            }
+            RelayError::Internal(source) => return ApiError::internal(source),
         };
         ApiError::new(status, code, error.to_string())
     }

@@ -39,9 +39,14 @@ impl fmt::Debug for Token {
 
 /// The SHA-256 of a token: all the store ever keeps.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TokenHash(pub [u8; 32]);
+pub struct TokenHash([u8; 32]);
 
 impl TokenHash {
+    /// The hash as the store keeps it.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
     /// Hashes whatever a client presented; a wrong token simply finds nobody.
     pub fn of(presented: &str) -> TokenHash {
         TokenHash(Sha256::digest(presented.as_bytes()).into())

@@ -1,7 +1,20 @@
-//! JSON shapes of messages, peers and channels, as both MCP and REST send them.
+//! The wire: how crosstalk looks in JSON and HTTP, the same on every edge.
+//!
+//! - this module: the shapes of results (messages, peers, channels), as MCP
+//!   and REST both send them;
+//! - [`args`]: one argument type per operation, shared by the MCP tool and
+//!   its REST twin;
+//! - [`error`]: [`ApiError`], the one error shape;
+//! - [`extract`]: axum extractors whose refusals speak that shape.
 
-use crate::relay::{DirectMessage, NOTICE, Page, Peer, handle::Handle};
-use crate::store::{ChannelSummary, Message, Millis};
+pub mod args;
+pub mod error;
+pub mod extract;
+
+pub use error::ApiError;
+
+use crate::model::{ChannelSummary, Handle, Message, Millis};
+use crate::relay::{NOTICE, Page, Peer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -44,9 +57,9 @@ impl From<&Message> for MessageView {
         MessageView {
             id: m.id,
             thread_id: m.thread_id,
-            channel: m.channel.clone(),
-            from: m.from.clone(),
-            to: m.to.clone(),
+            channel: m.channel.as_ref().map(ToString::to_string),
+            from: m.from.to_string(),
+            to: m.to.as_ref().map(ToString::to_string),
             kind: m.kind.clone(),
             body: m.body.clone(),
             reply_to: m.reply_to,
@@ -96,45 +109,6 @@ impl From<&Page> for MessagePage {
     }
 }
 
-/// A direct message to send: the `send_message` tool's arguments and the
-/// body of `POST /api/messages`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct SendMessage {
-    /// Handle of the teammate whose agent should receive this.
-    pub to: String,
-    /// The message text. Never include secrets: they are refused.
-    pub body: String,
-    /// Reply within this thread; leave out to start a new one.
-    pub thread_id: Option<i64>,
-    /// A short label such as QUESTION, ANSWER, NOTE (default) or DONE.
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    /// Only for the shared relay token: the handle to send as.
-    pub sender: Option<String>,
-}
-
-impl From<SendMessage> for DirectMessage {
-    fn from(m: SendMessage) -> Self {
-        DirectMessage {
-            sender: m.sender,
-            to: m.to,
-            body: m.body,
-            thread_id: m.thread_id,
-            kind: m.kind,
-        }
-    }
-}
-
-/// A status to set: the `set_status` tool's arguments and the body of
-/// `PUT /api/status`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct SetStatus {
-    /// One line teammates see next to your name, e.g. "reviewing the auth PR".
-    pub status: String,
-    /// Only for the shared relay token: whose status to set.
-    pub sender: Option<String>,
-}
-
 /// What a sent direct message became.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Sent {
@@ -172,7 +146,7 @@ pub struct PeerView {
 impl From<&Peer> for PeerView {
     fn from(p: &Peer) -> Self {
         PeerView {
-            handle: p.handle.clone(),
+            handle: p.handle.to_string(),
             name: p.name.clone(),
             status: p.status.clone(),
             last_seen: p.last_seen_at.map(timestamp),
@@ -205,7 +179,7 @@ pub struct ChannelView {
 impl From<&ChannelSummary> for ChannelView {
     fn from(c: &ChannelSummary) -> Self {
         ChannelView {
-            name: c.name.clone(),
+            name: c.name.to_string(),
             message_count: c.message_count,
             last_id: c.last_id,
             last_activity: timestamp(c.last_activity),

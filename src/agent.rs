@@ -1,0 +1,112 @@
+//! An agent's side of MCP: rmcp's own client over streamable HTTP, calling
+//! tools and reading their results the way an agent sees them. The demo,
+//! the benchmarks and the tests all drive the relay through this.
+
+use rmcp::{
+    RoleClient, ServiceExt,
+    model::CallToolRequestParams,
+    service::{RunningService, ServiceError},
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use serde_json::Value;
+
+/// An MCP connection to a relay, as one person.
+pub struct Agent {
+    pub client: RunningService<RoleClient, ()>,
+}
+
+/// What a tool call ended as.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A structured result.
+    Ok(Value),
+    /// A refusal: a tool error carrying the relay's JSON error body.
+    ToolError(Value),
+    /// A protocol or transport failure, with its text.
+    Protocol(String),
+}
+
+impl Outcome {
+    /// The result; panics on anything else (for tests and benchmarks).
+    pub fn ok(self) -> Value {
+        match self {
+            Outcome::Ok(value) => value,
+            other => panic!("expected a result, got {other:?}"),
+        }
+    }
+
+    /// The error body of a refusal; panics on anything else.
+    pub fn tool_error(self) -> Value {
+        match self {
+            Outcome::ToolError(body) => body,
+            other => panic!("expected a tool error, got {other:?}"),
+        }
+    }
+
+    /// The result, or a sentence saying why there is none: the relay's
+    /// error message for a refusal, the failure for anything else.
+    pub fn into_result(self) -> Result<Value, String> {
+        match self {
+            Outcome::Ok(value) => Ok(value),
+            Outcome::ToolError(body) => Err(body["error"]["message"]
+                .as_str()
+                .map_or_else(|| body.to_string(), str::to_owned)),
+            Outcome::Protocol(message) => Err(message),
+        }
+    }
+}
+
+impl Agent {
+    /// Connects to `url`'s `/mcp` with `token` (none when empty).
+    pub async fn connect(url: &str, token: &str) -> Result<Agent, String> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp"));
+        if !token.is_empty() {
+            config = config.auth_header(token);
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let client = ().serve(transport).await.map_err(|e| e.to_string())?;
+        Ok(Agent { client })
+    }
+
+    /// Calls `tool` with `arguments` (a JSON object).
+    pub async fn call(&self, tool: &str, arguments: Value) -> Outcome {
+        let Value::Object(arguments) = arguments else {
+            return Outcome::Protocol("tool arguments must be a JSON object".into());
+        };
+        let result = self
+            .client
+            .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments))
+            .await;
+        match result {
+            Err(ServiceError::McpError(error)) => Outcome::Protocol(error.message.to_string()),
+            Err(other) => Outcome::Protocol(other.to_string()),
+            Ok(result) if result.is_error == Some(true) => {
+                let text = result
+                    .content
+                    .first()
+                    .and_then(|c| c.as_text())
+                    .map(|t| t.text.clone())
+                    .unwrap_or_default();
+                match serde_json::from_str(&text) {
+                    Ok(body) => Outcome::ToolError(body),
+                    Err(_) => Outcome::Protocol(format!("a tool error that is not JSON: {text}")),
+                }
+            }
+            Ok(result) => match result.structured_content {
+                Some(value) => Outcome::Ok(value),
+                None => Outcome::Protocol(format!("{tool} returned no structured result")),
+            },
+        }
+    }
+
+    /// Ends the session.
+    pub async fn close(self) -> Result<(), String> {
+        self.client
+            .cancel()
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,170 @@
+//! Every flag of the commands, with its environment variable and its
+//! default, written here once: [`ServeArgs::defaults`] reads these same
+//! defaults for the relays that tests, the demo and the benchmarks start.
+
+use super::{DEFAULT_HTTP_PORT, DEFAULT_PORT, DEFAULT_TLS_PORT};
+use clap::{Args, Command, FromArgMatches};
+use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    path::PathBuf,
+};
+
+/// Where the relay listens and the address people are told to use. `add`
+/// and `rotate` take these too, to print the right address.
+#[derive(Debug, Clone, Args)]
+pub struct AddressArgs {
+    /// Address to listen on.
+    #[arg(long, env = "RELAY_HOST", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    pub host: IpAddr,
+    /// Port to listen on (default 8787, or 443 with TLS).
+    #[arg(long, env = "RELAY_PORT")]
+    pub port: Option<u16>,
+    /// The address agents use to reach the relay, printed by `add` and
+    /// `rotate` (default: https://FIRST_DOMAIN with ACME, else http(s)://HOST:PORT).
+    #[arg(long, env = "RELAY_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Comma-separated DNS names of this relay: turns on ACME (TLS-ALPN-01).
+    #[arg(long, env = "RELAY_DOMAINS", value_delimiter = ',')]
+    pub domains: Vec<String>,
+    /// PEM certificate chain: TLS without ACME (with RELAY_TLS_KEY).
+    #[arg(long, env = "RELAY_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+}
+
+impl AddressArgs {
+    pub(super) fn domains(&self) -> Vec<String> {
+        self.domains
+            .iter()
+            .map(|d| d.trim().to_ascii_lowercase())
+            .filter(|d| !d.is_empty())
+            .collect()
+    }
+
+    pub(super) fn tls(&self) -> bool {
+        !self.domains().is_empty() || self.tls_cert.is_some()
+    }
+
+    /// The listening port: the one given, or the default for the mode.
+    pub fn port(&self) -> u16 {
+        self.port.unwrap_or(if self.tls() {
+            DEFAULT_TLS_PORT
+        } else {
+            DEFAULT_PORT
+        })
+    }
+
+    /// The public URL, without a trailing slash.
+    pub fn public_url(&self) -> String {
+        if let Some(url) = &self.public_url {
+            return url.trim_end_matches('/').to_owned();
+        }
+        let port = self.port();
+        match self.domains().first() {
+            Some(domain) if port == DEFAULT_TLS_PORT => format!("https://{domain}"),
+            Some(domain) => format!("https://{domain}:{port}"),
+            None if self.tls() => format!("https://{}", SocketAddr::new(self.host, port)),
+            None => format!("http://{}", SocketAddr::new(self.host, port)),
+        }
+    }
+}
+
+/// TLS: certificate files or ACME. Everything `crosstalk serve` takes for it.
+#[derive(Debug, Clone, Args)]
+pub struct TlsArgs {
+    /// PEM private key for RELAY_TLS_CERT.
+    #[arg(long, env = "RELAY_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// ACME account contact (an email address).
+    #[arg(long, env = "RELAY_ACME_EMAIL")]
+    pub acme_email: Option<String>,
+    /// `letsencrypt`, `letsencrypt-staging`, or a directory URL.
+    #[arg(long, env = "RELAY_ACME_DIRECTORY", default_value = "letsencrypt")]
+    pub acme_directory: String,
+    /// PEM file of extra roots to trust for the ACME directory.
+    #[arg(long, env = "RELAY_ACME_CA")]
+    pub acme_ca: Option<PathBuf>,
+    /// ACME account and certificates (default: beside the database).
+    #[arg(long, env = "RELAY_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Plain listener that redirects to HTTPS (default 80 with TLS; 0: off).
+    #[arg(long, env = "RELAY_HTTP_PORT")]
+    pub http_port: Option<u16>,
+}
+
+/// Everything `crosstalk serve` takes.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub address: AddressArgs,
+    /// Days until a message expires.
+    #[arg(
+        long,
+        env = "RELAY_RETENTION_DAYS",
+        default_value_t = 30,
+        allow_negative_numbers = true
+    )]
+    pub retention_days: i64,
+    /// Comma-separated browser origins allowed to call /mcp and /api.
+    #[arg(long, env = "RELAY_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
+    /// A shared token not bound to anyone: may send as any sender (for services).
+    #[arg(long, env = "RELAY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Identities from the environment: `id:token,id:token`.
+    #[arg(long, env = "RELAY_PARTICIPANTS", hide_env_values = true)]
+    pub participants: Option<String>,
+    /// The largest message body, in bytes.
+    #[arg(long, env = "RELAY_MAX_BODY_BYTES", default_value_t = 65536)]
+    pub max_body_bytes: usize,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// Rate limits and caps. The defaults never bother a normal team: an agent
+/// that waits calls a few times a minute, one that works a few times a second.
+#[derive(Debug, Clone, Args)]
+pub struct LimitArgs {
+    /// Requests a second each credential may make, sustained (0: no limit).
+    #[arg(long, env = "RELAY_RATE_PER_CREDENTIAL", default_value_t = 20)]
+    pub rate_per_credential: u32,
+    /// Requests a credential may make at once before the sustained rate applies.
+    #[arg(long, env = "RELAY_BURST_PER_CREDENTIAL", default_value_t = 200)]
+    pub burst_per_credential: u32,
+    /// Requests a second from one client address without valid credentials
+    /// (anonymous requests and failed authentication) (0: no limit).
+    #[arg(long, env = "RELAY_RATE_PER_ADDRESS", default_value_t = 5)]
+    pub rate_per_address: u32,
+    /// Such requests one address may make at once.
+    #[arg(long, env = "RELAY_BURST_PER_ADDRESS", default_value_t = 50)]
+    pub burst_per_address: u32,
+    /// Waits and streams one person may have open at once.
+    #[arg(long, env = "RELAY_MAX_WAITS_PER_PERSON", default_value_t = 16)]
+    pub max_waits_per_person: usize,
+    /// Waits and streams open at once on the whole relay.
+    #[arg(long, env = "RELAY_MAX_WAITS", default_value_t = 4096)]
+    pub max_waits: usize,
+}
+
+impl ServeArgs {
+    /// `crosstalk serve` with no flags and no environment: every default, as
+    /// clap would fill it in.
+    pub fn defaults() -> ServeArgs {
+        let command =
+            ServeArgs::augment_args(Command::new("serve")).mut_args(|arg| arg.env(None::<&str>));
+        let matches = command
+            .try_get_matches_from(["serve"])
+            .expect("the defaults parse");
+        ServeArgs::from_arg_matches(&matches).expect("the defaults fit ServeArgs")
+    }
+}
+
+/// The port of the plain listener that redirects to HTTPS: none without
+/// TLS or when turned off with 0, else the one given or the default.
+pub(super) fn http_port(tls: bool, given: Option<u16>) -> Option<u16> {
+    match (tls, given) {
+        (false, _) | (true, Some(0)) => None,
+        (true, port) => Some(port.unwrap_or(DEFAULT_HTTP_PORT)),
+    }
+}

@@ -1,0 +1,88 @@
+//! The domain's types: what every layer of crosstalk talks about.
+//!
+//! This module is the leaf of the crate: it imports nothing from it, so the
+//! store, the core and every edge can share these types without any of them
+//! depending on another. Parse-don't-validate: a [`Handle`] or a [`Channel`]
+//! that exists has the documented shape.
+
+mod channel;
+mod handle;
+mod token;
+
+pub use channel::{Channel, ChannelError, MAX_CHANNEL_LEN};
+pub use handle::{Handle, HandleError, MAX_HANDLE_LEN};
+pub use token::{TOKEN_BODY_LEN, TOKEN_PREFIX, Token, TokenHash};
+
+/// Milliseconds since the Unix epoch: the one time type of crosstalk.
+pub type Millis = i64;
+
+/// Now, in [`Millis`].
+pub fn now_millis() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}
+
+/// A stored message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Increases strictly across the relay and is never reused.
+    pub id: i64,
+    /// The thread of a direct message; exactly one of this and `channel`.
+    pub thread_id: Option<i64>,
+    /// The channel of a channel post.
+    pub channel: Option<Channel>,
+    pub from: Handle,
+    /// Whose inbox it landed in, if anyone's.
+    pub to: Option<Handle>,
+    /// A free-text label: NOTE, QUESTION, ANSWER, DONE, …
+    pub kind: String,
+    pub body: String,
+    /// The message of the same conversation this answers.
+    pub reply_to: Option<i64>,
+    pub created_at: Millis,
+    /// From this moment the message is gone from every read.
+    pub expires_at: Millis,
+}
+
+/// A person as the team knows them, revoked or not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Person {
+    pub handle: Handle,
+    /// The name teammates see.
+    pub name: String,
+    pub created_at: Millis,
+    pub last_seen_at: Option<Millis>,
+    pub revoked_at: Option<Millis>,
+}
+
+/// What a handle has said about itself, and when it was last heard from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Presence {
+    pub handle: Handle,
+    pub status: String,
+    pub last_seen_at: Option<Millis>,
+}
+
+/// A channel as listed: its size and its latest activity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelSummary {
+    pub name: Channel,
+    pub message_count: u64,
+    pub last_id: i64,
+    pub last_activity: Millis,
+}
+
+/// A thread as listed: who is in it and its latest activity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadSummary {
+    pub id: i64,
+    /// Everyone who sent or received a message in it, sorted.
+    pub people: Vec<Handle>,
+    pub message_count: u64,
+    /// The first live message's body: what the thread is about.
+    pub opening: String,
+    pub last_id: i64,
+    pub last_activity: Millis,
+}

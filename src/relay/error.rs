@@ -1,0 +1,53 @@
+//! How the core says no: one [`RelayError`] that every edge maps the same way.
+
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// The caller sent something malformed; the text says what to change.
+    #[error("{0}")]
+    BadInput(String),
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    /// The caller has as many waits and streams open as one may.
+    #[error("{0}")]
+    TooManyWaits(String),
+    /// The relay has as many waits and streams open as it takes.
+    #[error("{0}")]
+    Overloaded(String),
+    #[error("the body is {size} bytes; this relay accepts at most {max}")]
+    TooLarge { size: usize, max: usize },
+    #[error(
+        "refused: the message looks like it contains {0}. Nothing was stored. \
+         Remove the secret and send again; share secrets through your team's secret store"
+    )]
+    SecretRefused(&'static str),
+    /// A failure of the relay itself: logged with its source, never sent.
+    #[error("internal error")]
+    Internal(#[source] StoreError),
+}
+
+impl From<StoreError> for RelayError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::NotFound(what) => RelayError::NotFound(what),
+            StoreError::Conflict(what) => RelayError::Conflict(what),
+            backend @ StoreError::Backend { .. } => RelayError::Internal(backend),
+        }
+    }
+}
+
+impl RelayError {
+    /// A malformed `field`, with the parser's own reason.
+    pub(crate) fn bad_field(field: &str, reason: impl std::fmt::Display) -> RelayError {
+        RelayError::BadInput(format!("{field}: {reason}"))
+    }
+}
+
+pub type RelayResult<T> = Result<T, RelayError>;

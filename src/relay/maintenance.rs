@@ -1,0 +1,54 @@
+//! Work the relay does on its own: deleting expired rows and writing
+//! last-seen times, at start, on a timer and at shutdown.
+
+use super::{Relay, RelayResult, presence::FLUSH_EVERY};
+use crate::model::now_millis;
+use std::{sync::Arc, time::Duration};
+
+/// How often expired rows are deleted (they are invisible from the moment
+/// they expire; this only reclaims the space).
+pub const PURGE_EVERY: Duration = Duration::from_secs(3600);
+
+impl Relay {
+    /// Writes gathered last-seen times to the store.
+    pub async fn flush_presence(&self) -> RelayResult<()> {
+        let seen = self.presence.drain();
+        if !seen.is_empty() {
+            self.store.record_seen(seen).await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes expired messages; returns how many.
+    pub async fn purge_expired(&self) -> RelayResult<u64> {
+        Ok(self.store.purge_expired(now_millis()).await?)
+    }
+
+    /// Purges at start and every [`PURGE_EVERY`], flushes presence every
+    /// [`FLUSH_EVERY`], until shutdown; then flushes one last time.
+    pub async fn run_maintenance(self: Arc<Self>) {
+        let mut purge = tokio::time::interval(PURGE_EVERY);
+        let mut flush = tokio::time::interval(FLUSH_EVERY);
+        loop {
+            tokio::select! {
+                _ = purge.tick() => match self.purge_expired().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(deleted = n, "purged expired messages"),
+                    Err(error) => tracing::error!(error = &error as &dyn std::error::Error, "purge failed"),
+                },
+                _ = flush.tick() => {
+                    if let Err(error) = self.flush_presence().await {
+                        tracing::error!(error = &error as &dyn std::error::Error, "writing last-seen times failed");
+                    }
+                }
+                () = self.shutdown.cancelled() => break,
+            }
+        }
+        if let Err(error) = self.flush_presence().await {
+            tracing::error!(
+                error = &error as &dyn std::error::Error,
+                "writing last-seen times at shutdown failed"
+            );
+        }
+    }
+}

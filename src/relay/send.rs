@@ -1,0 +1,174 @@
+//! Storing messages: direct messages in threads, and channel posts. Every
+//! body passes the same checks, and every commit wakes its waiters.
+
+use super::{Caller, Relay, RelayError, RelayResult, secrets};
+use crate::model::{Channel, Handle, Message, Millis, now_millis};
+use crate::store::{Conversation, NewMessage, RecipientCheck};
+use std::sync::Arc;
+
+/// The longest message type label, in characters.
+pub const MAX_KIND_CHARS: usize = 32;
+
+/// A direct message to send.
+#[derive(Debug, Clone, Default)]
+pub struct DirectMessage {
+    /// Only for an unbound caller: who sends it.
+    pub sender: Option<String>,
+    pub to: String,
+    pub body: String,
+    /// Reply in this thread; `None` starts one.
+    pub thread_id: Option<i64>,
+    /// The type label; `None` is NOTE.
+    pub kind: Option<String>,
+}
+
+/// A post to a channel.
+#[derive(Debug, Clone, Default)]
+pub struct ChannelPost {
+    /// Only for an unbound caller: who sends it.
+    pub sender: Option<String>,
+    pub channel: String,
+    pub body: String,
+    /// The type label; `None` is NOTE.
+    pub kind: Option<String>,
+    /// Also lands the post in this person's inbox.
+    pub recipient: Option<String>,
+    /// The channel message this answers.
+    pub reply_to: Option<i64>,
+}
+
+impl Relay {
+    /// Sends a direct message, starting a thread unless one is named.
+    pub async fn send_direct(
+        &self,
+        caller: &Caller,
+        message: DirectMessage,
+    ) -> RelayResult<Message> {
+        let from = self.acting_as(caller, message.sender.as_deref())?;
+        let to = self.recipient(&message.to, "to")?;
+        let conversation = match message.thread_id {
+            Some(id) => Conversation::Thread(id),
+            None => Conversation::NewThread,
+        };
+        self.store_message(
+            conversation,
+            from,
+            Some(to),
+            message.kind,
+            message.body,
+            None,
+        )
+        .await
+    }
+
+    /// Posts to a channel; a named recipient also finds it in their inbox.
+    pub async fn post(&self, caller: &Caller, post: ChannelPost) -> RelayResult<Message> {
+        let from = self.acting_as(caller, post.sender.as_deref())?;
+        let channel = parse_channel(&post.channel)?;
+        let recipient = match post.recipient.as_deref() {
+            Some(name) => Some(self.recipient(name, "recipient")?),
+            None => None,
+        };
+        self.store_message(
+            Conversation::Channel(channel),
+            from,
+            recipient,
+            post.kind,
+            post.body,
+            post.reply_to,
+        )
+        .await
+    }
+
+    async fn store_message(
+        &self,
+        conversation: Conversation,
+        from: Handle,
+        to: Option<(Handle, RecipientCheck)>,
+        kind: Option<String>,
+        body: String,
+        reply_to: Option<i64>,
+    ) -> RelayResult<Message> {
+        let kind = parse_kind(kind.as_deref())?;
+        self.check_body(&body)?;
+        let now = now_millis();
+        let (to, check_to) = match to {
+            Some((handle, check)) => (Some(handle), check),
+            None => (None, RecipientCheck::None),
+        };
+        let stored = self
+            .store
+            .insert_message(NewMessage {
+                conversation,
+                from,
+                to,
+                check_to,
+                kind,
+                body,
+                reply_to,
+                created_at: now,
+                expires_at: now.saturating_add(self.settings.retention.as_millis() as Millis),
+            })
+            .await?;
+        // Committed: now wake whoever waits for it.
+        let shared = Arc::new(stored.clone());
+        if let Some(to) = &stored.to {
+            self.inboxes.publish(to.as_str(), shared.clone());
+        }
+        if let Some(channel) = &stored.channel {
+            self.channels.publish(channel.as_str(), shared);
+        }
+        Ok(stored)
+    }
+
+    fn check_body(&self, body: &str) -> RelayResult<()> {
+        if body.trim().is_empty() {
+            return Err(RelayError::BadInput("the body is empty".into()));
+        }
+        if body.len() > self.settings.max_body_bytes {
+            return Err(RelayError::TooLarge {
+                size: body.len(),
+                max: self.settings.max_body_bytes,
+            });
+        }
+        match secrets::find_secret(body) {
+            Some(kind) => Err(RelayError::SecretRefused(kind)),
+            None => Ok(()),
+        }
+    }
+
+    /// A recipient must be someone on the team: a participant from the
+    /// environment, or a live person in the store (checked as the message is
+    /// stored). A relay with neither accepts any well-formed handle.
+    fn recipient(&self, name: &str, field: &str) -> RelayResult<(Handle, RecipientCheck)> {
+        let handle = Handle::parse(name).map_err(|e| RelayError::bad_field(field, e))?;
+        let participants = &self.settings.participants;
+        let check = if participants.iter().any(|(h, _)| *h == handle) {
+            RecipientCheck::None
+        } else {
+            RecipientCheck::LivePerson {
+                or_empty_store: participants.is_empty(),
+            }
+        };
+        Ok((handle, check))
+    }
+}
+
+/// A message type is free text (QUESTION, ANSWER, DONE, …): one short line.
+fn parse_kind(kind: Option<&str>) -> RelayResult<String> {
+    let kind = kind
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .unwrap_or("NOTE");
+    if kind.chars().count() > MAX_KIND_CHARS || kind.chars().any(char::is_control) {
+        return Err(RelayError::BadInput(format!(
+            "type is one line of at most {MAX_KIND_CHARS} characters"
+        )));
+    }
+    Ok(kind.to_owned())
+}
+
+/// A channel name from a caller, or a clear refusal.
+pub(super) fn parse_channel(name: &str) -> RelayResult<Channel> {
+    Channel::parse(name).map_err(|e| RelayError::BadInput(e.to_string()))
+}

@@ -1,0 +1,127 @@
+//! The team: adding, rotating, revoking and listing people, and what a
+//! person says about themselves. The rules for handles, names and statuses
+//! live here, so the CLI and every edge apply the same ones.
+
+use super::{Caller, Relay, RelayError, RelayResult};
+use crate::model::{Handle, Person, Token, now_millis};
+use crate::store::Store;
+use std::sync::Arc;
+
+/// The longest display name, in characters.
+pub const MAX_NAME_CHARS: usize = 64;
+/// The longest status text, in characters.
+pub const MAX_STATUS_CHARS: usize = 200;
+
+/// People and their tokens. The CLI changes the team through this, on the
+/// database a running relay uses: the relay reads credentials from the
+/// database on every request, so a change counts from the next request on.
+pub struct Team {
+    store: Arc<dyn Store>,
+}
+
+/// A token made for a person, to be shown to them once.
+#[derive(Debug)]
+pub struct NewToken {
+    pub handle: Handle,
+    /// The name teammates see.
+    pub name: String,
+    pub token: Token,
+}
+
+impl Team {
+    pub fn new(store: Arc<dyn Store>) -> Team {
+        Team { store }
+    }
+
+    /// Adds a person with a fresh token; `name` defaults to the handle.
+    pub async fn add(&self, handle: &str, name: Option<&str>) -> RelayResult<NewToken> {
+        let handle = parse_handle(handle)?;
+        let name = match name {
+            Some(name) => parse_name(name)?,
+            None => handle.to_string(),
+        };
+        let token = Token::generate();
+        self.store
+            .add_person(&handle, &name, token.hash(), now_millis())
+            .await?;
+        Ok(NewToken {
+            handle,
+            name,
+            token,
+        })
+    }
+
+    /// Replaces a live person's token; the old one stops working at once.
+    pub async fn rotate(&self, handle: &str) -> RelayResult<NewToken> {
+        let handle = parse_handle(handle)?;
+        let token = Token::generate();
+        self.store.rotate_token(&handle, token.hash()).await?;
+        let name = self
+            .people()
+            .await?
+            .into_iter()
+            .find(|p| p.handle == handle)
+            .map_or_else(|| handle.to_string(), |p| p.name);
+        Ok(NewToken {
+            handle,
+            name,
+            token,
+        })
+    }
+
+    /// Cuts a person off at once; their handle stays taken.
+    pub async fn revoke(&self, handle: &str) -> RelayResult<Handle> {
+        let handle = parse_handle(handle)?;
+        self.store.revoke_person(&handle, now_millis()).await?;
+        Ok(handle)
+    }
+
+    /// Everyone ever added, revoked or not, oldest first.
+    pub async fn people(&self) -> RelayResult<Vec<Person>> {
+        Ok(self.store.people().await?)
+    }
+
+    /// Whether anyone, revoked or not, was ever added.
+    pub async fn has_people(&self) -> RelayResult<bool> {
+        Ok(self.store.has_people().await?)
+    }
+}
+
+impl Relay {
+    /// Sets the presence text teammates see next to the caller's name.
+    /// Returns the handle whose status was set, and the status as stored.
+    pub async fn set_status(
+        &self,
+        caller: &Caller,
+        sender: Option<&str>,
+        status: &str,
+    ) -> RelayResult<(Handle, String)> {
+        let me = self.acting_as(caller, sender)?;
+        let status = status.trim();
+        if status.chars().count() > MAX_STATUS_CHARS || status.chars().any(char::is_control) {
+            return Err(RelayError::BadInput(format!(
+                "a status is one line of at most {MAX_STATUS_CHARS} characters"
+            )));
+        }
+        self.store.set_status(&me, status, now_millis()).await?;
+        Ok((me, status.to_owned()))
+    }
+}
+
+fn parse_handle(raw: &str) -> RelayResult<Handle> {
+    Handle::parse(raw).map_err(|e| RelayError::BadInput(e.to_string()))
+}
+
+/// A display name: one line of 1 to [`MAX_NAME_CHARS`] characters, trimmed.
+fn parse_name(raw: &str) -> RelayResult<String> {
+    let name = raw.trim();
+    if name.is_empty()
+        || name.chars().count() > MAX_NAME_CHARS
+        || name.chars().any(char::is_control)
+    {
+        return Err(RelayError::BadInput(format!(
+            "a name is one line of 1 to {MAX_NAME_CHARS} characters"
+        )));
+    }
+    Ok(name.to_owned())
+}

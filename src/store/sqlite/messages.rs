@@ -1,0 +1,252 @@
+//! Messages, threads, inboxes and the channel and thread overviews.
+
+use super::super::{Conversation, NewMessage, RecipientCheck, StoreError, StoreResult};
+use crate::model::{Channel, ChannelSummary, Handle, Message, Millis, ThreadSummary};
+use rusqlite::{Connection, params};
+
+const MESSAGE_COLUMNS: &str =
+    "id, thread_id, channel, sender, recipient, type, body, reply_to, created_at, expires_at";
+
+fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
+    Ok(Message {
+        id: row.get(0)?,
+        thread_id: row.get(1)?,
+        channel: row.get(2)?,
+        from: row.get(3)?,
+        to: row.get(4)?,
+        kind: row.get(5)?,
+        body: row.get(6)?,
+        reply_to: row.get(7)?,
+        created_at: row.get(8)?,
+        expires_at: row.get(9)?,
+    })
+}
+
+fn check_recipient(
+    conn: &Connection,
+    recipient: &Handle,
+    check: RecipientCheck,
+) -> StoreResult<()> {
+    let RecipientCheck::LivePerson { or_empty_store } = check else {
+        return Ok(());
+    };
+    let live = conn
+        .prepare_cached("SELECT 1 FROM people WHERE handle = ?1 AND revoked_at IS NULL")?
+        .exists([recipient])?;
+    if live || (or_empty_store && !super::people::any(conn)?) {
+        return Ok(());
+    }
+    Err(StoreError::NotFound(format!(
+        "there is nobody called {recipient} on this relay"
+    )))
+}
+
+pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message> {
+    if let Some(recipient) = &new.to {
+        check_recipient(conn, recipient, new.check_to)?;
+    }
+    let (thread_id, channel) = match new.conversation {
+        Conversation::NewThread => {
+            conn.prepare_cached("INSERT INTO threads (created_at) VALUES (?1)")?
+                .execute([new.created_at])?;
+            (Some(conn.last_insert_rowid()), None)
+        }
+        Conversation::Thread(id) => {
+            let exists = conn
+                .prepare_cached(
+                    "SELECT 1 FROM messages WHERE thread_id = ?1 AND expires_at > ?2 LIMIT 1",
+                )?
+                .exists(params![id, new.created_at])?;
+            if !exists {
+                return Err(StoreError::NotFound(format!("there is no thread {id}")));
+            }
+            (Some(id), None)
+        }
+        Conversation::Channel(name) => (None, Some(name)),
+    };
+    if let Some(reply_to) = new.reply_to {
+        let same_place = conn
+            .prepare_cached(
+                "SELECT 1 FROM messages WHERE id = ?1 AND expires_at > ?2 \
+                 AND thread_id IS ?3 AND channel IS ?4",
+            )?
+            .exists(params![reply_to, new.created_at, thread_id, channel])?;
+        if !same_place {
+            return Err(StoreError::NotFound(format!(
+                "reply_to {reply_to} is not a live message of this conversation"
+            )));
+        }
+    }
+    let id: i64 = conn
+        .prepare_cached(
+            "INSERT INTO messages (thread_id, channel, sender, recipient, type, body, reply_to, \
+             created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
+        )?
+        .query_row(
+            params![
+                thread_id,
+                channel,
+                new.from,
+                new.to,
+                new.kind,
+                new.body,
+                new.reply_to,
+                new.created_at,
+                new.expires_at
+            ],
+            |row| row.get(0),
+        )?;
+    if let Some(recipient) = &new.to {
+        conn.prepare_cached("INSERT INTO inbox (recipient, message_id) VALUES (?1, ?2)")?
+            .execute(params![recipient, id])?;
+    }
+    Ok(Message {
+        id,
+        thread_id,
+        channel,
+        from: new.from,
+        to: new.to,
+        kind: new.kind,
+        body: new.body,
+        reply_to: new.reply_to,
+        created_at: new.created_at,
+        expires_at: new.expires_at,
+    })
+}
+
+pub(super) fn claim_inbox(
+    conn: &Connection,
+    recipient: &Handle,
+    now: Millis,
+    limit: u32,
+) -> StoreResult<Vec<Message>> {
+    // The writer runs one job at a time, and the UPDATE both finds and marks
+    // the rows, so no two claims can return the same message.
+    let ids: Vec<i64> = conn
+        .prepare_cached(
+            "UPDATE inbox SET claimed_at = ?2 WHERE recipient = ?1 AND message_id IN ( \
+                 SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
+                 WHERE i.recipient = ?1 AND i.claimed_at IS NULL AND m.expires_at > ?2 \
+                 ORDER BY i.message_id LIMIT ?3) \
+             RETURNING message_id",
+        )?
+        .query_map(params![recipient, now, limit], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut statement = conn.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN (SELECT value FROM json_each(?1)) \
+         ORDER BY id"
+    ))?;
+    let list = serde_json::to_string(&ids).expect("ids serialize");
+    let messages = statement
+        .query_map([list], message_from_row)?
+        .collect::<Result<_, _>>()?;
+    Ok(messages)
+}
+
+pub(super) fn thread(conn: &Connection, thread_id: i64, now: Millis) -> StoreResult<Vec<Message>> {
+    let messages: Vec<Message> = conn
+        .prepare_cached(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages \
+             WHERE thread_id = ?1 AND expires_at > ?2 ORDER BY id"
+        ))?
+        .query_map(params![thread_id, now], message_from_row)?
+        .collect::<Result<_, _>>()?;
+    if messages.is_empty() {
+        return Err(StoreError::NotFound(format!(
+            "there is no thread {thread_id}"
+        )));
+    }
+    Ok(messages)
+}
+
+pub(super) fn in_channel(
+    conn: &Connection,
+    channel: &Channel,
+    since_id: i64,
+    limit: u32,
+    now: Millis,
+) -> StoreResult<Vec<Message>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages \
+             WHERE channel = ?1 AND id > ?2 AND expires_at > ?3 ORDER BY id LIMIT ?4"
+        ))?
+        .query_map(params![channel, since_id, now, limit], message_from_row)?
+        .collect::<Result<_, _>>()?)
+}
+
+pub(super) fn channels(conn: &Connection, now: Millis) -> StoreResult<Vec<ChannelSummary>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT channel, count(*), max(id), max(created_at) FROM messages \
+             WHERE channel IS NOT NULL AND expires_at > ?1 \
+             GROUP BY channel ORDER BY max(id) DESC",
+        )?
+        .query_map([now], |row| {
+            Ok(ChannelSummary {
+                name: row.get(0)?,
+                message_count: row.get::<_, i64>(1)? as u64,
+                last_id: row.get(2)?,
+                last_activity: row.get(3)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?)
+}
+
+pub(super) fn threads(
+    conn: &Connection,
+    now: Millis,
+    limit: u32,
+) -> StoreResult<Vec<ThreadSummary>> {
+    let mut statement = conn.prepare_cached(
+        "SELECT m.thread_id, count(*), max(m.id), max(m.created_at), \
+                group_concat(m.sender, ','), group_concat(coalesce(m.recipient, ''), ','), \
+                (SELECT f.body FROM messages f WHERE f.thread_id = m.thread_id \
+                 AND f.expires_at > ?1 ORDER BY f.id LIMIT 1) \
+         FROM messages m WHERE m.thread_id IS NOT NULL AND m.expires_at > ?1 \
+         GROUP BY m.thread_id ORDER BY max(m.id) DESC LIMIT ?2",
+    )?;
+    let rows = statement.query_map(params![now, limit], |row| {
+        let senders: String = row.get(4)?;
+        let recipients: String = row.get(5)?;
+        let mut people: Vec<Handle> = senders
+            .split(',')
+            .chain(recipients.split(','))
+            .filter(|h| !h.is_empty())
+            .map(Handle::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    4,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            })?;
+        people.sort();
+        people.dedup();
+        Ok(ThreadSummary {
+            id: row.get(0)?,
+            people,
+            message_count: row.get::<_, i64>(1)? as u64,
+            last_id: row.get(2)?,
+            last_activity: row.get(3)?,
+            opening: row.get(6)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+pub(super) fn purge_expired(conn: &Connection, now: Millis) -> StoreResult<u64> {
+    let deleted = conn
+        .prepare_cached("DELETE FROM messages WHERE expires_at <= ?1")?
+        .execute([now])?;
+    conn.prepare_cached(
+        "DELETE FROM threads WHERE NOT EXISTS \
+         (SELECT 1 FROM messages m WHERE m.thread_id = threads.id)",
+    )?
+    .execute([])?;
+    Ok(deleted as u64)
+}

@@ -1,0 +1,231 @@
+//! The SQLite store: one file in WAL mode, one writer thread with group
+//! commit ([`writer`]), and a small pool of reader connections used from the
+//! blocking pool, so SQLite never blocks the async workers.
+//!
+//! The queries live beside the tables they touch: [`people`] (people,
+//! tokens, presence) and [`messages`] (messages, threads, inboxes); the
+//! schema and what survives a crash are in [`schema`].
+
+mod messages;
+mod people;
+mod schema;
+mod writer;
+
+use super::{NewMessage, StoreError, StoreFuture, StoreResult};
+use crate::model::{
+    Channel, ChannelSummary, Handle, Message, Millis, Person, Presence, ThreadSummary, TokenHash,
+};
+use rusqlite::{
+    Connection,
+    types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef},
+};
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, mpsc},
+};
+
+/// Reader connections kept open between reads.
+const MAX_IDLE_READERS: usize = 8;
+
+/// The SQLite implementation of [`super::Store`].
+pub struct SqliteStore {
+    /// Where the database lives, for opening more reader connections.
+    path: PathBuf,
+    /// The queue of the writer thread; the thread ends when this is dropped.
+    writer: Mutex<mpsc::Sender<writer::Job>>,
+    /// Idle reader connections, reused from the blocking pool.
+    readers: Arc<Mutex<Vec<Connection>>>,
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        StoreError::backend("a database query failed", error)
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its schema
+    /// up to date. The CLI opens it this way too while a server runs on it.
+    pub fn open(path: &Path) -> StoreResult<SqliteStore> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                StoreError::backend(format!("cannot create the folder {}", parent.display()), e)
+            })?;
+        }
+        let mut conn = schema::open_connection(path)?;
+        schema::migrate(&mut conn)?;
+        let (sender, receiver) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("crosstalk-writer".into())
+            .spawn(move || writer::run(conn, receiver))
+            .map_err(|e| StoreError::backend("cannot start the database writer thread", e))?;
+        Ok(SqliteStore {
+            path: path.to_owned(),
+            writer: Mutex::new(sender),
+            readers: Arc::new(Mutex::new(Vec::new())),
+        })
+    }
+
+    /// Runs `work` on the writer thread inside the next batch; resolves after
+    /// the batch commits.
+    fn write<T, F>(&self, work: F) -> StoreFuture<'_, T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
+        let (job, answer) = writer::job(work);
+        let sent = self.writer.lock().expect("writer queue lock").send(job);
+        Box::pin(async move {
+            let lost = || {
+                StoreError::backend(
+                    "the write was not committed",
+                    "the database writer has stopped",
+                )
+            };
+            sent.map_err(|_| lost())?;
+            answer.await.map_err(|_| lost())?
+        })
+    }
+
+    /// Runs `work` on a reader connection in the blocking pool.
+    fn read<T, F>(&self, work: F) -> StoreFuture<'_, T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
+        let readers = self.readers.clone();
+        let path = self.path.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let idle = readers.lock().expect("reader pool lock").pop();
+                let conn = match idle {
+                    Some(conn) => conn,
+                    None => schema::open_connection(&path)?,
+                };
+                let outcome = work(&conn);
+                let mut pool = readers.lock().expect("reader pool lock");
+                if pool.len() < MAX_IDLE_READERS {
+                    pool.push(conn);
+                }
+                outcome
+            })
+            .await
+            .map_err(|e| StoreError::backend("a database read did not finish", e))?
+        })
+    }
+}
+
+// Handles and channel names are stored as text and parsed on the way out,
+// so a row that does not hold one is an error, never a malformed value.
+impl ToSql for Handle {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for Handle {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        Handle::parse(value.as_str()?).map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
+}
+
+impl ToSql for Channel {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for Channel {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        Channel::parse(value.as_str()?).map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
+}
+
+impl super::Store for SqliteStore {
+    fn person_by_token(&self, hash: TokenHash) -> StoreFuture<'_, Option<Person>> {
+        self.read(move |conn| people::by_token(conn, hash))
+    }
+
+    fn has_people(&self) -> StoreFuture<'_, bool> {
+        self.read(people::any)
+    }
+
+    fn people(&self) -> StoreFuture<'_, Vec<Person>> {
+        self.read(people::all)
+    }
+
+    fn add_person(
+        &self,
+        handle: &Handle,
+        name: &str,
+        hash: TokenHash,
+        now: Millis,
+    ) -> StoreFuture<'_, ()> {
+        let (handle, name) = (handle.clone(), name.to_owned());
+        self.write(move |conn| people::add(conn, &handle, &name, hash, now))
+    }
+
+    fn rotate_token(&self, handle: &Handle, hash: TokenHash) -> StoreFuture<'_, ()> {
+        let handle = handle.clone();
+        self.write(move |conn| people::rotate(conn, &handle, hash))
+    }
+
+    fn revoke_person(&self, handle: &Handle, now: Millis) -> StoreFuture<'_, ()> {
+        let handle = handle.clone();
+        self.write(move |conn| people::revoke(conn, &handle, now))
+    }
+
+    fn set_status(&self, handle: &Handle, status: &str, now: Millis) -> StoreFuture<'_, ()> {
+        let (handle, status) = (handle.clone(), status.to_owned());
+        self.write(move |conn| people::set_status(conn, &handle, &status, now))
+    }
+
+    fn record_seen(&self, seen: Vec<(Handle, Millis)>) -> StoreFuture<'_, ()> {
+        self.write(move |conn| people::record_seen(conn, seen))
+    }
+
+    fn presence(&self) -> StoreFuture<'_, Vec<Presence>> {
+        self.read(people::presence)
+    }
+
+    fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message> {
+        self.write(move |conn| messages::insert(conn, message))
+    }
+
+    fn claim_inbox(
+        &self,
+        recipient: &Handle,
+        now: Millis,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let recipient = recipient.clone();
+        self.write(move |conn| messages::claim_inbox(conn, &recipient, now, limit))
+    }
+
+    fn thread(&self, thread_id: i64, now: Millis) -> StoreFuture<'_, Vec<Message>> {
+        self.read(move |conn| messages::thread(conn, thread_id, now))
+    }
+
+    fn channel_messages(
+        &self,
+        channel: &Channel,
+        since_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let channel = channel.clone();
+        self.read(move |conn| messages::in_channel(conn, &channel, since_id, limit, now))
+    }
+
+    fn channels(&self, now: Millis) -> StoreFuture<'_, Vec<ChannelSummary>> {
+        self.read(move |conn| messages::channels(conn, now))
+    }
+
+    fn threads(&self, now: Millis, limit: u32) -> StoreFuture<'_, Vec<ThreadSummary>> {
+        self.read(move |conn| messages::threads(conn, now, limit))
+    }
+
+    fn purge_expired(&self, now: Millis) -> StoreFuture<'_, u64> {
+        self.write(move |conn| messages::purge_expired(conn, now))
+    }
+}

@@ -1,0 +1,137 @@
+//! People, their token hashes, and presence.
+
+use super::super::{StoreError, StoreResult};
+use crate::model::{Handle, Millis, Person, Presence, TokenHash};
+use rusqlite::{Connection, OptionalExtension, params};
+
+const PERSON_COLUMNS: &str = "p.handle, p.name, p.created_at, s.last_seen_at, p.revoked_at \
+     FROM people p LEFT JOIN presence s ON s.handle = p.handle";
+
+fn person_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Person> {
+    Ok(Person {
+        handle: row.get(0)?,
+        name: row.get(1)?,
+        created_at: row.get(2)?,
+        last_seen_at: row.get(3)?,
+        revoked_at: row.get(4)?,
+    })
+}
+
+pub(super) fn by_token(conn: &Connection, hash: TokenHash) -> StoreResult<Option<Person>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {PERSON_COLUMNS} WHERE p.token_hash = ?1 AND p.revoked_at IS NULL"
+        ))?
+        .query_row([&hash.as_bytes()[..]], person_from_row)
+        .optional()?)
+}
+
+pub(super) fn any(conn: &Connection) -> StoreResult<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM people LIMIT 1")?
+        .exists([])?)
+}
+
+pub(super) fn all(conn: &Connection) -> StoreResult<Vec<Person>> {
+    Ok(conn
+        .prepare_cached(&format!("SELECT {PERSON_COLUMNS} ORDER BY p.id"))?
+        .query_map([], person_from_row)?
+        .collect::<Result<_, _>>()?)
+}
+
+pub(super) fn add(
+    conn: &Connection,
+    handle: &Handle,
+    name: &str,
+    hash: TokenHash,
+    now: Millis,
+) -> StoreResult<()> {
+    let taken = conn
+        .prepare_cached("SELECT 1 FROM people WHERE handle = ?1")?
+        .exists([handle])?;
+    if taken {
+        return Err(StoreError::Conflict(format!(
+            "{handle} is already taken (revoked handles stay taken, so old messages keep their author)"
+        )));
+    }
+    conn.prepare_cached(
+        "INSERT INTO people (handle, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![handle, name, &hash.as_bytes()[..], now])?;
+    Ok(())
+}
+
+/// Runs an UPDATE of a live person (`?1` the handle, `?2` the value);
+/// `NotFound` when there is none.
+fn update_live(
+    conn: &Connection,
+    handle: &Handle,
+    statement: &str,
+    value: &dyn rusqlite::ToSql,
+) -> StoreResult<()> {
+    let changed = conn
+        .prepare_cached(statement)?
+        .execute(params![handle, value])?;
+    if changed == 0 {
+        return Err(StoreError::NotFound(format!(
+            "there is no active person {handle}"
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn rotate(conn: &Connection, handle: &Handle, hash: TokenHash) -> StoreResult<()> {
+    update_live(
+        conn,
+        handle,
+        "UPDATE people SET token_hash = ?2 WHERE handle = ?1 AND revoked_at IS NULL",
+        &&hash.as_bytes()[..],
+    )
+}
+
+pub(super) fn revoke(conn: &Connection, handle: &Handle, now: Millis) -> StoreResult<()> {
+    update_live(
+        conn,
+        handle,
+        "UPDATE people SET revoked_at = ?2 WHERE handle = ?1 AND revoked_at IS NULL",
+        &now,
+    )
+}
+
+pub(super) fn set_status(
+    conn: &Connection,
+    handle: &Handle,
+    status: &str,
+    now: Millis,
+) -> StoreResult<()> {
+    conn.prepare_cached(
+        "INSERT INTO presence (handle, status, status_at) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (handle) DO UPDATE SET status = ?2, status_at = ?3",
+    )?
+    .execute(params![handle, status, now])?;
+    Ok(())
+}
+
+pub(super) fn record_seen(conn: &Connection, seen: Vec<(Handle, Millis)>) -> StoreResult<()> {
+    let mut statement = conn.prepare_cached(
+        "INSERT INTO presence (handle, last_seen_at) VALUES (?1, ?2) \
+         ON CONFLICT (handle) DO UPDATE SET last_seen_at = max(coalesce(last_seen_at, 0), ?2)",
+    )?;
+    for (handle, at) in seen {
+        statement.execute(params![handle, at])?;
+    }
+    Ok(())
+}
+
+pub(super) fn presence(conn: &Connection) -> StoreResult<Vec<Presence>> {
+    Ok(conn
+        .prepare_cached("SELECT handle, status, last_seen_at FROM presence")?
+        .query_map([], |row| {
+            Ok(Presence {
+                handle: row.get(0)?,
+                status: row.get(1)?,
+                last_seen_at: row.get(2)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?)
+}

@@ -1,0 +1,107 @@
+//! The schema, and how a connection is opened and brought up to date.
+//!
+//! Durability: WAL with `synchronous=NORMAL`. A commit is in the WAL before
+//! its caller hears of it, so a crash of the process loses nothing that was
+//! acknowledged. The WAL is synced at checkpoints, not at every commit, so a
+//! power loss or an operating-system crash may lose the last moments of
+//! acknowledged writes; the database is never left inconsistent.
+
+use super::StoreError;
+use rusqlite::{Connection, OpenFlags};
+use std::{path::Path, time::Duration};
+
+/// The schema, one step per version. A database is brought up to the last
+/// step at open; a step never changes once released.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE people (
+    id          INTEGER PRIMARY KEY,
+    handle      TEXT NOT NULL UNIQUE,
+    name        TEXT NOT NULL,
+    token_hash  BLOB NOT NULL UNIQUE,
+    created_at  INTEGER NOT NULL,
+    revoked_at  INTEGER
+);
+-- Presence is keyed by handle, not by person, so identities from the
+-- environment (RELAY_PARTICIPANTS) have a status and a last-seen time too.
+CREATE TABLE presence (
+    handle        TEXT PRIMARY KEY,
+    status        TEXT NOT NULL DEFAULT '',
+    status_at     INTEGER,
+    last_seen_at  INTEGER
+) WITHOUT ROWID;
+CREATE TABLE threads (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    created_at  INTEGER NOT NULL
+);
+-- AUTOINCREMENT: ids never go back, even after the newest rows expire,
+-- so since_id cursors stay valid.
+CREATE TABLE messages (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    thread_id   INTEGER REFERENCES threads(id) ON DELETE CASCADE,
+    channel     TEXT,
+    sender      TEXT NOT NULL,
+    recipient   TEXT,
+    type        TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    reply_to    INTEGER,
+    created_at  INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    CHECK ((thread_id IS NULL) <> (channel IS NULL))
+);
+CREATE INDEX messages_by_thread ON messages(thread_id, id) WHERE thread_id IS NOT NULL;
+CREATE INDEX messages_by_channel ON messages(channel, id) WHERE channel IS NOT NULL;
+CREATE INDEX messages_by_expiry ON messages(expires_at);
+-- One row per message addressed to a person; claimed_at is set exactly once.
+CREATE TABLE inbox (
+    recipient   TEXT NOT NULL,
+    message_id  INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    claimed_at  INTEGER,
+    PRIMARY KEY (recipient, message_id)
+) WITHOUT ROWID;
+CREATE INDEX inbox_unclaimed ON inbox(recipient, message_id) WHERE claimed_at IS NULL;
+"#];
+
+/// Opens a connection with the pragmas every connection needs.
+pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
+    let opening = || format!("cannot open the database {}", path.display());
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| StoreError::backend(opening(), e))?;
+    let configure = || -> rusqlite::Result<()> {
+        conn.busy_timeout(Duration::from_secs(5))?;
+        // WAL lets readers run beside the writer; see the module's note on
+        // what NORMAL keeps through a crash.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        Ok(())
+    };
+    configure().map_err(|e| StoreError::backend(opening(), e))?;
+    Ok(conn)
+}
+
+/// Brings the schema up to the last step, in one transaction.
+pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let version: usize = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if version > MIGRATIONS.len() {
+        return Err(StoreError::backend(
+            "cannot use the database",
+            format!(
+                "it has schema version {version}, newer than this crosstalk knows ({}); \
+                 run a newer crosstalk",
+                MIGRATIONS.len()
+            ),
+        ));
+    }
+    for step in &MIGRATIONS[version..] {
+        tx.execute_batch(step)?;
+    }
+    tx.pragma_update(None, "user_version", MIGRATIONS.len())?;
+    tx.commit()?;
+    Ok(())
+}
