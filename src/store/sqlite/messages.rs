@@ -1,7 +1,7 @@
 //! Messages, threads, inboxes and the channel and thread overviews.
 
-use super::super::{Conversation, NewMessage, RecipientCheck, StoreError, StoreResult};
 use crate::model::{Channel, ChannelSummary, Handle, Message, Millis, ThreadSummary};
+use crate::store::{Conversation, NewMessage, RecipientCheck, StoreError, StoreResult};
 use rusqlite::{Connection, params};
 
 const MESSAGE_COLUMNS: &str =

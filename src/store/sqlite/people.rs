@@ -1,7 +1,7 @@
 //! People, their token hashes, and presence.
 
-use super::super::{StoreError, StoreResult};
 use crate::model::{Handle, Millis, Person, Presence, TokenHash};
+use crate::store::{StoreError, StoreResult};
 use rusqlite::{Connection, OptionalExtension, params};
 
 const PERSON_COLUMNS: &str = "p.handle, p.name, p.created_at, s.last_seen_at, p.revoked_at \

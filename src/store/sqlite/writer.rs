@@ -6,7 +6,7 @@
 //! concurrent writers share one commit, a failed write undoes only itself,
 //! and no caller hears of a write that might still be lost.
 
-use super::super::{StoreError, StoreResult};
+use crate::store::{StoreError, StoreResult};
 use rusqlite::Connection;
 use std::sync::{Arc, mpsc};
 use tokio::sync::oneshot;
