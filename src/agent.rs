@@ -5,7 +5,7 @@
 use rmcp::{
     RoleClient, ServiceExt,
     model::CallToolRequestParams,
-    service::{RunningService, ServiceError},
+    service::{ClientInitializeError, RunningService, ServiceError},
     transport::{
         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
@@ -60,13 +60,13 @@ impl Outcome {
 
 impl Agent {
     /// Connects to `url`'s `/mcp` with `token` (none when empty).
-    pub async fn connect(url: &str, token: &str) -> Result<Agent, String> {
+    pub async fn connect(url: &str, token: &str) -> Result<Agent, ClientInitializeError> {
         let mut config = StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp"));
         if !token.is_empty() {
             config = config.auth_header(token);
         }
         let transport = StreamableHttpClientTransport::from_config(config);
-        let client = ().serve(transport).await.map_err(|e| e.to_string())?;
+        let client = ().serve(transport).await?;
         Ok(Agent { client })
     }
 
@@ -102,11 +102,7 @@ impl Agent {
     }
 
     /// Ends the session.
-    pub async fn close(self) -> Result<(), String> {
-        self.client
-            .cancel()
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+    pub async fn close(self) -> Result<(), tokio::task::JoinError> {
+        self.client.cancel().await.map(|_| ())
     }
 }

@@ -17,7 +17,7 @@ impl Speaker {
     async fn connect(name: &'static str, url: &str, token: &str) -> anyhow::Result<Speaker> {
         let agent = Agent::connect(url, token)
             .await
-            .map_err(|e| anyhow!("connecting {name}: {e}"))?;
+            .with_context(|| format!("connecting {name}"))?;
         Ok(Speaker { name, agent })
     }
 
@@ -214,8 +214,8 @@ pub async fn run(
         html.contains("#release") && html.contains(&format!("/threads/{thread_id}"))
     );
 
-    alice.agent.close().await.map_err(anyhow::Error::msg)?;
-    bob.agent.close().await.map_err(anyhow::Error::msg)?;
+    alice.agent.close().await?;
+    bob.agent.close().await?;
     stop.await.context("stopping the relay")?;
     println!("\nDone: the relay stopped and its database was deleted.");
     Ok(())

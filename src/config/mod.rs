@@ -1,5 +1,5 @@
-//! Configuration: every flag with its environment variable ([`args`]),
-//! parsed and checked once ([`checks`]) into a typed [`Config`]. The
+//! Configuration: every flag with its environment variable (`args.rs`),
+//! parsed and checked once (`checks.rs`) into a typed [`Config`]. The
 //! variable names are shared with the two relays crosstalk replaces, so
 //! their users' settings keep working.
 

@@ -24,8 +24,8 @@ impl Relay {
         Ok(self.store.purge_expired(now_millis()).await?)
     }
 
-    /// Purges at start and every [`PURGE_EVERY`], flushes presence every
-    /// [`FLUSH_EVERY`], until shutdown; then flushes one last time.
+    /// Purges at start and every `PURGE_EVERY`, flushes presence every
+    /// `FLUSH_EVERY`, until shutdown; then flushes one last time.
     pub async fn run_maintenance(self: Arc<Self>) {
         let mut purge = tokio::time::interval(PURGE_EVERY);
         let mut flush = tokio::time::interval(FLUSH_EVERY);

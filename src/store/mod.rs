@@ -11,7 +11,7 @@
 //!   reader that starts afterwards sees it.
 //!
 //! What survives a crash is the backend's to say; for SQLite see
-//! [`sqlite`]: a process crash loses no acknowledged write, a power loss may
+//! `sqlite/schema.rs`: a process crash loses no acknowledged write, a power loss may
 //! lose the last moments of them but never leaves the file inconsistent.
 
 pub mod sqlite;

@@ -289,7 +289,7 @@ fn the_core_and_the_store_name_no_web_or_protocol_crate() {
                 let named = targets(line, &format!("{framework}::"));
                 let used = line.trim_start().starts_with(&format!("use {framework}"))
                     && line[line.find(framework).unwrap() + framework.len()..]
-                        .starts_with(|c: char| c == ':' || c == ';' || c == ' ');
+                        .starts_with([':', ';', ' ']);
                 if !named.is_empty() || used {
                     wrong.push(format!(
                         "{}:{}: names `{framework}`",

@@ -1,10 +1,10 @@
 //! The SQLite store: one file in WAL mode, one writer thread with group
-//! commit ([`writer`]), and a small pool of reader connections used from the
+//! commit (`writer.rs`), and a small pool of reader connections used from the
 //! blocking pool, so SQLite never blocks the async workers.
 //!
-//! The queries live beside the tables they touch: [`people`] (people,
-//! tokens, presence) and [`messages`] (messages, threads, inboxes); the
-//! schema and what survives a crash are in [`schema`].
+//! The queries live beside the tables they touch: `people.rs` (people,
+//! tokens, presence) and `messages.rs` (messages, threads, inboxes); the
+//! schema and what survives a crash are in `schema.rs`.
 
 mod messages;
 mod people;
