@@ -21,8 +21,7 @@
 
 use crosstalk::agent::Agent;
 use crosstalk::config::{Config, Limits};
-use crosstalk::model::Handle;
-use crosstalk::relay::{Caller, DirectMessage, Relay};
+use crosstalk::relay::{DirectMessage, Relay};
 use crosstalk::server;
 use futures::future::join_all;
 use serde_json::{Value, json};
@@ -337,13 +336,22 @@ async fn main() {
         "MCP: send_message (rmcp client)",
         mcp / trivial
     );
+    let mut callers = Vec::new();
+    for token in &tokens[1..] {
+        callers.push(
+            relay
+                .authenticate(Some(token))
+                .await
+                .expect("a known token"),
+        );
+    }
+    let callers = Arc::new(callers);
     let core = throughput(seconds, {
         let relay = relay.clone();
         move |n| {
             let relay = relay.clone();
+            let caller = callers[n].clone();
             async move {
-                let caller =
-                    Caller::Person(Handle::parse(&format!("agent{}", n + 1)).expect("handle"));
                 let message = DirectMessage {
                     to: "agent0".into(),
                     body: "status update: build 1234 passed".into(),

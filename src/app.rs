@@ -1,8 +1,9 @@
 //! The application: every route and, in one function, the whole stack of
 //! layers in front of them. Serving it on sockets is [`crate::server`]'s.
 
+use crate::host::Origin;
 use crate::layers::{
-    auth::{self, Accept, Credentials},
+    auth::{self, Accept, AddressQuota, Credentials},
     edge,
     guard::{self, HostPolicy},
     sessions,
@@ -10,8 +11,15 @@ use crate::layers::{
 use crate::state::AppState;
 use crate::wire::ApiError;
 use crate::{api, mcp, web};
-use axum::{Json, Router, extract::DefaultBodyLimit, http::StatusCode, middleware, routing::get};
+use axum::{
+    Json, Router,
+    extract::DefaultBodyLimit,
+    http::{HeaderName, HeaderValue, Method, StatusCode, header},
+    middleware,
+    routing::get,
+};
 use serde_json::json;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 
 /// The largest request body read: room for a message body of the largest
 /// size even when JSON escapes every character (`\u0000` is six bytes for
@@ -21,31 +29,68 @@ pub fn request_body_limit(max_body_bytes: usize) -> usize {
     max_body_bytes.saturating_mul(6).saturating_add(16 * 1024)
 }
 
+/// CORS for `RELAY_ALLOWED_ORIGINS`; none when there are none.
+fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
+    if allowed.is_empty() {
+        return None;
+    }
+    let origins: Vec<HeaderValue> = allowed
+        .iter()
+        .filter_map(|origin| HeaderValue::from_str(&origin.serialized()).ok())
+        .collect();
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                HeaderName::from_static("last-event-id"),
+                HeaderName::from_static("mcp-session-id"),
+                HeaderName::from_static("mcp-protocol-version"),
+            ])
+            .expose_headers([
+                header::RETRY_AFTER,
+                HeaderName::from_static("mcp-session-id"),
+            ])
+            .max_age(std::time::Duration::from_secs(600)),
+    )
+}
+
 /// Every route, and the layers in front of them, outermost first:
 ///
+/// 0. (before any of these, as connections are accepted: the caps on
+///    connections and the idle timeout, in `server`.)
 /// 1. `access_log`: method, path, status, time; never a query string.
 /// 2. `security_headers`: CSP, nosniff, no-referrer, HSTS under TLS.
 /// 3. the body limit: bodies past it are refused with 413 as they are read.
-/// 4. `check_host` (all but `/healthz`): only the relay's own names.
-/// 5. `check_origin` (all but `/healthz`): only the relay's own page and
+/// 4. `check_host` (all but `/healthz`, which counts against its address's
+///    quota instead): only the relay's own names.
+/// 5. CORS (when `RELAY_ALLOWED_ORIGINS` names any): preflights answered
+///    here, without credentials.
+/// 6. `check_origin` (all but `/healthz`): only the relay's own page and
 ///    the allowed origins; before credentials, so a foreign page gets 403
 ///    even with a good token, and causes no token lookup.
-/// 6. per route group, as the table below sets it:
+/// 7. per route group, as the table below sets it:
 ///    - the page's Basic challenge (pages only), so a browser asks for
 ///      credentials;
 ///    - credentials (Bearer, Basic or `?token=`, as the group accepts) with
 ///      the rate limits;
-///    - the MCP session binding (`/mcp` only);
+///    - the MCP session binding (`/mcp` only), then reading the body within
+///      the request timeout (`/mcp` only: its calls may wait), and, outside
+///      all of these, rmcp's plain-text errors given the JSON error shape;
 ///    - the request timeout, on groups that answer at once. Waits and
 ///      streams have their own bounds (at most 50 s, or until the client
 ///      leaves, the caller's slots, shutdown).
 pub fn router(state: AppState) -> Router {
     let request_limit = request_body_limit(state.config.settings.max_body_bytes);
+    let trusted_proxies: std::sync::Arc<[_]> = state.config.trusted_proxies.clone().into();
     let credentials = |accept| {
         middleware::from_fn_with_state(
             Credentials {
                 relay: state.relay.clone(),
                 limits: state.limits.clone(),
+                trusted_proxies: trusted_proxies.clone(),
                 accept,
             },
             auth::require,
@@ -58,13 +103,18 @@ pub fn router(state: AppState) -> Router {
     let mcp = Router::new()
         .nest_service("/mcp", mcp::service(&state, request_limit))
         .layer(middleware::from_fn_with_state(
+            request_limit,
+            edge::read_body_in_time,
+        ))
+        .layer(middleware::from_fn_with_state(
             state.sessions.clone(),
             sessions::bind,
         ))
-        .layer(credentials(Accept::Bearer));
+        .layer(credentials(Accept::Bearer))
+        .layer(middleware::from_fn(edge::json_errors));
     // | group          | credentials              | timeout |
     // |----------------|--------------------------|---------|
-    // | /mcp           | Bearer                   | (rmcp)  |
+    // | /mcp           | Bearer                   | body    |
     // | api reads      | Bearer or Basic          | yes     |
     // | api waits      | Bearer or Basic          | no      |
     // | api writes     | Bearer                   | yes     |
@@ -97,13 +147,32 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             hosts.clone(),
             guard::check_origin,
-        ))
-        .layer(middleware::from_fn_with_state(hosts, guard::check_host));
-    Router::new()
+        ));
+    // CORS, for browser apps at the allowed origins: answers their
+    // preflights before any credentials are asked for, and lets them read
+    // the answers. Credentials only by Bearer, which a page must send
+    // itself: no cookies or Basic credentials cross origins.
+    let guarded = match cors(&state.config.allowed_origins) {
+        Some(cors) => guarded.layer(cors),
+        None => guarded,
+    };
+    let guarded = guarded.layer(middleware::from_fn_with_state(hosts, guard::check_host));
+    // No credentials, but the client address's quota, so it is no free
+    // target for a flood.
+    let healthz = Router::new()
         .route(
             "/healthz",
             get(|| async { Json(json!({ "status": "ok" })) }),
         )
+        .route_layer(middleware::from_fn_with_state(
+            AddressQuota {
+                limits: state.limits.clone(),
+                trusted_proxies: trusted_proxies.clone(),
+            },
+            auth::count_anonymous,
+        ));
+    Router::new()
+        .merge(healthz)
         .merge(guarded)
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", "there is no such route")

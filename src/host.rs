@@ -6,6 +6,7 @@
 //! configuration lists them.
 
 use http::uri::{Authority, Uri};
+use std::net::IpAddr;
 
 /// A host, lowercase and without brackets, and the port if one was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,10 +75,67 @@ impl Origin {
         })
     }
 
+    /// The origin as a browser writes it in `Origin`: the scheme's default
+    /// port left out, IPv6 hosts in brackets.
+    pub fn serialized(&self) -> String {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        match (self.scheme, self.port) {
+            ("http", 80) | ("https", 443) => format!("{}://{host}", self.scheme),
+            (scheme, port) => format!("{scheme}://{host}:{port}"),
+        }
+    }
+
     /// The origin of a page served by this relay under `authority`.
     pub fn served(tls: bool, authority: &str) -> Option<Origin> {
         let scheme = if tls { "https" } else { "http" };
         Origin::parse(&format!("{scheme}://{authority}"))
+    }
+}
+
+/// A block of addresses, `10.0.0.0/8` or `2001:db8::/32`; a bare address
+/// is a block of one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    network: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    pub fn parse(raw: &str) -> Option<Cidr> {
+        let (address, prefix) = match raw.split_once('/') {
+            Some((address, prefix)) => (address, Some(prefix.parse::<u8>().ok()?)),
+            None => (raw, None),
+        };
+        let network: IpAddr = address.trim().parse().ok()?;
+        let bits = if network.is_ipv4() { 32 } else { 128 };
+        let prefix = prefix.unwrap_or(bits);
+        (prefix <= bits).then_some(Cidr { network, prefix })
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.network, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
     }
 }
 
@@ -136,7 +194,39 @@ mod tests {
                 port: 8787
             })
         );
+        assert_eq!(
+            Origin::parse("https://App.Example.com:443/")
+                .unwrap()
+                .serialized(),
+            "https://app.example.com"
+        );
+        assert_eq!(
+            Origin::parse("http://[::1]:8787").unwrap().serialized(),
+            "http://[::1]:8787"
+        );
         assert_eq!(Origin::parse("null"), None);
         assert_eq!(Origin::parse("file://x"), None);
+    }
+
+    #[test]
+    fn cidrs() {
+        let private = Cidr::parse("10.0.0.0/8").unwrap();
+        assert!(private.contains("10.1.2.3".parse().unwrap()));
+        assert!(private.contains("::ffff:10.1.2.3".parse().unwrap()));
+        assert!(!private.contains("11.0.0.1".parse().unwrap()));
+        let one = Cidr::parse("192.0.2.7").unwrap();
+        assert!(one.contains("192.0.2.7".parse().unwrap()));
+        assert!(!one.contains("192.0.2.8".parse().unwrap()));
+        let v6 = Cidr::parse("2001:db8::/32").unwrap();
+        assert!(v6.contains("2001:db8:1::1".parse().unwrap()));
+        assert!(!v6.contains("2001:db9::1".parse().unwrap()));
+        assert!(
+            Cidr::parse("0.0.0.0/0")
+                .unwrap()
+                .contains("8.8.8.8".parse().unwrap())
+        );
+        for bad in ["10.0.0.0/33", "not an address", "10.0.0.0/x", ""] {
+            assert_eq!(Cidr::parse(bad), None, "{bad:?}");
+        }
     }
 }

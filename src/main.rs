@@ -6,10 +6,12 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = crosstalk::cli::Cli::parse();
+    let requested = std::env::var("RUST_LOG").ok();
+    let filter = crosstalk::server::log_filter(requested.as_deref());
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "crosstalk=info,rustls_acme=info,warn".into()),
+            tracing_subscriber::EnvFilter::try_new(&filter)
+                .unwrap_or_else(|_| crosstalk::server::log_filter(None).into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

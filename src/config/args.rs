@@ -116,6 +116,14 @@ pub struct ServeArgs {
     /// The largest message body, in bytes.
     #[arg(long, env = "RELAY_MAX_BODY_BYTES", default_value_t = 65536)]
     pub max_body_bytes: usize,
+    /// Comma-separated CIDRs of reverse proxies whose `X-Forwarded-For` or
+    /// `Forwarded` header names the client's address.
+    #[arg(long, env = "RELAY_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<String>,
+    /// Serve plain HTTP on a non-loopback address (`1`): only for a private
+    /// network behind a proxy that terminates TLS.
+    #[arg(long, env = "RELAY_ALLOW_PLAIN_HTTP", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]
+    pub allow_plain_http: bool,
     #[command(flatten)]
     pub tls: TlsArgs,
     #[command(flatten)]
@@ -145,6 +153,29 @@ pub struct LimitArgs {
     /// Waits and streams open at once on the whole relay.
     #[arg(long, env = "RELAY_MAX_WAITS", default_value_t = 4096)]
     pub max_waits: usize,
+    /// MCP sessions one person may hold; past it, their least recently used
+    /// session is ended.
+    #[arg(long, env = "RELAY_MAX_SESSIONS_PER_PERSON", default_value_t = 32)]
+    pub max_sessions_per_person: usize,
+    /// Seconds an MCP session may sit unused before it is ended.
+    #[arg(long, env = "RELAY_SESSION_IDLE_SECS", default_value_t = 300)]
+    pub session_idle_secs: u64,
+    /// Connections one client address may hold open.
+    #[arg(long, env = "RELAY_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 512)]
+    pub max_connections_per_address: usize,
+    /// Connections open at once on the whole relay.
+    #[arg(long, env = "RELAY_MAX_CONNECTIONS", default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Seconds a connection may pass with no byte in either direction
+    /// before it is closed (open streams send keep-alives well within it).
+    #[arg(long, env = "RELAY_IDLE_CONNECTION_SECS", default_value_t = 75)]
+    pub idle_connection_secs: u64,
+    /// Bytes of message bodies one person may send a day (0: no limit).
+    #[arg(long, env = "RELAY_MAX_BYTES_PER_DAY", default_value_t = 64 * 1024 * 1024)]
+    pub max_bytes_per_day: u64,
+    /// Distinct senders the shared token may name.
+    #[arg(long, env = "RELAY_MAX_SHARED_SENDERS", default_value_t = 64)]
+    pub max_shared_senders: usize,
 }
 
 impl ServeArgs {

@@ -8,10 +8,10 @@ mod checks;
 
 pub use args::{AddressArgs, LimitArgs, ServeArgs, TlsArgs};
 
-use crate::host::{self, Origin};
+use crate::host::{self, Cidr, Origin};
 use crate::model::TokenHash;
 use crate::relay::Settings;
-use std::{fmt, net::SocketAddr, path::PathBuf, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 /// The port used when none is given and TLS is off.
 pub const DEFAULT_PORT: u16 = 8787;
@@ -82,8 +82,32 @@ pub struct Limits {
 #[error("{0}")]
 pub struct ConfigError(pub String);
 
-/// The relay's configuration, checked. Tokens appear only as hashes.
-#[derive(Clone)]
+/// Bounds on connections, enforced as they are accepted.
+#[derive(Debug, Clone, Copy)]
+pub struct Connections {
+    /// Open at once on the whole relay.
+    pub max: usize,
+    /// Open at once from one client address (not counted for trusted proxies).
+    pub per_address: usize,
+    /// A connection with no byte in either direction for this long is closed.
+    pub idle: Duration,
+}
+
+/// Bounds on MCP sessions.
+#[derive(Debug, Clone, Copy)]
+pub struct Sessions {
+    /// Sessions one person may hold; past it their least recently used ends.
+    pub max_per_person: usize,
+    /// A session unused for this long is ended.
+    pub idle: Duration,
+}
+
+/// The shortest shared `RELAY_TOKEN` accepted: it may act as anyone.
+pub const MIN_SHARED_TOKEN_LEN: usize = 32;
+
+/// The relay's configuration, checked. Tokens appear only as hashes, whose
+/// `Debug` hides them.
+#[derive(Debug, Clone)]
 pub struct Config {
     /// The SQLite file.
     pub db: PathBuf,
@@ -94,33 +118,24 @@ pub struct Config {
     /// Browser origins allowed on /mcp and /api, besides the relay's own.
     pub allowed_origins: Vec<Origin>,
     /// Host names (without ports) requests may name; `None` accepts any,
-    /// when nothing says which name the relay has.
+    /// which only a loopback relay with no name does not need.
     pub allowed_hosts: Option<Vec<String>>,
     /// Whether and how the relay serves HTTPS.
     pub tls: Tls,
+    /// Plain HTTP on a non-loopback address was allowed in so many words.
+    pub allow_plain_http: bool,
     /// The plain listener that redirects to HTTPS; `None` when off.
     pub http_listen: Option<SocketAddr>,
+    /// Proxies whose forwarding headers name the client's address.
+    pub trusted_proxies: Vec<Cidr>,
     /// Rate limits.
     pub limits: Limits,
+    /// Connection bounds.
+    pub connections: Connections,
+    /// MCP session bounds.
+    pub sessions: Sessions,
     /// The core's rules.
     pub settings: Settings,
-}
-
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Settings holds only token hashes, whose Debug hides them too.
-        f.debug_struct("Config")
-            .field("db", &self.db)
-            .field("listen", &self.listen)
-            .field("public_url", &self.public_url)
-            .field("allowed_origins", &self.allowed_origins)
-            .field("allowed_hosts", &self.allowed_hosts)
-            .field("tls", &self.tls)
-            .field("http_listen", &self.http_listen)
-            .field("limits", &self.limits)
-            .field("settings", &self.settings)
-            .finish()
-    }
 }
 
 impl Config {
@@ -146,6 +161,14 @@ impl Config {
         }
         let shared_token = match args.token.as_deref().map(str::trim) {
             Some("") => return Err(ConfigError("RELAY_TOKEN is set but empty".into())),
+            Some(token) if token.chars().count() < MIN_SHARED_TOKEN_LEN => {
+                return Err(ConfigError(format!(
+                    "RELAY_TOKEN is shorter than {MIN_SHARED_TOKEN_LEN} characters; it may act as \
+                     anyone, so make it long and random (for example: openssl rand -hex 32). \
+                     A personal token from `crosstalk add` belongs in CROSSTALK_TOKEN on the \
+                     client, not in RELAY_TOKEN"
+                )));
+            }
             Some(token) => Some(TokenHash::of(token)),
             None => None,
         };
@@ -164,6 +187,10 @@ impl Config {
                 ))
             })?);
         }
+        // Open (no credentials) only where nobody else can reach it: on a
+        // loopback address, under no name but a loopback one.
+        let open_when_empty =
+            listen.ip().is_loopback() && named.iter().all(|name| is_loopback_name(name));
         let allowed_hosts = if !named.is_empty() {
             Some(loopback_hosts().into_iter().chain(named).collect())
         } else if listen.ip().is_loopback() {
@@ -172,18 +199,58 @@ impl Config {
             None
         };
         let http_port = args::http_port(tls.is_on(), args.tls.http_port);
-        if args.limits.max_waits == 0 || args.limits.max_waits_per_person == 0 {
-            return Err(ConfigError(
-                "RELAY_MAX_WAITS and RELAY_MAX_WAITS_PER_PERSON must be positive".into(),
-            ));
+        let limits = &args.limits;
+        for (name, value) in [
+            ("RELAY_MAX_WAITS", limits.max_waits),
+            ("RELAY_MAX_WAITS_PER_PERSON", limits.max_waits_per_person),
+            (
+                "RELAY_MAX_SESSIONS_PER_PERSON",
+                limits.max_sessions_per_person,
+            ),
+            ("RELAY_MAX_CONNECTIONS", limits.max_connections),
+            (
+                "RELAY_MAX_CONNECTIONS_PER_ADDRESS",
+                limits.max_connections_per_address,
+            ),
+            ("RELAY_MAX_SHARED_SENDERS", limits.max_shared_senders),
+            ("RELAY_SESSION_IDLE_SECS", limits.session_idle_secs as usize),
+            (
+                "RELAY_IDLE_CONNECTION_SECS",
+                limits.idle_connection_secs as usize,
+            ),
+        ] {
+            if value == 0 {
+                return Err(ConfigError(format!("{name} must be positive")));
+            }
         }
         let allowed_origins = args
             .allowed_origins
             .iter()
             .map(|o| o.trim())
             .filter(|o| !o.is_empty())
-            .filter_map(Origin::parse)
-            .collect();
+            .map(|o| {
+                Origin::parse(o).ok_or_else(|| {
+                    ConfigError(format!(
+                        "RELAY_ALLOWED_ORIGINS has {o:?}, which is not an origin: use \
+                         scheme://host[:port], such as https://app.example.com"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let trusted_proxies = args
+            .trusted_proxies
+            .iter()
+            .map(|c| c.trim())
+            .filter(|c| !c.is_empty())
+            .map(|c| {
+                Cidr::parse(c).ok_or_else(|| {
+                    ConfigError(format!(
+                        "RELAY_TRUSTED_PROXIES has {c:?}, which is not an address or a CIDR \
+                         such as 10.0.0.0/8 or 2001:db8::/32"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Config {
             db,
             listen,
@@ -191,22 +258,32 @@ impl Config {
             allowed_origins,
             allowed_hosts,
             tls,
+            allow_plain_http: args.allow_plain_http,
             http_listen: http_port.map(|port| SocketAddr::new(listen.ip(), port)),
+            trusted_proxies,
             limits: Limits {
-                per_credential: Rate::new(
-                    args.limits.rate_per_credential,
-                    args.limits.burst_per_credential,
-                ),
-                per_address: Rate::new(args.limits.rate_per_address, args.limits.burst_per_address),
+                per_credential: Rate::new(limits.rate_per_credential, limits.burst_per_credential),
+                per_address: Rate::new(limits.rate_per_address, limits.burst_per_address),
+            },
+            connections: Connections {
+                max: limits.max_connections,
+                per_address: limits.max_connections_per_address,
+                idle: Duration::from_secs(limits.idle_connection_secs),
+            },
+            sessions: Sessions {
+                max_per_person: limits.max_sessions_per_person,
+                idle: Duration::from_secs(limits.session_idle_secs),
             },
             settings: Settings {
                 retention: Duration::from_secs(args.retention_days as u64 * 86_400),
                 max_body_bytes: args.max_body_bytes,
                 shared_token,
                 participants,
-                open_when_empty: listen.ip().is_loopback(),
-                max_waits_per_person: args.limits.max_waits_per_person,
-                max_waits: args.limits.max_waits,
+                open_when_empty,
+                max_waits_per_person: limits.max_waits_per_person,
+                max_waits: limits.max_waits,
+                max_bytes_per_day: limits.max_bytes_per_day,
+                max_shared_senders: limits.max_shared_senders,
             },
         })
     }
@@ -215,6 +292,55 @@ impl Config {
     pub fn has_env_credentials(&self) -> bool {
         self.settings.shared_token.is_some() || !self.settings.participants.is_empty()
     }
+
+    /// Refuses a configuration that would expose the relay carelessly, now
+    /// that it is known whether anyone was added (`has_people`):
+    /// - no credentials at all, unless only this machine can reach it;
+    /// - a non-loopback address with no public name, which would leave the
+    ///   Host check (against DNS rebinding) off;
+    /// - plain HTTP on a non-loopback address, unless allowed in so many
+    ///   words.
+    pub fn check_exposure(&self, has_people: bool) -> Result<(), ConfigError> {
+        let reachable = !self.listen.ip().is_loopback() || !self.settings.open_when_empty;
+        if reachable && !has_people && !self.has_env_credentials() {
+            let place = if self.listen.ip().is_loopback() {
+                format!("{} (published as {})", self.listen, self.public_url)
+            } else {
+                self.listen.to_string()
+            };
+            return Err(ConfigError(format!(
+                "refusing to serve on {place} with no credentials: anyone who reaches it could \
+                 read and send. Add a person first (crosstalk add HANDLE), or set RELAY_TOKEN or \
+                 RELAY_PARTICIPANTS, or listen on 127.0.0.1 with no public name"
+            )));
+        }
+        if self.allowed_hosts.is_none() {
+            return Err(ConfigError(format!(
+                "RELAY_HOST is {}, which is not loopback, and nothing names the relay: set \
+                 RELAY_PUBLIC_URL (or RELAY_DOMAINS) to the address people use, so requests for \
+                 any other name are refused",
+                self.listen.ip()
+            )));
+        }
+        if !self.listen.ip().is_loopback() && !self.tls.is_on() && !self.allow_plain_http {
+            return Err(ConfigError(format!(
+                "refusing to serve plain HTTP on {}: tokens would cross the network in the \
+                 clear. Turn on TLS (RELAY_DOMAINS, or RELAY_TLS_CERT and RELAY_TLS_KEY), or, \
+                 on a private network behind a proxy that terminates TLS, set \
+                 RELAY_ALLOW_PLAIN_HTTP=1",
+                self.listen
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Whether a host name is this machine's own.
+fn is_loopback_name(name: &str) -> bool {
+    name == "localhost"
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The names of this machine's loopback interface, as a `Host` header has them.

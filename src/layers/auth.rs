@@ -9,19 +9,20 @@
 //! is asked who the token belongs to on every request, so a revoke or rotate
 //! from the CLI counts at once.
 
-use super::limits::{Limited, RateLimits};
+use super::{
+    client,
+    limits::{Limited, RateLimits},
+};
+use crate::host::Cidr;
 use crate::relay::{Caller, Relay, RelayError};
 use crate::wire::ApiError;
 use axum::{
-    extract::{ConnectInfo, Request, State},
-    http::header,
+    extract::{Request, State},
+    http::{HeaderValue, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use std::{
-    net::{IpAddr, SocketAddr},
-    sync::Arc,
-};
+use std::{net::IpAddr, sync::Arc};
 
 /// Which credentials a route accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +43,12 @@ pub enum Refused {
     /// The credential is malformed or of a kind the route does not take.
     #[error("{0}")]
     Credential(&'static str),
+    /// A browser sent the page's Basic credentials from another site.
+    #[error(
+        "a request from another site may not use the team page's credentials; \
+         an API client sends Authorization: Bearer"
+    )]
+    CrossSite,
     /// A quota ran out.
     #[error(transparent)]
     Limited(#[from] Limited),
@@ -54,6 +61,7 @@ impl From<Refused> for ApiError {
     fn from(refused: Refused) -> ApiError {
         match refused {
             Refused::Credential(message) => ApiError::unauthorized(message),
+            Refused::CrossSite => ApiError::forbidden(refused.to_string()),
             Refused::Limited(limited) => {
                 ApiError::rate_limited(limited.message, limited.retry_after)
             }
@@ -74,6 +82,16 @@ pub fn presented_token(request: &Request, accept: Accept) -> Result<Option<Strin
             return Ok(Some(credentials.to_owned()));
         }
         if scheme.eq_ignore_ascii_case("basic") {
+            // A browser attaches Basic credentials to any request for this
+            // site, whichever page starts it (CSRF): take them only from the
+            // relay's own pages.
+            let fetched_from = request
+                .headers()
+                .get("sec-fetch-site")
+                .and_then(|v| v.to_str().ok());
+            if matches!(fetched_from, Some("cross-site" | "same-site")) {
+                return Err(Refused::CrossSite);
+            }
             if accept == Accept::Bearer {
                 return Err(Refused::Credential(
                     "Basic credentials are only for reading; send Authorization: Bearer TOKEN",
@@ -145,37 +163,67 @@ fn percent_decode(value: &str) -> String {
 }
 
 /// The state of the credentials layer: whom to ask, which quotas to count,
-/// and what the route group accepts.
+/// where client addresses come from, and what the route group accepts.
 #[derive(Clone)]
 pub struct Credentials {
     pub relay: Arc<Relay>,
     pub limits: Arc<RateLimits>,
+    pub trusted_proxies: Arc<[Cidr]>,
     pub accept: Accept,
 }
 
 /// Authenticates with the credentials the group accepts and puts the
-/// [`Caller`] on the request.
+/// [`Caller`] on the request. What a signed-in request gets back is not
+/// to be cached anywhere (`Cache-Control: no-store`).
 pub async fn require(
     State(credentials): State<Credentials>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let address = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map_or(IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
+    let address = client::address(&request, &credentials.trusted_proxies);
     let presented = presented_token(&request, credentials.accept);
     match authenticate(&credentials, presented, address).await {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
-            next.run(request).await
+            let mut response = next.run(request).await;
+            response
+                .headers_mut()
+                .entry(header::CACHE_CONTROL)
+                .or_insert(HeaderValue::from_static("no-store"));
+            response
         }
         Err(refused) => ApiError::from(refused).into_response(),
     }
 }
 
-/// Finds the caller, counting the request against the right quota: its
-/// credential's when valid, its address's otherwise.
+/// The state of [`count_anonymous`].
+#[derive(Clone)]
+pub struct AddressQuota {
+    pub limits: Arc<RateLimits>,
+    pub trusted_proxies: Arc<[Cidr]>,
+}
+
+/// Counts a request that takes no credentials (`/healthz`) against its
+/// client address's quota, like any other anonymous request.
+pub async fn count_anonymous(
+    State(quota): State<AddressQuota>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let address = client::address(&request, &quota.trusted_proxies);
+    match quota.limits.anonymous(address) {
+        Ok(()) => next.run(request).await,
+        Err(limited) => ApiError::from(Refused::from(limited)).into_response(),
+    }
+}
+
+/// Finds the caller, counting the request against the right quota.
+///
+/// A token the relay knows (from memory, no query) counts against its own
+/// quota only: a valid credential is never refused because its address
+/// spent the anonymous quota. Anything else (no token, a malformed one, one
+/// memory does not know) counts against the client address, and an address
+/// that ran out is refused before any lookup.
 async fn authenticate(
     credentials: &Credentials,
     presented: Result<Option<String>, Refused>,
@@ -194,18 +242,26 @@ async fn authenticate(
             return Err(refused);
         }
     };
-    limits.not_blocked(address)?;
-    match relay.authenticate(Some(&token)).await {
-        Ok(caller) => {
-            limits.credential(&caller.account())?;
-            Ok(caller)
-        }
-        Err(error @ RelayError::Unauthorized(_)) => {
-            limits.anonymous(address)?;
-            Err(error.into())
-        }
-        Err(error) => Err(error.into()),
+    if relay.knows(&token) {
+        return match relay.authenticate(Some(&token)).await {
+            Ok(caller) => {
+                limits.credential(&caller.account())?;
+                Ok(caller)
+            }
+            // Revoked a moment ago: from now on, an unknown token.
+            Err(error @ RelayError::Unauthorized(_)) => {
+                limits.anonymous(address)?;
+                Err(error.into())
+            }
+            Err(error) => Err(error.into()),
+        };
     }
+    limits.not_blocked(address)?;
+    limits.anonymous(address)?;
+    // Perhaps someone added a moment ago, by another process.
+    let caller = relay.authenticate(Some(&token)).await?;
+    limits.credential(&caller.account())?;
+    Ok(caller)
 }
 
 #[cfg(test)]

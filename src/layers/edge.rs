@@ -85,3 +85,83 @@ pub async fn request_timeout(request: Request, next: Next) -> Response {
         .into_response(),
     }
 }
+
+/// Reads a request's whole body within [`REQUEST_TIMEOUT`] (and at most
+/// `limit` bytes) before the handler sees it: for `/mcp`, whose handler
+/// may wait up to 50 s and so has no request timeout, but whose body must
+/// arrive as promptly as anywhere else.
+pub async fn read_body_in_time(
+    State(limit): State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    match tokio::time::timeout(REQUEST_TIMEOUT, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+        Ok(Err(_)) => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            "the request body is larger than this relay accepts",
+        )
+        .into_response(),
+        Err(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            "the request body did not arrive in time; send it again",
+        )
+        .into_response(),
+    }
+}
+
+/// Gives an error that a library answered in plain text (rmcp's: an unknown
+/// session, a wrong media type, malformed JSON) the API's JSON shape, with
+/// its status and its words.
+pub async fn json_errors(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let said = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let said = String::from_utf8_lossy(&said).trim().to_owned();
+    let (code, default) = match status {
+        StatusCode::BAD_REQUEST => ("bad_request", "the request is malformed"),
+        StatusCode::NOT_FOUND => (
+            "not_found",
+            "this MCP session does not exist: it ended, or the relay restarted; start a new one",
+        ),
+        StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "this method is not allowed here"),
+        StatusCode::NOT_ACCEPTABLE => (
+            "not_acceptable",
+            "send Accept: application/json, text/event-stream",
+        ),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (
+            "unsupported_media_type",
+            "send Content-Type: application/json",
+        ),
+        StatusCode::PAYLOAD_TOO_LARGE => ("too_large", "the request body is too large"),
+        s if s.is_server_error() => ("internal", "the relay failed; the details are in its log"),
+        _ => ("refused", "the request was refused"),
+    };
+    let message = match (status, said.is_empty()) {
+        (StatusCode::NOT_FOUND, _) | (_, true) => default.to_owned(),
+        (s, false) if s.is_server_error() => default.to_owned(),
+        (_, false) => said,
+    };
+    let mut answer = ApiError::new(status, code, message).into_response();
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            answer.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    answer
+}

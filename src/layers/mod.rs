@@ -5,10 +5,12 @@
 //! them knows the application around it:
 //! - [`edge`]: access log, security headers, request timeout.
 //! - [`guard`]: Host (DNS rebinding) and Origin checks.
-//! - [`auth`]: credentials to a caller, with the rate limits of [`limits`].
+//! - [`auth`]: credentials to a caller, with the rate limits of [`limits`]
+//!   counted against the caller or the [`client`] address.
 //! - [`sessions`]: MCP sessions bound to the caller that opened them.
 
 pub mod auth;
+pub mod client;
 pub mod edge;
 pub mod guard;
 pub mod limits;

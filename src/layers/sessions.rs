@@ -1,49 +1,79 @@
-//! MCP sessions bound to the caller that opened them.
+//! MCP sessions: bound to the caller that opened them, capped per person,
+//! and ended when their credential is revoked or replaced.
 //!
 //! rmcp checks credentials per request, not per session, so without this a
 //! person could send requests on someone else's `Mcp-Session-Id`. The layer
 //! sits behind the credentials layer, which put the [`Caller`] on the
 //! request.
+//!
+//! - **Owners**: every session opened is recorded with its caller; a
+//!   request on it with another person's token gets 403.
+//! - **A cap per person**: past [`SessionPolicy::max_per_person`] sessions,
+//!   opening one more ends that person's least recently used session. A
+//!   429 would lock out a person whose crashed clients left sessions behind
+//!   until they expired; ending the stalest one costs at most a client that
+//!   was not using it a re-initialise (it gets 404, which MCP clients answer
+//!   by opening a new session).
+//! - **Idle expiry**: a session unused for [`SessionPolicy::idle`] is ended
+//!   (rmcp's own keep-alive is set to the same).
+//! - **Standalone streams** (`GET /mcp`) hold one of the person's wait
+//!   slots while open, like every other stream.
+//! - **Revocation**: [`end_revoked`] ends the sessions of a token that was
+//!   revoked or replaced, with their streams, within a second.
 
-use crate::relay::Caller;
+use crate::relay::{Caller, Relay};
 use crate::wire::ApiError;
 use axum::{
     extract::{Request, State},
-    http::HeaderValue,
+    http::{HeaderValue, Method, StatusCode},
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use std::{
-    collections::{HashMap, HashSet},
-    sync::{Arc, Mutex},
+use futures::StreamExt;
+use rmcp::transport::streamable_http_server::session::{
+    SessionManager, local::LocalSessionManager,
 };
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+use tokio_util::sync::CancellationToken;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
-/// Who opened each live MCP session.
+/// How many sessions one person may hold, and how long one may sit idle.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionPolicy {
+    pub max_per_person: usize,
+    pub idle: Duration,
+}
+
+/// Who opened each live MCP session, and when it was last used.
 pub struct SessionOwners {
-    owners: Mutex<Owners>,
-    /// rmcp's sessions, to forget owners of sessions that have ended.
+    owners: Mutex<HashMap<HeaderValue, Owned>>,
+    /// rmcp's sessions, to end the ones this layer ends.
     sessions: Arc<LocalSessionManager>,
+    relay: Arc<Relay>,
+    policy: SessionPolicy,
 }
 
-#[derive(Default)]
-struct Owners {
-    by_session: HashMap<HeaderValue, Caller>,
-    /// How many owners were left by the last pruning; the next comes when
-    /// the map has doubled, so pruning costs O(1) per session opened.
-    after_pruning: usize,
+struct Owned {
+    caller: Caller,
+    last_used: Instant,
+    /// Standalone streams open on it: a session streaming is in use.
+    streams: usize,
 }
-
-/// The smallest map that is pruned.
-const PRUNE_FROM: usize = 64;
 
 impl SessionOwners {
-    pub fn new(sessions: Arc<LocalSessionManager>) -> SessionOwners {
+    pub fn new(relay: Arc<Relay>, policy: SessionPolicy) -> SessionOwners {
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(policy.idle);
         SessionOwners {
             owners: Mutex::default(),
-            sessions,
+            sessions: Arc::new(sessions),
+            relay,
+            policy,
         }
     }
 
@@ -52,70 +82,180 @@ impl SessionOwners {
         self.sessions.clone()
     }
 
-    fn owners(&self) -> std::sync::MutexGuard<'_, Owners> {
+    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<HeaderValue, Owned>> {
         self.owners.lock().expect("session owners lock")
     }
 
-    fn owner(&self, session: &HeaderValue) -> Option<Caller> {
-        self.owners().by_session.get(session).cloned()
+    /// The owner of `session`, marking it used.
+    fn use_session(&self, session: &HeaderValue) -> Option<Caller> {
+        let mut owners = self.owners();
+        let owned = owners.get_mut(session)?;
+        owned.last_used = Instant::now();
+        Some(owned.caller.clone())
     }
 
+    fn streaming(&self, session: &HeaderValue, delta: isize) {
+        if let Some(owned) = self.owners().get_mut(session) {
+            owned.streams = owned.streams.saturating_add_signed(delta);
+            owned.last_used = Instant::now();
+        }
+    }
+
+    /// Records a new session, then ends what the policy says must end:
+    /// sessions idle too long, and the owner's least recently used ones past
+    /// the cap.
     async fn record(&self, session: HeaderValue, caller: Caller) {
-        let due = {
+        let account = caller.account();
+        let ending: Vec<HeaderValue> = {
             let mut owners = self.owners();
-            owners.by_session.insert(session, caller);
-            owners.by_session.len() > owners.after_pruning.max(PRUNE_FROM) * 2
+            let now = Instant::now();
+            owners.insert(
+                session.clone(),
+                Owned {
+                    caller,
+                    last_used: now,
+                    streams: 0,
+                },
+            );
+            let mut ending: Vec<HeaderValue> = owners
+                .iter()
+                .filter(|(_, o)| o.streams == 0 && now - o.last_used > self.policy.idle)
+                .map(|(id, _)| id.clone())
+                .collect();
+            let mut mine: Vec<(&HeaderValue, &Owned)> = owners
+                .iter()
+                .filter(|(id, o)| o.caller.account() == account && !ending.contains(id))
+                .collect();
+            if mine.len() > self.policy.max_per_person {
+                // Streaming sessions last, then least recently used first.
+                mine.sort_by_key(|(_, o)| (o.streams > 0, o.last_used));
+                let excess = mine.len() - self.policy.max_per_person;
+                ending.extend(
+                    mine.into_iter()
+                        .filter(|(id, _)| **id != session)
+                        .take(excess)
+                        .map(|(id, _)| id.clone()),
+                );
+            }
+            ending
         };
-        if due {
-            let live: HashSet<HeaderValue> = {
-                let sessions = self.sessions.sessions.read().await;
-                sessions
-                    .keys()
-                    .filter_map(|id| HeaderValue::from_str(id).ok())
-                    .collect()
-            };
-            let mut owners = self.owners();
-            owners.by_session.retain(|id, _| live.contains(id));
-            owners.after_pruning = owners.by_session.len();
+        self.end(ending).await;
+    }
+
+    /// Ends sessions, in rmcp too (their streams close).
+    async fn end(&self, ending: Vec<HeaderValue>) {
+        for id in ending {
+            self.owners().remove(&id);
+            if let Ok(id) = id.to_str() {
+                if let Err(error) = self.sessions.close_session(&Arc::from(id)).await {
+                    tracing::warn!(%error, "ending an MCP session failed");
+                }
+            }
         }
     }
 
     fn forget(&self, session: &HeaderValue) {
-        self.owners().by_session.remove(session);
+        self.owners().remove(session);
+    }
+
+    /// Sessions open now, for tests and metrics.
+    pub fn open(&self) -> usize {
+        self.owners().len()
+    }
+}
+
+/// Ends the sessions whose credential was revoked or replaced, whenever
+/// the team's credentials change, until `shutdown`.
+pub async fn end_revoked(owners: Arc<SessionOwners>, shutdown: CancellationToken) {
+    let mut changes = owners.relay.credential_changes();
+    loop {
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return },
+            () = shutdown.cancelled() => return,
+        }
+        let revoked: Vec<HeaderValue> = owners
+            .owners()
+            .iter()
+            .filter(|(_, o)| !owners.relay.is_live(&o.caller))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if !revoked.is_empty() {
+            tracing::info!(
+                sessions = revoked.len(),
+                "ending MCP sessions of a revoked or replaced token"
+            );
+            owners.end(revoked).await;
+        }
     }
 }
 
 /// Refuses a request on an MCP session that another caller opened; records
-/// the owner of every session opened.
+/// the owner of every session opened; counts standalone streams as waits.
 pub async fn bind(
-    State(sessions): State<Arc<SessionOwners>>,
+    State(owners): State<Arc<SessionOwners>>,
     request: Request,
     next: Next,
 ) -> Response {
     let caller = request.extensions().get::<Caller>().cloned();
     let session = request.headers().get(SESSION_HEADER).cloned();
-    let deleting = request.method() == axum::http::Method::DELETE;
+    let method = request.method().clone();
     if let (Some(session), Some(caller)) = (&session, &caller) {
         // A session we never saw opened is unknown to rmcp as well (it answers
         // 404); owners are forgotten only after rmcp has dropped the session.
-        if let Some(owner) = sessions.owner(session)
-            && &owner != caller
+        if let Some(owner) = owners.use_session(session)
+            && owner.identity() != caller.identity()
         {
             return ApiError::forbidden("this MCP session belongs to someone else").into_response();
         }
     }
+    // A standalone stream holds a wait slot for as long as it is open.
+    let slot = match (&method, &caller, &session) {
+        (&Method::GET, Some(caller), Some(_)) => match owners.relay.hold_slot(caller) {
+            Ok(slot) => Some(slot),
+            Err(error) => return ApiError::from(error).into_response(),
+        },
+        _ => None,
+    };
     let mut response = next.run(request).await;
     match (session, response.headers().get(SESSION_HEADER), caller) {
         (None, Some(opened), Some(caller)) if response.status().is_success() => {
-            sessions.record(opened.clone(), caller).await;
+            owners.record(opened.clone(), caller).await;
         }
-        (Some(session), _, _) if deleting && response.status().is_success() => {
-            sessions.forget(&session);
+        (Some(session), _, _) if method == Method::DELETE && response.status().is_success() => {
+            owners.forget(&session);
             // rmcp answers a session's end with 202; clients (the Python SDK
             // among them) expect 200 or 204, and warn otherwise.
-            *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
+        (Some(session), _, _) if slot.is_some() && response.status().is_success() => {
+            owners.streaming(&session, 1);
+            let guard = StreamGuard {
+                owners: owners.clone(),
+                session,
+                _slot: slot,
+            };
+            let (parts, body) = response.into_parts();
+            let body = body.into_data_stream().map(move |chunk| {
+                let _held = &guard;
+                chunk
+            });
+            response = Response::from_parts(parts, axum::body::Body::from_stream(body));
         }
         _ => {}
     }
     response
+}
+
+/// Held by a standalone stream's body: frees its wait slot and marks the
+/// session idle again when the stream ends.
+struct StreamGuard {
+    owners: Arc<SessionOwners>,
+    session: HeaderValue,
+    _slot: Option<crate::relay::WaitSlot>,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.owners.streaming(&self.session, -1);
+    }
 }

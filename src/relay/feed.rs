@@ -16,6 +16,8 @@ use tokio::sync::broadcast::{self, error::RecvError};
 pub struct ChannelFeed {
     /// Counts this stream against the caller's and the relay's caps.
     _slot: WaitSlot,
+    /// Whose stream it is: it ends when their token is revoked or replaced.
+    caller: Caller,
     relay: Arc<Relay>,
     channel: Channel,
     /// The id of the last message yielded (or the cursor asked for).
@@ -38,9 +40,10 @@ impl Relay {
         since_id: Option<i64>,
     ) -> RelayResult<ChannelFeed> {
         let channel = parse_channel(channel)?;
-        let slot = self.stream_slot(caller)?;
+        let slot = self.hold_slot(caller)?;
         Ok(ChannelFeed {
             _slot: slot,
+            caller: caller.clone(),
             wake: self.channels.subscribe(channel.as_str()),
             relay: self.clone(),
             channel,
@@ -53,9 +56,13 @@ impl Relay {
 
 impl ChannelFeed {
     /// The next message, or `None` when the feed ends: the relay is
-    /// shutting down, or the store cannot be read (logged).
+    /// shutting down, the caller's token was revoked or replaced, or the
+    /// store cannot be read (logged).
     pub async fn next(&mut self) -> Option<Message> {
         loop {
+            if !self.relay.is_live(&self.caller) {
+                return None;
+            }
             if let Some(message) = self.backlog.pop_front() {
                 self.cursor = message.id;
                 return Some(message);
@@ -87,6 +94,7 @@ impl ChannelFeed {
                     Err(RecvError::Closed) => return None,
                 },
                 () = self.relay.shutdown.cancelled() => return None,
+                () = self.relay.revoked(&self.caller) => return None,
             }
         }
     }

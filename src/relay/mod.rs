@@ -9,6 +9,7 @@
 //! resync after a lag, expired messages are never returned, and the team is
 //! changed ([`Team`]) only through here.
 
+mod credentials;
 mod error;
 mod feed;
 mod hub;
@@ -20,6 +21,7 @@ mod send;
 mod team;
 mod waits;
 
+pub use credentials::CHECK_EVERY;
 pub use error::{RelayError, RelayResult};
 pub use feed::ChannelFeed;
 pub use read::{Page, Peer};
@@ -29,6 +31,7 @@ pub use waits::{CHANNEL_WAIT, INBOX_WAIT, MAX_WAIT, WaitSlot};
 
 use crate::model::{Handle, TokenHash, now_millis};
 use crate::store::Store;
+use credentials::Credentials;
 use hub::Hub;
 use presence::Presence;
 use std::{sync::Arc, time::Duration};
@@ -63,24 +66,42 @@ pub struct Settings {
     pub max_waits_per_person: usize,
     /// Waits and streams open at once on the whole relay.
     pub max_waits: usize,
+    /// Bytes of message bodies one person may send a UTC day (0: no limit).
+    pub max_bytes_per_day: u64,
+    /// Distinct senders the shared token may name.
+    pub max_shared_senders: usize,
 }
 
-/// Who a request comes from, as proven by its credential.
+/// Who a request acts for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Caller {
+pub enum Identity {
     /// A person or an environment participant: acts only as this handle.
     Person(Handle),
     /// The shared token, or anyone on an open relay: must name a sender.
     Unbound,
 }
 
+/// Who a request comes from, as proven by its credential, and the
+/// credential itself (as a hash), so what the request opens can end when
+/// the credential is revoked or replaced.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    identity: Identity,
+    /// The token presented; `None` on an open relay.
+    token: Option<TokenHash>,
+}
+
 impl Caller {
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
     /// Whose quotas and wait slots a call counts against: a person's own, or
     /// one shared by every unbound caller.
     pub fn account(&self) -> String {
-        match self {
-            Caller::Person(handle) => handle.to_string(),
-            Caller::Unbound => "the shared token".to_owned(),
+        match &self.identity {
+            Identity::Person(handle) => handle.to_string(),
+            Identity::Unbound => "the shared token".to_owned(),
         }
     }
 }
@@ -91,6 +112,8 @@ pub struct Relay {
     settings: Settings,
     /// People and their tokens, through the same store.
     team: Team,
+    /// The live tokens, held in memory and kept true.
+    credentials: Arc<Credentials>,
     /// Wakes `check_inbox` waiters, by recipient handle.
     inboxes: Hub,
     /// Wakes channel waiters and streams, by channel name.
@@ -108,8 +131,10 @@ pub struct Relay {
 
 impl Relay {
     pub fn new(store: Arc<dyn Store>, settings: Settings, shutdown: CancellationToken) -> Relay {
+        let credentials = Arc::new(Credentials::new(store.clone(), settings.clone()));
         Relay {
-            team: Team::new(store.clone()),
+            team: Team::serving(store.clone(), credentials.clone()),
+            credentials,
             store,
             inboxes: Hub::default(),
             channels: Hub::default(),
@@ -136,68 +161,95 @@ impl Relay {
         self.parked.subscribe()
     }
 
-    /// Whether the relay answers requests that carry no credential: only
-    /// where configured, and only while it has no credentials at all.
-    pub async fn is_open(&self) -> RelayResult<bool> {
-        Ok(self.settings.open_when_empty
-            && self.settings.shared_token.is_none()
-            && self.settings.participants.is_empty()
-            && !self.store.has_people().await?)
+    /// Whether memory holds the presented token as live: without any
+    /// query, so telling a bad token from a good one costs nothing. A token
+    /// it does not know may still be one added a moment ago by another
+    /// process, and one it knows may have been revoked a moment ago:
+    /// [`Relay::authenticate`] decides.
+    pub fn knows(&self, presented: &str) -> bool {
+        self.credentials.known(presented).is_some()
     }
 
-    /// Finds who a presented token belongs to. `None` means no credential.
+    /// Finds who a presented token belongs to. `None` means no credential,
+    /// which only an open relay accepts: one configured to be open
+    /// (`open_when_empty`) that nobody has been added to yet.
     pub async fn authenticate(&self, presented: Option<&str>) -> RelayResult<Caller> {
         let Some(presented) = presented else {
-            return if self.is_open().await? {
-                Ok(Caller::Unbound)
+            return if self.settings.open_when_empty && self.credentials.none_at_all().await? {
+                Ok(Caller {
+                    identity: Identity::Unbound,
+                    token: None,
+                })
             } else {
                 Err(RelayError::Unauthorized(
                     "this relay needs a token: Authorization: Bearer TOKEN",
                 ))
             };
         };
-        let hash = TokenHash::of(presented);
-        if self
-            .settings
-            .shared_token
-            .is_some_and(|shared| shared.matches(&hash))
-        {
-            return Ok(Caller::Unbound);
-        }
-        if let Some((handle, _)) = self
-            .settings
-            .participants
-            .iter()
-            .find(|(_, token)| token.matches(&hash))
-        {
-            self.presence.touch(handle, now_millis());
-            return Ok(Caller::Person(handle.clone()));
-        }
-        match self.store.person_by_token(hash).await? {
-            Some(person) => {
-                self.presence.touch(&person.handle, now_millis());
-                Ok(Caller::Person(person.handle))
+        match self.credentials.find(presented).await? {
+            Some(caller) => {
+                self.touch(&caller);
+                Ok(caller)
             }
             None => Err(RelayError::Unauthorized("unknown or revoked token")),
+        }
+    }
+
+    fn touch(&self, caller: &Caller) {
+        if let Identity::Person(handle) = &caller.identity {
+            self.presence.touch(handle, now_millis());
+        }
+    }
+
+    /// Whether the credential `caller` came with still holds.
+    pub fn is_live(&self, caller: &Caller) -> bool {
+        self.credentials.is_live(caller)
+    }
+
+    /// Resolves when `caller`'s credential is revoked or replaced.
+    pub async fn revoked(&self, caller: &Caller) {
+        self.credentials.revoked(caller).await
+    }
+
+    /// Ticks whenever the team's credentials change, for holders outside
+    /// the core (MCP sessions) to check theirs with [`Relay::is_live`].
+    pub fn credential_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.credentials.subscribe()
+    }
+
+    /// Follows the store's credentials until shutdown: checks every
+    /// [`CHECK_EVERY`], reloading and telling holders when they changed.
+    pub async fn watch_credentials(self: Arc<Self>) {
+        let mut every = tokio::time::interval(CHECK_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = every.tick() => {
+                    if let Err(error) = self.credentials.refresh().await {
+                        tracing::error!(error = &error as &dyn std::error::Error, "checking credentials failed");
+                    }
+                }
+                () = self.shutdown.cancelled() => return,
+            }
         }
     }
 
     /// The handle a call acts as: the caller's own, or for an unbound caller
     /// the `sender` it names. A person naming someone else is refused.
     pub fn acting_as(&self, caller: &Caller, sender: Option<&str>) -> RelayResult<Handle> {
-        match (caller, sender) {
-            (Caller::Person(me), None) => Ok(me.clone()),
-            (Caller::Person(me), Some(named)) if named == me.as_str() => Ok(me.clone()),
-            (Caller::Person(me), Some(named)) => Err(RelayError::Forbidden(format!(
+        match (&caller.identity, sender) {
+            (Identity::Person(me), None) => Ok(me.clone()),
+            (Identity::Person(me), Some(named)) if named == me.as_str() => Ok(me.clone()),
+            (Identity::Person(me), Some(named)) => Err(RelayError::Forbidden(format!(
                 "you are {me}; you cannot act as {named:?}"
             ))),
-            (Caller::Unbound, Some(named)) => {
+            (Identity::Unbound, Some(named)) => {
                 let handle =
                     Handle::parse(named).map_err(|e| RelayError::bad_field("sender", e))?;
                 self.presence.touch(&handle, now_millis());
                 Ok(handle)
             }
-            (Caller::Unbound, None) => Err(RelayError::BadInput(
+            (Identity::Unbound, None) => Err(RelayError::BadInput(
                 "this credential is not bound to a person: name the sender with `sender`".into(),
             )),
         }

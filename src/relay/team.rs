@@ -2,7 +2,7 @@
 //! person says about themselves. The rules for handles, names and statuses
 //! live here, so the CLI and every edge apply the same ones.
 
-use super::{Caller, Relay, RelayError, RelayResult};
+use super::{Caller, Relay, RelayError, RelayResult, credentials::Credentials};
 use crate::model::{Handle, Person, Token, now_millis};
 use crate::store::Store;
 use std::sync::Arc;
@@ -17,6 +17,10 @@ pub const MAX_STATUS_CHARS: usize = 200;
 /// database on every request, so a change counts from the next request on.
 pub struct Team {
     store: Arc<dyn Store>,
+    /// A serving relay's tokens in memory, refreshed at once when this
+    /// changes the team (another process's changes reach it by the
+    /// relay's own watch).
+    credentials: Option<Arc<Credentials>>,
 }
 
 /// A token made for a person, to be shown to them once.
@@ -29,8 +33,27 @@ pub struct NewToken {
 }
 
 impl Team {
+    /// The team in `store`, for the commands that change it.
     pub fn new(store: Arc<dyn Store>) -> Team {
-        Team { store }
+        Team {
+            store,
+            credentials: None,
+        }
+    }
+
+    pub(super) fn serving(store: Arc<dyn Store>, credentials: Arc<Credentials>) -> Team {
+        Team {
+            store,
+            credentials: Some(credentials),
+        }
+    }
+
+    /// Brings a serving relay's memory up to a change just made.
+    async fn changed(&self) -> RelayResult<()> {
+        if let Some(credentials) = &self.credentials {
+            credentials.refresh().await?;
+        }
+        Ok(())
     }
 
     /// Adds a person with a fresh token; `name` defaults to the handle.
@@ -44,6 +67,7 @@ impl Team {
         self.store
             .add_person(&handle, &name, token.hash(), now_millis())
             .await?;
+        self.changed().await?;
         Ok(NewToken {
             handle,
             name,
@@ -56,6 +80,7 @@ impl Team {
         let handle = parse_handle(handle)?;
         let token = Token::generate();
         self.store.rotate_token(&handle, token.hash()).await?;
+        self.changed().await?;
         let name = self
             .people()
             .await?
@@ -73,6 +98,7 @@ impl Team {
     pub async fn revoke(&self, handle: &str) -> RelayResult<Handle> {
         let handle = parse_handle(handle)?;
         self.store.revoke_person(&handle, now_millis()).await?;
+        self.changed().await?;
         Ok(handle)
     }
 

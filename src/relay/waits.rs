@@ -45,7 +45,7 @@ impl Relay {
                 .claim_inbox(&me, now_millis(), INBOX_BATCH)
                 .await?)
         };
-        self.wait_for(wake, timeout, cancelled, claim, Vec::is_empty)
+        self.wait_for(caller, wake, timeout, cancelled, claim, Vec::is_empty)
             .await
     }
 
@@ -65,7 +65,7 @@ impl Relay {
         let _slot = self.wait_slot(caller, timeout)?;
         let wake = self.channels.subscribe(name.as_str());
         let look = || self.channel_page(&name, since_id, None);
-        self.wait_for(wake, timeout, cancelled, look, |page: &Page| {
+        self.wait_for(caller, wake, timeout, cancelled, look, |page: &Page| {
             page.messages.is_empty()
         })
         .await
@@ -73,9 +73,12 @@ impl Relay {
 
     /// Calls `look` until what it finds is not `empty`, waking when `wake`
     /// says something was committed, and returns what it last found when
-    /// `timeout` passes, `cancelled` resolves, or the relay stops.
+    /// `timeout` passes, `cancelled` resolves, or the relay stops. Ends with
+    /// 401 when `caller`'s token is revoked or replaced meanwhile: nothing
+    /// committed after that reaches the old token.
     async fn wait_for<T, Look, Found>(
         &self,
+        caller: &Caller,
         mut wake: tokio::sync::broadcast::Receiver<Arc<Message>>,
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
@@ -104,6 +107,9 @@ impl Relay {
                 () = tokio::time::sleep_until(deadline) => return Ok(found),
                 () = &mut cancelled => return Ok(found),
                 () = self.shutdown.cancelled() => return Ok(found),
+                () = self.revoked(caller) => return Err(RelayError::Unauthorized(
+                    "this token was revoked or replaced while the call waited",
+                )),
             }
         }
     }
@@ -116,8 +122,9 @@ impl Relay {
         self.waits.acquire(&caller.account()).map(Some)
     }
 
-    /// A slot for a stream, held while it is open.
-    pub(super) fn stream_slot(&self, caller: &Caller) -> RelayResult<WaitSlot> {
+    /// A slot for a stream, held while it is open: past the caller's or the
+    /// relay's cap, a refusal.
+    pub fn hold_slot(&self, caller: &Caller) -> RelayResult<WaitSlot> {
         self.waits.acquire(&caller.account())
     }
 

@@ -17,8 +17,15 @@ pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// How long connections may take to finish at shutdown before they are cut.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// Bounds on what one connection may hold: header size and read time, and
-/// HTTP/2 streams.
+/// How often an HTTP/2 connection is pinged when the client sends nothing,
+/// and how long the answer may take before the connection is dropped: finds
+/// peers that vanished without closing.
+pub const PING_EVERY: Duration = Duration::from_secs(30);
+pub const PING_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Bounds on what one connection may hold: header size and read time,
+/// HTTP/2 streams, and pings that find dead peers. (Idle connections and
+/// the caps on connections are `bounds.rs`'s.)
 fn bound_connections(builder: &mut Builder<TokioExecutor>) {
     builder
         .http1()
@@ -26,6 +33,9 @@ fn bound_connections(builder: &mut Builder<TokioExecutor>) {
         .max_buf_size(MAX_HEADER_BYTES);
     builder
         .http2()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .keep_alive_interval(PING_EVERY)
+        .keep_alive_timeout(PING_TIMEOUT)
         .max_header_list_size(MAX_HEADER_BYTES as u32)
         .max_concurrent_streams(128);
 }

@@ -8,6 +8,7 @@
 //! starts the relay's background work. Nothing else names the store's
 //! implementation.
 
+mod bounds;
 mod listen;
 
 pub use listen::{FIRST_REQUEST_TIMEOUT, HEADER_READ_TIMEOUT, MAX_HEADER_BYTES, SHUTDOWN_GRACE};
@@ -16,18 +17,15 @@ use crate::cli::{Cli, Command};
 use crate::config::{Config, ConfigError, Tls};
 use crate::layers::{
     limits::{self, RateLimits},
-    sessions::SessionOwners,
+    sessions::{self, SessionOwners, SessionPolicy},
 };
 use crate::relay::{Relay, Team};
 use crate::state::AppState;
 use crate::store::{SqliteStore, Store, StoreError};
 use crate::tls::{self, TlsError};
 use crate::{app, cli, demo};
-use axum_server::{
-    accept::NoDelayAcceptor,
-    tls_rustls::{RustlsAcceptor, RustlsConfig},
-};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use bounds::{Bounded, ConnectionBounds};
 use std::{net::SocketAddr, path::Path, sync::Arc};
 use tokio::{sync::watch, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
@@ -50,6 +48,7 @@ pub enum StartError {
 
 /// Runs a command of the `crosstalk` binary.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    restrict_new_files();
     match cli.command {
         Command::Serve(args) => serve(Config::from_args(cli.db, &args)?).await,
         Command::Admin(command) => cli::admin(&open_team(&cli.db)?, command).await,
@@ -63,6 +62,45 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// The log filter when `RUST_LOG` says nothing.
+pub const DEFAULT_LOG: &str = "crosstalk=info,rustls_acme=info,warn";
+
+/// Libraries that log what passes through them (message bodies, headers) at
+/// their debug and trace levels; they are held at info whatever `RUST_LOG`
+/// asks, so no body or credential reaches the log at any level.
+const CAPPED_LOGS: &[&str] = &["rmcp", "h2", "hyper", "hyper_util", "reqwest", "tower_http"];
+
+/// The log filter for what `RUST_LOG` asked for: its directives for the
+/// capped libraries are dropped, and theirs capped at info.
+pub fn log_filter(requested: Option<&str>) -> String {
+    let requested = requested
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .unwrap_or(DEFAULT_LOG);
+    let mut directives: Vec<String> = requested
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .filter(|d| {
+            let target = d.split(['=', '[']).next().unwrap_or("");
+            !CAPPED_LOGS
+                .iter()
+                .any(|capped| target == *capped || target.starts_with(&format!("{capped}::")))
+        })
+        .map(str::to_owned)
+        .collect();
+    directives.extend(CAPPED_LOGS.iter().map(|capped| format!("{capped}=info")));
+    directives.join(",")
+}
+
+/// Files and folders crosstalk creates (the database, its WAL, the ACME
+/// account, keys and certificates) are for its own user only, whatever the
+/// umask it was started with. The umask is the process's, so this holds for
+/// files that libraries create too.
+pub fn restrict_new_files() {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+}
+
 /// The team in the database at `db`, for the commands that change it while
 /// a relay may be serving the same file.
 pub fn open_team(db: &Path) -> Result<Team, StoreError> {
@@ -72,22 +110,15 @@ pub fn open_team(db: &Path) -> Result<Team, StoreError> {
 /// Opens the store and checks that the configuration is safe to serve.
 async fn build(config: Config, shutdown: CancellationToken) -> Result<AppState, StartError> {
     let store = Arc::new(SqliteStore::open(&config.db)?);
-    if !config.listen.ip().is_loopback()
-        && !config.has_env_credentials()
-        && !store.has_people().await?
-    {
-        return Err(ConfigError(format!(
-            "refusing to serve on {} with no credentials: anyone who reaches it could read and send. \
-             Add a person first (crosstalk add HANDLE), or set RELAY_TOKEN or RELAY_PARTICIPANTS, \
-             or listen on 127.0.0.1",
-            config.listen
-        ))
-        .into());
-    }
+    config.check_exposure(store.has_people().await?)?;
     let relay = Arc::new(Relay::new(store, config.settings.clone(), shutdown));
+    let sessions = SessionPolicy {
+        max_per_person: config.sessions.max_per_person,
+        idle: config.sessions.idle,
+    };
     Ok(AppState {
+        sessions: Arc::new(SessionOwners::new(relay.clone(), sessions)),
         relay,
-        sessions: Arc::new(SessionOwners::new(Arc::new(LocalSessionManager::default()))),
         limits: Arc::new(RateLimits::new(&config.limits)),
         config: Arc::new(config),
     })
@@ -135,6 +166,7 @@ impl Running {
 /// Builds the relay, binds its listeners and serves it in the background.
 pub async fn spawn(config: Config) -> Result<Running, StartError> {
     tls::install_crypto_provider();
+    restrict_new_files();
     let shutdown = CancellationToken::new();
     let state = build(config, shutdown.clone()).await?;
     let config = state.config.clone();
@@ -159,10 +191,13 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
             Some(RustlsConfig::from_config(server))
         }
     };
+    let bounded = Bounded {
+        bounds: ConnectionBounds::new(config.connections, config.trusted_proxies.clone()),
+    };
     let redirect_addr = match config.http_listen {
         Some(http_listen) => {
             let (server, bound) = listen::listen(http_listen, &shutdown)?;
-            let server = server.acceptor(NoDelayAcceptor::new());
+            let server = server.acceptor(bounded.clone());
             let app = tls::redirect_router(&config, addr.port()).into_make_service();
             tokio::spawn(async move { server.serve(app).await });
             Some(bound)
@@ -171,20 +206,23 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
     };
 
     tokio::spawn(state.relay.clone().run_maintenance());
+    tokio::spawn(state.relay.clone().watch_credentials());
+    tokio::spawn(sessions::end_revoked(
+        state.sessions.clone(),
+        shutdown.clone(),
+    ));
     tokio::spawn(prune_limits(state.limits.clone(), shutdown.clone()));
 
-    // NODELAY: responses (SSE above all) go out in several writes, and
-    // Nagle's algorithm would hold the last one for the client's delayed ACK.
     let app = app::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let task = match tls {
         None => {
-            let server = server.acceptor(NoDelayAcceptor::new());
+            let server = server.acceptor(bounded);
             tokio::spawn(async move { server.serve(app).await })
         }
         Some(rustls) => {
             let acceptor = RustlsAcceptor::new(rustls)
                 .handshake_timeout(FIRST_REQUEST_TIMEOUT)
-                .acceptor(NoDelayAcceptor::new());
+                .acceptor(bounded);
             let server = server.acceptor(acceptor);
             tokio::spawn(async move { server.serve(app).await })
         }
@@ -235,5 +273,20 @@ async fn prune_limits(limits: Arc<RateLimits>, shutdown: CancellationToken) {
             _ = every.tick() => limits.prune(),
             () = shutdown.cancelled() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_filter_caps_libraries_that_log_bodies() {
+        assert_eq!(
+            log_filter(Some("trace")),
+            "trace,rmcp=info,h2=info,hyper=info,hyper_util=info,reqwest=info,tower_http=info"
+        );
+        assert!(!log_filter(Some("debug,rmcp=trace,rmcp::transport=debug")).contains("trace"));
+        assert!(log_filter(None).starts_with(DEFAULT_LOG));
     }
 }

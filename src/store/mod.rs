@@ -103,6 +103,11 @@ pub trait Store: Send + Sync + 'static {
     fn person_by_token(&self, hash: TokenHash) -> StoreFuture<'_, Option<Person>>;
     /// Whether anyone, revoked or not, was ever added.
     fn has_people(&self) -> StoreFuture<'_, bool>;
+    /// Every live person's token hash, for holding in memory.
+    fn live_tokens(&self) -> StoreFuture<'_, Vec<(TokenHash, Handle)>>;
+    /// A number that changes whenever anyone is added, rotated or revoked,
+    /// by any process writing to the store. Cheap: servers read it often.
+    fn credentials_revision(&self) -> StoreFuture<'_, u64>;
     /// Everyone, revoked or not, oldest first.
     fn people(&self) -> StoreFuture<'_, Vec<Person>>;
     /// Adds a person; `Conflict` if the handle was ever taken.

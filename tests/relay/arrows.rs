@@ -32,12 +32,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("cli", &["model", "relay", "config", "wire"]),
     ("demo", &["model", "relay", "agent"]),
     // Assembly.
-    ("app", &["state", "layers", "wire", "mcp", "api", "web"]),
+    (
+        "app",
+        &["state", "layers", "wire", "host", "mcp", "api", "web"],
+    ),
     ("tls", &["config", "host"]),
     (
         "server",
         &[
             "app", "state", "config", "layers", "relay", "store", "tls", "cli", "demo", "model",
+            "host", "wire",
         ],
     ),
 ];

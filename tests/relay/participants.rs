@@ -5,7 +5,8 @@ use serde_json::json;
 
 const CI: &str = "ci-token-0123456789";
 const REVIEWER: &str = "rv-token-0123456789";
-const SHARED: &str = "shared-token-0123456789";
+// At least 32 characters: a shorter shared token is refused at start.
+const SHARED: &str = "shared-token-0123456789abcdefghijklmn";
 
 #[tokio::test]
 async fn participants_are_bound_to_their_ids_and_the_shared_token_names_a_sender() {

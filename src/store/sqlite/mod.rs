@@ -47,11 +47,7 @@ impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and brings its schema
     /// up to date. The CLI opens it this way too while a server runs on it.
     pub fn open(path: &Path) -> StoreResult<SqliteStore> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                StoreError::backend(format!("cannot create the folder {}", parent.display()), e)
-            })?;
-        }
+        create_private(path)?;
         let mut conn = schema::open_connection(path)?;
         schema::migrate(&mut conn)?;
         let (sender, receiver) = mpsc::channel();
@@ -115,6 +111,31 @@ impl SqliteStore {
     }
 }
 
+/// Creates the database file, and the folders it needs, readable by this
+/// user only (0600, 0700), whatever the umask; makes an existing file so.
+/// SQLite gives its `-wal` and `-shm` files the database file's mode.
+/// Folders that already exist are left as they are: they may be shared.
+fn create_private(path: &Path) -> StoreResult<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(|e| {
+                StoreError::backend(format!("cannot create the folder {}", parent.display()), e)
+            })?;
+    }
+    let denied = |e| StoreError::backend(format!("cannot create {}", path.display()), e);
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(denied)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(denied)
+}
+
 // Handles and channel names are stored as text and parsed on the way out,
 // so a row that does not hold one is an error, never a malformed value.
 impl ToSql for Handle {
@@ -148,6 +169,14 @@ impl super::Store for SqliteStore {
 
     fn has_people(&self) -> StoreFuture<'_, bool> {
         self.read(people::any)
+    }
+
+    fn live_tokens(&self) -> StoreFuture<'_, Vec<(TokenHash, Handle)>> {
+        self.read(people::live_tokens)
+    }
+
+    fn credentials_revision(&self) -> StoreFuture<'_, u64> {
+        self.read(people::credentials_revision)
     }
 
     fn people(&self) -> StoreFuture<'_, Vec<Person>> {

@@ -26,6 +26,23 @@ pub(super) fn by_token(conn: &Connection, hash: TokenHash) -> StoreResult<Option
         .optional()?)
 }
 
+/// The token hashes of everyone live, with whose they are.
+pub(super) fn live_tokens(conn: &Connection) -> StoreResult<Vec<(TokenHash, Handle)>> {
+    Ok(conn
+        .prepare_cached("SELECT token_hash, handle FROM people WHERE revoked_at IS NULL")?
+        .query_map([], |row| {
+            let hash: [u8; 32] = row.get(0)?;
+            Ok((TokenHash::from_bytes(hash), row.get(1)?))
+        })?
+        .collect::<Result<_, _>>()?)
+}
+
+pub(super) fn credentials_revision(conn: &Connection) -> StoreResult<u64> {
+    Ok(conn
+        .prepare_cached("SELECT value FROM revisions WHERE name = 'credentials'")?
+        .query_row([], |row| row.get::<_, i64>(0))? as u64)
+}
+
 pub(super) fn any(conn: &Connection) -> StoreResult<bool> {
     Ok(conn
         .prepare_cached("SELECT 1 FROM people LIMIT 1")?

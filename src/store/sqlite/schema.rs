@@ -12,7 +12,8 @@ use std::{path::Path, time::Duration};
 
 /// The schema, one step per version. A database is brought up to the last
 /// step at open; a step never changes once released.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE people (
     id          INTEGER PRIMARY KEY,
     handle      TEXT NOT NULL UNIQUE,
@@ -59,7 +60,28 @@ CREATE TABLE inbox (
     PRIMARY KEY (recipient, message_id)
 ) WITHOUT ROWID;
 CREATE INDEX inbox_unclaimed ON inbox(recipient, message_id) WHERE claimed_at IS NULL;
-"#];
+"#,
+    r#"
+-- A counter that moves whenever anyone is added, rotated or revoked, by
+-- whichever process does it (the CLI writes while a server runs): servers
+-- watch it to refresh the tokens they hold in memory and to end what a
+-- revoked or replaced token holds open.
+CREATE TABLE revisions (
+    name   TEXT PRIMARY KEY,
+    value  INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO revisions (name, value) VALUES ('credentials', 0);
+CREATE TRIGGER people_added AFTER INSERT ON people BEGIN
+    UPDATE revisions SET value = value + 1 WHERE name = 'credentials';
+END;
+CREATE TRIGGER people_changed AFTER UPDATE ON people BEGIN
+    UPDATE revisions SET value = value + 1 WHERE name = 'credentials';
+END;
+CREATE TRIGGER people_removed AFTER DELETE ON people BEGIN
+    UPDATE revisions SET value = value + 1 WHERE name = 'credentials';
+END;
+"#,
+];
 
 /// Opens a connection with the pragmas every connection needs.
 pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {

@@ -1,0 +1,146 @@
+//! Who holds which token, kept in memory and kept true.
+//!
+//! Every live person's token hash is held in a map, so telling a good token
+//! from a bad one costs a lookup, never a query: a flood of bad tokens
+//! costs the server nothing. The map follows the store's credentials
+//! revision, which moves whenever anyone is added, rotated or revoked by
+//! any process (the CLI writes while a server runs):
+//! - [`Credentials::watch`] checks it every [`CHECK_EVERY`] and, when it
+//!   moved, reloads the map and tells every holder (waits, streams, MCP
+//!   sessions), which end if their token is no longer live;
+//! - every authentication reads the revision first (one row), so a person
+//!   added a moment ago is let in, and one revoked a moment ago refused, on
+//!   their very next request; a token memory does not know is counted
+//!   against its address's quota before that read, so a flood of bad tokens
+//!   is refused without any.
+
+use super::{Caller, Identity, RelayResult, Settings};
+use crate::model::{Handle, TokenHash};
+use crate::store::Store;
+use std::{
+    collections::HashMap,
+    sync::{Arc, RwLock},
+    time::Duration,
+};
+use tokio::sync::watch;
+
+/// How often the store's credentials revision is checked: a revoke or a
+/// rotate ends what the old token holds within about this long.
+pub const CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// The tokens held in memory, as of one revision of the store.
+#[derive(Default)]
+struct Snapshot {
+    revision: Option<u64>,
+    people: HashMap<TokenHash, Handle>,
+}
+
+pub(super) struct Credentials {
+    store: Arc<dyn Store>,
+    settings: Settings,
+    snapshot: RwLock<Snapshot>,
+    /// The revision of the snapshot; holders wait on its changes.
+    changes: watch::Sender<u64>,
+}
+
+impl Credentials {
+    pub(super) fn new(store: Arc<dyn Store>, settings: Settings) -> Credentials {
+        Credentials {
+            store,
+            settings,
+            snapshot: RwLock::default(),
+            changes: watch::Sender::new(0),
+        }
+    }
+
+    /// Who a token belongs to, from memory alone.
+    pub(super) fn known(&self, presented: &str) -> Option<Caller> {
+        let hash = TokenHash::of(presented);
+        let identity = if self
+            .settings
+            .shared_token
+            .is_some_and(|shared| shared.matches(&hash))
+        {
+            Identity::Unbound
+        } else if let Some((handle, _)) = self
+            .settings
+            .participants
+            .iter()
+            .find(|(_, token)| token.matches(&hash))
+        {
+            Identity::Person(handle.clone())
+        } else {
+            let snapshot = self.snapshot.read().expect("credentials lock");
+            Identity::Person(snapshot.people.get(&hash)?.clone())
+        };
+        Some(Caller {
+            identity,
+            token: Some(hash),
+        })
+    }
+
+    /// Who a token belongs to, as of the store's latest revision: one
+    /// cheap read of the revision (the tokens are reloaded only when it
+    /// moved), so a token revoked by another process a moment ago is refused
+    /// on its very next request.
+    pub(super) async fn find(&self, presented: &str) -> RelayResult<Option<Caller>> {
+        self.refresh().await?;
+        Ok(self.known(presented))
+    }
+
+    /// Whether nobody holds any credential yet (an open relay may serve).
+    pub(super) async fn none_at_all(&self) -> RelayResult<bool> {
+        if self.settings.shared_token.is_some() || !self.settings.participants.is_empty() {
+            return Ok(false);
+        }
+        // Revoked people count as someone: their handles stay taken.
+        Ok(!self.store.has_people().await?)
+    }
+
+    /// Whether the credential `caller` was let in with still holds.
+    pub(super) fn is_live(&self, caller: &Caller) -> bool {
+        let snapshot = self.snapshot.read().expect("credentials lock");
+        let Some(hash) = &caller.token else {
+            // Let in without a token, on an open relay: until someone is added.
+            return snapshot.people.is_empty();
+        };
+        let env = self.settings.shared_token.is_some_and(|s| s.matches(hash))
+            || self
+                .settings
+                .participants
+                .iter()
+                .any(|(_, t)| t.matches(hash));
+        env || snapshot.people.contains_key(hash)
+    }
+
+    /// Reloads the tokens if the store's revision moved; says whether it did.
+    pub(super) async fn refresh(&self) -> RelayResult<bool> {
+        let revision = self.store.credentials_revision().await?;
+        if self.snapshot.read().expect("credentials lock").revision == Some(revision) {
+            return Ok(false);
+        }
+        let people = self.store.live_tokens().await?.into_iter().collect();
+        {
+            let mut snapshot = self.snapshot.write().expect("credentials lock");
+            snapshot.people = people;
+            snapshot.revision = Some(revision);
+        }
+        self.changes.send_replace(revision);
+        Ok(true)
+    }
+
+    /// Resolves when `caller`'s credential stops being live.
+    pub(super) async fn revoked(&self, caller: &Caller) {
+        let mut changes = self.changes.subscribe();
+        while self.is_live(caller) {
+            if changes.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Changes of the credentials, for holders outside the core.
+    pub(super) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+}
