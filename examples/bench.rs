@@ -1,7 +1,8 @@
 //! Benchmarks of a real relay over real HTTP on loopback.
 //!
 //! Run with `cargo run --release --example bench` (`-- --seconds 10` for
-//! longer throughput runs, `-- --subscribers 500` for a smaller fan-out).
+//! longer throughput runs, `-- --subscribers 500` for a smaller fan-out,
+//! `-- --scan` for the secret scan alone).
 //! Every figure is printed beside a baseline measured in the same run
 //! against a trivial endpoint of the same server stack (`GET /healthz`), so
 //! the ratio holds on a noisy machine. Clients run in the same process as
@@ -173,6 +174,9 @@ async fn serve_child(db: &str) {
 async fn main() {
     if let Some(db) = std::env::args().skip_while(|a| a != "--serve").nth(1) {
         return serve_child(&db).await;
+    }
+    if std::env::args().any(|a| a == "--scan") {
+        return secret_scan();
     }
     let seconds = flag("--seconds").unwrap_or(5.0);
     let subscribers = flag("--subscribers").unwrap_or(1000.0) as usize;
@@ -411,7 +415,15 @@ async fn main() {
 fn secret_scan() {
     use crosstalk::relay::secrets::find_secret;
     const SIZE: usize = 64 * 1024;
-    let fill = |unit: &str| unit.repeat(SIZE / unit.len() + 1)[..SIZE].to_owned();
+    // 64 KiB, cut at a character boundary.
+    let fill = |unit: &str| {
+        let long = unit.repeat(SIZE / unit.len() + 1);
+        let mut end = SIZE;
+        while !long.is_char_boundary(end) {
+            end -= 1;
+        }
+        long[..end].to_owned()
+    };
     let texts = [
         (
             "prose",
@@ -427,8 +439,37 @@ fn secret_scan() {
             "base64 blob",
             fill("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQ"),
         ),
+        ("Latin-1 (é)", fill("é")),
+        ("CJK", fill("数据库迁移已完成")),
+        ("fullwidth (needs NFKC)", fill("ＡＢＣ１２３ｘｙｚ　")),
+        (
+            "mixed non-ASCII prose",
+            fill("Le café est prêt — データベースの移行は完了しました。 "),
+        ),
     ];
     println!("\nsecret scan of a 64 KiB message ({ROUNDS} runs each)");
+    // Linear in size: the same text at 16, 32 and 64 KiB.
+    let prose = fill("Le café est prêt — データベースの移行は完了しました。 password: incorrect ");
+    let mut at = Vec::new();
+    for size in [16 * 1024, 32 * 1024, 64 * 1024] {
+        let mut end = size;
+        while !prose.is_char_boundary(end) {
+            end -= 1;
+        }
+        let text = &prose[..end];
+        let mut runs: Vec<Duration> = (0..ROUNDS)
+            .map(|_| {
+                let started = Instant::now();
+                std::hint::black_box(find_secret(std::hint::black_box(text)));
+                started.elapsed()
+            })
+            .collect();
+        at.push(line(
+            &format!("find_secret, mixed text, {} KiB", size / 1024),
+            &mut runs,
+        ));
+    }
+    ratio("  64 KiB against 16 KiB (linear: about 4)", at[2], at[0]);
     for (name, text) in &texts {
         assert_eq!(find_secret(text), None, "{name} is harmless");
         let mut scan = Vec::with_capacity(ROUNDS);

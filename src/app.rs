@@ -96,14 +96,18 @@ pub fn router(state: AppState) -> Router {
             auth::require,
         )
     };
-    let at_once = || middleware::from_fn(edge::request_timeout);
+    let deadline = edge::Deadline {
+        timeout: state.config.request_timeout,
+        body_limit: request_limit,
+    };
+    let at_once = || middleware::from_fn_with_state(deadline, edge::request_timeout);
     let hosts = HostPolicy::new(&state.config);
 
     // Within a router, the layer added last runs first.
     let mcp = Router::new()
         .nest_service("/mcp", mcp::service(&state, request_limit))
         .layer(middleware::from_fn_with_state(
-            request_limit,
+            deadline,
             edge::read_body_in_time,
         ))
         .layer(middleware::from_fn_with_state(

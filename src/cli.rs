@@ -118,8 +118,9 @@ fn print_connection(new: &NewToken, public_url: &str) {
         "\nToken for {handle} (shown only now; keep it somewhere safe):\n\n    {token}\n\n\
          Connect Claude Code:\n\n    \
          claude mcp add --transport http crosstalk {url} --header \"Authorization: Bearer {token}\"\n\n\
-         Or put this in the project's .mcp.json, with RELAY_TOKEN set to the token in your environment:\n\n\
+         Or put this in the project's .mcp.json, with CROSSTALK_TOKEN set to the token in your environment\n\
+         (not RELAY_TOKEN: that is the server's shared token, which may act as anyone):\n\n\
          {{\n  \"mcpServers\": {{\n    \"crosstalk\": {{\n      \"type\": \"http\",\n      \"url\": \"{url}\",\n      \
-         \"headers\": {{ \"Authorization\": \"Bearer ${{RELAY_TOKEN}}\" }}\n    }}\n  }}\n}}"
+         \"headers\": {{ \"Authorization\": \"Bearer ${{CROSSTALK_TOKEN}}\" }}\n    }}\n  }}\n}}"
     );
 }

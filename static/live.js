@@ -20,7 +20,10 @@
     from.textContent = message.from;
     meta.append(kind, " ", from, (message.to ? " to " + message.to : "") + " · " + message.created_at + " · #" + message.id);
     var body = document.createElement("pre");
-    body.textContent = message.body;
+    // Invisible characters shown as marks, as the server renders them.
+    body.textContent = message.body.replace(
+      /[\u00AD\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g,
+      function (c) { return "[U+" + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + "]"; });
     article.append(meta, body);
     list.append(article);
   });

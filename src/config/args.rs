@@ -170,6 +170,10 @@ pub struct LimitArgs {
     /// before it is closed (open streams send keep-alives well within it).
     #[arg(long, env = "RELAY_IDLE_CONNECTION_SECS", default_value_t = 75)]
     pub idle_connection_secs: u64,
+    /// Seconds a request that does not wait or stream may take to answer,
+    /// and any request to send its body.
+    #[arg(long, env = "RELAY_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
+    pub request_timeout_secs: u64,
     /// Bytes of message bodies one person may send a day (0: no limit).
     #[arg(long, env = "RELAY_MAX_BYTES_PER_DAY", default_value_t = 64 * 1024 * 1024)]
     pub max_bytes_per_day: u64,

@@ -130,6 +130,8 @@ pub struct Config {
     pub trusted_proxies: Vec<Cidr>,
     /// Rate limits.
     pub limits: Limits,
+    /// How long a request that does not wait or stream may take.
+    pub request_timeout: Duration,
     /// Connection bounds.
     pub connections: Connections,
     /// MCP session bounds.
@@ -265,6 +267,7 @@ impl Config {
                 per_credential: Rate::new(limits.rate_per_credential, limits.burst_per_credential),
                 per_address: Rate::new(limits.rate_per_address, limits.burst_per_address),
             },
+            request_timeout: Duration::from_secs(limits.request_timeout_secs),
             connections: Connections {
                 max: limits.max_connections,
                 per_address: limits.max_connections_per_address,

@@ -188,8 +188,7 @@ pub async fn require(
             let mut response = next.run(request).await;
             response
                 .headers_mut()
-                .entry(header::CACHE_CONTROL)
-                .or_insert(HeaderValue::from_static("no-store"));
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             response
         }
         Err(refused) => ApiError::from(refused).into_response(),

@@ -10,9 +10,6 @@ use axum::{
 };
 use std::time::{Duration, Instant};
 
-/// How long a request that is not a wait or a stream may take to answer.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// The team page's policy, sent on every response: nothing but this origin's
 /// own scripts, styles, images and connections; no framing, no plugins.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
@@ -72,10 +69,22 @@ pub async fn security_headers(
     response
 }
 
-/// Answers 503 when a handler takes longer than [`REQUEST_TIMEOUT`]. Not
-/// on waits and streams, which have their own bounds.
-pub async fn request_timeout(request: Request, next: Next) -> Response {
-    match tokio::time::timeout(REQUEST_TIMEOUT, next.run(request)).await {
+/// How long a request that is not a wait or a stream may take to answer
+/// (`RELAY_REQUEST_TIMEOUT_SECS`), and the most bytes of body it may send.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    pub timeout: Duration,
+    pub body_limit: usize,
+}
+
+/// Answers 503 when a handler takes longer than the deadline. Not on waits
+/// and streams, which have their own bounds.
+pub async fn request_timeout(
+    State(deadline): State<Deadline>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match tokio::time::timeout(deadline.timeout, next.run(request)).await {
         Ok(response) => response,
         Err(_) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -86,17 +95,18 @@ pub async fn request_timeout(request: Request, next: Next) -> Response {
     }
 }
 
-/// Reads a request's whole body within [`REQUEST_TIMEOUT`] (and at most
-/// `limit` bytes) before the handler sees it: for `/mcp`, whose handler
-/// may wait up to 50 s and so has no request timeout, but whose body must
-/// arrive as promptly as anywhere else.
+/// Reads a request's whole body within the deadline (and at most its
+/// limit) before the handler sees it: for `/mcp`, whose handler may wait up
+/// to 50 s and so has no request timeout, but whose body must arrive as
+/// promptly as anywhere else.
 pub async fn read_body_in_time(
-    State(limit): State<usize>,
+    State(deadline): State<Deadline>,
     request: Request,
     next: Next,
 ) -> Response {
     let (parts, body) = request.into_parts();
-    match tokio::time::timeout(REQUEST_TIMEOUT, axum::body::to_bytes(body, limit)).await {
+    let read = axum::body::to_bytes(body, deadline.body_limit);
+    match tokio::time::timeout(deadline.timeout, read).await {
         Ok(Ok(bytes)) => {
             next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
                 .await

@@ -42,6 +42,10 @@ use tokio_util::sync::CancellationToken;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
+/// How long a revoked session's calls in flight have to deliver their
+/// refusal before the session is ended.
+const ANSWER_GRACE: Duration = Duration::from_millis(200);
+
 /// How many sessions one person may hold, and how long one may sit idle.
 #[derive(Debug, Clone, Copy)]
 pub struct SessionPolicy {
@@ -180,6 +184,9 @@ pub async fn end_revoked(owners: Arc<SessionOwners>, shutdown: CancellationToken
             .map(|(id, _)| id.clone())
             .collect();
         if !revoked.is_empty() {
+            // Calls in flight end at the same news with the relay's own
+            // refusal; let it reach the client before its session goes.
+            tokio::time::sleep(ANSWER_GRACE).await;
             tracing::info!(
                 sessions = revoked.len(),
                 "ending MCP sessions of a revoked or replaced token"

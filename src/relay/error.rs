@@ -18,6 +18,12 @@ pub enum RelayError {
     /// The caller has as many waits and streams open as one may.
     #[error("{0}")]
     TooManyWaits(String),
+    /// A quota ran out; it has room again after `retry_after`.
+    #[error("{message}")]
+    Quota {
+        message: String,
+        retry_after: std::time::Duration,
+    },
     /// The relay has as many waits and streams open as it takes.
     #[error("{0}")]
     Overloaded(String),

@@ -2,7 +2,7 @@
 //! last-seen times, at start, on a timer and at shutdown.
 
 use super::{Relay, RelayResult, presence::FLUSH_EVERY};
-use crate::model::now_millis;
+use crate::model::{Millis, now_millis};
 use std::{sync::Arc, time::Duration};
 
 /// How often expired rows are deleted (they are invisible from the moment
@@ -19,9 +19,13 @@ impl Relay {
         Ok(())
     }
 
-    /// Deletes expired messages; returns how many.
+    /// Deletes expired messages, and presence rows of handles that are
+    /// nobody's and were quiet for as long as messages live; returns how
+    /// many messages.
     pub async fn purge_expired(&self) -> RelayResult<u64> {
-        Ok(self.store.purge_expired(now_millis()).await?)
+        let now = now_millis();
+        let quiet_since = now.saturating_sub(self.settings.retention.as_millis() as Millis);
+        Ok(self.store.purge_expired(now, quiet_since).await?)
     }
 
     /// Purges at start and every `PURGE_EVERY`, flushes presence every

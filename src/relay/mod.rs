@@ -15,10 +15,12 @@ mod feed;
 mod hub;
 mod maintenance;
 mod presence;
+mod quota;
 mod read;
 pub mod secrets;
 mod send;
 mod team;
+mod text;
 mod waits;
 
 pub use credentials::CHECK_EVERY;
@@ -34,6 +36,7 @@ use crate::store::Store;
 use credentials::Credentials;
 use hub::Hub;
 use presence::Presence;
+use quota::Quotas;
 use std::{sync::Arc, time::Duration};
 use tokio_util::sync::CancellationToken;
 use waits::WaitSlots;
@@ -127,6 +130,8 @@ pub struct Relay {
     parked: tokio::sync::watch::Sender<u64>,
     /// Open waits and streams, capped per caller and in total.
     waits: Arc<WaitSlots>,
+    /// Bytes a day per person, and the shared token's senders.
+    quotas: Quotas,
 }
 
 impl Relay {
@@ -142,6 +147,7 @@ impl Relay {
             shutdown,
             parked: tokio::sync::watch::Sender::new(0),
             waits: WaitSlots::new(settings.max_waits_per_person, settings.max_waits),
+            quotas: Quotas::new(settings.max_bytes_per_day, settings.max_shared_senders),
             settings,
         }
     }
@@ -246,6 +252,7 @@ impl Relay {
             (Identity::Unbound, Some(named)) => {
                 let handle =
                     Handle::parse(named).map_err(|e| RelayError::bad_field("sender", e))?;
+                self.quotas.shared_sender(&handle)?;
                 self.presence.touch(&handle, now_millis());
                 Ok(handle)
             }

@@ -1,7 +1,7 @@
 //! Storing messages: direct messages in threads, and channel posts. Every
 //! body passes the same checks, and every commit wakes its waiters.
 
-use super::{Caller, Relay, RelayError, RelayResult, secrets};
+use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
 use crate::model::{Channel, Handle, Message, Millis, now_millis};
 use crate::store::{Conversation, NewMessage, RecipientCheck};
 use std::sync::Arc;
@@ -92,6 +92,8 @@ impl Relay {
         let kind = parse_kind(kind.as_deref())?;
         self.check_body(&body)?;
         let now = now_millis();
+        let size = body.len();
+        self.quotas.check_bytes(&from, size, now)?;
         let (to, check_to) = match to {
             Some((handle, check)) => (Some(handle), check),
             None => (None, RecipientCheck::None),
@@ -110,6 +112,7 @@ impl Relay {
                 expires_at: now.saturating_add(self.settings.retention.as_millis() as Millis),
             })
             .await?;
+        self.quotas.spend(&stored.from, size, now);
         // Committed: now wake whoever waits for it.
         let shared = Arc::new(stored.clone());
         if let Some(to) = &stored.to {
@@ -160,11 +163,9 @@ fn parse_kind(kind: Option<&str>) -> RelayResult<String> {
         .map(str::trim)
         .filter(|k| !k.is_empty())
         .unwrap_or("NOTE");
-    if kind.chars().count() > MAX_KIND_CHARS || kind.chars().any(char::is_control) {
-        return Err(RelayError::BadInput(format!(
-            "type is one line of at most {MAX_KIND_CHARS} characters"
-        )));
-    }
+    text::one_line(kind, MAX_KIND_CHARS, || {
+        format!("type is one line of at most {MAX_KIND_CHARS} characters")
+    })?;
     Ok(kind.to_owned())
 }
 

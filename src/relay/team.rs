@@ -2,7 +2,7 @@
 //! person says about themselves. The rules for handles, names and statuses
 //! live here, so the CLI and every edge apply the same ones.
 
-use super::{Caller, Relay, RelayError, RelayResult, credentials::Credentials};
+use super::{Caller, Relay, RelayError, RelayResult, credentials::Credentials, text};
 use crate::model::{Handle, Person, Token, now_millis};
 use crate::store::Store;
 use std::sync::Arc;
@@ -124,11 +124,9 @@ impl Relay {
     ) -> RelayResult<(Handle, String)> {
         let me = self.acting_as(caller, sender)?;
         let status = status.trim();
-        if status.chars().count() > MAX_STATUS_CHARS || status.chars().any(char::is_control) {
-            return Err(RelayError::BadInput(format!(
-                "a status is one line of at most {MAX_STATUS_CHARS} characters"
-            )));
-        }
+        text::one_line(status, MAX_STATUS_CHARS, || {
+            format!("a status is one line of at most {MAX_STATUS_CHARS} characters")
+        })?;
         self.store.set_status(&me, status, now_millis()).await?;
         Ok((me, status.to_owned()))
     }

@@ -254,6 +254,18 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         db = %config.db.display(),
         "crosstalk is serving"
     );
+    // Which kinds of credentials let requests in; never their values.
+    let people = running.state.relay.team().people().await?;
+    let live = people.iter().filter(|p| p.revoked_at.is_none()).count();
+    let settings = &config.settings;
+    tracing::info!(
+        people = live,
+        participants = settings.participants.len(),
+        shared_token = settings.shared_token.is_some(),
+        open = settings.open_when_empty && people.is_empty() && !config.has_env_credentials(),
+        trusted_proxies = config.trusted_proxies.len(),
+        "credentials"
+    );
     let shutdown = running.shutdown.clone();
     tokio::spawn(async move {
         listen::stop_signal().await;

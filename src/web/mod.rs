@@ -3,7 +3,7 @@
 //! messages live through `static/live.js` (never an inline script); every
 //! page works without scripts. Every byte of message text is escaped.
 
-use crate::relay::{Caller, NOTICE};
+use crate::relay::{Caller, NOTICE, secrets};
 use crate::state::AppState;
 use crate::wire::{self, ApiError, extract::Path};
 use askama::Template;
@@ -76,6 +76,29 @@ pub async fn basic_challenge(request: Request, next: Next) -> Response {
         );
     }
     response
+}
+
+/// Message views for a page, with invisible characters (zero-width spaces,
+/// bidirectional controls) shown as visible marks like `[U+202E]`, so a
+/// body cannot read differently from what it holds.
+fn shown(messages: &[crate::model::Message]) -> Vec<wire::MessageView> {
+    let mut views = wire::views(messages);
+    for view in &mut views {
+        if view.body.contains(secrets::is_invisible) {
+            view.body = view
+                .body
+                .chars()
+                .map(|c| {
+                    if secrets::is_invisible(c) {
+                        format!("[U+{:04X}]", c as u32)
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect();
+        }
+    }
+    views
 }
 
 /// A page that could not be rendered: a bug of ours, logged with its cause.
@@ -159,7 +182,7 @@ async fn thread(
         heading: format!("Thread {id}"),
         notice: NOTICE,
         last_id: messages.last().map_or(0, |m| m.id),
-        messages: wire::views(&messages),
+        messages: shown(&messages),
         stream: None,
     })
 }
@@ -175,7 +198,7 @@ async fn channel(
         heading: format!("#{channel}"),
         notice: NOTICE,
         last_id: page.last_id,
-        messages: wire::views(&page.messages),
+        messages: shown(&page.messages),
         stream: Some(format!("/api/channels/{channel}/stream")),
     })
 }

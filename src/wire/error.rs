@@ -89,6 +89,10 @@ impl From<RelayError> for ApiError {
             RelayError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             RelayError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             RelayError::SecretRefused(_) => (StatusCode::UNPROCESSABLE_ENTITY, "secret_refused"),
+            RelayError::Quota {
+                message,
+                retry_after,
+            } => return ApiError::rate_limited(message.clone(), *retry_after),
             RelayError::TooManyWaits(message) => {
                 return ApiError::rate_limited(message.clone(), std::time::Duration::from_secs(1));
             }

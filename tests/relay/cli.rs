@@ -1,38 +1,8 @@
 //! The CLI binary, run for real, on the database of a running relay.
 
-use crate::support::{LogWatch, Mcp, initialize, mcp_post, spawn_app};
+use crate::support::{LogWatch, Mcp, crosstalk, initialize, mcp_post, spawn_app, stdout, token_in};
 use serde_json::json;
-use std::process::{Command, Output};
-
-fn crosstalk(db: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_crosstalk"))
-        .args(args)
-        .env("RELAY_DB", db)
-        .env_remove("RELAY_PUBLIC_URL")
-        .env_remove("RELAY_HOST")
-        .env_remove("RELAY_PORT")
-        .output()
-        .expect("run crosstalk")
-}
-
-fn stdout(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
-/// The token line of `add` or `rotate`.
-fn token_in(printed: &str) -> String {
-    printed
-        .lines()
-        .map(str::trim)
-        .find(|line| line.starts_with("xtalk_"))
-        .expect("a token line")
-        .to_owned()
-}
+use std::process::Command;
 
 #[tokio::test]
 async fn add_prints_the_token_once_with_ready_to_paste_connections() {
@@ -57,7 +27,8 @@ async fn add_prints_the_token_once_with_ready_to_paste_connections() {
         "claude mcp add --transport http crosstalk https://relay.example.com/mcp --header \"Authorization: Bearer {token}\""
     )));
     assert!(printed.contains("\"url\": \"https://relay.example.com/mcp\""));
-    assert!(printed.contains("\"Authorization\": \"Bearer ${RELAY_TOKEN}\""));
+    // The client-side variable, never the server's shared RELAY_TOKEN.
+    assert!(printed.contains("\"Authorization\": \"Bearer ${CROSSTALK_TOKEN}\""));
     // The token is stored only as its hash.
     let stored: Vec<u8> = app.sql(
         "SELECT token_hash FROM people WHERE handle = 'dana'",

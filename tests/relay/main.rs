@@ -4,6 +4,7 @@
 mod arrows;
 mod cli;
 mod conversation;
+mod hardening;
 mod identity;
 mod inbox;
 mod limits;

@@ -135,6 +135,64 @@ pub fn initialize() -> Value {
     })
 }
 
+/// An MCP session driven by hand over HTTP, to see exactly what the relay
+/// sends: the session's standalone stream, and each call's own stream.
+pub struct RawSession {
+    url: String,
+    token: String,
+    pub id: String,
+}
+
+impl RawSession {
+    /// Initializes a session (protocol 2025-06-18) and says it is ready.
+    pub async fn open(url: &str, token: &str) -> RawSession {
+        let opened = mcp_post(url, token, initialize()).send().await.unwrap();
+        assert_eq!(opened.status(), 200, "the session opens");
+        let id = opened.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        rpc_messages(opened).await;
+        let session = RawSession {
+            url: url.to_owned(),
+            token: token.to_owned(),
+            id,
+        };
+        let ready = session
+            .post(serde_json::json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .send()
+            .await
+            .unwrap();
+        assert!(ready.status().is_success());
+        session
+    }
+
+    /// A JSON-RPC message on the session.
+    pub fn post(&self, body: Value) -> reqwest::RequestBuilder {
+        mcp_post(&self.url, &self.token, body)
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", "2025-06-18")
+    }
+
+    /// A `tools/call` on the session.
+    pub fn call(&self, id: u64, tool: &str, arguments: Value) -> reqwest::RequestBuilder {
+        self.post(serde_json::json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": tool, "arguments": arguments }
+        }))
+    }
+
+    /// The session's standalone server-to-client stream (`GET /mcp`).
+    pub fn listen(&self) -> reqwest::RequestBuilder {
+        http()
+            .get(format!("{}/mcp", self.url))
+            .bearer_auth(&self.token)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &self.id)
+            .header("mcp-protocol-version", "2025-06-18")
+    }
+}
+
 /// Starts a relay configured from `crosstalk serve` flags, parsed as the
 /// binary parses them (no environment involved).
 pub async fn spawn_app_with_flags(flags: &[&str]) -> TestApp {
@@ -264,6 +322,29 @@ impl SseReader {
         }
     }
 
+    /// Reads until the server ends the stream; returns the types of the
+    /// events that came meanwhile.
+    pub async fn until_closed(&mut self) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            match self.response.chunk().await {
+                Ok(Some(chunk)) => {
+                    self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+                    while let Some(end) = self.buffer.find("\n\n") {
+                        let block: String = self.buffer.drain(..end + 2).collect();
+                        seen.extend(
+                            block
+                                .lines()
+                                .filter_map(|l| l.strip_prefix("event:"))
+                                .map(|e| e.trim().to_owned()),
+                        );
+                    }
+                }
+                Ok(None) | Err(_) => return seen,
+            }
+        }
+    }
+
     /// The next event, which must be a message; returns the message.
     pub async fn message(&mut self) -> Value {
         let event = self.next().await;
@@ -326,4 +407,37 @@ impl LogWatch {
         self.seen.extend(self.lines.iter());
         self.seen.join("\n")
     }
+}
+
+/// Runs the `crosstalk` binary on `db`, with no address from the caller's
+/// environment.
+pub fn crosstalk(db: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .args(args)
+        .env("RELAY_DB", db)
+        .env_remove("RELAY_PUBLIC_URL")
+        .env_remove("RELAY_HOST")
+        .env_remove("RELAY_PORT")
+        .output()
+        .expect("run crosstalk")
+}
+
+/// The standard output of a command that must have succeeded.
+pub fn stdout(output: &std::process::Output) -> String {
+    assert!(
+        output.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+/// The token line of `add` or `rotate`.
+pub fn token_in(printed: &str) -> String {
+    printed
+        .lines()
+        .map(str::trim)
+        .find(|line| line.starts_with("xtalk_"))
+        .expect("a token line")
+        .to_owned()
 }

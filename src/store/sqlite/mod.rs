@@ -254,7 +254,10 @@ impl super::Store for SqliteStore {
         self.read(move |conn| messages::threads(conn, now, limit))
     }
 
-    fn purge_expired(&self, now: Millis) -> StoreFuture<'_, u64> {
-        self.write(move |conn| messages::purge_expired(conn, now))
+    fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64> {
+        self.write(move |conn| {
+            people::forget_quiet_presence(conn, quiet_since)?;
+            messages::purge_expired(conn, now)
+        })
     }
 }

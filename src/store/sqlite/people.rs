@@ -152,3 +152,14 @@ pub(super) fn presence(conn: &Connection) -> StoreResult<Vec<Presence>> {
         })?
         .collect::<Result<_, _>>()?)
 }
+
+/// Forgets the presence of handles that are no person's and have been
+/// quiet since `quiet_since`.
+pub(super) fn forget_quiet_presence(conn: &Connection, quiet_since: Millis) -> StoreResult<()> {
+    conn.prepare_cached(
+        "DELETE FROM presence WHERE handle NOT IN (SELECT handle FROM people) \
+         AND max(coalesce(last_seen_at, 0), coalesce(status_at, 0)) < ?1",
+    )?
+    .execute([quiet_since])?;
+    Ok(())
+}

@@ -1,0 +1,230 @@
+//! The table of secret kinds: what each is called in a refusal, its shape,
+//! and, for shapes that harmless text shares, a second look at the match.
+//!
+//! Every pattern is linear-time (the regex crate has no backtracking) and
+//! uses ASCII word boundaries, which keep the fast engines on any input.
+
+use super::values;
+
+/// One kind of secret and how to recognise it.
+pub(super) struct Pattern {
+    /// What the refusal calls it ("an AWS access key id").
+    pub kind: &'static str,
+    pub regex: &'static str,
+    /// A second look at a match, for kinds whose shape alone also fits
+    /// harmless text (placeholders like `${DB_PASSWORD}`).
+    pub plausible: fn(&str) -> bool,
+}
+
+fn always(_: &str) -> bool {
+    true
+}
+
+/// The table. Order matters only for which kind a message with several
+/// secrets is refused for: the more specific kinds come first.
+pub(super) static PATTERNS: &[Pattern] = &[
+    // This relay's own tokens.
+    Pattern {
+        kind: "a crosstalk token",
+        regex: r"(?i)xtalk_[a-z2-7]{52}",
+        plausible: always,
+    },
+    // Private keys of every PEM and OpenSSH kind, and PuTTY's.
+    Pattern {
+        kind: "a private key",
+        regex: r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-[0-9]+:",
+        plausible: always,
+    },
+    // Cloud providers.
+    Pattern {
+        kind: "an AWS access key id",
+        regex: r"(?-u:\b)(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}(?-u:\b)",
+        plausible: always,
+    },
+    Pattern {
+        kind: "an AWS secret access key",
+        regex: r#"(?i)(?:aws.{0,20}secret|secret_?access_?key).{0,20}[:=]\s*["']?[A-Za-z0-9/+]{40}(?-u:\b)"#,
+        plausible: always,
+    },
+    Pattern {
+        kind: "a Google API key",
+        regex: r"(?-u:\b)AIza[0-9A-Za-z_-]{35}(?-u:\b)",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a Google OAuth client secret",
+        regex: r"(?-u:\b)GOCSPX-[A-Za-z0-9_-]{28}(?-u:\b)",
+        plausible: always,
+    },
+    Pattern {
+        kind: "an Azure storage account key",
+        regex: r"(?i)AccountKey=[A-Za-z0-9+/]{86}==",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a DigitalOcean token",
+        regex: r"(?-u:\b)do[por]_v1_[a-f0-9]{64}(?-u:\b)",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a HashiCorp Vault token",
+        regex: r"(?-u:\b)hv[sb]\.[A-Za-z0-9_-]{24,}",
+        plausible: values::mixed,
+    },
+    // Source hosts and CI.
+    Pattern {
+        kind: "a GitHub token",
+        regex: r"(?-u:\b)(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{60,})(?-u:\b)",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a GitLab token",
+        regex: r"(?-u:\b)gl(?:pat|dt|rt|cbt|ptt|ft|oas)-[A-Za-z0-9_-]{20,}",
+        plausible: values::mixed,
+    },
+    Pattern {
+        kind: "an Atlassian API token",
+        regex: r"(?-u:\b)ATATT3[A-Za-z0-9_=-]{100,}",
+        plausible: always,
+    },
+    // Chat.
+    Pattern {
+        kind: "a Slack token",
+        regex: r"(?-u:\b)x(?:ox[abposr]|app)-[A-Za-z0-9-]{10,}",
+        plausible: values::mixed,
+    },
+    Pattern {
+        kind: "a Slack webhook URL",
+        regex: r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/]{20,}",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a Discord webhook URL",
+        regex: r"https://(?:[A-Za-z0-9_-]+\.)?discord(?:app)?\.com/api/webhooks/[0-9]+/[A-Za-z0-9_-]{20,}",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a Microsoft Teams webhook URL",
+        regex: r"https://[A-Za-z0-9-]+\.webhook\.office\.com/webhookb2/[A-Za-z0-9@/_-]{20,}",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a Telegram bot token",
+        regex: r"(?-u:\b)[0-9]{8,10}:AA[A-Za-z0-9_-]{33}",
+        plausible: always,
+    },
+    // Payments and mail.
+    Pattern {
+        kind: "a Stripe key",
+        regex: r"(?-u:\b)(?:[rs]k_live|whsec)_[A-Za-z0-9]{20,}(?-u:\b)",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a Square token",
+        regex: r"(?-u:\b)sq0(?:csp|atp)-[A-Za-z0-9_-]{22,}",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a Shopify token",
+        regex: r"(?-u:\b)shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}(?-u:\b)",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a SendGrid API key",
+        regex: r"(?-u:\b)SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?-u:\b)",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a Twilio API key",
+        regex: r"(?-u:\b)SK[0-9a-f]{32}(?-u:\b)",
+        plausible: values::mixed,
+    },
+    // AI providers.
+    Pattern {
+        kind: "an Anthropic API key",
+        regex: r"(?-u:\b)sk-ant-[A-Za-z0-9_-]{32,}",
+        plausible: always,
+    },
+    Pattern {
+        kind: "an OpenAI API key",
+        regex: r"(?-u:\b)sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{32,}|(?-u:\b)sk-[A-Za-z0-9]{40,}(?-u:\b)",
+        plausible: values::mixed,
+    },
+    Pattern {
+        kind: "a Hugging Face token",
+        regex: r"(?-u:\b)hf_[A-Za-z]{34,}(?-u:\b)",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a Groq API key",
+        regex: r"(?-u:\b)gsk_[A-Za-z0-9]{48,}(?-u:\b)",
+        plausible: values::mixed,
+    },
+    Pattern {
+        kind: "a Replicate token",
+        regex: r"(?-u:\b)r8_[A-Za-z0-9]{37}(?-u:\b)",
+        plausible: values::mixed,
+    },
+    // Package registries.
+    Pattern {
+        kind: "an npm token",
+        regex: r"(?-u:\b)npm_[A-Za-z0-9]{36}(?-u:\b)",
+        plausible: values::mixed,
+    },
+    Pattern {
+        kind: "a PyPI token",
+        regex: r"(?-u:\b)pypi-AgE[A-Za-z0-9_-]{50,}",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a RubyGems key",
+        regex: r"(?-u:\b)rubygems_[a-f0-9]{48}(?-u:\b)",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a crates.io token",
+        regex: r"(?-u:\b)cio[A-Za-z0-9]{32}(?-u:\b)",
+        plausible: values::mixed,
+    },
+    Pattern {
+        kind: "a Docker Hub token",
+        regex: r"(?-u:\b)dckr_pat_[A-Za-z0-9_-]{27,}",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a NuGet key",
+        regex: r"(?-u:\b)oy2[a-z0-9]{43}(?-u:\b)",
+        plausible: values::mixed,
+    },
+    // Generic shapes.
+    Pattern {
+        kind: "a JSON Web Token",
+        regex: r"(?-u:\b)eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a URL with a password",
+        regex: r#"(?-u:\b)[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@]*:[^\s@/]{3,}@[^\s/?#:"'`)<>,;]+"#,
+        plausible: values::url_password,
+    },
+    Pattern {
+        kind: "an npm registry token",
+        regex: r#"(?i)_auth(?:Token)?\s*=\s*["']?[^\s"']{8,}"#,
+        plausible: values::assigned_literal,
+    },
+    Pattern {
+        kind: "an Azure shared access key",
+        regex: r"(?i)SharedAccess(?:Key|Signature)\s*=\s*[A-Za-z0-9+/%]{20,}={0,2}",
+        plausible: always,
+    },
+    Pattern {
+        kind: "a bearer token",
+        regex: r"(?i)(?-u:\b)authorization\s*:\s*bearer\s+[A-Za-z0-9._~+/-]{16,}=*",
+        plausible: values::bearer,
+    },
+    Pattern {
+        kind: "a password assignment",
+        regex: r#"(?i)(?-u:\b)(?:[a-z0-9]+[_-])*(?:[a-z]*pass(?:word|wd|phrase)?|pwd|secret|client_?secret|secret_?key|api_?key|apikey|access_?key|auth_?token|access_?token|private_?key|token)["']?\s*(?:=>|:=|:|=)\s*(?:"[^"\n]*"|'[^'\n]*'|`[^`\n]*`|[^\s"'`,;]+)"#,
+        plausible: values::assigned_literal,
+    },
+];
