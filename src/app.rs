@@ -66,11 +66,11 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 /// 3. the body limit: bodies past it are refused with 413 as they are read.
 /// 4. `check_host` (all but `/healthz`, which counts against its address's
 ///    quota instead): only the relay's own names.
-/// 5. CORS (when `RELAY_ALLOWED_ORIGINS` names any): preflights answered
-///    here, without credentials.
-/// 6. `check_origin` (all but `/healthz`): only the relay's own page and
+/// 5. `check_origin` (all but `/healthz`): only the relay's own page and
 ///    the allowed origins; before credentials, so a foreign page gets 403
 ///    even with a good token, and causes no token lookup.
+/// 6. CORS (when `RELAY_ALLOWED_ORIGINS` names any): an allowed origin's
+///    preflights answered here, without credentials.
 /// 7. per route group, as the table below sets it:
 ///    - the page's Basic challenge (pages only), so a browser asks for
 ///      credentials;
@@ -147,11 +147,7 @@ pub fn router(state: AppState) -> Router {
                 .route_layer(credentials(Accept::BearerOrBasic))
                 .route_layer(middleware::from_fn(web::basic_challenge)),
         )
-        .merge(web::assets())
-        .layer(middleware::from_fn_with_state(
-            hosts.clone(),
-            guard::check_origin,
-        ));
+        .merge(web::assets());
     // CORS, for browser apps at the allowed origins: answers their
     // preflights before any credentials are asked for, and lets them read
     // the answers. Credentials only by Bearer, which a page must send
@@ -160,7 +156,12 @@ pub fn router(state: AppState) -> Router {
         Some(cors) => guarded.layer(cors),
         None => guarded,
     };
-    let guarded = guarded.layer(middleware::from_fn_with_state(hosts, guard::check_host));
+    let guarded = guarded
+        .layer(middleware::from_fn_with_state(
+            hosts.clone(),
+            guard::check_origin,
+        ))
+        .layer(middleware::from_fn_with_state(hosts, guard::check_host));
     // No credentials, but the client address's quota, so it is no free
     // target for a flood.
     let healthz = Router::new()

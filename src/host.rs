@@ -229,4 +229,29 @@ mod tests {
             assert_eq!(Cidr::parse(bad), None, "{bad:?}");
         }
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Hosts, origins and address blocks from anyone: parsed or
+            /// refused, never a panic.
+            #[test]
+            fn parsers_never_panic(raw in "\\PC{0,200}") {
+                let _ = authority(&raw);
+                let _ = url_host(&raw);
+                let _ = is_dns_name(&raw);
+                let _ = Origin::parse(&raw).map(|o| o.serialized());
+                let _ = Cidr::parse(&raw);
+            }
+
+            /// An origin that parses serializes to one that parses the same.
+            #[test]
+            fn origins_round_trip(host in "[a-z][a-z0-9-]{0,20}(\\.[a-z]{2,5}){0,2}", port in 1u16..) {
+                let origin = Origin::parse(&format!("https://{host}:{port}")).unwrap();
+                prop_assert_eq!(Origin::parse(&origin.serialized()), Some(origin));
+            }
+        }
+    }
 }

@@ -286,4 +286,26 @@ mod tests {
         assert_eq!(basic_password(&encoded).unwrap(), "xtalk_secret:part");
         assert!(basic_password("not base64!").is_err());
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Whatever a client puts in a query string or a Basic header,
+            /// parsing it never panics.
+            #[test]
+            fn credentials_parse_without_panic(query in "\\PC{0,300}", basic in "\\PC{0,300}") {
+                let _ = query_token(&query);
+                let _ = percent_decode(&query);
+                let _ = basic_password(&basic);
+            }
+
+            /// A token survives the round trip through a query string.
+            #[test]
+            fn query_tokens_round_trip(token in "[A-Za-z0-9_-]{1,80}") {
+                prop_assert_eq!(query_token(&format!("since_id=3&token={token}")), Some(token));
+            }
+        }
+    }
 }

@@ -150,10 +150,10 @@ impl SessionOwners {
     async fn end(&self, ending: Vec<HeaderValue>) {
         for id in ending {
             self.owners().remove(&id);
-            if let Ok(id) = id.to_str() {
-                if let Err(error) = self.sessions.close_session(&Arc::from(id)).await {
-                    tracing::warn!(%error, "ending an MCP session failed");
-                }
+            if let Ok(id) = id.to_str()
+                && let Err(error) = self.sessions.close_session(&Arc::from(id)).await
+            {
+                tracing::warn!(%error, "ending an MCP session failed");
             }
         }
     }

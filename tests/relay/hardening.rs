@@ -3,13 +3,12 @@
 //! sessions, quotas, cross-site requests, careless configurations).
 
 use crate::support::{
-    Mcp, Outcome, RawSession, SseReader, crosstalk, get, http, rpc_messages, spawn_app,
-    spawn_app_with, stdout,
+    LogWatch, Mcp, Outcome, RawSession, SseReader, config_from_flags, crosstalk, get, http,
+    rpc_messages, spawn_app, spawn_app_with, stdout, token_in,
 };
-use crosstalk::config::{Config, Rate};
-use crosstalk::host::{Cidr, Origin};
 use serde_json::{Value, json};
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long revocation may take to end what a token holds.
 const REVOKED_WITHIN: Duration = Duration::from_secs(2);
@@ -139,8 +138,186 @@ async fn rotating_ends_the_old_tokens_streams() {
         tokio::task::spawn_blocking(move || stdout(&crosstalk(&db, &["rotate", "carol"])))
             .await
             .unwrap();
-    let new_token = crate::support::token_in(&rotated);
+    let new_token = token_in(&rotated);
     let seen = within("the old token's stream", stream.until_closed()).await;
     assert!(seen.is_empty(), "{seen:?}");
     assert_eq!(get(&app, "/api/people", &new_token).await.0, 200);
+}
+
+/// The refusal a configuration gets at start, given whether anyone was added.
+fn exposure(flags: &[&str], has_people: bool) -> Result<(), String> {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_from_flags(dir.path().join("relay.db"), flags).map_err(|e| e.0)?;
+    config.check_exposure(has_people).map_err(|e| e.0)
+}
+
+#[tokio::test]
+async fn an_open_relay_is_refused_wherever_others_could_reach_it() {
+    // Open (nobody added, no token) on loopback under no public name: fine.
+    assert_eq!(exposure(&[], false), Ok(()));
+    // Published beyond loopback, as behind a reverse proxy: refused.
+    let refused = exposure(&["--public-url", "https://relay.example.com"], false).unwrap_err();
+    assert!(
+        refused.starts_with(
+            "refusing to serve on 127.0.0.1:0 (published as https://relay.example.com) with no credentials"
+        ),
+        "{refused}"
+    );
+    assert!(exposure(&["--domains", "relay.example.com"], false).is_err());
+    assert_eq!(
+        exposure(&["--public-url", "https://relay.example.com"], true),
+        Ok(())
+    );
+    // And the relay itself will not start so.
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_from_flags(
+        dir.path().join("relay.db"),
+        &["--public-url", "https://relay.example.com"],
+    )
+    .unwrap();
+    let started = crosstalk::server::spawn(config).await;
+    assert!(
+        started.is_err(),
+        "an open relay started behind a public name"
+    );
+}
+
+#[test]
+fn a_public_address_needs_a_name_and_tls_or_plain_http_in_so_many_words() {
+    let participant = ["--participants", "ci:0123456789abcdef0123"];
+    let unnamed = [&participant[..], &["--host", "0.0.0.0"]].concat();
+    let refused = exposure(&unnamed, true).unwrap_err();
+    assert!(refused.contains("set RELAY_PUBLIC_URL"), "{refused}");
+    let named = [&unnamed[..], &["--public-url", "http://relay.internal"]].concat();
+    let refused = exposure(&named, true).unwrap_err();
+    assert!(
+        refused.starts_with("refusing to serve plain HTTP on 0.0.0.0:0"),
+        "{refused}"
+    );
+    assert!(refused.contains("RELAY_ALLOW_PLAIN_HTTP=1"));
+    let allowed = [&named[..], &["--allow-plain-http"]].concat();
+    assert_eq!(exposure(&allowed, true), Ok(()));
+}
+
+#[test]
+fn careless_shared_tokens_and_origins_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("relay.db");
+    let short = config_from_flags(db.clone(), &["--token", "abc"])
+        .unwrap_err()
+        .0;
+    assert!(
+        short.starts_with("RELAY_TOKEN is shorter than 32 characters"),
+        "{short}"
+    );
+    assert!(!short.contains("abc"), "the refusal repeats the token");
+    let origin = config_from_flags(db, &["--allowed-origins", "not a url"])
+        .unwrap_err()
+        .0;
+    assert!(
+        origin.starts_with("RELAY_ALLOWED_ORIGINS has \"not a url\", which is not an origin"),
+        "{origin}"
+    );
+}
+
+#[tokio::test]
+async fn a_half_sent_mcp_body_gets_the_same_timeout_as_everything_else() {
+    let app = spawn_app_with(|config| config.request_timeout = Duration::from_secs(1)).await;
+    let alice = app.add_person("alice").await;
+    let mut socket = tokio::net::TcpStream::connect(app.running.addr)
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {alice}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n\
+         Content-Length: 200\r\n\r\n{{\"jsonrpc\":"
+    );
+    socket.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buffer = [0u8; 4096];
+        loop {
+            let n = socket.read(&mut buffer).await.unwrap();
+            answer.extend_from_slice(&buffer[..n]);
+            if n == 0 || String::from_utf8_lossy(&answer).contains("}}") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no answer to a half-sent body");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("\"code\":\"timeout\""), "{answer}");
+}
+
+#[tokio::test]
+async fn the_database_is_for_the_relays_user_only_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("state").join("relay.db");
+    let running = crosstalk::server::spawn(crosstalk::config::Config::local(db.clone()))
+        .await
+        .unwrap();
+    running.state.relay.team().add("alice", None).await.unwrap();
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(db.parent().unwrap()), 0o700);
+    assert_eq!(mode(&db), 0o600);
+    assert_eq!(mode(&db.with_extension("db-wal")), 0o600);
+    running.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn no_body_reaches_the_log_at_any_level_and_serve_says_which_credentials_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("relay.db");
+    let token = token_in(&stdout(&crosstalk(&db, &["add", "alice"])));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .args(["serve", "--port", "0"])
+        .env("RELAY_DB", &db)
+        .env("RELAY_PARTICIPANTS", "ci:0123456789abcdef0123")
+        .env("RUST_LOG", "trace")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = LogWatch::new(&mut child);
+    let listening = log.wait_for("listen=");
+    let credentials = log.wait_for("credentials");
+    assert!(credentials.contains("people=1"), "{credentials}");
+    assert!(credentials.contains("participants=1"), "{credentials}");
+    assert!(credentials.contains("shared_token=false"), "{credentials}");
+    let addr = listening
+        .split("listen=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    let url = format!("http://{addr}");
+    let agent = Mcp::connect(&url, &token).await.unwrap();
+    let said = "a-sentence-that-must-stay-out-of-the-log";
+    agent
+        .call("post_message", json!({ "channel": "ops", "body": said }))
+        .await
+        .ok();
+    let refused = agent
+        .call(
+            "post_message",
+            json!({ "channel": "ops", "body": "key AKIAIOSFODNN7EXAMPLE for the-refused-body" }),
+        )
+        .await
+        .tool_error();
+    assert_eq!(refused["error"]["code"], "secret_refused");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = log.whole();
+    assert!(log.contains("request"), "requests were logged");
+    for secret in [
+        said,
+        "the-refused-body",
+        "AKIAIOSFODNN7EXAMPLE",
+        &token[6..],
+    ] {
+        assert!(!log.contains(secret), "{secret:?} reached the log");
+    }
 }

@@ -3,6 +3,7 @@
 
 mod arrows;
 mod cli;
+mod connections;
 mod conversation;
 mod hardening;
 mod identity;
@@ -10,6 +11,7 @@ mod inbox;
 mod limits;
 mod matrix;
 mod participants;
+mod quotas;
 mod rest;
 mod rules;
 mod secret_corpus;

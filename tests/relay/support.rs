@@ -193,9 +193,12 @@ impl RawSession {
     }
 }
 
-/// Starts a relay configured from `crosstalk serve` flags, parsed as the
-/// binary parses them (no environment involved).
-pub async fn spawn_app_with_flags(flags: &[&str]) -> TestApp {
+/// The configuration `crosstalk serve` flags make, parsed as the binary
+/// parses them; a spare port whatever the flags say.
+pub fn config_from_flags(
+    db: PathBuf,
+    flags: &[&str],
+) -> Result<Config, crosstalk::config::ConfigError> {
     use clap::Parser;
     let mut argv = vec!["crosstalk", "serve"];
     argv.extend_from_slice(flags);
@@ -203,10 +206,16 @@ pub async fn spawn_app_with_flags(flags: &[&str]) -> TestApp {
     let crosstalk::cli::Command::Serve(args) = cli.command else {
         unreachable!()
     };
+    let mut config = Config::from_args(db, &args)?;
+    config.listen.set_port(0);
+    Ok(config)
+}
+
+/// Starts a relay configured from `crosstalk serve` flags.
+pub async fn spawn_app_with_flags(flags: &[&str]) -> TestApp {
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("relay.db");
-    let mut config = Config::from_args(db.clone(), &args).expect("a valid configuration");
-    config.listen.set_port(0);
+    let config = config_from_flags(db.clone(), flags).expect("a valid configuration");
     let running = server::spawn(config).await.expect("the relay starts");
     TestApp {
         running,

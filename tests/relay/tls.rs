@@ -354,11 +354,23 @@ async fn acme_with_pebble_issues_serves_redirects_and_restarts_from_the_cache() 
     assert_eq!((status, version), (200, reqwest::Version::HTTP_2));
     assert_eq!(hsts.as_deref(), Some("max-age=31536000"));
     assert!(!first.is_empty());
-    let mode = std::fs::metadata(dir.path().join("acme")).unwrap();
-    assert_eq!(
-        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
-        0o700
+    let mode = |path: &Path| {
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(path).unwrap().permissions())
+            & 0o777
+    };
+    assert_eq!(mode(&dir.path().join("acme")), 0o700);
+    // The account key and the certificate's key: the owner's alone.
+    let cached: Vec<PathBuf> = std::fs::read_dir(dir.path().join("acme"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert!(
+        cached.len() >= 2,
+        "an account and a certificate: {cached:?}"
     );
+    for file in cached {
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
 
     let redirect = client
         .get(format!(

@@ -283,11 +283,11 @@ mod tests {
         let key = "AKIAIOSFODNN7EXAMPLE";
         for (hidden, kind) in [
             (
-                format!("AKIA\u{200B}IOSFODNN7EXAMPLE"),
+                "AKIA\u{200B}IOSFODNN7EXAMPLE".to_string(),
                 "an AWS access key id",
             ),
             (
-                format!("AKIAIOS\u{00AD}FODNN7EXAMPLE"),
+                "AKIAIOS\u{00AD}FODNN7EXAMPLE".to_string(),
                 "an AWS access key id",
             ),
             (
@@ -363,6 +363,58 @@ mod tests {
             "next_token = self._get_param(\"NextToken\")",
         ] {
             assert_eq!(find_secret(text), None, "refused {text:?}");
+        }
+    }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        const INVISIBLE: [char; 6] = [
+            '\u{200B}', '\u{00AD}', '\u{202E}', '\u{2060}', '\u{FEFF}', '\u{200D}',
+        ];
+
+        proptest! {
+            /// Any text at all: an answer, never a panic.
+            #[test]
+            fn any_text_is_scanned_without_panic(text in "\\PC{0,3000}") {
+                let _ = find_secret(&text);
+            }
+
+            /// Invisible characters anywhere inside a key never hide it.
+            #[test]
+            fn invisible_characters_never_hide_a_key(
+                cuts in proptest::collection::vec((0usize..20, 0usize..6), 1..5),
+                before in "[a-z ]{0,40}",
+                after in "[a-z ]{0,40}",
+            ) {
+                let mut key: Vec<char> = "AKIAIOSFODNN7EXAMPLE".chars().collect();
+                for (at, which) in cuts {
+                    key.insert(at.min(key.len()), INVISIBLE[which]);
+                }
+                let key: String = key.into_iter().collect();
+                prop_assert_eq!(
+                    find_secret(&format!("{before} {key} {after}")),
+                    Some("an AWS access key id")
+                );
+            }
+
+            /// Prose of ordinary words, however it mentions passwords and
+            /// tokens, is never refused.
+            #[test]
+            fn prose_is_never_refused(
+                words in proptest::collection::vec(
+                    prop_oneof![
+                        Just("password:"), Just("token"), Just("secret"), Just("api_key ="),
+                        Just("the"), Just("is"), Just("expired"), Just("incorrect"),
+                        Just("reset"), Just("rotate"), Just("Option<String>"), Just("&Token"),
+                    ],
+                    0..40,
+                ),
+            ) {
+                let text = words.join(" ");
+                prop_assert_eq!(find_secret(&text), None, "{}", text);
+            }
         }
     }
 }
