@@ -63,22 +63,23 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///    connections and the idle timeout, in `server`.)
 /// 1. `access_log`: method, path, status, time; never a query string.
 /// 2. `security_headers`: CSP, nosniff, no-referrer, HSTS under TLS.
-/// 3. the body limit: bodies past it are refused with 413 as they are read.
-/// 4. `check_host` (all but `/healthz`, which counts against its address's
+/// 3. `json_errors`: an error that a library answered in plain text (rmcp's,
+///    axum's 405) gets the JSON error shape.
+/// 4. the body limit: bodies past it are refused with 413 as they are read.
+/// 5. `check_host` (all but `/healthz`, which counts against its address's
 ///    quota instead): only the relay's own names.
-/// 5. `check_origin` (all but `/healthz`): only the relay's own page and
+/// 6. `check_origin` (all but `/healthz`): only the relay's own page and
 ///    the allowed origins; before credentials, so a foreign page gets 403
 ///    even with a good token, and causes no token lookup.
-/// 6. CORS (when `RELAY_ALLOWED_ORIGINS` names any): an allowed origin's
+/// 7. CORS (when `RELAY_ALLOWED_ORIGINS` names any): an allowed origin's
 ///    preflights answered here, without credentials.
-/// 7. per route group, as the table below sets it:
+/// 8. per route group, as the table below sets it:
 ///    - the page's Basic challenge (pages only), so a browser asks for
 ///      credentials;
 ///    - credentials (Bearer, Basic or `?token=`, as the group accepts) with
 ///      the rate limits;
 ///    - the MCP session binding (`/mcp` only), then reading the body within
-///      the request timeout (`/mcp` only: its calls may wait), and, outside
-///      all of these, rmcp's plain-text errors given the JSON error shape;
+///      the request timeout (`/mcp` only: its calls may wait);
 ///    - the request timeout, on groups that answer at once. Waits and
 ///      streams have their own bounds (at most 50 s, or until the client
 ///      leaves, the caller's slots, shutdown).
@@ -114,8 +115,7 @@ pub fn router(state: AppState) -> Router {
             state.sessions.clone(),
             sessions::bind,
         ))
-        .layer(credentials(Accept::Bearer))
-        .layer(middleware::from_fn(edge::json_errors));
+        .layer(credentials(Accept::Bearer));
     // | group          | credentials              | timeout |
     // |----------------|--------------------------|---------|
     // | /mcp           | Bearer                   | body    |
@@ -183,6 +183,7 @@ pub fn router(state: AppState) -> Router {
             ApiError::new(StatusCode::NOT_FOUND, "not_found", "there is no such route")
         })
         .layer(DefaultBodyLimit::max(request_limit))
+        .layer(middleware::from_fn(edge::json_errors))
         .layer(middleware::from_fn_with_state(
             edge::Hsts(state.config.tls.is_on()),
             edge::security_headers,

@@ -342,7 +342,7 @@ async fn statuses_and_type_labels_are_scanned_and_invisible_characters_refused()
 }
 
 #[tokio::test]
-async fn mcp_refusals_from_the_protocol_layer_speak_the_json_error_shape() {
+async fn refusals_from_the_protocol_layers_speak_the_json_error_shape() {
     let app = spawn_app().await;
     let alice = app.add_person("alice").await;
     let url = app.url();
@@ -366,6 +366,12 @@ async fn mcp_refusals_from_the_protocol_layer_speak_the_json_error_shape() {
             "unsupported_media_type",
         ),
     ];
+    let wrong_method = http()
+        .delete(format!("{url}/api/people"))
+        .bearer_auth(&alice);
+    let cases = cases
+        .into_iter()
+        .chain([(wrong_method, 405, "method_not_allowed")]);
     for (request, status, code) in cases {
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), status);
