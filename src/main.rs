@@ -1,11 +1,17 @@
 //! The `crosstalk` binary: parse the command line, start logging, run.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = crosstalk::cli::Cli::parse();
+    let cli = match crosstalk::cli::Cli::from_env() {
+        Ok(cli) => cli,
+        Err(crosstalk::cli::CliError::Clap(error)) => error.exit(),
+        Err(error) => {
+            eprintln!("error: {}", crosstalk::server::check::chain(&error));
+            return ExitCode::FAILURE;
+        }
+    };
     let requested = std::env::var("RUST_LOG").ok();
     let filter = crosstalk::server::log_filter(requested.as_deref());
     tracing_subscriber::fmt()

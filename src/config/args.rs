@@ -2,21 +2,31 @@
 //! default, written here once: [`ServeArgs::defaults`] reads these same
 //! defaults for the relays that tests, the demo and the benchmarks start.
 
-use super::{DEFAULT_HTTP_PORT, DEFAULT_PORT, DEFAULT_TLS_PORT};
+use super::{ConfigError, DEFAULT_HTTP_PORT, DEFAULT_PORT, DEFAULT_TLS_PORT};
 use clap::{Args, Command, FromArgMatches};
 use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr},
     path::PathBuf,
 };
 
+/// The database every command but `demo` works on.
+#[derive(Debug, Clone, Args)]
+pub struct Database {
+    /// The SQLite file. A relative path is relative to the working
+    /// directory (the service's configuration gives an absolute one).
+    #[arg(long, env = "RELAY_DB", default_value = "data/relay.db")]
+    pub db: PathBuf,
+}
+
 /// Where the relay listens and the address people are told to use. `add`
 /// and `rotate` take these too, to print the right address.
 #[derive(Debug, Clone, Args)]
 pub struct AddressArgs {
-    /// Address to listen on.
+    /// The address the relay listens on; with the port, the address printed
+    /// for agents when RELAY_PUBLIC_URL and RELAY_DOMAINS are unset.
     #[arg(long, env = "RELAY_HOST", default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     pub host: IpAddr,
-    /// Port to listen on (default 8787, or 443 with TLS).
+    /// The port the relay listens on (default 8787, or 443 with TLS).
     #[arg(long, env = "RELAY_PORT")]
     pub port: Option<u16>,
     /// The address agents use to reach the relay, printed by `add` and
@@ -66,6 +76,25 @@ impl AddressArgs {
             None => format!("http://{}", SocketAddr::new(self.host, port)),
         }
     }
+
+    /// The URL agents are told to use, refused when they could not use it:
+    /// one that names no host, or the address that means "every address"
+    /// (`0.0.0.0`). A token is shown once; the lines printed with it must work.
+    pub fn agent_url(&self) -> Result<String, ConfigError> {
+        let url = self.public_url();
+        let reachable = crate::host::url_host(&url).is_some_and(|host| {
+            host.parse::<IpAddr>()
+                .map_or(true, |ip| !ip.is_unspecified())
+        });
+        if reachable {
+            Ok(url)
+        } else {
+            Err(ConfigError(format!(
+                "{url:?} is no address an agent can reach: set RELAY_PUBLIC_URL (or \
+                 RELAY_DOMAINS) to the address people use, such as https://relay.example.com"
+            )))
+        }
+    }
 }
 
 /// TLS: certificate files or ACME. Everything `crosstalk serve` takes for it.
@@ -94,6 +123,8 @@ pub struct TlsArgs {
 /// Everything `crosstalk serve` takes.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
+    #[command(flatten)]
+    pub database: Database,
     #[command(flatten)]
     pub address: AddressArgs,
     /// Days until a message expires.

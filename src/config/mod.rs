@@ -6,7 +6,7 @@
 mod args;
 mod checks;
 
-pub use args::{AddressArgs, LimitArgs, ServeArgs, TlsArgs};
+pub use args::{AddressArgs, Database, LimitArgs, ServeArgs, TlsArgs};
 
 use crate::host::{self, Cidr, Origin};
 use crate::model::TokenHash;
@@ -145,13 +145,15 @@ impl Config {
     /// `crosstalk serve`: for tests, the demo and benchmarks, which then
     /// adjust the public fields.
     pub fn local(db: PathBuf) -> Config {
-        let mut config = Config::from_args(db, &ServeArgs::defaults())
-            .expect("the defaults are a valid configuration");
+        let mut args = ServeArgs::defaults();
+        args.database.db = db;
+        let mut config = Config::from_args(&args).expect("the defaults are a valid configuration");
         config.listen.set_port(0);
         config
     }
 
-    pub fn from_args(db: PathBuf, args: &ServeArgs) -> Result<Config, ConfigError> {
+    pub fn from_args(args: &ServeArgs) -> Result<Config, ConfigError> {
+        let db = args.database.db.clone();
         if args.retention_days <= 0 {
             return Err(ConfigError(format!(
                 "RELAY_RETENTION_DAYS is {}; it must be a positive number of days",

@@ -36,7 +36,7 @@ pub enum RelayError {
     SecretRefused(&'static str),
     /// A failure of the relay itself: logged with its source, never sent.
     #[error("internal error")]
-    Internal(#[source] StoreError),
+    Internal(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 impl From<StoreError> for RelayError {
@@ -44,7 +44,7 @@ impl From<StoreError> for RelayError {
         match error {
             StoreError::NotFound(what) => RelayError::NotFound(what),
             StoreError::Conflict(what) => RelayError::Conflict(what),
-            backend @ StoreError::Backend { .. } => RelayError::Internal(backend),
+            backend @ StoreError::Backend { .. } => RelayError::Internal(Box::new(backend)),
         }
     }
 }

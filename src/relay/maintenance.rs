@@ -54,5 +54,12 @@ impl Relay {
                 "writing last-seen times at shutdown failed"
             );
         }
+        match self.store.close().await {
+            Ok(()) => tracing::info!("the database is checkpointed"),
+            Err(error) => tracing::error!(
+                error = &error as &dyn std::error::Error,
+                "closing the database failed"
+            ),
+        }
     }
 }

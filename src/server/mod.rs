@@ -9,6 +9,7 @@
 //! implementation.
 
 mod bounds;
+pub mod check;
 mod listen;
 
 pub use listen::{FIRST_REQUEST_TIMEOUT, HEADER_READ_TIMEOUT, MAX_HEADER_BYTES, SHUTDOWN_GRACE};
@@ -21,7 +22,10 @@ use crate::layers::{
 };
 use crate::relay::{Relay, Team};
 use crate::state::AppState;
-use crate::store::{SqliteStore, Store, StoreError};
+use crate::store::{
+    SqliteStore, Store, StoreError,
+    sqlite::{self, ServingLock},
+};
 use crate::tls::{self, TlsError};
 use crate::{app, cli, demo};
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
@@ -34,8 +38,14 @@ use tokio_util::sync::CancellationToken;
 pub enum StartError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
+    /// The database cannot be used: named by its variable, with what to do.
+    #[error("cannot use RELAY_DB {} ({hint})", .path.display())]
+    Database {
+        path: std::path::PathBuf,
+        hint: &'static str,
+        #[source]
+        source: StoreError,
+    },
     #[error("cannot listen on {addr}")]
     Listen {
         addr: SocketAddr,
@@ -50,8 +60,40 @@ pub enum StartError {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     restrict_new_files();
     match cli.command {
-        Command::Serve(args) => serve(Config::from_args(cli.db, &args)?).await,
-        Command::Admin(command) => cli::admin(&open_team(&cli.db)?, command).await,
+        Command::Serve(args) => serve(Config::from_args(&args)?).await,
+        Command::Check(args) => {
+            let findings = check::check(&args).await;
+            for finding in &findings {
+                println!("{finding}");
+            }
+            let failed = findings
+                .iter()
+                .filter(|f| f.level == check::Level::Fail)
+                .count();
+            match failed {
+                0 => Ok(()),
+                n => anyhow::bail!("{n} problem(s) would stop `crosstalk serve`; see FAIL above"),
+            }
+        }
+        Command::Admin(command) => {
+            let db = command.database().to_owned();
+            let team = open_team(&db, !command.reads_only())?;
+            cli::admin(&team, command).await
+        }
+        Command::Backup { database, path } => {
+            sqlite::backup(&database.db, &path).map_err(|e| database_error(&database.db, e))?;
+            println!("Copied {} to {}.", database.db.display(), path.display());
+            Ok(())
+        }
+        Command::Restore { database, path } => {
+            sqlite::restore(&database.db, &path).map_err(|e| database_error(&database.db, e))?;
+            println!(
+                "Restored {} from {}; start the relay again.",
+                database.db.display(),
+                path.display()
+            );
+            Ok(())
+        }
         Command::Demo => {
             let dir = tempfile::tempdir()?;
             let running = spawn(Config::local(dir.path().join("relay.db"))).await?;
@@ -101,16 +143,60 @@ pub fn restrict_new_files() {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }
 
-/// The team in the database at `db`, for the commands that change it while
-/// a relay may be serving the same file.
-pub fn open_team(db: &Path) -> Result<Team, StoreError> {
-    Ok(Team::new(Arc::new(SqliteStore::open(db)?)))
+/// The team in the database at `db`, for the commands that manage it while
+/// a relay may be serving the same file. Only a command that changes the
+/// team may create the database.
+pub fn open_team(db: &Path, may_create: bool) -> Result<Team, StartError> {
+    let store = if may_create {
+        SqliteStore::open(db)
+    } else {
+        SqliteStore::open_existing(db)
+    };
+    Ok(Team::new(Arc::new(
+        store.map_err(|e| database_error(db, e))?,
+    )))
+}
+
+/// A database failure, naming `RELAY_DB` and saying what to do.
+fn database_error(db: &Path, source: StoreError) -> StartError {
+    let denied = {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&source);
+        let mut denied = false;
+        while let Some(error) = cause {
+            denied |= error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+                || error.to_string().contains("readonly")
+                || error.to_string().contains("permission denied");
+            cause = error.source();
+        }
+        denied
+    };
+    let hint = match &source {
+        _ if denied => {
+            "this user may not write there: run as the service's user (sudo crosstalk-admin …), or set RELAY_DB to a file you own"
+        }
+        StoreError::NotFound(_) => {
+            "check RELAY_DB, or --env-file with the service's configuration; a relative path is relative to the working directory"
+        }
+        StoreError::Conflict(_) => "it is in use",
+        StoreError::Backend { .. } => "see the cause",
+    };
+    StartError::Database {
+        path: db.to_owned(),
+        hint,
+        source,
+    }
 }
 
 /// Opens the store and checks that the configuration is safe to serve.
 async fn build(config: Config, shutdown: CancellationToken) -> Result<AppState, StartError> {
-    let store = Arc::new(SqliteStore::open(&config.db)?);
-    config.check_exposure(store.has_people().await?)?;
+    let store = Arc::new(SqliteStore::open(&config.db).map_err(|e| database_error(&config.db, e))?);
+    let has_people = store
+        .has_people()
+        .await
+        .map_err(|e| database_error(&config.db, e))?;
+    config.check_exposure(has_people)?;
     let relay = Arc::new(Relay::new(store, config.settings.clone(), shutdown));
     let sessions = SessionPolicy {
         max_per_person: config.sessions.max_per_person,
@@ -136,6 +222,11 @@ pub struct Running {
     /// Cancel to stop: waits end, connections drain, the task returns.
     pub shutdown: CancellationToken,
     pub task: JoinHandle<std::io::Result<()>>,
+    /// The relay's own work; at shutdown it writes what it holds and
+    /// checkpoints the database, so stopping waits for it.
+    maintenance: JoinHandle<()>,
+    /// Says that this relay serves the database, while it runs.
+    _lock: ServingLock,
 }
 
 impl Running {
@@ -155,11 +246,16 @@ impl Running {
         self.stop_when_cancelled().await
     }
 
-    /// Waits until someone cancels `shutdown` and the relay has drained.
+    /// Waits until someone cancels `shutdown`, the relay has drained, and
+    /// the database is checkpointed.
     pub async fn stop_when_cancelled(self) -> std::io::Result<()> {
-        self.task
+        let served = self
+            .task
             .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+        self.shutdown.cancel();
+        let _ = self.maintenance.await;
+        served
     }
 }
 
@@ -167,6 +263,7 @@ impl Running {
 pub async fn spawn(config: Config) -> Result<Running, StartError> {
     tls::install_crypto_provider();
     restrict_new_files();
+    let lock = sqlite::lock_for_serving(&config.db).map_err(|e| database_error(&config.db, e))?;
     let shutdown = CancellationToken::new();
     let state = build(config, shutdown.clone()).await?;
     let config = state.config.clone();
@@ -205,7 +302,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
         None => None,
     };
 
-    tokio::spawn(state.relay.clone().run_maintenance());
+    let maintenance = tokio::spawn(state.relay.clone().run_maintenance());
     tokio::spawn(state.relay.clone().watch_credentials());
     tokio::spawn(sessions::end_revoked(
         state.sessions.clone(),
@@ -234,6 +331,8 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
         state,
         shutdown,
         task,
+        maintenance,
+        _lock: lock,
     })
 }
 

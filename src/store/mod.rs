@@ -152,6 +152,9 @@ pub trait Store: Send + Sync + 'static {
     fn channels(&self, now: Millis) -> StoreFuture<'_, Vec<ChannelSummary>>;
     /// Threads with live messages, latest activity first.
     fn threads(&self, now: Millis, limit: u32) -> StoreFuture<'_, Vec<ThreadSummary>>;
+    /// At shutdown: leaves the database compact and whole in its main file
+    /// (statistics refreshed, the write-ahead log checkpointed).
+    fn close(&self) -> StoreFuture<'_, ()>;
     /// Deletes expired messages (and threads left empty), and the presence
     /// of handles that are nobody's (a participant's, or a name the shared
     /// token used) not heard from since `quiet_since`; returns how many

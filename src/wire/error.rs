@@ -106,7 +106,7 @@ impl From<RelayError> for ApiError {
                     )
                 };
             }
-            RelayError::Internal(source) => return ApiError::internal(source),
+            RelayError::Internal(source) => return ApiError::internal(source.as_ref()),
         };
         ApiError::new(status, code, error.to_string())
     }

@@ -266,6 +266,9 @@ async fn the_database_is_for_the_relays_user_only_whatever_the_umask() {
     assert_eq!(mode(&db), 0o600);
     assert_eq!(mode(&db.with_extension("db-wal")), 0o600);
     running.stop().await.unwrap();
+    // A clean stop leaves everything in the database file itself.
+    let wal = std::fs::metadata(db.with_extension("db-wal")).map_or(0, |m| m.len());
+    assert_eq!(wal, 0, "the write-ahead log is checkpointed at stop");
 }
 
 #[tokio::test]

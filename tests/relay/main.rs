@@ -10,6 +10,7 @@ mod identity;
 mod inbox;
 mod limits;
 mod matrix;
+mod operate;
 mod participants;
 mod quotas;
 mod rest;

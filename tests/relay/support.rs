@@ -199,14 +199,15 @@ pub fn config_from_flags(
     db: PathBuf,
     flags: &[&str],
 ) -> Result<Config, crosstalk::config::ConfigError> {
-    use clap::Parser;
-    let mut argv = vec!["crosstalk", "serve"];
+    let db = db.to_string_lossy().into_owned();
+    let mut argv = vec!["crosstalk", "serve", "--db", &db];
     argv.extend_from_slice(flags);
-    let cli = crosstalk::cli::Cli::try_parse_from(argv).expect("flags parse");
+    // No environment: the test's own, whatever it holds, plays no part.
+    let cli = crosstalk::cli::Cli::parse_with(argv, &Default::default()).expect("flags parse");
     let crosstalk::cli::Command::Serve(args) = cli.command else {
         unreachable!()
     };
-    let mut config = Config::from_args(db, &args)?;
+    let mut config = Config::from_args(&args)?;
     config.listen.set_port(0);
     Ok(config)
 }

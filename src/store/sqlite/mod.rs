@@ -6,10 +6,14 @@
 //! tokens, presence) and `messages.rs` (messages, threads, inboxes); the
 //! schema and what survives a crash are in `schema.rs`.
 
+mod copy;
 mod messages;
 mod people;
 mod schema;
 mod writer;
+
+pub use copy::{ServingLock, backup, lock_for_serving, restore};
+pub use schema::MIGRATIONS;
 
 use super::{NewMessage, StoreError, StoreFuture, StoreResult};
 use crate::model::{
@@ -116,7 +120,21 @@ impl SqliteStore {
 /// SQLite gives its `-wal` and `-shm` files the database file's mode.
 /// Folders that already exist are left as they are: they may be shared.
 fn create_private(path: &Path) -> StoreResult<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    create_folder(path)?;
+    let denied = |e| StoreError::backend(format!("cannot create {}", path.display()), e);
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(denied)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(denied)
+}
+
+/// Creates the folder of `path` (and its parents), 0700, if missing.
+fn create_folder(path: &Path) -> StoreResult<()> {
+    use std::os::unix::fs::DirBuilderExt;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -126,14 +144,7 @@ fn create_private(path: &Path) -> StoreResult<()> {
                 StoreError::backend(format!("cannot create the folder {}", parent.display()), e)
             })?;
     }
-    let denied = |e| StoreError::backend(format!("cannot create {}", path.display()), e);
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(denied)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(denied)
+    Ok(())
 }
 
 // Handles and channel names are stored as text and parsed on the way out,
@@ -252,6 +263,14 @@ impl super::Store for SqliteStore {
 
     fn threads(&self, now: Millis, limit: u32) -> StoreFuture<'_, Vec<ThreadSummary>> {
         self.read(move |conn| messages::threads(conn, now, limit))
+    }
+
+    fn close(&self) -> StoreFuture<'_, ()> {
+        // Outside the writer's transactions: a checkpoint cannot run inside one.
+        self.read(|conn| {
+            conn.execute_batch("PRAGMA optimize; PRAGMA wal_checkpoint(TRUNCATE);")?;
+            Ok(())
+        })
     }
 
     fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64> {
