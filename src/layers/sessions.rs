@@ -234,7 +234,7 @@ pub async fn bind(
             // among them) expect 200 or 204, and warn otherwise.
             *response.status_mut() = StatusCode::NO_CONTENT;
         }
-        (Some(session), _, _) if slot.is_some() && response.status().is_success() => {
+        (Some(session), _, _) if response.status().is_success() && slot.is_some() => {
             owners.streaming(&session, 1);
             let guard = StreamGuard {
                 owners: owners.clone(),

@@ -253,7 +253,19 @@ fn read_commands_never_create_a_database_and_say_which_variable_to_fix() {
         assert!(said.contains("RELAY_DB"), "{said}");
         assert!(said.contains(&missing.display().to_string()), "{said}");
     }
-    let checked = crosstalk_with(&vars, &["check"]);
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let checked = crosstalk_with(
+        &[
+            ("RELAY_DB", missing.to_str().unwrap()),
+            ("RELAY_PORT", &free),
+        ],
+        &["check"],
+    );
     assert!(checked.status.success(), "{}", stderr(&checked));
     assert!(!missing.exists(), "a read command created the database");
     assert!(!missing.parent().unwrap().exists());

@@ -91,31 +91,53 @@ pub fn is_invisible(c: char) -> bool {
     )
 }
 
-/// The text the patterns read: NFKC, with the invisible characters
-/// removed, and every other character outside ASCII made a space. Every
-/// secret's shape is ASCII, so those characters can only separate secrets
-/// from what surrounds them; reading pure ASCII keeps the regex engines on
-/// their fastest path whatever the input. ASCII text is read as it is.
+/// The text the patterns read: ASCII text as it is; in other text, the
+/// invisible characters removed, the characters whose NFKC form is ASCII
+/// (fullwidth `ＡＫＩＡ`, ligatures, mathematical letters) folded to it, and
+/// every other character made a space. Every secret's shape is ASCII, so
+/// those characters can only separate secrets from what surrounds them;
+/// reading pure ASCII keeps the regex engines on their fastest path, and
+/// folding only where NFKC could give ASCII keeps this pass cheap.
 fn normalize(text: &str) -> Cow<'_, str> {
     if text.is_ascii() {
         return Cow::Borrowed(text);
     }
-    let ascii = |c: char| {
-        if c.is_ascii() {
-            Some(c)
-        } else if is_invisible(c) {
-            None
-        } else {
-            Some(' ')
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            c if c.is_ascii() => out.push(c),
+            // Dropped: it changes nothing a reader sees.
+            c if is_invisible(c) => {}
+            c if may_fold_to_ascii(c) => {
+                let start = out.len();
+                out.extend(std::iter::once(c).nfkc());
+                if !out[start..].is_ascii() {
+                    out.truncate(start);
+                    out.push(' ');
+                }
+            }
+            _ => out.push(' '),
         }
-    };
-    let normal = unicode_normalization::is_nfkc_quick(text.chars())
-        == unicode_normalization::IsNormalized::Yes;
-    Cow::Owned(if normal {
-        text.chars().filter_map(ascii).collect()
-    } else {
-        text.nfkc().filter_map(ascii).collect()
-    })
+    }
+    Cow::Owned(out)
+}
+
+/// The blocks holding every character whose NFKC form is ASCII: Latin-1's
+/// symbols (`ª`, `²`), general punctuation and letterlike and enclosed
+/// forms (`ℌ`, `①`, `Ⓐ`), the ideographic space, ligatures, small and
+/// fullwidth forms, and the mathematical alphanumerics.
+fn may_fold_to_ascii(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00A0..=0x00BF
+            | 0x2000..=0x24FF
+            | 0x3000
+            | 0xFB00..=0xFB06
+            | 0xFE30..=0xFE6F
+            | 0xFF00..=0xFFEF
+            | 0x1D400..=0x1D7FF
+            | 0x1F100..=0x1F1FF
+    )
 }
 
 /// crosstalk's own tokens, also when split into pieces by spaces, line
