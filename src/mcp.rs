@@ -253,11 +253,16 @@ impl RelayTools {
         Ok(Json(wire::MessagePage::from(&page)))
     }
 
-    /// List channels with their message count, last id and last activity.
+    /// List channels by latest activity, with their message count, last id
+    /// and last activity; a page at a time (pass next_before as before).
     #[tool]
-    async fn list_channels(&self) -> ToolResult<wire::Channels> {
-        let channels = self.relay.channels().await?;
-        Ok(Json(wire::Channels::new(&channels)))
+    async fn list_channels(
+        &self,
+        Parameters(args): Parameters<args::ListChannels>,
+    ) -> ToolResult<wire::Channels> {
+        let args = args?;
+        let channels = self.relay.channels(args.before, args.limit).await?;
+        Ok(Json(wire::Channels::from(&channels)))
     }
 }
 

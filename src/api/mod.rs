@@ -57,9 +57,12 @@ pub fn streams() -> Router<AppState> {
     )
 }
 
-async fn channels(State(state): State<AppState>) -> ApiResult<wire::Channels> {
-    let channels = state.relay.channels().await?;
-    Ok(Json(wire::Channels::new(&channels)))
+async fn channels(
+    State(state): State<AppState>,
+    Query(args): Query<args::ListChannels>,
+) -> ApiResult<wire::Channels> {
+    let channels = state.relay.channels(args.before, args.limit).await?;
+    Ok(Json(wire::Channels::from(&channels)))
 }
 
 async fn channel_messages(

@@ -6,8 +6,11 @@ use crate::model::{Millis, now_millis};
 use std::{sync::Arc, time::Duration};
 
 /// How often expired rows are deleted (they are invisible from the moment
-/// they expire; this only reclaims the space).
-pub const PURGE_EVERY: Duration = Duration::from_secs(3600);
+/// they expire; this reclaims the space, and keeps the overviews' counts
+/// within a minute of the truth). Each purge goes in small batches.
+pub const PURGE_EVERY: Duration = Duration::from_secs(60);
+/// How often the database is tidied (statistics, checkpoint).
+pub const TIDY_EVERY: Duration = Duration::from_secs(86_400);
 
 impl Relay {
     /// Writes gathered last-seen times to the store.
@@ -33,6 +36,8 @@ impl Relay {
     pub async fn run_maintenance(self: Arc<Self>) {
         let mut purge = tokio::time::interval(PURGE_EVERY);
         let mut flush = tokio::time::interval(FLUSH_EVERY);
+        let mut tidy =
+            tokio::time::interval_at(tokio::time::Instant::now() + TIDY_EVERY, TIDY_EVERY);
         loop {
             tokio::select! {
                 _ = purge.tick() => match self.purge_expired().await {
@@ -45,6 +50,11 @@ impl Relay {
                         tracing::error!(error = &error as &dyn std::error::Error, "writing last-seen times failed");
                     }
                 }
+                _ = tidy.tick() => {
+                    if let Err(error) = self.store.tidy().await {
+                        tracing::error!(error = &error as &dyn std::error::Error, "tidying the database failed");
+                    }
+                }
                 () = self.shutdown.cancelled() => break,
             }
         }
@@ -54,7 +64,7 @@ impl Relay {
                 "writing last-seen times at shutdown failed"
             );
         }
-        match self.store.close().await {
+        match self.store.tidy().await {
             Ok(()) => tracing::info!("the database is checkpointed"),
             Err(error) => tracing::error!(
                 error = &error as &dyn std::error::Error,

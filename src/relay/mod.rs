@@ -26,7 +26,7 @@ mod waits;
 pub use credentials::CHECK_EVERY;
 pub use error::{RelayError, RelayResult};
 pub use feed::ChannelFeed;
-pub use read::{Page, Peer};
+pub use read::{Conversation, Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer};
 pub use send::{ChannelPost, DirectMessage, MAX_KIND_CHARS};
 pub use team::{MAX_NAME_CHARS, MAX_STATUS_CHARS, NewToken, Team};
 pub use waits::{CHANNEL_WAIT, INBOX_WAIT, MAX_WAIT, WaitSlot};

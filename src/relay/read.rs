@@ -1,8 +1,51 @@
 //! Reading: threads, channel pages, overviews and the team. The team reads
 //! everything; expired messages are never returned.
 
-use super::{MAX_PAGE, Relay, RelayResult, send::parse_channel};
+use super::{Caller, Identity, MAX_PAGE, Relay, RelayResult, send::parse_channel};
 use crate::model::{Channel, ChannelSummary, Handle, Message, Millis, ThreadSummary, now_millis};
+
+/// The most conversations an overview lists at once, and by default.
+pub const MAX_OVERVIEW_PAGE: u32 = 200;
+pub const OVERVIEW_PAGE: u32 = 50;
+/// Unread counts stop here ("99+" on the page).
+pub const MAX_UNREAD: u64 = 99;
+
+fn overview_limit(limit: Option<u32>) -> u32 {
+    limit.unwrap_or(OVERVIEW_PAGE).clamp(1, MAX_OVERVIEW_PAGE)
+}
+
+/// A page of an overview, and the cursor for the next page, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing<T> {
+    pub items: Vec<T>,
+    /// Pass as `before` for the next page; `None` on the last.
+    pub next_before: Option<i64>,
+}
+
+impl<T> Listing<T> {
+    fn of(items: Vec<T>, limit: u32, last_id: impl Fn(&T) -> i64) -> Listing<T> {
+        let next_before = (items.len() as u32 == limit)
+            .then(|| items.last().map(&last_id))
+            .flatten();
+        Listing { items, next_before }
+    }
+}
+
+/// A conversation, as read markers name it.
+#[derive(Debug, Clone, Copy)]
+pub enum Conversation<'a> {
+    Channel(&'a Channel),
+    Thread(i64),
+}
+
+impl Conversation<'_> {
+    fn key(&self) -> String {
+        match self {
+            Conversation::Channel(name) => format!("c:{name}"),
+            Conversation::Thread(id) => format!("t:{id}"),
+        }
+    }
+}
 
 /// Messages after a cursor, and the cursor to use next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,14 +98,58 @@ impl Relay {
         Ok(Page { messages, last_id })
     }
 
-    /// Channels with live messages, latest activity first.
-    pub async fn channels(&self) -> RelayResult<Vec<ChannelSummary>> {
-        Ok(self.store.channels(now_millis()).await?)
+    /// Channels with live messages, latest activity first: a page of at
+    /// most `limit` (default [`OVERVIEW_PAGE`], at most [`MAX_OVERVIEW_PAGE`])
+    /// after the cursor `before`.
+    pub async fn channels(
+        &self,
+        before: Option<i64>,
+        limit: Option<u32>,
+    ) -> RelayResult<Listing<ChannelSummary>> {
+        let limit = overview_limit(limit);
+        let items = self.store.channels(now_millis(), before, limit).await?;
+        Ok(Listing::of(items, limit, |c| c.last_id))
     }
 
-    /// The latest threads with live messages, latest activity first.
-    pub async fn threads(&self, limit: u32) -> RelayResult<Vec<ThreadSummary>> {
-        Ok(self.store.threads(now_millis(), limit).await?)
+    /// Threads with live messages, latest activity first, paged as channels.
+    pub async fn threads(
+        &self,
+        before: Option<i64>,
+        limit: Option<u32>,
+    ) -> RelayResult<Listing<ThreadSummary>> {
+        let limit = overview_limit(limit);
+        let items = self.store.threads(now_millis(), before, limit).await?;
+        Ok(Listing::of(items, limit, |t| t.last_id))
+    }
+
+    /// Marks `conversation` read by `reader` up to `last_id`.
+    pub async fn mark_read(
+        &self,
+        reader: &Caller,
+        conversation: Conversation<'_>,
+        last_id: i64,
+    ) -> RelayResult<()> {
+        if let Identity::Person(handle) = reader.identity() {
+            self.store
+                .mark_read(handle, &conversation.key(), last_id)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// How many messages of each conversation `reader` has not read (up to
+    /// [`MAX_UNREAD`]), in the order given: counted from their last-read id,
+    /// so the cost is the unread messages', never the history's.
+    pub async fn unread(
+        &self,
+        reader: &Caller,
+        conversations: &[Conversation<'_>],
+    ) -> RelayResult<Vec<u64>> {
+        let Identity::Person(handle) = reader.identity() else {
+            return Ok(vec![0; conversations.len()]);
+        };
+        let keys = conversations.iter().map(Conversation::key).collect();
+        Ok(self.store.unread(handle, keys, MAX_UNREAD).await?)
     }
 
     /// Everyone on the team: people who are not revoked, and participants

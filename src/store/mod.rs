@@ -149,15 +149,39 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>>;
-    fn channels(&self, now: Millis) -> StoreFuture<'_, Vec<ChannelSummary>>;
-    /// Threads with live messages, latest activity first.
-    fn threads(&self, now: Millis, limit: u32) -> StoreFuture<'_, Vec<ThreadSummary>>;
-    /// At shutdown: leaves the database compact and whole in its main file
-    /// (statistics refreshed, the write-ahead log checkpointed).
-    fn close(&self) -> StoreFuture<'_, ()>;
+    /// Channels with live messages, latest activity first: at most `limit`,
+    /// with a last id below `before` (the previous page's last). An index
+    /// lookup per channel listed, whatever the history holds.
+    fn channels(
+        &self,
+        now: Millis,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ChannelSummary>>;
+    /// Threads with live messages, latest activity first, paged as channels.
+    fn threads(
+        &self,
+        now: Millis,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ThreadSummary>>;
+    /// Records that `reader` has read `conversation` up to `last_id` (never
+    /// backwards).
+    fn mark_read(&self, reader: &Handle, conversation: &str, last_id: i64) -> StoreFuture<'_, ()>;
+    /// For each conversation (`c:NAME` or `t:ID`), how many live messages
+    /// came after `reader` last read it, counting at most `cap`.
+    fn unread(
+        &self,
+        reader: &Handle,
+        conversations: Vec<String>,
+        cap: u64,
+    ) -> StoreFuture<'_, Vec<u64>>;
+    /// Daily and at shutdown: refreshes the query planner's statistics and
+    /// checkpoints the write-ahead log into the main file.
+    fn tidy(&self) -> StoreFuture<'_, ()>;
     /// Deletes expired messages (and threads left empty), and the presence
     /// of handles that are nobody's (a participant's, or a name the shared
     /// token used) not heard from since `quiet_since`; returns how many
-    /// messages.
+    /// messages. In batches: no other write waits behind the whole purge.
     fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64>;
 }

@@ -3,9 +3,12 @@
 //! messages live through `static/live.js` (never an inline script); every
 //! page works without scripts. Every byte of message text is escaped.
 
-use crate::relay::{Caller, NOTICE, secrets};
+use crate::relay::{Caller, Conversation, MAX_UNREAD, NOTICE, secrets};
 use crate::state::AppState;
-use crate::wire::{self, ApiError, extract::Path};
+use crate::wire::{
+    self, ApiError,
+    extract::{Path, Query},
+};
 use askama::Template;
 use axum::{
     Extension, Router,
@@ -15,9 +18,6 @@ use axum::{
     response::{Html, IntoResponse, Response},
     routing::get,
 };
-
-/// How many threads the overview lists.
-const THREADS_LISTED: u32 = 50;
 
 /// The pages: they need credentials (Basic, from a browser) and answer at once.
 pub fn pages() -> Router<AppState> {
@@ -113,6 +113,15 @@ fn render(page: impl Template) -> Result<Response, ApiError> {
     Ok(Html(html).into_response())
 }
 
+/// A channel as the overview lists it.
+struct ChannelLine {
+    name: String,
+    message_count: u64,
+    last_activity: String,
+    /// Messages the viewer has not read, as shown ("99+" past the cap).
+    unread: String,
+}
+
 /// A thread as the overview lists it.
 struct ThreadLine {
     id: i64,
@@ -120,29 +129,73 @@ struct ThreadLine {
     opening: String,
     message_count: u64,
     last_activity: String,
+    unread: String,
 }
 
 #[derive(Template)]
 #[template(path = "index.html")]
 struct IndexPage {
     viewer: String,
-    channels: wire::Channels,
+    channels: Vec<ChannelLine>,
+    /// The link to the next page of channels, if there is one.
+    more_channels: Option<String>,
     threads: Vec<ThreadLine>,
+    more_threads: Option<String>,
     people: wire::Peers,
+}
+
+/// The overview's cursors: where each list's page starts.
+#[derive(Debug, serde::Deserialize)]
+struct OverviewQuery {
+    channels_before: Option<i64>,
+    threads_before: Option<i64>,
+}
+
+fn unread_label(count: u64) -> String {
+    match count {
+        0 => String::new(),
+        n if n >= MAX_UNREAD => format!("{MAX_UNREAD}+"),
+        n => n.to_string(),
+    }
 }
 
 async fn index(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
+    Query(query): Query<OverviewQuery>,
 ) -> Result<Response, ApiError> {
     let relay = &state.relay;
-    let threads = relay.threads(THREADS_LISTED).await?;
+    let channels = relay.channels(query.channels_before, None).await?;
+    let threads = relay.threads(query.threads_before, None).await?;
+    let mut conversations: Vec<Conversation> = channels
+        .items
+        .iter()
+        .map(|c| Conversation::Channel(&c.name))
+        .collect();
+    conversations.extend(threads.items.iter().map(|t| Conversation::Thread(t.id)));
+    let unread = relay.unread(&caller, &conversations).await?;
+    let (channel_unread, thread_unread) = unread.split_at(channels.items.len());
     render(IndexPage {
         viewer: caller.account(),
-        channels: wire::Channels::new(&relay.channels().await?),
+        channels: channels
+            .items
+            .iter()
+            .zip(channel_unread)
+            .map(|(c, unread)| ChannelLine {
+                name: c.name.to_string(),
+                message_count: c.message_count,
+                last_activity: wire::timestamp(c.last_activity),
+                unread: unread_label(*unread),
+            })
+            .collect(),
+        more_channels: channels
+            .next_before
+            .map(|before| format!("/?channels_before={before}")),
         threads: threads
-            .into_iter()
-            .map(|t| ThreadLine {
+            .items
+            .iter()
+            .zip(thread_unread)
+            .map(|(t, unread)| ThreadLine {
                 id: t.id,
                 people: t
                     .people
@@ -153,8 +206,12 @@ async fn index(
                 opening: t.opening.chars().take(120).collect(),
                 message_count: t.message_count,
                 last_activity: wire::timestamp(t.last_activity),
+                unread: unread_label(*unread),
             })
             .collect(),
+        more_threads: threads
+            .next_before
+            .map(|before| format!("/?threads_before={before}")),
         people: wire::Peers::new(&relay.peers().await?),
     })
 }
@@ -177,6 +234,12 @@ async fn thread(
     Path(id): Path<i64>,
 ) -> Result<Response, ApiError> {
     let messages = state.relay.read_thread(id).await?;
+    if let Some(last) = messages.last() {
+        state
+            .relay
+            .mark_read(&caller, Conversation::Thread(id), last.id)
+            .await?;
+    }
     render(ConversationPage {
         viewer: caller.account(),
         heading: format!("Thread {id}"),
@@ -193,6 +256,14 @@ async fn channel(
     Path(channel): Path<String>,
 ) -> Result<Response, ApiError> {
     let page = state.relay.channel_messages(&channel, None, None).await?;
+    if let Some(last) = page.messages.last()
+        && let Some(name) = &last.channel
+    {
+        state
+            .relay
+            .mark_read(&caller, Conversation::Channel(name), last.id)
+            .await?;
+    }
     render(ConversationPage {
         viewer: caller.account(),
         heading: format!("#{channel}"),

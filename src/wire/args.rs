@@ -119,3 +119,12 @@ pub struct WaitForMessage {
     /// Seconds to wait: 0 to 50 (default 30).
     pub timeout_s: Option<f64>,
 }
+
+/// `list_channels` and `GET /api/channels`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct ListChannels {
+    /// The most channels to list (default 50, at most 200).
+    pub limit: Option<u32>,
+    /// The next_before of the previous page, for the channels after it.
+    pub before: Option<i64>,
+}

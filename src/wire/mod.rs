@@ -14,7 +14,7 @@ pub mod extract;
 pub use error::ApiError;
 
 use crate::model::{ChannelSummary, Handle, Message, Millis};
-use crate::relay::{NOTICE, Page, Peer};
+use crate::relay::{Listing, NOTICE, Page, Peer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -187,15 +187,20 @@ impl From<&ChannelSummary> for ChannelView {
     }
 }
 
+/// A page of channels, latest activity first.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Channels {
     pub channels: Vec<ChannelView>,
+    /// More channels follow: pass this as `before` for the next page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_before: Option<i64>,
 }
 
-impl Channels {
-    pub fn new(channels: &[ChannelSummary]) -> Channels {
+impl From<&Listing<ChannelSummary>> for Channels {
+    fn from(listing: &Listing<ChannelSummary>) -> Self {
         Channels {
-            channels: channels.iter().map(ChannelView::from).collect(),
+            channels: listing.items.iter().map(ChannelView::from).collect(),
+            next_before: listing.next_before,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Messages, threads, inboxes and the channel and thread overviews.
 
-use crate::model::{Channel, ChannelSummary, Handle, Message, Millis, ThreadSummary};
+use crate::model::{Channel, Handle, Message, Millis};
 use crate::store::{Conversation, NewMessage, RecipientCheck, StoreError, StoreResult};
 use rusqlite::{Connection, params};
 
@@ -100,6 +100,15 @@ pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message>
         conn.prepare_cached("INSERT INTO inbox (recipient, message_id) VALUES (?1, ?2)")?
             .execute(params![recipient, id])?;
     }
+    super::summaries::count(
+        conn,
+        id,
+        thread_id,
+        channel.as_ref(),
+        [Some(&new.from), new.to.as_ref()],
+        &new.body,
+        new.created_at,
+    )?;
     Ok(Message {
         id,
         thread_id,
@@ -176,77 +185,4 @@ pub(super) fn in_channel(
         ))?
         .query_map(params![channel, since_id, now, limit], message_from_row)?
         .collect::<Result<_, _>>()?)
-}
-
-pub(super) fn channels(conn: &Connection, now: Millis) -> StoreResult<Vec<ChannelSummary>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT channel, count(*), max(id), max(created_at) FROM messages \
-             WHERE channel IS NOT NULL AND expires_at > ?1 \
-             GROUP BY channel ORDER BY max(id) DESC",
-        )?
-        .query_map([now], |row| {
-            Ok(ChannelSummary {
-                name: row.get(0)?,
-                message_count: row.get::<_, i64>(1)? as u64,
-                last_id: row.get(2)?,
-                last_activity: row.get(3)?,
-            })
-        })?
-        .collect::<Result<_, _>>()?)
-}
-
-pub(super) fn threads(
-    conn: &Connection,
-    now: Millis,
-    limit: u32,
-) -> StoreResult<Vec<ThreadSummary>> {
-    let mut statement = conn.prepare_cached(
-        "SELECT m.thread_id, count(*), max(m.id), max(m.created_at), \
-                group_concat(m.sender, ','), group_concat(coalesce(m.recipient, ''), ','), \
-                (SELECT f.body FROM messages f WHERE f.thread_id = m.thread_id \
-                 AND f.expires_at > ?1 ORDER BY f.id LIMIT 1) \
-         FROM messages m WHERE m.thread_id IS NOT NULL AND m.expires_at > ?1 \
-         GROUP BY m.thread_id ORDER BY max(m.id) DESC LIMIT ?2",
-    )?;
-    let rows = statement.query_map(params![now, limit], |row| {
-        let senders: String = row.get(4)?;
-        let recipients: String = row.get(5)?;
-        let mut people: Vec<Handle> = senders
-            .split(',')
-            .chain(recipients.split(','))
-            .filter(|h| !h.is_empty())
-            .map(Handle::parse)
-            .collect::<Result<_, _>>()
-            .map_err(|e| {
-                rusqlite::Error::FromSqlConversionFailure(
-                    4,
-                    rusqlite::types::Type::Text,
-                    Box::new(e),
-                )
-            })?;
-        people.sort();
-        people.dedup();
-        Ok(ThreadSummary {
-            id: row.get(0)?,
-            people,
-            message_count: row.get::<_, i64>(1)? as u64,
-            last_id: row.get(2)?,
-            last_activity: row.get(3)?,
-            opening: row.get(6)?,
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
-
-pub(super) fn purge_expired(conn: &Connection, now: Millis) -> StoreResult<u64> {
-    let deleted = conn
-        .prepare_cached("DELETE FROM messages WHERE expires_at <= ?1")?
-        .execute([now])?;
-    conn.prepare_cached(
-        "DELETE FROM threads WHERE NOT EXISTS \
-         (SELECT 1 FROM messages m WHERE m.thread_id = threads.id)",
-    )?
-    .execute([])?;
-    Ok(deleted as u64)
 }

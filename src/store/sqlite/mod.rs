@@ -10,6 +10,7 @@ mod copy;
 mod messages;
 mod people;
 mod schema;
+mod summaries;
 mod writer;
 
 pub use copy::{ServingLock, backup, lock_for_serving, restore};
@@ -30,6 +31,9 @@ use std::{
 
 /// Reader connections kept open between reads.
 const MAX_IDLE_READERS: usize = 8;
+/// The most expired messages one purge transaction deletes: the writer is
+/// held for a few milliseconds at a time, and other writes go between.
+pub const PURGE_BATCH: u32 = 2000;
 
 /// The SQLite implementation of [`super::Store`].
 pub struct SqliteStore {
@@ -257,15 +261,41 @@ impl super::Store for SqliteStore {
         self.read(move |conn| messages::in_channel(conn, &channel, since_id, limit, now))
     }
 
-    fn channels(&self, now: Millis) -> StoreFuture<'_, Vec<ChannelSummary>> {
-        self.read(move |conn| messages::channels(conn, now))
+    fn channels(
+        &self,
+        now: Millis,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ChannelSummary>> {
+        self.read(move |conn| summaries::channels(conn, now, before, limit))
     }
 
-    fn threads(&self, now: Millis, limit: u32) -> StoreFuture<'_, Vec<ThreadSummary>> {
-        self.read(move |conn| messages::threads(conn, now, limit))
+    fn threads(
+        &self,
+        now: Millis,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ThreadSummary>> {
+        self.read(move |conn| summaries::threads(conn, now, before, limit))
     }
 
-    fn close(&self) -> StoreFuture<'_, ()> {
+    fn mark_read(&self, reader: &Handle, conversation: &str, last_id: i64) -> StoreFuture<'_, ()> {
+        let (reader, conversation) = (reader.clone(), conversation.to_owned());
+        self.write(move |conn| summaries::mark_read(conn, &reader, &conversation, last_id))
+    }
+
+    fn unread(
+        &self,
+        reader: &Handle,
+        conversations: Vec<String>,
+        cap: u64,
+    ) -> StoreFuture<'_, Vec<u64>> {
+        let reader = reader.clone();
+        let now = crate::model::now_millis();
+        self.read(move |conn| summaries::unread(conn, &reader, &conversations, cap, now))
+    }
+
+    fn tidy(&self) -> StoreFuture<'_, ()> {
         // Outside the writer's transactions: a checkpoint cannot run inside one.
         self.read(|conn| {
             conn.execute_batch("PRAGMA optimize; PRAGMA wal_checkpoint(TRUNCATE);")?;
@@ -274,9 +304,30 @@ impl super::Store for SqliteStore {
     }
 
     fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64> {
-        self.write(move |conn| {
-            people::forget_quiet_presence(conn, quiet_since)?;
-            messages::purge_expired(conn, now)
+        Box::pin(async move {
+            self.write(move |conn| people::forget_quiet_presence(conn, quiet_since))
+                .await?;
+            // In batches, each its own write: other writes wait for one
+            // batch at most, never for the whole purge.
+            let mut total = 0;
+            loop {
+                let gone = self
+                    .write(move |conn| summaries::purge_batch(conn, now, PURGE_BATCH))
+                    .await?;
+                total += gone;
+                if gone < u64::from(PURGE_BATCH) {
+                    break;
+                }
+            }
+            self.write(summaries::drop_empty_threads).await?;
+            if total > 0 {
+                // Give the freed pages back to the file system (a database
+                // made by this version vacuums incrementally); outside the
+                // writer's transactions, as the pragma needs.
+                self.read(|conn| Ok(conn.execute_batch("PRAGMA incremental_vacuum(4096)")?))
+                    .await?;
+            }
+            Ok(total)
         })
     }
 }

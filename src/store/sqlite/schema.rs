@@ -82,6 +82,51 @@ CREATE TRIGGER people_removed AFTER DELETE ON people BEGIN
     UPDATE revisions SET value = value + 1 WHERE name = 'credentials';
 END;
 "#,
+    r#"
+-- Overviews kept as messages commit (summaries.rs), so listing channels
+-- and threads reads a few rows by index whatever the history holds.
+CREATE TABLE channel_summaries (
+    channel        TEXT PRIMARY KEY,
+    message_count  INTEGER NOT NULL,
+    last_id        INTEGER NOT NULL,
+    last_activity  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX channel_summaries_by_last ON channel_summaries(last_id);
+CREATE TABLE thread_summaries (
+    thread_id      INTEGER PRIMARY KEY REFERENCES threads(id) ON DELETE CASCADE,
+    message_count  INTEGER NOT NULL,
+    first_id       INTEGER NOT NULL,
+    opening        TEXT NOT NULL,
+    last_id        INTEGER NOT NULL,
+    last_activity  INTEGER NOT NULL
+);
+CREATE INDEX thread_summaries_by_last ON thread_summaries(last_id);
+CREATE TABLE thread_people (
+    thread_id  INTEGER NOT NULL REFERENCES threads(id) ON DELETE CASCADE,
+    handle     TEXT NOT NULL,
+    PRIMARY KEY (thread_id, handle)
+) WITHOUT ROWID;
+-- What each person has read of each conversation ('c:NAME' or 't:ID').
+CREATE TABLE last_read (
+    handle        TEXT NOT NULL,
+    conversation  TEXT NOT NULL,
+    last_id       INTEGER NOT NULL,
+    PRIMARY KEY (handle, conversation)
+) WITHOUT ROWID;
+-- The summaries of what a database holds already.
+INSERT INTO channel_summaries (channel, message_count, last_id, last_activity)
+    SELECT channel, count(*), max(id), max(created_at) FROM messages
+    WHERE channel IS NOT NULL GROUP BY channel;
+INSERT INTO thread_summaries (thread_id, message_count, first_id, opening, last_id, last_activity)
+    SELECT m.thread_id, count(*), min(m.id),
+           (SELECT f.body FROM messages f WHERE f.thread_id = m.thread_id ORDER BY f.id LIMIT 1),
+           max(m.id), max(m.created_at)
+    FROM messages m WHERE m.thread_id IS NOT NULL GROUP BY m.thread_id;
+INSERT OR IGNORE INTO thread_people (thread_id, handle)
+    SELECT thread_id, sender FROM messages WHERE thread_id IS NOT NULL
+    UNION SELECT thread_id, recipient FROM messages
+    WHERE thread_id IS NOT NULL AND recipient IS NOT NULL;
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.
@@ -101,6 +146,9 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // Checkpoints keep the WAL from growing; this truncates what it grew
+        // to under a burst once a checkpoint has passed.
+        conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
         Ok(())
     };
     configure().map_err(|e| StoreError::backend(opening(), e))?;
@@ -109,6 +157,16 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
 
 /// Brings the schema up to the last step, in one transaction.
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let fresh: bool = conn.query_row("SELECT count(*) = 0 FROM sqlite_master", [], |row| {
+        row.get(0)
+    })?;
+    if fresh {
+        // Only before the first table: a database made by this version
+        // gives the pages the purge frees back to the file system
+        // (`incremental_vacuum`). Older ones would need a full VACUUM,
+        // which an operator may run while the relay is stopped.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let version: usize = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     if version > MIGRATIONS.len() {

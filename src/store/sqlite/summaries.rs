@@ -1,0 +1,252 @@
+//! Channel and thread overviews, kept as messages commit and as they are
+//! purged, so an overview is a few index lookups whatever the history
+//! holds.
+//!
+//! A summary is updated in the same transaction as the message it counts
+//! (inside the group commit), and by the purge in the same transaction as
+//! the rows it deletes. Between an expiry and the purge that follows (at
+//! most a minute), a count may still include the messages that just
+//! expired; a conversation whose newest message has expired is never
+//! listed.
+
+use crate::model::{Channel, ChannelSummary, Handle, Millis, ThreadSummary};
+use crate::store::StoreResult;
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// Counts a stored message in its conversation's summary.
+pub(super) fn count(
+    conn: &Connection,
+    id: i64,
+    thread_id: Option<i64>,
+    channel: Option<&Channel>,
+    people: [Option<&Handle>; 2],
+    body: &str,
+    at: Millis,
+) -> StoreResult<()> {
+    if let Some(channel) = channel {
+        conn.prepare_cached(
+            "INSERT INTO channel_summaries (channel, message_count, last_id, last_activity) \
+             VALUES (?1, 1, ?2, ?3) ON CONFLICT (channel) DO UPDATE SET \
+             message_count = message_count + 1, last_id = ?2, last_activity = ?3",
+        )?
+        .execute(params![channel, id, at])?;
+    }
+    if let Some(thread_id) = thread_id {
+        conn.prepare_cached(
+            "INSERT INTO thread_summaries \
+             (thread_id, message_count, first_id, opening, last_id, last_activity) \
+             VALUES (?1, 1, ?2, ?3, ?2, ?4) ON CONFLICT (thread_id) DO UPDATE SET \
+             message_count = message_count + 1, last_id = ?2, last_activity = ?4",
+        )?
+        .execute(params![thread_id, id, body, at])?;
+        let mut join = conn.prepare_cached(
+            "INSERT OR IGNORE INTO thread_people (thread_id, handle) VALUES (?1, ?2)",
+        )?;
+        for handle in people.into_iter().flatten() {
+            join.execute(params![thread_id, handle])?;
+        }
+    }
+    Ok(())
+}
+
+/// Takes `removed` messages out of the summaries of the conversations they
+/// were in; drops a summary left with none, and finds a thread's opening
+/// again when its first message went.
+pub(super) fn uncount(
+    conn: &Connection,
+    removed: &[(i64, Option<i64>, Option<String>)],
+) -> StoreResult<()> {
+    use std::collections::HashMap;
+    let mut channels: HashMap<&str, i64> = HashMap::new();
+    let mut threads: HashMap<i64, (i64, i64)> = HashMap::new();
+    for (id, thread_id, channel) in removed {
+        if let Some(channel) = channel {
+            *channels.entry(channel).or_default() += 1;
+        }
+        if let Some(thread_id) = thread_id {
+            let entry = threads.entry(*thread_id).or_insert((0, i64::MIN));
+            entry.0 += 1;
+            entry.1 = entry.1.max(*id);
+        }
+    }
+    for (channel, gone) in channels {
+        conn.prepare_cached(
+            "UPDATE channel_summaries SET message_count = message_count - ?2 WHERE channel = ?1",
+        )?
+        .execute(params![channel, gone])?;
+        conn.prepare_cached(
+            "DELETE FROM channel_summaries WHERE channel = ?1 AND message_count <= 0",
+        )?
+        .execute([channel])?;
+    }
+    for (thread_id, (gone, newest_gone)) in threads {
+        conn.prepare_cached(
+            "UPDATE thread_summaries SET message_count = message_count - ?2 WHERE thread_id = ?1",
+        )?
+        .execute(params![thread_id, gone])?;
+        let left: Option<(i64, i64)> = conn
+            .prepare_cached(
+                "SELECT message_count, first_id FROM thread_summaries WHERE thread_id = ?1",
+            )?
+            .query_row([thread_id], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?;
+        match left {
+            Some((count, _)) if count <= 0 => {
+                // The thread's rows go with it (thread_summaries, thread_people).
+                conn.prepare_cached("DELETE FROM threads WHERE id = ?1")?
+                    .execute([thread_id])?;
+            }
+            Some((_, first_id)) if first_id <= newest_gone => {
+                conn.prepare_cached(
+                    "UPDATE thread_summaries SET (first_id, opening) = \
+                     (SELECT id, body FROM messages WHERE thread_id = ?1 ORDER BY id LIMIT 1) \
+                     WHERE thread_id = ?1",
+                )?
+                .execute([thread_id])?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Channels whose newest message is live, newest first, after the cursor.
+pub(super) fn channels(
+    conn: &Connection,
+    now: Millis,
+    before: Option<i64>,
+    limit: u32,
+) -> StoreResult<Vec<ChannelSummary>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT s.channel, s.message_count, s.last_id, s.last_activity \
+             FROM channel_summaries s JOIN messages m ON m.id = s.last_id \
+             WHERE m.expires_at > ?1 AND s.last_id < ?2 \
+             ORDER BY s.last_id DESC LIMIT ?3",
+        )?
+        .query_map(params![now, before.unwrap_or(i64::MAX), limit], |row| {
+            Ok(ChannelSummary {
+                name: row.get(0)?,
+                message_count: row.get::<_, i64>(1)?.max(0) as u64,
+                last_id: row.get(2)?,
+                last_activity: row.get(3)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?)
+}
+
+/// Threads whose newest message is live, newest first, after the cursor.
+pub(super) fn threads(
+    conn: &Connection,
+    now: Millis,
+    before: Option<i64>,
+    limit: u32,
+) -> StoreResult<Vec<ThreadSummary>> {
+    let mut summaries: Vec<ThreadSummary> = conn
+        .prepare_cached(
+            "SELECT s.thread_id, s.message_count, s.opening, s.last_id, s.last_activity \
+             FROM thread_summaries s JOIN messages m ON m.id = s.last_id \
+             WHERE m.expires_at > ?1 AND s.last_id < ?2 \
+             ORDER BY s.last_id DESC LIMIT ?3",
+        )?
+        .query_map(params![now, before.unwrap_or(i64::MAX), limit], |row| {
+            Ok(ThreadSummary {
+                id: row.get(0)?,
+                people: Vec::new(),
+                message_count: row.get::<_, i64>(1)?.max(0) as u64,
+                opening: row.get(2)?,
+                last_id: row.get(3)?,
+                last_activity: row.get(4)?,
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    let mut people = conn
+        .prepare_cached("SELECT handle FROM thread_people WHERE thread_id = ?1 ORDER BY handle")?;
+    for summary in &mut summaries {
+        summary.people = people
+            .query_map([summary.id], |row| row.get(0))?
+            .collect::<Result<_, _>>()?;
+    }
+    Ok(summaries)
+}
+
+/// Deletes up to `batch` expired messages in one transaction, with their
+/// inbox rows, keeping the summaries true; returns how many went.
+pub(super) fn purge_batch(conn: &Connection, now: Millis, batch: u32) -> StoreResult<u64> {
+    let removed: Vec<(i64, Option<i64>, Option<String>)> = conn
+        .prepare_cached(
+            "DELETE FROM messages WHERE id IN \
+             (SELECT id FROM messages WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2) \
+             RETURNING id, thread_id, channel",
+        )?
+        .query_map(params![now, batch], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    uncount(conn, &removed)?;
+    Ok(removed.len() as u64)
+}
+
+/// Threads with no message left and no summary (made by a message that was
+/// never stored), deleted.
+pub(super) fn drop_empty_threads(conn: &Connection) -> StoreResult<()> {
+    conn.prepare_cached(
+        "DELETE FROM threads WHERE id NOT IN (SELECT thread_id FROM thread_summaries)",
+    )?
+    .execute([])?;
+    Ok(())
+}
+
+pub(super) fn mark_read(
+    conn: &Connection,
+    reader: &Handle,
+    conversation: &str,
+    last_id: i64,
+) -> StoreResult<()> {
+    conn.prepare_cached(
+        "INSERT INTO last_read (handle, conversation, last_id) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (handle, conversation) DO UPDATE SET last_id = max(last_id, ?3)",
+    )?
+    .execute(params![reader, conversation, last_id])?;
+    Ok(())
+}
+
+/// Unread counts from each last-read id: an index range of the unread
+/// messages only, stopped at `cap`.
+pub(super) fn unread(
+    conn: &Connection,
+    reader: &Handle,
+    conversations: &[String],
+    cap: u64,
+    now: Millis,
+) -> StoreResult<Vec<u64>> {
+    let mut read = conn
+        .prepare_cached("SELECT last_id FROM last_read WHERE handle = ?1 AND conversation = ?2")?;
+    let mut counts = Vec::with_capacity(conversations.len());
+    for conversation in conversations {
+        let since: i64 = read
+            .query_row(params![reader, conversation], |row| row.get(0))
+            .optional()?
+            .unwrap_or(0);
+        let count: i64 = match conversation.split_once(':') {
+            Some(("c", channel)) => conn
+                .prepare_cached(
+                    "SELECT count(*) FROM (SELECT 1 FROM messages WHERE channel = ?1 \
+                     AND id > ?2 AND expires_at > ?3 LIMIT ?4)",
+                )?
+                .query_row(params![channel, since, now, cap], |row| row.get(0))?,
+            Some(("t", thread)) => conn
+                .prepare_cached(
+                    "SELECT count(*) FROM (SELECT 1 FROM messages WHERE thread_id = ?1 \
+                     AND id > ?2 AND expires_at > ?3 LIMIT ?4)",
+                )?
+                .query_row(
+                    params![thread.parse::<i64>().unwrap_or(0), since, now, cap],
+                    |row| row.get(0),
+                )?,
+            _ => 0,
+        };
+        counts.push(count.max(0) as u64);
+    }
+    Ok(counts)
+}
