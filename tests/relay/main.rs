@@ -17,5 +17,6 @@ mod rest;
 mod rules;
 mod secret_corpus;
 mod stream;
+mod summaries;
 mod support;
 mod tls;

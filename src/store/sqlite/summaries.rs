@@ -50,26 +50,30 @@ pub(super) fn count(
 }
 
 /// Takes `removed` messages out of the summaries of the conversations they
-/// were in; drops a summary left with none, and finds a thread's opening
-/// again when its first message went.
+/// were in: drops a summary left with none; finds a conversation's newest
+/// message again when it went, and a thread's opening and people again.
 pub(super) fn uncount(
     conn: &Connection,
     removed: &[(i64, Option<i64>, Option<String>)],
 ) -> StoreResult<()> {
     use std::collections::HashMap;
-    let mut channels: HashMap<&str, i64> = HashMap::new();
-    let mut threads: HashMap<i64, (i64, i64)> = HashMap::new();
+    // Per conversation: how many went, and the newest and oldest that did.
+    let mut channels: HashMap<&str, (i64, i64)> = HashMap::new();
+    let mut threads: HashMap<i64, (i64, i64, i64)> = HashMap::new();
     for (id, thread_id, channel) in removed {
         if let Some(channel) = channel {
-            *channels.entry(channel).or_default() += 1;
-        }
-        if let Some(thread_id) = thread_id {
-            let entry = threads.entry(*thread_id).or_insert((0, i64::MIN));
+            let entry = channels.entry(channel).or_insert((0, i64::MIN));
             entry.0 += 1;
             entry.1 = entry.1.max(*id);
         }
+        if let Some(thread_id) = thread_id {
+            let entry = threads.entry(*thread_id).or_insert((0, i64::MIN, i64::MAX));
+            entry.0 += 1;
+            entry.1 = entry.1.max(*id);
+            entry.2 = entry.2.min(*id);
+        }
     }
-    for (channel, gone) in channels {
+    for (channel, (gone, newest_gone)) in channels {
         conn.prepare_cached(
             "UPDATE channel_summaries SET message_count = message_count - ?2 WHERE channel = ?1",
         )?
@@ -78,34 +82,50 @@ pub(super) fn uncount(
             "DELETE FROM channel_summaries WHERE channel = ?1 AND message_count <= 0",
         )?
         .execute([channel])?;
+        conn.prepare_cached(
+            "UPDATE channel_summaries SET (last_id, last_activity) = \
+             (SELECT id, created_at FROM messages WHERE channel = ?1 ORDER BY id DESC LIMIT 1) \
+             WHERE channel = ?1 AND last_id <= ?2",
+        )?
+        .execute(params![channel, newest_gone])?;
     }
-    for (thread_id, (gone, newest_gone)) in threads {
+    for (thread_id, (gone, newest_gone, oldest_gone)) in threads {
         conn.prepare_cached(
             "UPDATE thread_summaries SET message_count = message_count - ?2 WHERE thread_id = ?1",
         )?
         .execute(params![thread_id, gone])?;
-        let left: Option<(i64, i64)> = conn
-            .prepare_cached(
-                "SELECT message_count, first_id FROM thread_summaries WHERE thread_id = ?1",
-            )?
-            .query_row([thread_id], |row| Ok((row.get(0)?, row.get(1)?)))
+        let left: Option<i64> = conn
+            .prepare_cached("SELECT message_count FROM thread_summaries WHERE thread_id = ?1")?
+            .query_row([thread_id], |row| row.get(0))
             .optional()?;
-        match left {
-            Some((count, _)) if count <= 0 => {
-                // The thread's rows go with it (thread_summaries, thread_people).
-                conn.prepare_cached("DELETE FROM threads WHERE id = ?1")?
-                    .execute([thread_id])?;
-            }
-            Some((_, first_id)) if first_id <= newest_gone => {
-                conn.prepare_cached(
-                    "UPDATE thread_summaries SET (first_id, opening) = \
-                     (SELECT id, body FROM messages WHERE thread_id = ?1 ORDER BY id LIMIT 1) \
-                     WHERE thread_id = ?1",
-                )?
+        if left.is_none_or(|count| count <= 0) {
+            // The thread's rows go with it (thread_summaries, thread_people).
+            conn.prepare_cached("DELETE FROM threads WHERE id = ?1")?
                 .execute([thread_id])?;
-            }
-            _ => {}
+            continue;
         }
+        conn.prepare_cached(
+            "UPDATE thread_summaries SET (first_id, opening) = \
+             (SELECT id, body FROM messages WHERE thread_id = ?1 ORDER BY id LIMIT 1) \
+             WHERE thread_id = ?1 AND first_id >= ?2",
+        )?
+        .execute(params![thread_id, oldest_gone])?;
+        conn.prepare_cached(
+            "UPDATE thread_summaries SET (last_id, last_activity) = \
+             (SELECT id, created_at FROM messages WHERE thread_id = ?1 ORDER BY id DESC LIMIT 1) \
+             WHERE thread_id = ?1 AND last_id <= ?2",
+        )?
+        .execute(params![thread_id, newest_gone])?;
+        // Who is in it: those who sent or received what is left.
+        conn.prepare_cached("DELETE FROM thread_people WHERE thread_id = ?1")?
+            .execute([thread_id])?;
+        conn.prepare_cached(
+            "INSERT OR IGNORE INTO thread_people (thread_id, handle) \
+             SELECT thread_id, sender FROM messages WHERE thread_id = ?1 \
+             UNION SELECT thread_id, recipient FROM messages \
+             WHERE thread_id = ?1 AND recipient IS NOT NULL",
+        )?
+        .execute([thread_id])?;
     }
     Ok(())
 }

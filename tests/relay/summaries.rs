@@ -1,0 +1,261 @@
+//! The overviews kept as messages commit: after any sends, replies, expiry
+//! and purges, every summary equals what a full scan of the messages
+//! computes; and a database from before them gets them built.
+
+use crosstalk::model::{Channel, Handle, Millis, now_millis};
+use crosstalk::store::{Conversation, NewMessage, RecipientCheck, SqliteStore, Store};
+use proptest::prelude::*;
+use rusqlite::Connection;
+use std::path::Path;
+
+type ChannelRow = (String, i64, i64, i64);
+type ThreadRow = (i64, i64, String, i64, i64, String);
+
+/// The summaries as stored, and as a full scan of the messages computes
+/// them: (channel, count, last id, last activity), and (thread, count,
+/// opening, last id, last activity, people).
+fn summaries_and_scan(
+    db: &Path,
+) -> (
+    (Vec<ChannelRow>, Vec<ThreadRow>),
+    (Vec<ChannelRow>, Vec<ThreadRow>),
+) {
+    let conn = Connection::open(db).unwrap();
+    let rows = |sql: &str| -> Vec<ChannelRow> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let threads = |sql: &str| -> Vec<ThreadRow> {
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let stored = (
+        rows(
+            "SELECT channel, message_count, last_id, last_activity FROM channel_summaries ORDER BY channel",
+        ),
+        threads(
+            "SELECT s.thread_id, s.message_count, s.opening, s.last_id, s.last_activity, \
+             (SELECT group_concat(handle, ',') FROM (SELECT handle FROM thread_people p \
+              WHERE p.thread_id = s.thread_id ORDER BY handle)) \
+             FROM thread_summaries s ORDER BY s.thread_id",
+        ),
+    );
+    let scanned = (
+        rows(
+            "SELECT channel, count(*), max(id), max(created_at) FROM messages \
+             WHERE channel IS NOT NULL GROUP BY channel ORDER BY channel",
+        ),
+        threads(
+            "SELECT m.thread_id, count(*), \
+             (SELECT body FROM messages f WHERE f.thread_id = m.thread_id ORDER BY id LIMIT 1), \
+             max(m.id), max(m.created_at), \
+             (SELECT group_concat(h, ',') FROM (SELECT sender AS h FROM messages WHERE thread_id = m.thread_id \
+              UNION SELECT recipient FROM messages WHERE thread_id = m.thread_id AND recipient IS NOT NULL ORDER BY h)) \
+             FROM messages m WHERE m.thread_id IS NOT NULL GROUP BY m.thread_id ORDER BY m.thread_id",
+        ),
+    );
+    (stored, scanned)
+}
+
+/// One step of a history.
+#[derive(Debug, Clone)]
+enum Step {
+    /// A channel post in channel `n % 3`.
+    Post(u8),
+    /// A direct message: a new thread, or a reply in thread `n` of those made.
+    Send(Option<u8>),
+    /// The `n` oldest live messages expire.
+    Expire(u8),
+    /// Any message expires, by its position among the live ones.
+    ExpireOne(u8),
+    Purge,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => any::<u8>().prop_map(Step::Post),
+        4 => proptest::option::of(any::<u8>()).prop_map(Step::Send),
+        1 => (1u8..6).prop_map(Step::Expire),
+        1 => any::<u8>().prop_map(Step::ExpireOne),
+        2 => Just(Step::Purge),
+    ]
+}
+
+fn handle(name: &str) -> Handle {
+    Handle::parse(name).unwrap()
+}
+
+/// Plays `steps` on a fresh store; checks the summaries after each purge
+/// and at the end.
+async fn play(steps: &[Step]) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("relay.db");
+    let store = SqliteStore::open(&db).unwrap();
+    let mut threads: Vec<i64> = Vec::new();
+    let far: Millis = now_millis() + 86_400_000;
+    for (n, step) in steps.iter().enumerate() {
+        let people = [handle("alice"), handle("bob"), handle("carol")];
+        let from = people[n % 3].clone();
+        let message = |conversation, to: Option<Handle>| NewMessage {
+            conversation,
+            from: from.clone(),
+            to,
+            check_to: RecipientCheck::None,
+            kind: "NOTE".into(),
+            body: format!("message {n}"),
+            reply_to: None,
+            created_at: 1_000 + n as Millis,
+            expires_at: far,
+        };
+        match step {
+            Step::Post(c) => {
+                let channel = Channel::parse(&format!("c{}", c % 3)).unwrap();
+                let to = (c % 2 == 0).then(|| people[(n + 1) % 3].clone());
+                store
+                    .insert_message(message(Conversation::Channel(channel), to))
+                    .await
+                    .unwrap();
+            }
+            Step::Send(reply) => {
+                let to = Some(people[(n + 1) % 3].clone());
+                let conversation = match reply {
+                    Some(k) if !threads.is_empty() => {
+                        Conversation::Thread(threads[*k as usize % threads.len()])
+                    }
+                    _ => Conversation::NewThread,
+                };
+                // A reply to a thread the purge emptied is refused: fine.
+                if let Ok(stored) = store.insert_message(message(conversation, to)).await
+                    && let Some(thread) = stored.thread_id
+                    && !threads.contains(&thread)
+                {
+                    threads.push(thread);
+                }
+            }
+            Step::Expire(k) => {
+                Connection::open(&db)
+                    .unwrap()
+                    .execute(
+                        "UPDATE messages SET expires_at = 0 WHERE id IN \
+                         (SELECT id FROM messages WHERE expires_at > 0 ORDER BY id LIMIT ?1)",
+                        [*k],
+                    )
+                    .unwrap();
+            }
+            Step::ExpireOne(k) => {
+                Connection::open(&db)
+                    .unwrap()
+                    .execute(
+                        "UPDATE messages SET expires_at = 0 WHERE id = (SELECT id FROM messages \
+                         WHERE expires_at > 0 ORDER BY id LIMIT 1 OFFSET (?1 % max(1, \
+                         (SELECT count(*) FROM messages WHERE expires_at > 0))))",
+                        [*k],
+                    )
+                    .unwrap();
+            }
+            Step::Purge => {
+                store.purge_expired(now_millis(), 0).await.unwrap();
+                let (stored, scanned) = summaries_and_scan(&db);
+                prop_assert_eq!(stored, scanned, "after step {}", n);
+            }
+        }
+    }
+    let (stored, scanned) = summaries_and_scan(&db);
+    prop_assert_eq!(stored, scanned);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Any history of sends, replies, posts, expiry and purges leaves every
+    /// summary equal to a full scan.
+    #[test]
+    fn summaries_equal_a_full_scan_after_any_history(steps in proptest::collection::vec(step(), 1..60)) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(play(&steps))?;
+    }
+}
+
+#[tokio::test]
+async fn summaries_follow_sends_replies_expiry_and_the_purge() {
+    use Step::*;
+    let history = [
+        Send(None),
+        Send(Some(0)),
+        Post(0),
+        Post(1),
+        Send(None),
+        Send(Some(1)),
+        Post(0),
+        // The opening message of the first thread expires: its opening moves on.
+        Expire(1),
+        Purge,
+        Send(Some(0)),
+        Post(2),
+        Expire(3),
+        Purge,
+        // Everything expires: every summary goes.
+        Expire(255),
+        Purge,
+    ];
+    play(&history).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_database_from_before_the_summaries_gets_them_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("relay.db");
+    {
+        let conn = Connection::open(&db).unwrap();
+        let migrations = crosstalk::store::sqlite::MIGRATIONS;
+        for step in &migrations[..2] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 2).unwrap();
+        let far = now_millis() + 86_400_000;
+        conn.execute_batch(&format!(
+            "INSERT INTO threads (id, created_at) VALUES (1, 1), (2, 2);
+             INSERT INTO messages (thread_id, channel, sender, recipient, type, body, created_at, expires_at) VALUES
+               (1, NULL, 'alice', 'bob', 'QUESTION', 'which migration?', 10, {far}),
+               (1, NULL, 'bob', 'alice', 'ANSWER', '0042', 11, {far}),
+               (NULL, 'ops', 'carol', NULL, 'NOTE', 'deploying', 12, {far}),
+               (2, NULL, 'carol', 'dave', 'NOTE', 'hello', 13, {far}),
+               (NULL, 'ops', 'alice', 'carol', 'DONE', 'done', 14, {far});"
+        ))
+        .unwrap();
+    }
+    let store = SqliteStore::open(&db).unwrap();
+    let (stored, scanned) = summaries_and_scan(&db);
+    assert_eq!(stored, scanned);
+    assert_eq!(stored.0, vec![("ops".to_owned(), 2, 5, 14)]);
+    let listed = store.threads(now_millis(), None, 10).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0].id, 2, "latest activity first");
+    assert_eq!(listed[1].opening, "which migration?");
+    assert_eq!(
+        listed[1]
+            .people
+            .iter()
+            .map(|h| h.as_str())
+            .collect::<Vec<_>>(),
+        ["alice", "bob"]
+    );
+}
