@@ -10,16 +10,13 @@ use std::path::Path;
 
 type ChannelRow = (String, i64, i64, i64);
 type ThreadRow = (i64, i64, String, i64, i64, String);
+/// The channel and thread summaries of a database.
+type Summaries = (Vec<ChannelRow>, Vec<ThreadRow>);
 
 /// The summaries as stored, and as a full scan of the messages computes
 /// them: (channel, count, last id, last activity), and (thread, count,
 /// opening, last id, last activity, people).
-fn summaries_and_scan(
-    db: &Path,
-) -> (
-    (Vec<ChannelRow>, Vec<ThreadRow>),
-    (Vec<ChannelRow>, Vec<ThreadRow>),
-) {
+fn summaries_and_scan(db: &Path) -> (Summaries, Summaries) {
     let conn = Connection::open(db).unwrap();
     let rows = |sql: &str| -> Vec<ChannelRow> {
         conn.prepare(sql)
@@ -257,5 +254,79 @@ async fn a_database_from_before_the_summaries_gets_them_built() {
             .map(|h| h.as_str())
             .collect::<Vec<_>>(),
         ["alice", "bob"]
+    );
+}
+
+#[tokio::test]
+async fn overviews_come_in_pages_and_count_what_each_person_has_not_read() {
+    use crate::support::{get, http, post, spawn_app};
+    use serde_json::json;
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    for channel in ["one", "two", "three"] {
+        let (status, _) = post(
+            &app,
+            &format!("/api/channels/{channel}/messages"),
+            &alice,
+            json!({ "body": "hi" }),
+        )
+        .await;
+        assert_eq!(status, 201);
+    }
+    let (_, first) = get(&app, "/api/channels?limit=2", &bob).await;
+    let names: Vec<&str> = first["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["three", "two"]);
+    let before = first["next_before"].as_i64().expect("a cursor for more");
+    let (_, rest) = get(
+        &app,
+        &format!("/api/channels?limit=2&before={before}"),
+        &bob,
+    )
+    .await;
+    assert_eq!(rest, json!({ "channels": [rest["channels"][0].clone()] }));
+    assert_eq!(rest["channels"][0]["name"], "one");
+
+    // Unread, per person, from the last message each has read.
+    for n in 0..2 {
+        post(
+            &app,
+            "/api/channels/one/messages",
+            &alice,
+            json!({ "body": format!("more {n}") }),
+        )
+        .await;
+    }
+    let overview = |token: String| {
+        let request = http()
+            .get(format!("{}/", app.url()))
+            .basic_auth("x", Some(token));
+        async move { request.send().await.unwrap().text().await.unwrap() }
+    };
+    let page = overview(bob.clone()).await;
+    assert!(
+        page.contains("<a href=\"/channels/one\">#one</a> <strong class=\"unread\">3 new</strong>"),
+        "{page}"
+    );
+    let opened = http()
+        .get(format!("{}/channels/one", app.url()))
+        .basic_auth("x", Some(&bob))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 200);
+    let page = overview(bob.clone()).await;
+    assert!(
+        !page.contains("#one</a> <strong"),
+        "read after opening it: {page}"
+    );
+    assert!(
+        page.contains("#two</a> <strong class=\"unread\">1 new</strong>"),
+        "{page}"
     );
 }

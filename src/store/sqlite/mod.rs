@@ -33,7 +33,7 @@ use std::{
 const MAX_IDLE_READERS: usize = 8;
 /// The most expired messages one purge transaction deletes: the writer is
 /// held for a few milliseconds at a time, and other writes go between.
-pub const PURGE_BATCH: u32 = 2000;
+pub const PURGE_BATCH: u32 = 500;
 
 /// The SQLite implementation of [`super::Store`].
 pub struct SqliteStore {

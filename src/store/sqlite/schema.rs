@@ -106,6 +106,13 @@ CREATE TABLE thread_people (
     handle     TEXT NOT NULL,
     PRIMARY KEY (thread_id, handle)
 ) WITHOUT ROWID;
+-- Deleting a message deletes its inbox rows, and deleting a thread its
+-- messages (ON DELETE CASCADE). SQLite looks the children up with an index
+-- only if a full one exists (a partial index does not serve): without
+-- these, each delete would scan the whole inbox or the whole history.
+CREATE INDEX inbox_by_message ON inbox(message_id);
+DROP INDEX messages_by_thread;
+CREATE INDEX messages_by_thread ON messages(thread_id, id);
 -- What each person has read of each conversation ('c:NAME' or 't:ID').
 CREATE TABLE last_read (
     handle        TEXT NOT NULL,
@@ -149,6 +156,11 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
         // Checkpoints keep the WAL from growing; this truncates what it grew
         // to under a burst once a checkpoint has passed.
         conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
+        // A history of a million messages is a few hundred MB: map it, and
+        // keep its hot pages (indexes, summaries) cached, so the purge and
+        // the summaries' upkeep never wait on cold pages.
+        conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
+        conn.pragma_update(None, "cache_size", -32 * 1024)?;
         Ok(())
     };
     configure().map_err(|e| StoreError::backend(opening(), e))?;
