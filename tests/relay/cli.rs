@@ -164,16 +164,8 @@ async fn logs_never_contain_tokens() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The first line with `listen=` says where it listens.
     let mut log = LogWatch::new(&mut child);
-    let listening = log.wait_for("listen=");
-    let addr = listening
-        .split("listen=")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap()
-        .to_owned();
-    let url = format!("http://{addr}");
+    let url = log.serving_url();
     let client = crate::support::http();
     let basic = format!("x:{token}");
     use base64::Engine as _;

@@ -285,18 +285,11 @@ async fn no_body_reaches_the_log_at_any_level_and_serve_says_which_credentials_c
         .spawn()
         .unwrap();
     let mut log = LogWatch::new(&mut child);
-    let listening = log.wait_for("listen=");
+    let url = log.serving_url();
     let credentials = log.wait_for("credentials");
     assert!(credentials.contains("people=1"), "{credentials}");
     assert!(credentials.contains("participants=1"), "{credentials}");
     assert!(credentials.contains("shared_token=false"), "{credentials}");
-    let addr = listening
-        .split("listen=")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap()
-        .to_owned();
-    let url = format!("http://{addr}");
     let agent = Mcp::connect(&url, &token).await.unwrap();
     let said = "a-sentence-that-must-stay-out-of-the-log";
     agent

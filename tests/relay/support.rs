@@ -412,6 +412,17 @@ impl LogWatch {
         }
     }
 
+    /// The relay's URL, from the line that says where it listens.
+    pub fn serving_url(&mut self) -> String {
+        let line = self.wait_for("listen=");
+        let addr = line
+            .split("listen=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("an address after listen=");
+        format!("http://{addr}")
+    }
+
     /// The whole log, once the child has ended.
     pub fn whole(mut self) -> String {
         self.seen.extend(self.lines.iter());

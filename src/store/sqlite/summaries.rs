@@ -99,10 +99,17 @@ pub(super) fn uncount(
             .query_row([thread_id], |row| row.get(0))
             .optional()?;
         if left.is_none_or(|count| count <= 0) {
-            // The thread's rows go with it (thread_summaries, thread_people).
-            conn.prepare_cached("DELETE FROM threads WHERE id = ?1")?
+            // The thread's rows go with it (thread_summaries, thread_people);
+            // never while a message is left in it, whatever the count says.
+            let emptied = conn
+                .prepare_cached(
+                    "DELETE FROM threads WHERE id = ?1 \
+                     AND NOT EXISTS (SELECT 1 FROM messages WHERE thread_id = ?1)",
+                )?
                 .execute([thread_id])?;
-            continue;
+            if emptied == 1 {
+                continue;
+            }
         }
         conn.prepare_cached(
             "UPDATE thread_summaries SET (first_id, opening) = \
@@ -207,11 +214,12 @@ pub(super) fn purge_batch(conn: &Connection, now: Millis, batch: u32) -> StoreRe
     Ok(removed.len() as u64)
 }
 
-/// Threads with no message left and no summary (made by a message that was
-/// never stored), deleted.
+/// Threads with no summary and no message left, deleted (a database from
+/// before the summaries may hold some); never one with a message in it.
 pub(super) fn drop_empty_threads(conn: &Connection) -> StoreResult<()> {
     conn.prepare_cached(
-        "DELETE FROM threads WHERE id NOT IN (SELECT thread_id FROM thread_summaries)",
+        "DELETE FROM threads WHERE id NOT IN (SELECT thread_id FROM thread_summaries) \
+         AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = threads.id)",
     )?
     .execute([])?;
     Ok(())
