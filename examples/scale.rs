@@ -124,6 +124,13 @@ where
     )
 }
 
+/// Sends a request that must succeed, and reads its whole answer.
+async fn fetch(request: reqwest::RequestBuilder) {
+    let response = request.send().await.expect("an answer");
+    assert!(response.status().is_success(), "{}", response.status());
+    response.bytes().await.expect("the body");
+}
+
 const READS: [&str; 6] = [
     "list channels (GET /api/channels)",
     "page overview (GET /, HTML)",
@@ -135,14 +142,8 @@ const READS: [&str; 6] = [
 
 async fn reads(url: &str, alice: &str, bob: &str, carol: &str) -> Vec<(Duration, Duration)> {
     let http = reqwest::Client::new();
-    let get = |path: String, token: &str| {
-        let request = http.get(format!("{url}{path}")).bearer_auth(token);
-        async move {
-            let response = request.send().await.expect("answer");
-            assert!(response.status().is_success(), "{}", response.status());
-            response.bytes().await.expect("body");
-        }
-    };
+    let get =
+        |path: String, token: &str| fetch(http.get(format!("{url}{path}")).bearer_auth(token));
     let channels: serde_json::Value = http
         .get(format!("{url}/api/channels"))
         .bearer_auth(alice)
@@ -174,15 +175,7 @@ async fn reads(url: &str, alice: &str, bob: &str, carol: &str) -> Vec<(Duration,
     let mut figures = Vec::new();
     figures.push(measure(|_| get("/api/channels".into(), alice)).await);
     figures.push(
-        measure(|_| {
-            let request = http.get(format!("{url}/")).basic_auth("alice", Some(alice));
-            async move {
-                let response = request.send().await.unwrap();
-                assert!(response.status().is_success());
-                response.bytes().await.unwrap();
-            }
-        })
-        .await,
+        measure(|_| fetch(http.get(format!("{url}/")).basic_auth("alice", Some(alice)))).await,
     );
     figures.push(measure(|_| get(format!("/api/threads/{thread}"), alice)).await);
     figures.push(
@@ -203,12 +196,10 @@ async fn reads(url: &str, alice: &str, bob: &str, carol: &str) -> Vec<(Duration,
                 .post(format!("{url}/api/messages"))
                 .bearer_auth(alice)
                 .json(&serde_json::json!({ "to": "carol", "body": format!("ping {round}") }));
-            let claim = http.get(format!("{url}/api/inbox")).bearer_auth(carol);
+            let claim = fetch(http.get(format!("{url}/api/inbox")).bearer_auth(carol));
             async move {
                 post.send().await.unwrap();
-                let response = claim.send().await.unwrap();
-                assert!(response.status().is_success());
-                response.bytes().await.unwrap();
+                claim.await;
             }
         })
         .await,
@@ -317,17 +308,19 @@ async fn main() {
     };
     let before = count(&db);
     let relay = running.state.relay.clone();
+    let purged_all = tokio_util::sync::CancellationToken::new();
     let writer = {
-        let relay = relay.clone();
-        let bob = relay
-            .authenticate(Some(bob_token(&running).await.as_str()))
-            .await
-            .unwrap();
+        let (relay, purged_all) = (relay.clone(), purged_all.clone());
+        let token = relay.team().rotate("bob").await.unwrap().token;
+        let bob = relay.authenticate(Some(token.expose())).await.unwrap();
         tokio::spawn(async move {
             let mut waits = Vec::new();
             let mut tick = tokio::time::interval(Duration::from_millis(5));
-            for round in 0..usize::MAX {
-                tick.tick().await;
+            for round in 0.. {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = purged_all.cancelled() => break,
+                }
                 let started = Instant::now();
                 let post = ChannelPost {
                     channel: "during-purge".into(),
@@ -336,12 +329,6 @@ async fn main() {
                 };
                 relay.post(&bob, post).await.unwrap();
                 waits.push(started.elapsed());
-                if relay.shutdown_token().is_cancelled() || waits.len() > 200_000 {
-                    break;
-                }
-                if PURGE_DONE.load(std::sync::atomic::Ordering::Relaxed) {
-                    break;
-                }
             }
             waits
         })
@@ -351,7 +338,7 @@ async fn main() {
     let took = started.elapsed();
     // The relay's own purge (every minute) may have taken some batches.
     let purged = before - count(&db);
-    PURGE_DONE.store(true, std::sync::atomic::Ordering::Relaxed);
+    purged_all.cancel();
     let mut waits = writer.await.unwrap();
     let longest = *waits.iter().max().unwrap();
     let p99 = percentile(&mut waits, 0.99);
@@ -378,20 +365,4 @@ async fn main() {
         size as f64 / 1e6
     );
     running.stop().await.unwrap();
-}
-
-static PURGE_DONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// A fresh token for bob on a running relay.
-async fn bob_token(running: &server::Running) -> String {
-    running
-        .state
-        .relay
-        .team()
-        .rotate("bob")
-        .await
-        .unwrap()
-        .token
-        .expose()
-        .to_owned()
 }

@@ -21,7 +21,7 @@
 //! - **Revocation**: [`end_revoked`] ends the sessions of a token that was
 //!   revoked or replaced, with their streams, within a second.
 
-use crate::relay::{Caller, Relay};
+use crate::relay::{Caller, Relay, WaitSlot};
 use crate::wire::ApiError;
 use axum::{
     extract::{Request, State},
@@ -224,17 +224,22 @@ pub async fn bind(
         _ => None,
     };
     let mut response = next.run(request).await;
-    match (session, response.headers().get(SESSION_HEADER), caller) {
-        (None, Some(opened), Some(caller)) if response.status().is_success() => {
+    match (
+        session,
+        response.headers().get(SESSION_HEADER),
+        caller,
+        slot,
+    ) {
+        (None, Some(opened), Some(caller), _) if response.status().is_success() => {
             owners.record(opened.clone(), caller).await;
         }
-        (Some(session), _, _) if method == Method::DELETE && response.status().is_success() => {
+        (Some(session), _, _, _) if method == Method::DELETE && response.status().is_success() => {
             owners.forget(&session);
             // rmcp answers a session's end with 202; clients (the Python SDK
             // among them) expect 200 or 204, and warn otherwise.
             *response.status_mut() = StatusCode::NO_CONTENT;
         }
-        (Some(session), _, _) if response.status().is_success() && slot.is_some() => {
+        (Some(session), _, _, Some(slot)) if response.status().is_success() => {
             owners.streaming(&session, 1);
             let guard = StreamGuard {
                 owners: owners.clone(),
@@ -258,7 +263,7 @@ pub async fn bind(
 struct StreamGuard {
     owners: Arc<SessionOwners>,
     session: HeaderValue,
-    _slot: Option<crate::relay::WaitSlot>,
+    _slot: WaitSlot,
 }
 
 impl Drop for StreamGuard {

@@ -16,6 +16,8 @@ use std::{
 };
 
 const DAY_MILLIS: Millis = 86_400_000;
+/// Past this many senders, the map forgets those who sent nothing today.
+const PRUNE_ABOVE: usize = 4096;
 
 pub(super) struct Quotas {
     /// Bytes of bodies one person may store a UTC day; 0 is no limit.
@@ -49,10 +51,7 @@ impl Quotas {
             return Ok(());
         }
         let today = now.div_euclid(DAY_MILLIS);
-        let spent = match self.spent.lock().expect("quota lock").get(sender) {
-            Some((day, spent)) if *day == today => *spent,
-            _ => 0,
-        };
+        let spent = self.spent_today(sender, today);
         if spent.saturating_add(bytes as u64) > self.bytes_per_day {
             let tomorrow = (today + 1) * DAY_MILLIS;
             return Err(RelayError::Quota {
@@ -73,15 +72,20 @@ impl Quotas {
             return;
         }
         let today = now.div_euclid(DAY_MILLIS);
+        let total = self.spent_today(sender, today).saturating_add(bytes as u64);
         let mut spent = self.spent.lock().expect("quota lock");
-        if spent.len() > 4 * self.shared_senders.max(1024) {
+        if spent.len() > PRUNE_ABOVE {
             spent.retain(|_, (day, _)| *day == today);
         }
-        let entry = spent.entry(sender.clone()).or_insert((today, 0));
-        if entry.0 != today {
-            *entry = (today, 0);
+        spent.insert(sender.clone(), (today, total));
+    }
+
+    /// Bytes `sender` has stored on the UTC day `today`.
+    fn spent_today(&self, sender: &Handle, today: Millis) -> u64 {
+        match self.spent.lock().expect("quota lock").get(sender) {
+            Some((day, spent)) if *day == today => *spent,
+            _ => 0,
         }
-        entry.1 = entry.1.saturating_add(bytes as u64);
     }
 
     /// Lets the shared token act as `sender`, within its cap of names.
