@@ -15,7 +15,8 @@ type Summaries = (Vec<ChannelRow>, Vec<ThreadRow>);
 
 /// The summaries as stored, and as a full scan of the messages computes
 /// them: (channel, count, last id, last activity), and (thread, count,
-/// opening, last id, last activity, people).
+/// opening, last id, last activity, people with how many of its messages
+/// each sent or received).
 fn summaries_and_scan(db: &Path) -> (Summaries, Summaries) {
     let conn = Connection::open(db).unwrap();
     let rows = |sql: &str| -> Vec<ChannelRow> {
@@ -49,7 +50,8 @@ fn summaries_and_scan(db: &Path) -> (Summaries, Summaries) {
         ),
         threads(
             "SELECT s.thread_id, s.message_count, s.opening, s.last_id, s.last_activity, \
-             (SELECT group_concat(handle, ',') FROM (SELECT handle FROM thread_people p \
+             (SELECT group_concat(handle || ':' || message_count, ',') FROM \
+              (SELECT handle, message_count FROM thread_people p \
               WHERE p.thread_id = s.thread_id ORDER BY handle)) \
              FROM thread_summaries s ORDER BY s.thread_id",
         ),
@@ -63,8 +65,10 @@ fn summaries_and_scan(db: &Path) -> (Summaries, Summaries) {
             "SELECT m.thread_id, count(*), \
              (SELECT body FROM messages f WHERE f.thread_id = m.thread_id ORDER BY id LIMIT 1), \
              max(m.id), max(m.created_at), \
-             (SELECT group_concat(h, ',') FROM (SELECT sender AS h FROM messages WHERE thread_id = m.thread_id \
-              UNION SELECT recipient FROM messages WHERE thread_id = m.thread_id AND recipient IS NOT NULL ORDER BY h)) \
+             (SELECT group_concat(h || ':' || n, ',') FROM (SELECT h, count(*) AS n FROM \
+              (SELECT id, sender AS h FROM messages WHERE thread_id = m.thread_id \
+               UNION SELECT id, recipient FROM messages WHERE thread_id = m.thread_id AND recipient IS NOT NULL) \
+              GROUP BY h ORDER BY h)) \
              FROM messages m WHERE m.thread_id IS NOT NULL GROUP BY m.thread_id ORDER BY m.thread_id",
         ),
     );
@@ -76,8 +80,9 @@ fn summaries_and_scan(db: &Path) -> (Summaries, Summaries) {
 enum Step {
     /// A channel post in channel `n % 3`.
     Post(u8),
-    /// A direct message: a new thread, or a reply in thread `n` of those made.
-    Send(Option<u8>),
+    /// A direct message: a new thread, or a reply in thread `n` of those
+    /// made; to someone else, or (`true`) a note to oneself.
+    Send(Option<u8>, bool),
     /// The `n` oldest live messages expire.
     Expire(u8),
     /// Any message expires, by its position among the live ones.
@@ -88,7 +93,8 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => any::<u8>().prop_map(Step::Post),
-        4 => proptest::option::of(any::<u8>()).prop_map(Step::Send),
+        4 => (proptest::option::of(any::<u8>()), proptest::bool::weighted(0.2))
+            .prop_map(|(reply, to_self)| Step::Send(reply, to_self)),
         1 => (1u8..6).prop_map(Step::Expire),
         1 => any::<u8>().prop_map(Step::ExpireOne),
         2 => Just(Step::Purge),
@@ -130,8 +136,8 @@ async fn play(steps: &[Step]) -> Result<(), TestCaseError> {
                     .await
                     .unwrap();
             }
-            Step::Send(reply) => {
-                let to = Some(people[(n + 1) % 3].clone());
+            Step::Send(reply, to_self) => {
+                let to = Some(people[(n + usize::from(!to_self)) % 3].clone());
                 let conversation = match reply {
                     Some(k) if !threads.is_empty() => {
                         Conversation::Thread(threads[*k as usize % threads.len()])
@@ -195,17 +201,17 @@ proptest! {
 async fn summaries_follow_sends_replies_expiry_and_the_purge() {
     use Step::*;
     let history = [
-        Send(None),
-        Send(Some(0)),
+        Send(None, false),
+        Send(Some(0), false),
         Post(0),
         Post(1),
-        Send(None),
-        Send(Some(1)),
+        Send(None, false),
+        Send(Some(1), true),
         Post(0),
         // The opening message of the first thread expires: its opening moves on.
         Expire(1),
         Purge,
-        Send(Some(0)),
+        Send(Some(0), false),
         Post(2),
         Expire(3),
         Purge,
@@ -218,6 +224,14 @@ async fn summaries_follow_sends_replies_expiry_and_the_purge() {
 
 #[tokio::test]
 async fn a_database_from_before_the_summaries_gets_them_built() {
+    // From before the summaries (version 2), and from before their people
+    // were counted (version 3).
+    for version in [2, 3] {
+        a_database_at(version).await;
+    }
+}
+
+async fn a_database_at(version: usize) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("relay.db");
     {
@@ -226,7 +240,6 @@ async fn a_database_from_before_the_summaries_gets_them_built() {
         for step in &migrations[..2] {
             conn.execute_batch(step).unwrap();
         }
-        conn.pragma_update(None, "user_version", 2).unwrap();
         let far = now_millis() + 86_400_000;
         conn.execute_batch(&format!(
             "INSERT INTO threads (id, created_at) VALUES (1, 1), (2, 2);
@@ -238,11 +251,16 @@ async fn a_database_from_before_the_summaries_gets_them_built() {
                (NULL, 'ops', 'alice', 'carol', 'DONE', 'done', 14, {far});"
         ))
         .unwrap();
+        for step in &migrations[2..version] {
+            conn.execute_batch(step).unwrap();
+        }
+        conn.pragma_update(None, "user_version", version).unwrap();
     }
     let store = SqliteStore::open(&db).unwrap();
     let (stored, scanned) = summaries_and_scan(&db);
-    assert_eq!(stored, scanned);
+    assert_eq!(stored, scanned, "from version {version}");
     assert_eq!(stored.0, vec![("ops".to_owned(), 2, 5, 14)]);
+    assert_eq!(stored.1[0].5, "alice:2,bob:2");
     let listed = store.threads(now_millis(), None, 10).await.unwrap();
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0].id, 2, "latest activity first");

@@ -134,6 +134,15 @@ INSERT OR IGNORE INTO thread_people (thread_id, handle)
     UNION SELECT thread_id, recipient FROM messages
     WHERE thread_id IS NOT NULL AND recipient IS NOT NULL;
 "#,
+    r#"
+-- How many of a thread's messages each of its people sent or received (a
+-- note to oneself counted once), so the purge knows who is left in a
+-- thread from what it deleted, without reading what is left.
+ALTER TABLE thread_people ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0;
+UPDATE thread_people SET message_count = (
+    SELECT count(*) FROM messages m WHERE m.thread_id = thread_people.thread_id
+    AND (m.sender = thread_people.handle OR m.recipient = thread_people.handle));
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.

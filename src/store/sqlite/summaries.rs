@@ -12,6 +12,7 @@
 use crate::model::{Channel, ChannelSummary, Handle, Millis, ThreadSummary};
 use crate::store::StoreResult;
 use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::HashMap;
 
 /// Counts a stored message in its conversation's summary.
 pub(super) fn count(
@@ -39,38 +40,72 @@ pub(super) fn count(
              message_count = message_count + 1, last_id = ?2, last_activity = ?4",
         )?
         .execute(params![thread_id, id, body, at])?;
+        // Each person counts the thread's messages they sent or received
+        // (a note to oneself once), so the purge can tell when they leave.
         let mut join = conn.prepare_cached(
-            "INSERT OR IGNORE INTO thread_people (thread_id, handle) VALUES (?1, ?2)",
+            "INSERT INTO thread_people (thread_id, handle, message_count) VALUES (?1, ?2, 1) \
+             ON CONFLICT (thread_id, handle) DO UPDATE SET message_count = message_count + 1",
         )?;
-        for handle in people.into_iter().flatten() {
+        for handle in distinct(people) {
             join.execute(params![thread_id, handle])?;
         }
     }
     Ok(())
 }
 
+/// A sender and a recipient, each once.
+fn distinct<T: PartialEq>([sender, recipient]: [Option<T>; 2]) -> impl Iterator<Item = T> {
+    let recipient = recipient.filter(|r| sender.as_ref() != Some(r));
+    sender.into_iter().chain(recipient)
+}
+
+/// What the purge needs to know of a message it deleted.
+pub(super) struct Removed {
+    id: i64,
+    thread_id: Option<i64>,
+    channel: Option<String>,
+    sender: String,
+    recipient: Option<String>,
+}
+
+/// How many messages of a thread went, the newest and oldest of them, and
+/// how many each person sent or received.
+struct ThreadLoss<'a> {
+    gone: i64,
+    newest: i64,
+    oldest: i64,
+    people: HashMap<&'a str, i64>,
+}
+
 /// Takes `removed` messages out of the summaries of the conversations they
 /// were in: drops a summary left with none; finds a conversation's newest
-/// message again when it went, and a thread's opening and people again.
-pub(super) fn uncount(
-    conn: &Connection,
-    removed: &[(i64, Option<i64>, Option<String>)],
-) -> StoreResult<()> {
-    use std::collections::HashMap;
-    // Per conversation: how many went, and the newest and oldest that did.
+/// message again when it went, and a thread's opening when it went. It
+/// reads a message only to find a new newest or opening, so its cost
+/// follows what was removed, not what is left.
+pub(super) fn uncount(conn: &Connection, removed: &[Removed]) -> StoreResult<()> {
+    // Per conversation: how many went, and the newest (and oldest) that did.
     let mut channels: HashMap<&str, (i64, i64)> = HashMap::new();
-    let mut threads: HashMap<i64, (i64, i64, i64)> = HashMap::new();
-    for (id, thread_id, channel) in removed {
-        if let Some(channel) = channel {
+    let mut threads: HashMap<i64, ThreadLoss> = HashMap::new();
+    for message in removed {
+        if let Some(channel) = &message.channel {
             let entry = channels.entry(channel).or_insert((0, i64::MIN));
             entry.0 += 1;
-            entry.1 = entry.1.max(*id);
+            entry.1 = entry.1.max(message.id);
         }
-        if let Some(thread_id) = thread_id {
-            let entry = threads.entry(*thread_id).or_insert((0, i64::MIN, i64::MAX));
-            entry.0 += 1;
-            entry.1 = entry.1.max(*id);
-            entry.2 = entry.2.min(*id);
+        if let Some(thread_id) = message.thread_id {
+            let loss = threads.entry(thread_id).or_insert_with(|| ThreadLoss {
+                gone: 0,
+                newest: i64::MIN,
+                oldest: i64::MAX,
+                people: HashMap::new(),
+            });
+            loss.gone += 1;
+            loss.newest = loss.newest.max(message.id);
+            loss.oldest = loss.oldest.min(message.id);
+            let people = [Some(message.sender.as_str()), message.recipient.as_deref()];
+            for handle in distinct(people) {
+                *loss.people.entry(handle).or_default() += 1;
+            }
         }
     }
     for (channel, (gone, newest_gone)) in channels {
@@ -89,14 +124,13 @@ pub(super) fn uncount(
         )?
         .execute(params![channel, newest_gone])?;
     }
-    for (thread_id, (gone, newest_gone, oldest_gone)) in threads {
-        conn.prepare_cached(
-            "UPDATE thread_summaries SET message_count = message_count - ?2 WHERE thread_id = ?1",
-        )?
-        .execute(params![thread_id, gone])?;
+    for (thread_id, loss) in threads {
         let left: Option<i64> = conn
-            .prepare_cached("SELECT message_count FROM thread_summaries WHERE thread_id = ?1")?
-            .query_row([thread_id], |row| row.get(0))
+            .prepare_cached(
+                "UPDATE thread_summaries SET message_count = message_count - ?2 \
+                 WHERE thread_id = ?1 RETURNING message_count",
+            )?
+            .query_row(params![thread_id, loss.gone], |row| row.get(0))
             .optional()?;
         if left.is_none_or(|count| count <= 0) {
             // The thread's rows go with it (thread_summaries, thread_people);
@@ -116,21 +150,23 @@ pub(super) fn uncount(
              (SELECT id, body FROM messages WHERE thread_id = ?1 ORDER BY id LIMIT 1) \
              WHERE thread_id = ?1 AND first_id >= ?2",
         )?
-        .execute(params![thread_id, oldest_gone])?;
+        .execute(params![thread_id, loss.oldest])?;
         conn.prepare_cached(
             "UPDATE thread_summaries SET (last_id, last_activity) = \
              (SELECT id, created_at FROM messages WHERE thread_id = ?1 ORDER BY id DESC LIMIT 1) \
              WHERE thread_id = ?1 AND last_id <= ?2",
         )?
-        .execute(params![thread_id, newest_gone])?;
+        .execute(params![thread_id, loss.newest])?;
         // Who is in it: those who sent or received what is left.
-        conn.prepare_cached("DELETE FROM thread_people WHERE thread_id = ?1")?
-            .execute([thread_id])?;
+        let mut leave = conn.prepare_cached(
+            "UPDATE thread_people SET message_count = message_count - ?3 \
+             WHERE thread_id = ?1 AND handle = ?2",
+        )?;
+        for (handle, gone) in loss.people {
+            leave.execute(params![thread_id, handle, gone])?;
+        }
         conn.prepare_cached(
-            "INSERT OR IGNORE INTO thread_people (thread_id, handle) \
-             SELECT thread_id, sender FROM messages WHERE thread_id = ?1 \
-             UNION SELECT thread_id, recipient FROM messages \
-             WHERE thread_id = ?1 AND recipient IS NOT NULL",
+            "DELETE FROM thread_people WHERE thread_id = ?1 AND message_count <= 0",
         )?
         .execute([thread_id])?;
     }
@@ -200,14 +236,20 @@ pub(super) fn threads(
 /// Deletes up to `batch` expired messages in one transaction, with their
 /// inbox rows, keeping the summaries true; returns how many went.
 pub(super) fn purge_batch(conn: &Connection, now: Millis, batch: u32) -> StoreResult<u64> {
-    let removed: Vec<(i64, Option<i64>, Option<String>)> = conn
+    let removed: Vec<Removed> = conn
         .prepare_cached(
             "DELETE FROM messages WHERE id IN \
              (SELECT id FROM messages WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2) \
-             RETURNING id, thread_id, channel",
+             RETURNING id, thread_id, channel, sender, recipient",
         )?
         .query_map(params![now, batch], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            Ok(Removed {
+                id: row.get(0)?,
+                thread_id: row.get(1)?,
+                channel: row.get(2)?,
+                sender: row.get(3)?,
+                recipient: row.get(4)?,
+            })
         })?
         .collect::<Result<_, _>>()?;
     uncount(conn, &removed)?;
