@@ -74,10 +74,11 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 /// 7. CORS (when `RELAY_ALLOWED_ORIGINS` names any): an allowed origin's
 ///    preflights answered here, without credentials.
 /// 8. per route group, as the table below sets it:
-///    - the page's Basic challenge (pages only), so a browser asks for
-///      credentials;
+///    - (pages only) failures as HTML pages, and the Basic challenge on a
+///      401, so a browser asks for credentials;
 ///    - credentials (Bearer, Basic or `?token=`, as the group accepts) with
 ///      the rate limits;
+///    - (pages only) a credential this browser signed out with is refused;
 ///    - the MCP session binding (`/mcp` only), then reading the body within
 ///      the request timeout (`/mcp` only: its calls may wait);
 ///    - the request timeout, on groups that answer at once. Waits and
@@ -143,9 +144,16 @@ pub fn router(state: AppState) -> Router {
         .merge(api::streams().route_layer(credentials(Accept::Stream)))
         .merge(
             web::pages()
+                .route_layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    web::signed_out,
+                ))
                 .route_layer(at_once())
                 .route_layer(credentials(Accept::BearerOrBasic))
-                .route_layer(middleware::from_fn(web::basic_challenge)),
+                .route_layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    web::page_errors,
+                )),
         )
         .merge(web::assets());
     // CORS, for browser apps at the allowed origins: answers their

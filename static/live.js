@@ -1,30 +1,120 @@
-// Live updates for a channel page: new messages are appended as they are
-// committed. Text only (textContent), never markup. The page works without it.
+// The team page's script. The page works without it; with it:
+// - times read "3 min ago", with the exact local time on hover;
+// - a conversation follows new messages live, and the tab's title counts
+//   what arrived while it was hidden;
+// - forms send in place and show a refusal without losing the text.
+// Message text is never parsed here as markup: new messages arrive as
+// fragments the server rendered and escaped, parsed inert by DOMParser.
 (function () {
-  var main = document.querySelector("main[data-stream]");
-  if (!main || !window.EventSource) return;
+  "use strict";
+
+  function relative(date) {
+    var seconds = (Date.now() - date.getTime()) / 1000;
+    if (seconds < 45) return "just now";
+    var minutes = Math.round(seconds / 60);
+    if (minutes < 60) return minutes + " min ago";
+    var hours = Math.round(minutes / 60);
+    if (hours < 24) return hours + (hours === 1 ? " hour ago" : " hours ago");
+    var days = Math.round(hours / 24);
+    if (days < 7) return days === 1 ? "yesterday" : days + " days ago";
+    return date.toLocaleDateString(undefined, { month: "short", day: "numeric", year: "numeric" });
+  }
+
+  function showTimes(root) {
+    root.querySelectorAll("time[datetime]").forEach(function (time) {
+      var date = new Date(time.getAttribute("datetime"));
+      if (isNaN(date.getTime())) return;
+      time.textContent = relative(date);
+      time.title = date.toLocaleString(undefined, { dateStyle: "full", timeStyle: "long" });
+    });
+  }
+
+  showTimes(document);
+  setInterval(function () { showTimes(document); }, 30000);
+
+  // On a phone the sidebar starts folded away.
+  var menu = document.querySelector("details.menu");
+  if (menu && window.matchMedia("(max-width: 760px)").matches) menu.removeAttribute("open");
+
+  var conversation = document.querySelector(".conversation[data-stream]");
   var list = document.getElementById("messages");
-  var url = main.dataset.stream + "?since_id=" + encodeURIComponent(main.dataset.lastId);
-  var source = new EventSource(url);
-  source.addEventListener("message", function (event) {
-    var message = JSON.parse(event.data);
-    if (document.getElementById("m" + message.id)) return;
-    var article = document.createElement("article");
-    article.id = "m" + message.id;
-    var meta = document.createElement("p");
-    meta.className = "meta";
-    var kind = document.createElement("span");
-    kind.className = "type";
-    kind.textContent = message.type;
-    var from = document.createElement("strong");
-    from.textContent = message.from;
-    meta.append(kind, " ", from, (message.to ? " to " + message.to : "") + " · " + message.created_at + " · #" + message.id);
-    var body = document.createElement("pre");
-    // Invisible characters shown as marks, as the server renders them.
-    body.textContent = message.body.replace(
-      /[\u00AD\u061C\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\u2066-\u2069\uFEFF]/g,
-      function (c) { return "[U+" + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + "]"; });
-    article.append(meta, body);
-    list.append(article);
+  var baseTitle = document.title;
+  var unseen = 0;
+  var lastId = conversation ? Number(conversation.dataset.lastId) || 0 : 0;
+  var fetching = Promise.resolve();
+
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden) { unseen = 0; document.title = baseTitle; }
+  });
+
+  // Fetches what came after the last message shown, as the server renders
+  // it, and puts it in place; one fetch at a time.
+  function catchUp() {
+    fetching = fetching.then(function () {
+      return fetch(conversation.dataset.fragments + "?after=" + lastId, { credentials: "same-origin" })
+        .then(function (response) { return response.ok ? response.text() : ""; })
+        .then(function (html) {
+          if (!html) return;
+          var parsed = new DOMParser().parseFromString("<ol>" + html + "</ol>", "text/html");
+          parsed.querySelectorAll("li.message").forEach(function (item) {
+            var id = Number(item.id.slice(1));
+            if (document.getElementById(item.id)) return;
+            var node = document.adoptNode(item);
+            showTimes(node);
+            list.appendChild(node);
+            if (id > lastId) lastId = id;
+            if (document.hidden) {
+              unseen += 1;
+              document.title = "(" + unseen + ") " + baseTitle;
+            }
+          });
+        })
+        .catch(function () {});
+    });
+    return fetching;
+  }
+
+  if (conversation && window.EventSource) {
+    var source = new EventSource(conversation.dataset.stream + "?since_id=" + lastId);
+    source.addEventListener("message", function (event) {
+      var id = Number(event.lastEventId);
+      if (id > lastId) catchUp();
+    });
+  }
+
+  document.querySelectorAll("form.compose").forEach(function (form) {
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var error = form.querySelector(".error");
+      var button = form.querySelector("button[type=submit]");
+      button.disabled = true;
+      fetch(form.action, {
+        method: "POST",
+        body: new URLSearchParams(new FormData(form)),
+        headers: { "X-Requested-With": "fetch" },
+        credentials: "same-origin"
+      }).then(function (response) {
+        if (response.status === 201) {
+          error.hidden = true;
+          var location = response.headers.get("Location") || "";
+          var here = conversation && conversation.dataset.fragments.replace(/\/messages$/, "");
+          if (here && location.split("#")[0] === here) {
+            form.querySelector("textarea").value = "";
+            return catchUp();
+          }
+          window.location.assign(location);
+          return;
+        }
+        return response.text().then(function (text) {
+          var reason = "";
+          try { reason = JSON.parse(text).error.message; } catch (e) { reason = ""; }
+          error.textContent = reason || "The relay refused this message (" + response.status + ").";
+          error.hidden = false;
+        });
+      }).catch(function () {
+        error.textContent = "The relay could not be reached; your text is still here.";
+        error.hidden = false;
+      }).then(function () { button.disabled = false; });
+    });
   });
 })();

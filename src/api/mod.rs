@@ -28,6 +28,7 @@ pub fn reads() -> Router<AppState> {
         .route("/api/channels/{channel}/messages", get(channel_messages))
         .route("/api/threads/{id}", get(thread))
         .route("/api/people", get(people))
+        .route("/api/search", get(search))
 }
 
 /// The channel long-poll: credentials as reads; bounded by its own timeout.
@@ -51,10 +52,23 @@ pub fn inbox() -> Router<AppState> {
 /// Server-Sent Events: as reads, plus `?token=` for clients that cannot set
 /// headers.
 pub fn streams() -> Router<AppState> {
-    Router::new().route(
-        "/api/channels/{channel}/stream",
-        get(stream::channel_stream),
-    )
+    Router::new()
+        .route(
+            "/api/channels/{channel}/stream",
+            get(stream::channel_stream),
+        )
+        .route("/api/threads/{id}/stream", get(stream::thread_stream))
+}
+
+async fn search(
+    State(state): State<AppState>,
+    Query(args): Query<args::SearchMessages>,
+) -> ApiResult<wire::SearchResults> {
+    let found = state
+        .relay
+        .search(&args.query, args.before, args.limit)
+        .await?;
+    Ok(Json(wire::SearchResults::from(&found)))
 }
 
 async fn channels(

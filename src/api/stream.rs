@@ -1,14 +1,15 @@
-//! `GET /api/channels/{channel}/stream`: a channel as Server-Sent Events.
+//! `GET /api/channels/{channel}/stream` and `GET /api/threads/{id}/stream`:
+//! a conversation as Server-Sent Events.
 //!
 //! A `notice` event first, then every message the core's
-//! [`ChannelFeed`](crate::relay::ChannelFeed) yields: the backlog after the
+//! [`Feed`](crate::relay::Feed) yields: the backlog after the
 //! cursor, then each message as it is committed. Every event's `id:` is the
 //! message id, so a client that reconnects with `Last-Event-ID` resumes
 //! exactly where it stopped. The stream ends when the client goes away or
 //! the relay shuts down.
 
 use crate::model::Message;
-use crate::relay::{Caller, ChannelFeed, NOTICE};
+use crate::relay::{Caller, Feed, NOTICE};
 use crate::state::AppState;
 use crate::wire::{
     ApiError, MessageView,
@@ -39,24 +40,40 @@ pub async fn channel_stream(
     Query(query): Query<StreamQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    // On reconnect, Last-Event-ID is newer than the since_id of the URL.
-    let resume = headers
+    let since = resume_from(&headers).or(query.since_id);
+    Ok(events(state.relay.channel_feed(&caller, &channel, since)?))
+}
+
+pub async fn thread_stream(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+    Query(query): Query<StreamQuery>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let since = resume_from(&headers).or(query.since_id);
+    Ok(events(state.relay.thread_feed(&caller, id, since).await?))
+}
+
+/// On reconnect, `Last-Event-ID` is newer than the `since_id` of the URL.
+fn resume_from(headers: &HeaderMap) -> Option<i64> {
+    headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<i64>().ok());
-    let feed = state
-        .relay
-        .channel_feed(&caller, &channel, resume.or(query.since_id))?;
+        .and_then(|v| v.trim().parse::<i64>().ok())
+}
+
+fn events(feed: Feed) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let notice = serde_json::json!({ "notice": NOTICE }).to_string();
     let greeting = Event::default().event("notice").data(notice);
-    let messages = futures::stream::unfold(feed, |mut feed: ChannelFeed| async move {
+    let messages = futures::stream::unfold(feed, |mut feed: Feed| async move {
         let message = feed.next().await?;
         Some((event(&message), feed))
     });
     let events = futures::stream::once(async { greeting })
         .chain(messages)
         .map(Ok);
-    Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE)))
+    Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
 }
 
 fn event(message: &Message) -> Event {

@@ -60,6 +60,15 @@ pub async fn security_headers(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CONTENT_SECURITY_POLICY),
     );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
+    );
     if hsts {
         headers.insert(
             header::STRICT_TRANSPORT_SECURITY,
@@ -132,12 +141,13 @@ pub async fn read_body_in_time(
 pub async fn json_errors(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let status = response.status();
-    let is_json = response
+    // JSON is already the shape; HTML is a page's own error page.
+    let shaped = response
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || shaped {
         return response;
     }
     let (parts, body) = response.into_parts();

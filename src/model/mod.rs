@@ -86,3 +86,18 @@ pub struct ThreadSummary {
     pub last_id: i64,
     pub last_activity: Millis,
 }
+
+/// A message that a search found, with an excerpt of its body around the
+/// terms: alternating runs of text, the matched ones marked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub message: Message,
+    pub excerpt: Vec<Excerpt>,
+}
+
+/// A run of an excerpt's text, and whether it matched a term.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excerpt {
+    pub text: String,
+    pub matched: bool,
+}

@@ -1,25 +1,32 @@
-//! A channel as a feed of messages, for streams: subscribe, read the
-//! backlog, then follow commits, resyncing from the store after a lag.
+//! A channel or a thread as a feed of messages, for streams: subscribe,
+//! read the backlog, then follow commits, resyncing from the store after a
+//! lag.
 //!
-//! The feed subscribes to the channel's wake-ups first, then reads the
+//! The feed subscribes to the conversation's wake-ups first, then reads the
 //! backlog after the cursor from the store, then yields each message as it
 //! is committed. A feed that falls behind the wake-ups re-reads the store;
 //! nothing is lost and nothing is yielded twice. Any edge that streams a
-//! channel (SSE today) drives one of these.
+//! conversation (SSE today) drives one of these.
 
-use super::{Caller, MAX_PAGE, Relay, RelayResult, WaitSlot, send::parse_channel};
-use crate::model::{Channel, Message};
+use super::{Caller, MAX_PAGE, Relay, RelayError, RelayResult, WaitSlot, send::parse_channel};
+use crate::model::{Channel, Message, now_millis};
 use std::{collections::VecDeque, sync::Arc};
 use tokio::sync::broadcast::{self, error::RecvError};
 
-/// The state of one stream of a channel.
-pub struct ChannelFeed {
+/// What a feed follows.
+enum Followed {
+    Channel(Channel),
+    Thread(i64),
+}
+
+/// The state of one stream of a channel or a thread.
+pub struct Feed {
     /// Counts this stream against the caller's and the relay's caps.
     _slot: WaitSlot,
     /// Whose stream it is: it ends when their token is revoked or replaced.
     caller: Caller,
     relay: Arc<Relay>,
-    channel: Channel,
+    followed: Followed,
     /// The id of the last message yielded (or the cursor asked for).
     cursor: i64,
     /// Wake-ups for the channel, taken before the first read of the store.
@@ -38,23 +45,64 @@ impl Relay {
         caller: &Caller,
         channel: &str,
         since_id: Option<i64>,
-    ) -> RelayResult<ChannelFeed> {
+    ) -> RelayResult<Feed> {
         let channel = parse_channel(channel)?;
-        let slot = self.hold_slot(caller)?;
-        Ok(ChannelFeed {
-            _slot: slot,
+        let wake = self.channels.subscribe(channel.as_str());
+        self.feed(caller, Followed::Channel(channel), wake, since_id)
+    }
+
+    /// Follows a thread with live messages from after `since_id`.
+    pub async fn thread_feed(
+        self: &Arc<Self>,
+        caller: &Caller,
+        thread_id: i64,
+        since_id: Option<i64>,
+    ) -> RelayResult<Feed> {
+        let wake = self.threads.subscribe(&thread_id.to_string());
+        if self.store.thread(thread_id, now_millis()).await?.is_empty() {
+            return Err(RelayError::NotFound(format!("thread {thread_id}")));
+        }
+        self.feed(caller, Followed::Thread(thread_id), wake, since_id)
+    }
+
+    fn feed(
+        self: &Arc<Self>,
+        caller: &Caller,
+        followed: Followed,
+        wake: broadcast::Receiver<Arc<Message>>,
+        since_id: Option<i64>,
+    ) -> RelayResult<Feed> {
+        Ok(Feed {
+            _slot: self.hold_slot(caller)?,
             caller: caller.clone(),
-            wake: self.channels.subscribe(channel.as_str()),
+            wake,
             relay: self.clone(),
-            channel,
+            followed,
             cursor: since_id.unwrap_or(0),
             backlog: VecDeque::new(),
             behind: true,
         })
     }
+
+    /// Messages of what a feed follows after `cursor`, and whether more
+    /// may be left after them.
+    async fn after(&self, followed: &Followed, cursor: i64) -> RelayResult<(Vec<Message>, bool)> {
+        Ok(match followed {
+            Followed::Channel(channel) => {
+                let page = self.channel_page(channel, cursor, Some(MAX_PAGE)).await?;
+                let more = page.messages.len() as u32 == MAX_PAGE;
+                (page.messages, more)
+            }
+            Followed::Thread(id) => {
+                let mut messages = self.store.thread(*id, now_millis()).await?;
+                messages.retain(|m| m.id > cursor);
+                (messages, false)
+            }
+        })
+    }
 }
 
-impl ChannelFeed {
+impl Feed {
     /// The next message, or `None` when the feed ends: the relay is
     /// shutting down, the caller's token was revoked or replaced, or the
     /// store cannot be read (logged).
@@ -68,19 +116,18 @@ impl ChannelFeed {
                 return Some(message);
             }
             if self.behind {
-                let page = match self
-                    .relay
-                    .channel_page(&self.channel, self.cursor, Some(MAX_PAGE))
-                    .await
-                {
-                    Ok(page) => page,
+                let (messages, more) = match self.relay.after(&self.followed, self.cursor).await {
+                    Ok(read) => read,
                     Err(error) => {
-                        tracing::error!(error = &error as &dyn std::error::Error, channel = %self.channel, "a stream cannot read its channel");
+                        tracing::error!(
+                            error = &error as &dyn std::error::Error,
+                            "a stream cannot read what it follows"
+                        );
                         return None;
                     }
                 };
-                self.behind = page.messages.len() as u32 == MAX_PAGE;
-                self.backlog.extend(page.messages);
+                self.behind = more;
+                self.backlog.extend(messages);
                 continue;
             }
             tokio::select! {

@@ -17,6 +17,7 @@ mod maintenance;
 mod presence;
 mod quota;
 mod read;
+mod search;
 pub mod secrets;
 mod send;
 mod team;
@@ -25,8 +26,9 @@ mod waits;
 
 pub use credentials::CHECK_EVERY;
 pub use error::{RelayError, RelayResult};
-pub use feed::ChannelFeed;
+pub use feed::Feed;
 pub use read::{Conversation, Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer};
+pub use search::{MAX_QUERY_CHARS, SEARCH_PAGE};
 pub use send::{ChannelPost, DirectMessage, MAX_KIND_CHARS};
 pub use team::{MAX_NAME_CHARS, MAX_STATUS_CHARS, NewToken, Team};
 pub use waits::{CHANNEL_WAIT, INBOX_WAIT, MAX_WAIT, WaitSlot};
@@ -99,6 +101,11 @@ impl Caller {
         &self.identity
     }
 
+    /// The hash of the token presented; `None` on an open relay.
+    pub fn token(&self) -> Option<&TokenHash> {
+        self.token.as_ref()
+    }
+
     /// Whose quotas and wait slots a call counts against: a person's own, or
     /// one shared by every unbound caller.
     pub fn account(&self) -> String {
@@ -121,6 +128,10 @@ pub struct Relay {
     inboxes: Hub,
     /// Wakes channel waiters and streams, by channel name.
     channels: Hub,
+    /// Wakes thread streams, by thread id.
+    threads: Hub,
+    /// The key that signs the team page's forms, read once from the store.
+    page_key: tokio::sync::OnceCell<Arc<[u8]>>,
     /// Last-seen times gathered since the last flush.
     presence: Presence,
     /// Fires at shutdown, so waits end cleanly instead of being cut off.
@@ -143,6 +154,8 @@ impl Relay {
             store,
             inboxes: Hub::default(),
             channels: Hub::default(),
+            threads: Hub::default(),
+            page_key: tokio::sync::OnceCell::new(),
             presence: Presence::default(),
             shutdown,
             parked: tokio::sync::watch::Sender::new(0),

@@ -23,7 +23,7 @@ pub struct Listing<T> {
 }
 
 impl<T> Listing<T> {
-    fn of(items: Vec<T>, limit: u32, last_id: impl Fn(&T) -> i64) -> Listing<T> {
+    pub(super) fn of(items: Vec<T>, limit: u32, last_id: impl Fn(&T) -> i64) -> Listing<T> {
         let next_before = (items.len() as u32 == limit)
             .then(|| items.last().map(&last_id))
             .flatten();

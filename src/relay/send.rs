@@ -123,7 +123,10 @@ impl Relay {
             self.inboxes.publish(to.as_str(), shared.clone());
         }
         if let Some(channel) = &stored.channel {
-            self.channels.publish(channel.as_str(), shared);
+            self.channels.publish(channel.as_str(), shared.clone());
+        }
+        if let Some(thread_id) = stored.thread_id {
+            self.threads.publish(&thread_id.to_string(), shared);
         }
         Ok(stored)
     }

@@ -17,7 +17,8 @@
 pub mod sqlite;
 
 use crate::model::{
-    Channel, ChannelSummary, Handle, Message, Millis, Person, Presence, ThreadSummary, TokenHash,
+    Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
+    TokenHash,
 };
 use std::{future::Future, pin::Pin};
 
@@ -176,6 +177,18 @@ pub trait Store: Send + Sync + 'static {
         conversations: Vec<String>,
         cap: u64,
     ) -> StoreFuture<'_, Vec<u64>>;
+    /// Live messages whose body holds every word of `typed` (the last also
+    /// as a prefix), newest first: at most `limit`, with ids below `before`.
+    fn search(
+        &self,
+        typed: &str,
+        before: Option<i64>,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Found>>;
+    /// The relay's own secret named `name` (32 random bytes, made on first
+    /// use and kept): the same for every process serving this store.
+    fn key(&self, name: &str) -> StoreFuture<'_, Vec<u8>>;
     /// Daily and at shutdown: refreshes the query planner's statistics and
     /// checkpoints the write-ahead log into the main file.
     fn tidy(&self) -> StoreFuture<'_, ()>;

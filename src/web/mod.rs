@@ -1,104 +1,283 @@
-//! The team page: server-rendered (askama), read-only for now. People sign
-//! in with HTTP Basic, their token as the password. Channels stream new
-//! messages live through `static/live.js` (never an inline script); every
-//! page works without scripts. Every byte of message text is escaped.
+//! The team page: server-rendered (askama), for reading, following live
+//! and writing. People sign in with HTTP Basic, their token as the
+//! password. Every page works without script; `static/live.js` (never an
+//! inline script) makes times relative, follows conversations live, and
+//! sends forms in place. Message bodies are Markdown made safe
+//! ([`markdown`]); every other byte of text is escaped by the templates.
 
-use crate::relay::{Caller, Conversation, MAX_UNREAD, NOTICE, secrets};
+mod forms;
+mod markdown;
+mod views;
+
+use crate::relay::{Caller, Conversation, NOTICE};
 use crate::state::AppState;
 use crate::wire::{
-    self, ApiError,
+    ApiError,
     extract::{Path, Query},
 };
 use askama::Template;
 use axum::{
     Extension, Router,
+    body::Body,
     extract::{Request, State},
     http::{HeaderValue, StatusCode, header},
     middleware::Next,
-    response::{Html, IntoResponse, Response},
+    response::{Html, IntoResponse, Redirect, Response},
     routing::get,
 };
+use std::sync::LazyLock;
+use views::{Frame, MessageLine, When, plural, unread_label};
 
 /// The pages: they need credentials (Basic, from a browser) and answer at once.
 pub fn pages() -> Router<AppState> {
     Router::new()
-        .route("/", get(index))
-        .route("/threads/{id}", get(thread))
-        .route("/channels/{channel}", get(channel))
+        .route("/", get(overview))
+        .route("/threads/{id}", get(thread).post(forms::reply))
+        .route("/channels/{channel}", get(channel).post(forms::post))
+        .route("/threads/{id}/messages", get(thread_fragment))
+        .route("/channels/{channel}/messages", get(channel_fragment))
+        .route("/new", axum::routing::post(forms::start))
+        .route("/status", axum::routing::post(forms::status))
+        .route("/search", get(search))
+        .route("/signout", get(sign_out))
+        .route("/signin", get(sign_in))
 }
 
-/// The page's static files: no credentials, so the sign-in prompt is styled.
+/// The page's static files, named by a hash of their content so an upgrade
+/// is never served stale: no credentials, so the sign-in page is styled.
 pub fn assets() -> Router<AppState> {
     Router::new()
-        .route(
-            "/static/app.css",
-            get(|| {
-                asset(
-                    "text/css; charset=utf-8",
-                    include_str!("../../static/app.css"),
-                )
-            }),
-        )
-        .route(
-            "/static/live.js",
-            get(|| {
-                asset(
-                    "text/javascript; charset=utf-8",
-                    include_str!("../../static/live.js"),
-                )
-            }),
-        )
-        .route(
-            "/favicon.ico",
-            get(|| asset("image/svg+xml", include_str!("../../static/favicon.svg"))),
-        )
+        .route("/static/{file}", get(asset))
+        .route("/favicon.ico", get(favicon))
 }
 
-async fn asset(content_type: &'static str, body: &'static str) -> Response {
+/// One static file: its hashed path, type and content.
+pub struct Asset {
+    pub path: String,
+    content_type: &'static str,
+    body: &'static str,
+}
+
+impl Asset {
+    fn new(name: &str, extension: &str, content_type: &'static str, body: &'static str) -> Asset {
+        use sha2::Digest;
+        let hash = sha2::Sha256::digest(body.as_bytes());
+        let short: String = hash[..5].iter().map(|b| format!("{b:02x}")).collect();
+        Asset {
+            path: format!("/static/{name}.{short}.{extension}"),
+            content_type,
+            body,
+        }
+    }
+}
+
+/// The stylesheet and the script, as every page links them.
+pub struct Assets {
+    pub css: Asset,
+    pub js: Asset,
+}
+
+pub static ASSETS: LazyLock<Assets> = LazyLock::new(|| Assets {
+    css: Asset::new(
+        "app",
+        "css",
+        "text/css; charset=utf-8",
+        include_str!("../../static/app.css"),
+    ),
+    js: Asset::new(
+        "live",
+        "js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../static/live.js"),
+    ),
+});
+
+async fn asset(Path(file): Path<String>) -> Response {
+    let path = format!("/static/{file}");
+    match [&ASSETS.css, &ASSETS.js]
+        .into_iter()
+        .find(|a| a.path == path)
+    {
+        Some(asset) => (
+            [
+                (header::CONTENT_TYPE, asset.content_type),
+                (header::CACHE_CONTROL, "public, max-age=31536000, immutable"),
+            ],
+            asset.body,
+        )
+            .into_response(),
+        None => ApiError::new(StatusCode::NOT_FOUND, "not_found", "there is no such file")
+            .into_response(),
+    }
+}
+
+async fn favicon() -> Response {
     (
         [
-            (header::CONTENT_TYPE, content_type),
-            (header::CACHE_CONTROL, "public, max-age=3600"),
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
         ],
-        body,
+        include_str!("../../static/favicon.svg"),
     )
         .into_response()
 }
 
-/// A browser asks for credentials only when told it may use Basic: the
-/// pages' own layer, in front of their credentials.
-pub async fn basic_challenge(request: Request, next: Next) -> Response {
-    let mut response = next.run(request).await;
-    if response.status() == StatusCode::UNAUTHORIZED {
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Basic realm=\"crosstalk\", charset=\"UTF-8\""),
-        );
+/// The cookie that marks a credential signed out on this browser.
+const SIGNED_OUT: &str = "crosstalk_signed_out";
+
+/// A page about a failure: 401 (with how to get a token), 403, 404, 429…
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage {
+    assets: &'static Assets,
+    title: &'static str,
+    message: String,
+    /// Says how to sign in (a 401).
+    sign_in: bool,
+}
+
+/// The pages' own layer, outermost of theirs: any failure answered for a
+/// page (no credentials, a revoked token, an unknown thread, a rate limit)
+/// becomes an HTML page with the same status and headers; a 401 also
+/// tells the browser it may ask for Basic credentials, naming the relay.
+/// The page's script gets the JSON as the API answers it.
+pub async fn page_errors(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    // The page's own script reads failures in the API's JSON shape.
+    let scripted = forms::from_script(request.headers());
+    let response = next.run(request).await;
+    if scripted {
+        return response;
+    }
+    let status = response.status();
+    let is_html = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/html"));
+    if !(status.is_client_error() || status.is_server_error()) || is_html {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .unwrap_or_default();
+    let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(&bytes).trim().to_owned());
+    let sign_in = status == StatusCode::UNAUTHORIZED;
+    let page = ErrorPage {
+        assets: &ASSETS,
+        title: if sign_in {
+            "Sign in to crosstalk"
+        } else {
+            status.canonical_reason().unwrap_or("Error")
+        },
+        // What the credentials layer says is for agents (send a Bearer
+        // token); a person signs in.
+        message: if sign_in {
+            "This is the team page of a crosstalk relay: sign in to read and answer what \
+             your team's agents say."
+                .to_owned()
+        } else {
+            message
+        },
+        sign_in,
+    };
+    let html = page.render().unwrap_or_default();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    if status == StatusCode::UNAUTHORIZED {
+        parts
+            .headers
+            .insert(header::WWW_AUTHENTICATE, challenge(&state));
+    }
+    Response::from_parts(parts, Body::from(html))
+}
+
+/// `Basic realm="crosstalk at relay.example.com"`.
+fn challenge(state: &AppState) -> HeaderValue {
+    let host = crate::host::url_host(&state.config.public_url).unwrap_or_default();
+    let realm: String = format!("crosstalk at {host}")
+        .chars()
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .filter(|c| *c != '"' && *c != '\\')
+        .collect();
+    HeaderValue::from_str(&format!("Basic realm=\"{realm}\", charset=\"UTF-8\""))
+        .unwrap_or(HeaderValue::from_static("Basic realm=\"crosstalk\""))
+}
+
+/// After credentials: a credential this browser signed out with is
+/// refused (401) until the person signs in again at `/signin`.
+pub async fn signed_out(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let marked = cookie(request.headers(), SIGNED_OUT).map(str::to_owned);
+    let caller = request.extensions().get::<Caller>().cloned();
+    if let (Some(marked), Some(caller)) = (marked, caller)
+        && request.uri().path() != "/signin"
+    {
+        match forms::signed_out_mark(&state.relay, &caller).await {
+            Ok(mark) if mark == marked => {
+                return ApiError::unauthorized(
+                    "you signed out: sign in again to read the team page",
+                )
+                .into_response();
+            }
+            Ok(_) => {}
+            Err(error) => return error.into_response(),
+        }
+    }
+    next.run(request).await
+}
+
+fn cookie<'a>(headers: &'a axum::http::HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+}
+
+/// `GET /signout`: marks this credential signed out on this browser and
+/// answers 401, so the browser forgets it.
+async fn sign_out(State(state): State<AppState>, Extension(caller): Extension<Caller>) -> Response {
+    let mark = match forms::signed_out_mark(&state.relay, &caller).await {
+        Ok(mark) => mark,
+        Err(error) => return error.into_response(),
+    };
+    let secure = if state.config.tls.is_on() {
+        "; Secure"
+    } else {
+        ""
+    };
+    let cookie = format!("{SIGNED_OUT}={mark}; Path=/; HttpOnly; SameSite=Strict{secure}");
+    let mut response =
+        ApiError::unauthorized("you are signed out; sign in again with your token").into_response();
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, value);
     }
     response
 }
 
-/// Message views for a page, with invisible characters (zero-width spaces,
-/// bidirectional controls) shown as visible marks like `[U+202E]`, so a
-/// body cannot read differently from what it holds.
-fn shown(messages: &[crate::model::Message]) -> Vec<wire::MessageView> {
-    let mut views = wire::views(messages);
-    for view in &mut views {
-        if view.body.contains(secrets::is_invisible) {
-            view.body = view
-                .body
-                .chars()
-                .map(|c| {
-                    if secrets::is_invisible(c) {
-                        format!("[U+{:04X}]", c as u32)
-                    } else {
-                        c.to_string()
-                    }
-                })
-                .collect();
-        }
+/// `GET /signin`: after signing out, forgets the mark and asks for
+/// credentials again; signed in, goes to the overview.
+async fn sign_in(request: Request) -> Response {
+    if cookie(request.headers(), SIGNED_OUT).is_some() {
+        let mut response =
+            ApiError::unauthorized("sign in with your handle and token").into_response();
+        response.headers_mut().insert(
+            header::SET_COOKIE,
+            HeaderValue::from_static(
+                "crosstalk_signed_out=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict",
+            ),
+        );
+        return response;
     }
-    views
+    Redirect::to("/").into_response()
 }
 
 /// A page that could not be rendered: a bug of ours, logged with its cause.
@@ -113,119 +292,162 @@ fn render(page: impl Template) -> Result<Response, ApiError> {
     Ok(Html(html).into_response())
 }
 
-/// A channel as the overview lists it.
-struct ChannelLine {
-    name: String,
-    message_count: u64,
-    last_activity: String,
-    /// Messages the viewer has not read, as shown ("99+" past the cap).
-    unread: String,
+async fn frame(state: &AppState, caller: &Caller) -> Result<Frame, ApiError> {
+    let csrf = forms::token_of(&state.relay, caller).await?;
+    Ok(Frame::of(&state.relay, caller, csrf).await?)
 }
 
-/// A thread as the overview lists it.
-struct ThreadLine {
-    id: i64,
-    people: String,
-    opening: String,
-    message_count: u64,
-    last_activity: String,
+/// What a form had in it when it was refused, to show it again.
+#[derive(Debug, Default)]
+pub struct Draft {
+    pub body: String,
+    pub kind: String,
+    pub to: String,
+}
+
+/// A refusal and the draft it refused.
+type Refusal = Option<(String, Draft)>;
+
+/// A page a form can be on.
+pub enum ConversationPage {
+    Overview,
+    Thread(i64),
+    Channel(String),
+}
+
+/// A conversation as the overview lists it.
+struct ConversationLine {
+    href: String,
+    title: String,
+    detail: String,
+    count: String,
+    when: When,
     unread: String,
+    is_channel: bool,
 }
 
 #[derive(Template)]
-#[template(path = "index.html")]
-struct IndexPage {
-    viewer: String,
-    channels: Vec<ChannelLine>,
-    /// The link to the next page of channels, if there is one.
+#[template(path = "overview.html")]
+struct OverviewPage {
+    assets: &'static Assets,
+    frame: Frame,
+    conversations: Vec<ConversationLine>,
     more_channels: Option<String>,
-    threads: Vec<ThreadLine>,
     more_threads: Option<String>,
-    people: wire::Peers,
-}
-
-/// The overview's cursors: where each list's page starts.
-#[derive(Debug, serde::Deserialize)]
-struct OverviewQuery {
-    channels_before: Option<i64>,
-    threads_before: Option<i64>,
-}
-
-fn unread_label(count: u64) -> String {
-    match count {
-        0 => String::new(),
-        n if n >= MAX_UNREAD => format!("{MAX_UNREAD}+"),
-        n => n.to_string(),
-    }
-}
-
-async fn index(
-    State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    Query(query): Query<OverviewQuery>,
-) -> Result<Response, ApiError> {
-    let relay = &state.relay;
-    let channels = relay.channels(query.channels_before, None).await?;
-    let threads = relay.threads(query.threads_before, None).await?;
-    let mut conversations: Vec<Conversation> = channels
-        .items
-        .iter()
-        .map(|c| Conversation::Channel(&c.name))
-        .collect();
-    conversations.extend(threads.items.iter().map(|t| Conversation::Thread(t.id)));
-    let unread = relay.unread(&caller, &conversations).await?;
-    let (channel_unread, thread_unread) = unread.split_at(channels.items.len());
-    render(IndexPage {
-        viewer: caller.account(),
-        channels: channels
-            .items
-            .iter()
-            .zip(channel_unread)
-            .map(|(c, unread)| ChannelLine {
-                name: c.name.to_string(),
-                message_count: c.message_count,
-                last_activity: wire::timestamp(c.last_activity),
-                unread: unread_label(*unread),
-            })
-            .collect(),
-        more_channels: channels
-            .next_before
-            .map(|before| format!("/?channels_before={before}")),
-        threads: threads
-            .items
-            .iter()
-            .zip(thread_unread)
-            .map(|(t, unread)| ThreadLine {
-                id: t.id,
-                people: t
-                    .people
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                opening: t.opening.chars().take(120).collect(),
-                message_count: t.message_count,
-                last_activity: wire::timestamp(t.last_activity),
-                unread: unread_label(*unread),
-            })
-            .collect(),
-        more_threads: threads
-            .next_before
-            .map(|before| format!("/?threads_before={before}")),
-        people: wire::Peers::new(&relay.peers().await?),
-    })
+    error: Option<String>,
+    draft: Draft,
 }
 
 #[derive(Template)]
 #[template(path = "conversation.html")]
-struct ConversationPage {
-    viewer: String,
+struct ConversationView {
+    assets: &'static Assets,
+    frame: Frame,
     heading: String,
+    subheading: String,
     notice: &'static str,
-    messages: Vec<wire::MessageView>,
-    /// The channel's event stream, for live updates.
-    stream: Option<String>,
+    messages: Vec<MessageLine>,
+    /// The conversation's stream and fragment routes, for live updates.
+    stream: String,
+    fragments: String,
+    /// Where the form posts, and whether it is a channel's (type, recipient).
+    action: String,
+    is_channel: bool,
     last_id: i64,
+    error: Option<String>,
+    draft: Draft,
+}
+
+#[derive(Template)]
+#[template(path = "messages.html")]
+struct MessagesFragment {
+    messages: Vec<MessageLine>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct OverviewQuery {
+    channels_before: Option<i64>,
+    threads_before: Option<i64>,
+    /// Whom the new-conversation form is for.
+    to: Option<String>,
+}
+
+async fn overview(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<OverviewQuery>,
+) -> Result<Response, ApiError> {
+    let draft = Draft {
+        to: query.to.clone().unwrap_or_default(),
+        ..Draft::default()
+    };
+    render_overview(&state, &caller, &query, None, draft).await
+}
+
+async fn render_overview(
+    state: &AppState,
+    caller: &Caller,
+    query: &OverviewQuery,
+    error: Option<String>,
+    draft: Draft,
+) -> Result<Response, ApiError> {
+    let relay = &state.relay;
+    let frame = frame(state, caller).await?;
+    let channels = relay.channels(query.channels_before, None).await?;
+    let threads = relay.threads(query.threads_before, None).await?;
+    let mut keys: Vec<Conversation> = channels
+        .items
+        .iter()
+        .map(|c| Conversation::Channel(&c.name))
+        .collect();
+    keys.extend(threads.items.iter().map(|t| Conversation::Thread(t.id)));
+    let unread = relay.unread(caller, &keys).await?;
+    let (channel_unread, thread_unread) = unread.split_at(channels.items.len());
+    let mut lines: Vec<(i64, ConversationLine)> = channels
+        .items
+        .iter()
+        .zip(channel_unread)
+        .map(|(c, unread)| {
+            let line = ConversationLine {
+                href: format!("/channels/{}", c.name),
+                title: format!("#{}", c.name),
+                detail: String::new(),
+                count: plural(c.message_count, "message", "messages"),
+                when: When::at(c.last_activity),
+                unread: unread_label(*unread),
+                is_channel: true,
+            };
+            (c.last_id, line)
+        })
+        .collect();
+    lines.extend(threads.items.iter().zip(thread_unread).map(|(t, unread)| {
+        let opening: String = t.opening.chars().take(140).collect();
+        let line = ConversationLine {
+            href: format!("/threads/{}", t.id),
+            title: views::visible(opening.lines().next().unwrap_or("")),
+            detail: frame.people_named(&t.people),
+            count: plural(t.message_count, "message", "messages"),
+            when: When::at(t.last_activity),
+            unread: unread_label(*unread),
+            is_channel: false,
+        };
+        (t.last_id, line)
+    }));
+    // Channels and threads together, by latest activity.
+    lines.sort_by_key(|(last_id, _)| std::cmp::Reverse(*last_id));
+    render(OverviewPage {
+        assets: &ASSETS,
+        frame,
+        conversations: lines.into_iter().map(|(_, line)| line).collect(),
+        more_channels: channels
+            .next_before
+            .map(|before| format!("/?channels_before={before}")),
+        more_threads: threads
+            .next_before
+            .map(|before| format!("/?threads_before={before}")),
+        error,
+        draft,
+    })
 }
 
 async fn thread(
@@ -233,21 +455,7 @@ async fn thread(
     Extension(caller): Extension<Caller>,
     Path(id): Path<i64>,
 ) -> Result<Response, ApiError> {
-    let messages = state.relay.read_thread(id).await?;
-    if let Some(last) = messages.last() {
-        state
-            .relay
-            .mark_read(&caller, Conversation::Thread(id), last.id)
-            .await?;
-    }
-    render(ConversationPage {
-        viewer: caller.account(),
-        heading: format!("Thread {id}"),
-        notice: NOTICE,
-        last_id: messages.last().map_or(0, |m| m.id),
-        messages: shown(&messages),
-        stream: None,
-    })
+    render_conversation(&state, &caller, ConversationPage::Thread(id), None).await
 }
 
 async fn channel(
@@ -255,7 +463,150 @@ async fn channel(
     Extension(caller): Extension<Caller>,
     Path(channel): Path<String>,
 ) -> Result<Response, ApiError> {
-    let page = state.relay.channel_messages(&channel, None, None).await?;
+    render_conversation(&state, &caller, ConversationPage::Channel(channel), None).await
+}
+
+/// A conversation page (or the overview), with a refused form's reason and
+/// text when there is one; marks what it shows as read.
+pub async fn render_conversation(
+    state: &AppState,
+    caller: &Caller,
+    page: ConversationPage,
+    refusal: Refusal,
+) -> Result<Response, ApiError> {
+    let (error, draft) = match refusal {
+        Some((error, draft)) => (Some(error), draft),
+        None => (None, Draft::default()),
+    };
+    let relay = &state.relay;
+    let (messages, heading, subheading, base, is_channel, last_id) = match &page {
+        ConversationPage::Overview => {
+            let query = OverviewQuery {
+                channels_before: None,
+                threads_before: None,
+                to: None,
+            };
+            return render_overview(state, caller, &query, error, draft).await;
+        }
+        ConversationPage::Thread(id) => {
+            let messages = relay.read_thread(*id).await?;
+            let Some(first) = messages.first() else {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    format!("there is no thread {id}"),
+                ));
+            };
+            let last_id = messages.last().map_or(0, |m| m.id);
+            relay
+                .mark_read(caller, Conversation::Thread(*id), last_id)
+                .await?;
+            let heading: String = first
+                .body
+                .lines()
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(90)
+                .collect();
+            (
+                messages,
+                heading,
+                String::new(),
+                format!("/threads/{id}"),
+                false,
+                last_id,
+            )
+        }
+        ConversationPage::Channel(name) => {
+            let page = relay.channel_messages(name, None, None).await?;
+            if let Some(last) = page.messages.last()
+                && let Some(channel) = &last.channel
+            {
+                relay
+                    .mark_read(caller, Conversation::Channel(channel), last.id)
+                    .await?;
+            }
+            let count = page.messages.len() as u64;
+            (
+                page.messages,
+                format!("#{name}"),
+                plural(count, "message", "messages"),
+                format!("/channels/{name}"),
+                true,
+                page.last_id,
+            )
+        }
+    };
+    let frame = frame(state, caller).await?;
+    let subheading = if is_channel {
+        subheading
+    } else {
+        let mut people: Vec<_> = messages
+            .iter()
+            .flat_map(|m| [Some(m.from.clone()), m.to.clone()])
+            .flatten()
+            .collect();
+        people.sort();
+        people.dedup();
+        format!(
+            "Between {} · {}",
+            frame.people_named(&people),
+            plural(messages.len() as u64, "message", "messages")
+        )
+    };
+    let stream = format!("/api{base}/stream");
+    render(ConversationView {
+        assets: &ASSETS,
+        messages: views::lines(&messages, &frame.names),
+        frame,
+        heading: views::visible(&heading),
+        subheading,
+        notice: NOTICE,
+        stream,
+        fragments: format!("{base}/messages"),
+        action: base,
+        is_channel,
+        last_id,
+        error,
+        draft,
+    })
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct After {
+    after: Option<i64>,
+}
+
+/// `GET /threads/{id}/messages?after=ID`: the messages after `ID`, as the
+/// page renders them, for the script to put in place.
+async fn thread_fragment(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+    Query(after): Query<After>,
+) -> Result<Response, ApiError> {
+    let mut messages = state.relay.read_thread(id).await?;
+    messages.retain(|m| m.id > after.after.unwrap_or(0));
+    if let Some(last) = messages.last() {
+        state
+            .relay
+            .mark_read(&caller, Conversation::Thread(id), last.id)
+            .await?;
+    }
+    fragment(&state, &messages).await
+}
+
+async fn channel_fragment(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(channel): Path<String>,
+    Query(after): Query<After>,
+) -> Result<Response, ApiError> {
+    let page = state
+        .relay
+        .channel_messages(&channel, after.after, None)
+        .await?;
     if let Some(last) = page.messages.last()
         && let Some(name) = &last.channel
     {
@@ -264,12 +615,128 @@ async fn channel(
             .mark_read(&caller, Conversation::Channel(name), last.id)
             .await?;
     }
-    render(ConversationPage {
-        viewer: caller.account(),
-        heading: format!("#{channel}"),
-        notice: NOTICE,
-        last_id: page.last_id,
-        messages: shown(&page.messages),
-        stream: Some(format!("/api/channels/{channel}/stream")),
+    fragment(&state, &page.messages).await
+}
+
+async fn fragment(
+    state: &AppState,
+    messages: &[crate::model::Message],
+) -> Result<Response, ApiError> {
+    let peers = state.relay.peers().await?;
+    let names = views::Names::of(&peers);
+    render(MessagesFragment {
+        messages: views::lines(messages, &names),
     })
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct SearchQuery {
+    #[serde(default)]
+    q: String,
+    before: Option<i64>,
+}
+
+/// A message a search found, as the results page shows it.
+struct FoundLine {
+    href: String,
+    place: String,
+    from_name: String,
+    when: When,
+    /// Runs of the excerpt, the matched ones marked.
+    excerpt: Vec<(String, bool)>,
+}
+
+#[derive(Template)]
+#[template(path = "search.html")]
+struct SearchPage {
+    assets: &'static Assets,
+    frame: Frame,
+    results: Vec<FoundLine>,
+    summary: String,
+    more: Option<String>,
+    error: Option<String>,
+}
+
+async fn search(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<SearchQuery>,
+) -> Result<Response, ApiError> {
+    let mut frame = frame(&state, &caller).await?;
+    frame.query = query.q.clone();
+    let (results, summary, more, error) = if query.q.trim().is_empty() {
+        (Vec::new(), String::new(), None, None)
+    } else {
+        match state.relay.search(&query.q, query.before, None).await {
+            Ok(found) => {
+                let lines: Vec<FoundLine> = found
+                    .items
+                    .iter()
+                    .map(|f| {
+                        let m = &f.message;
+                        let (href, place) = match (&m.channel, m.thread_id) {
+                            (Some(c), _) => (format!("/channels/{c}#m{}", m.id), format!("#{c}")),
+                            (None, Some(t)) => {
+                                (format!("/threads/{t}#m{}", m.id), "a thread".to_owned())
+                            }
+                            (None, None) => (String::new(), String::new()),
+                        };
+                        FoundLine {
+                            href,
+                            place,
+                            from_name: frame.names.name(m.from.as_str()),
+                            when: When::at(m.created_at),
+                            excerpt: f
+                                .excerpt
+                                .iter()
+                                .map(|run| (views::visible(&run.text), run.matched))
+                                .collect(),
+                        }
+                    })
+                    .collect();
+                let summary = if lines.is_empty() {
+                    "No live message matches.".to_owned()
+                } else if found.next_before.is_some() {
+                    format!(
+                        "The newest {}.",
+                        plural(lines.len() as u64, "match", "matches")
+                    )
+                } else {
+                    format!("{}.", plural(lines.len() as u64, "match", "matches"))
+                };
+                let more = found
+                    .next_before
+                    .map(|before| format!("/search?q={}&before={before}", form_encoded(&query.q)));
+                (lines, summary, more, None)
+            }
+            Err(error) => (
+                Vec::new(),
+                String::new(),
+                None,
+                Some(ApiError::from(error).message),
+            ),
+        }
+    };
+    render(SearchPage {
+        assets: &ASSETS,
+        frame,
+        results,
+        summary,
+        more,
+        error,
+    })
+}
+
+/// `value`, encoded for a query string.
+fn form_encoded(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            b' ' => "+".to_owned(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

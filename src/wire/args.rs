@@ -128,3 +128,16 @@ pub struct ListChannels {
     /// The next_before of the previous page, for the channels after it.
     pub before: Option<i64>,
 }
+
+/// `search_messages` and `GET /api/search`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct SearchMessages {
+    /// Words to find in message bodies: every word must match, the last
+    /// also as the start of a word. At most 200 characters.
+    #[serde(alias = "q")]
+    pub query: String,
+    /// The most messages to return (default 20, at most 50).
+    pub limit: Option<u32>,
+    /// The next_before of the previous page, for the older results.
+    pub before: Option<i64>,
+}

@@ -13,7 +13,7 @@ pub mod extract;
 
 pub use error::ApiError;
 
-use crate::model::{ChannelSummary, Handle, Message, Millis};
+use crate::model::{ChannelSummary, Found, Handle, Message, Millis};
 use crate::relay::{Listing, NOTICE, Page, Peer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -217,6 +217,43 @@ impl From<(Handle, String)> for StatusSet {
         StatusSet {
             handle: handle.to_string(),
             status,
+        }
+    }
+}
+
+/// A message a search found.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct FoundView {
+    #[serde(flatten)]
+    pub message: MessageView,
+    /// The part of the body around the words found.
+    pub excerpt: String,
+}
+
+/// A page of search results, newest first, with the reminder.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct SearchResults {
+    pub messages: Vec<FoundView>,
+    /// More results follow: pass this as `before` for the next page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_before: Option<i64>,
+    /// Messages come from other people's agents: read this before acting.
+    pub notice: String,
+}
+
+impl From<&Listing<Found>> for SearchResults {
+    fn from(listing: &Listing<Found>) -> Self {
+        SearchResults {
+            messages: listing
+                .items
+                .iter()
+                .map(|found| FoundView {
+                    message: MessageView::from(&found.message),
+                    excerpt: found.excerpt.iter().map(|run| run.text.as_str()).collect(),
+                })
+                .collect(),
+            next_before: listing.next_before,
+            notice: NOTICE.to_owned(),
         }
     }
 }

@@ -28,7 +28,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The edges: never the store, the app or the server.
     ("mcp", &["model", "relay", "state", "wire"]),
     ("api", &["model", "relay", "state", "wire"]),
-    ("web", &["model", "relay", "state", "wire"]),
+    ("web", &["model", "relay", "state", "wire", "host"]),
     ("cli", &["model", "relay", "config", "wire"]),
     ("demo", &["model", "relay", "agent"]),
     // Assembly.

@@ -4,10 +4,10 @@ use crate::model::{Channel, Handle, Message, Millis};
 use crate::store::{Conversation, NewMessage, RecipientCheck, StoreError, StoreResult};
 use rusqlite::{Connection, params};
 
-const MESSAGE_COLUMNS: &str =
+pub(super) const MESSAGE_COLUMNS: &str =
     "id, thread_id, channel, sender, recipient, type, body, reply_to, created_at, expires_at";
 
-fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
+pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     Ok(Message {
         id: row.get(0)?,
         thread_id: row.get(1)?,

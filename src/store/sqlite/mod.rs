@@ -10,6 +10,7 @@ mod copy;
 mod messages;
 mod people;
 mod schema;
+mod search;
 mod summaries;
 mod writer;
 
@@ -18,7 +19,8 @@ pub use schema::MIGRATIONS;
 
 use super::{NewMessage, StoreError, StoreFuture, StoreResult};
 use crate::model::{
-    Channel, ChannelSummary, Handle, Message, Millis, Person, Presence, ThreadSummary, TokenHash,
+    Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
+    TokenHash,
 };
 use rusqlite::{
     Connection,
@@ -293,6 +295,28 @@ impl super::Store for SqliteStore {
         let reader = reader.clone();
         let now = crate::model::now_millis();
         self.read(move |conn| summaries::unread(conn, &reader, &conversations, cap, now))
+    }
+
+    fn search(
+        &self,
+        typed: &str,
+        before: Option<i64>,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Found>> {
+        let typed = typed.to_owned();
+        self.read(move |conn| search::search(conn, &typed, before, limit, now))
+    }
+
+    fn key(&self, name: &str) -> StoreFuture<'_, Vec<u8>> {
+        let name = name.to_owned();
+        let mut fresh = [0u8; 32];
+        let made = getrandom::fill(&mut fresh);
+        Box::pin(async move {
+            made.map_err(|e| StoreError::backend("making a key", e.to_string()))?;
+            self.write(move |conn| search::key(conn, &name, fresh))
+                .await
+        })
     }
 
     fn tidy(&self) -> StoreFuture<'_, ()> {

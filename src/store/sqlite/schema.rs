@@ -143,6 +143,26 @@ UPDATE thread_people SET message_count = (
     SELECT count(*) FROM messages m WHERE m.thread_id = thread_people.thread_id
     AND (m.sender = thread_people.handle OR m.recipient = thread_people.handle));
 "#,
+    r#"
+-- Full-text search over bodies (search.rs): an index of the messages
+-- table's own text, kept by triggers, so the purge's deletes leave it true.
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    body, content = 'messages', content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER messages_fts_added AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts (rowid, body) VALUES (new.id, new.body);
+END;
+CREATE TRIGGER messages_fts_removed AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts (messages_fts, rowid, body) VALUES ('delete', old.id, old.body);
+END;
+INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
+-- Keys the relay keeps for itself: 'page' signs the team page's forms.
+CREATE TABLE keys (
+    name   TEXT PRIMARY KEY,
+    value  BLOB NOT NULL
+) WITHOUT ROWID;
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.

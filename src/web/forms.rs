@@ -1,0 +1,320 @@
+//! Writing from the page: a reply in a thread, a post in a channel, a new
+//! conversation, one's own status. Each form takes the same core path as
+//! MCP and REST (so secret refusal, limits and quotas hold), and is
+//! guarded against other sites twice:
+//!
+//! - a token bound to the signed-in credential: an HMAC, under the relay's
+//!   page key, of the credential's token hash, which another site can
+//!   neither read nor make;
+//! - the browser's own word on where the request comes from: a
+//!   `Sec-Fetch-Site` other than `same-origin`, or an `Origin` other than
+//!   the page's, is refused.
+//!
+//! Without script, a form posts and the browser follows a redirect to what
+//! it made (303); a refusal renders the page again with the reason and the
+//! text as typed. With script (`X-Requested-With: fetch`), the answer is
+//! `201` with a `Location`, or the error in the API's JSON shape for the
+//! page to show.
+
+use super::{ConversationPage, Draft, render_conversation};
+use crate::host::Origin;
+use crate::relay::{Caller, ChannelPost, DirectMessage, Relay, RelayError};
+use crate::state::AppState;
+use crate::wire::{ApiError, extract::Path};
+use axum::{
+    Extension, Form,
+    extract::State,
+    http::{HeaderMap, StatusCode, Uri, header},
+    response::{IntoResponse, Redirect, Response},
+};
+use hmac::{Hmac, Mac};
+use serde::Deserialize;
+use sha2::Sha256;
+
+type Signer = Hmac<Sha256>;
+
+/// The form token of `caller`: the same on every page they load, until
+/// their token changes.
+pub async fn token_of(relay: &Relay, caller: &Caller) -> Result<String, ApiError> {
+    let mac = signer(relay, caller, b"form").await?;
+    Ok(base64_url(&mac.finalize().into_bytes()))
+}
+
+/// The mark a signed-out credential carries in its cookie: another
+/// credential's mark never matches.
+pub async fn signed_out_mark(relay: &Relay, caller: &Caller) -> Result<String, ApiError> {
+    let mac = signer(relay, caller, b"signed out").await?;
+    Ok(base64_url(&mac.finalize().into_bytes()[..16]))
+}
+
+async fn signer(relay: &Relay, caller: &Caller, purpose: &[u8]) -> Result<Signer, ApiError> {
+    let key = relay.page_key().await?;
+    let mut mac = Signer::new_from_slice(&key).map_err(|e| ApiError::internal(&e))?;
+    mac.update(purpose);
+    mac.update(&[0]);
+    match caller.token() {
+        Some(hash) => mac.update(hash.as_bytes()),
+        // An open relay has no token: bind to the account instead.
+        None => mac.update(caller.account().as_bytes()),
+    }
+    Ok(mac)
+}
+
+fn base64_url(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Refuses a form that did not come from this relay's own page, before
+/// anything is read or stored.
+async fn guard(
+    state: &AppState,
+    caller: &Caller,
+    (uri, headers): (&Uri, &HeaderMap),
+    token: &str,
+) -> Result<(), ApiError> {
+    let cross_site = || ApiError::forbidden("this form did not come from this relay's page");
+    if let Some(site) = headers.get("sec-fetch-site")
+        && site.as_bytes() != b"same-origin"
+    {
+        return Err(cross_site());
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        // Only the page's own origin: not even the origins allowed to call
+        // the API (they authenticate with Bearer tokens, never forms).
+        let tls = state.config.tls.is_on();
+        let own = uri
+            .authority()
+            .map(|a| a.as_str())
+            .or_else(|| headers.get(header::HOST).and_then(|h| h.to_str().ok()))
+            .and_then(|authority| Origin::served(tls, authority));
+        let sent = origin.to_str().ok().and_then(Origin::parse);
+        if own.is_none() || sent != own {
+            return Err(cross_site());
+        }
+    }
+    let expected = token_of(&state.relay, caller).await?;
+    // Both are MACs of the same length: compare in constant time.
+    let matches = expected.len() == token.len()
+        && expected
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0;
+    if !matches {
+        return Err(ApiError::forbidden(
+            "this form has expired or belongs to someone else: reload the page and try again",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the page's script sent the form (it wants a short answer).
+pub fn from_script(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-requested-with")
+        .is_some_and(|v| v.as_bytes() == b"fetch")
+}
+
+/// Where a new message is: its conversation, at its anchor.
+fn made(headers: &HeaderMap, location: String) -> Response {
+    if from_script(headers) {
+        (StatusCode::CREATED, [(header::LOCATION, location)]).into_response()
+    } else {
+        Redirect::to(&location).into_response()
+    }
+}
+
+/// A refusal: for the script, its reason as text; without script, the
+/// page again with the reason and the text as typed.
+async fn refused(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    error: RelayError,
+    page: ConversationPage,
+    draft: Draft,
+) -> Response {
+    let error = ApiError::from(error);
+    if from_script(headers) {
+        return error.into_response();
+    }
+    let status = error.status;
+    match render_conversation(state, caller, page, Some((error.message, draft))).await {
+        Ok(mut response) => {
+            *response.status_mut() = status;
+            response
+        }
+        Err(error) => error.into_response(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Reply {
+    csrf: String,
+    body: String,
+    #[serde(default)]
+    kind: String,
+}
+
+/// `POST /threads/{id}`: a reply, to the other people in the thread.
+pub async fn reply(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+    uri: Uri,
+    headers: HeaderMap,
+    Form(form): Form<Reply>,
+) -> Result<Response, ApiError> {
+    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
+    let thread = state.relay.read_thread(id).await?;
+    let me = caller.account();
+    // To whoever else spoke last; to oneself in a thread of one's own.
+    let to = thread
+        .iter()
+        .rev()
+        .flat_map(|m| [Some(&m.from), m.to.as_ref()])
+        .flatten()
+        .find(|h| h.as_str() != me)
+        .map_or_else(|| me.clone(), ToString::to_string);
+    let message = DirectMessage {
+        sender: None,
+        to,
+        body: form.body.clone(),
+        thread_id: Some(id),
+        kind: non_empty(&form.kind),
+    };
+    match state.relay.send_direct(&caller, message).await {
+        Ok(sent) => Ok(made(&headers, format!("/threads/{id}#m{}", sent.id))),
+        Err(error) => {
+            let draft = Draft {
+                body: form.body,
+                kind: form.kind,
+                to: String::new(),
+            };
+            Ok(refused(
+                &state,
+                &caller,
+                &headers,
+                error,
+                ConversationPage::Thread(id),
+                draft,
+            )
+            .await)
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Post {
+    csrf: String,
+    body: String,
+    #[serde(default)]
+    kind: String,
+    /// Also into this person's inbox; empty for nobody.
+    #[serde(default)]
+    to: String,
+}
+
+/// `POST /channels/{channel}`: a post, optionally into someone's inbox.
+pub async fn post(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(channel): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    Form(form): Form<Post>,
+) -> Result<Response, ApiError> {
+    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
+    let post = ChannelPost {
+        sender: None,
+        channel: channel.clone(),
+        body: form.body.clone(),
+        kind: non_empty(&form.kind),
+        recipient: non_empty(&form.to),
+        reply_to: None,
+    };
+    match state.relay.post(&caller, post).await {
+        Ok(posted) => Ok(made(
+            &headers,
+            format!("/channels/{channel}#m{}", posted.id),
+        )),
+        Err(error) => {
+            let draft = Draft {
+                body: form.body,
+                kind: form.kind,
+                to: form.to,
+            };
+            let page = ConversationPage::Channel(channel);
+            Ok(refused(&state, &caller, &headers, error, page, draft).await)
+        }
+    }
+}
+
+/// `POST /new`: a new thread with a person.
+pub async fn start(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    uri: Uri,
+    headers: HeaderMap,
+    Form(form): Form<Post>,
+) -> Result<Response, ApiError> {
+    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
+    let message = DirectMessage {
+        sender: None,
+        to: form.to.clone(),
+        body: form.body.clone(),
+        thread_id: None,
+        kind: non_empty(&form.kind),
+    };
+    match state.relay.send_direct(&caller, message).await {
+        Ok(sent) => {
+            let thread = sent.thread_id.unwrap_or_default();
+            Ok(made(&headers, format!("/threads/{thread}#m{}", sent.id)))
+        }
+        Err(error) => {
+            let draft = Draft {
+                body: form.body,
+                kind: form.kind,
+                to: form.to,
+            };
+            Ok(refused(
+                &state,
+                &caller,
+                &headers,
+                error,
+                ConversationPage::Overview,
+                draft,
+            )
+            .await)
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Status {
+    csrf: String,
+    #[serde(default)]
+    status: String,
+}
+
+/// `POST /status`: the viewer's own status line.
+pub async fn status(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    uri: Uri,
+    headers: HeaderMap,
+    Form(form): Form<Status>,
+) -> Result<Response, ApiError> {
+    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
+    state
+        .relay
+        .set_status(&caller, None, form.status.trim())
+        .await?;
+    Ok(made(&headers, "/".to_owned()))
+}
+
+fn non_empty(value: &str) -> Option<String> {
+    let value = value.trim();
+    (!value.is_empty()).then(|| value.to_owned())
+}

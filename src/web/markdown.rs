@@ -1,0 +1,215 @@
+//! Message bodies as Markdown, made safe to put in a page.
+//!
+//! pulldown-cmark parses; this module decides what may reach the page:
+//! - raw HTML (a block or inline) is shown as text, never interpreted;
+//! - links keep only `http`, `https` and `mailto` destinations, and get
+//!   `rel="noopener noreferrer nofollow"`; any other link is its text alone;
+//! - images are never loaded: an image becomes a link to it, by its alt text;
+//! - code blocks are monospace and scroll sideways; past
+//!   [`COLLAPSE_LINES`] lines they are folded in a `<details>`.
+//!
+//! Everything else is pulldown-cmark's own HTML, which escapes all text.
+
+use pulldown_cmark::{CodeBlockKind, CowStr, Event, LinkType, Options, Parser, Tag, TagEnd, html};
+use pulldown_cmark_escape::{escape_href, escape_html};
+
+/// Code blocks longer than this are folded.
+pub const COLLAPSE_LINES: usize = 15;
+
+/// `body` as safe HTML.
+pub fn render(body: &str) -> String {
+    let options =
+        Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS;
+    let mut events = Vec::new();
+    // Inside an image: its alt text is gathered, not rendered.
+    let mut image: Option<(String, String)> = None;
+    // Inside a code block: its language and text, rendered at its end.
+    let mut code: Option<(String, String)> = None;
+    // Per open link: whether it was kept (so its end closes an <a>).
+    let mut links: Vec<bool> = Vec::new();
+    for event in Parser::new_ext(body, options) {
+        if let Some((_, text)) = &mut code {
+            match event {
+                Event::Text(t) => text.push_str(&t),
+                Event::End(TagEnd::CodeBlock) => {
+                    let (language, text) = code.take().unwrap_or_default();
+                    events.push(Event::Html(code_block(&language, &text).into()));
+                }
+                _ => {}
+            }
+            continue;
+        }
+        if let Some((_, alt)) = &mut image {
+            match event {
+                Event::End(TagEnd::Image) => {
+                    let (url, alt) = image.take().unwrap_or_default();
+                    let label = if alt.is_empty() {
+                        "image".to_owned()
+                    } else {
+                        alt
+                    };
+                    events.push(Event::Html(
+                        link_to(&url, &format!("[image: {label}]")).into(),
+                    ));
+                }
+                Event::Text(t) | Event::Code(t) => alt.push_str(&t),
+                _ => {}
+            }
+            continue;
+        }
+        match event {
+            Event::Html(raw) | Event::InlineHtml(raw) => events.push(Event::Text(raw)),
+            Event::Start(Tag::CodeBlock(kind)) => {
+                let language = match kind {
+                    CodeBlockKind::Fenced(info) => {
+                        info.split_whitespace().next().unwrap_or("").to_owned()
+                    }
+                    CodeBlockKind::Indented => String::new(),
+                };
+                code = Some((language, String::new()));
+            }
+            Event::Start(Tag::Image { dest_url, .. }) => {
+                image = Some((dest_url.to_string(), String::new()));
+            }
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url,
+                ..
+            }) => {
+                let kept = allowed(&dest_url, link_type);
+                if kept {
+                    let url = if link_type == LinkType::Email {
+                        format!("mailto:{dest_url}")
+                    } else {
+                        dest_url.to_string()
+                    };
+                    events.push(Event::Html(open_link(&url).into()));
+                }
+                links.push(kept);
+            }
+            Event::End(TagEnd::Link) => {
+                if links.pop().unwrap_or(false) {
+                    events.push(Event::Html(CowStr::Borrowed("</a>")));
+                }
+            }
+            other => events.push(other),
+        }
+    }
+    let mut html = String::with_capacity(body.len() * 3 / 2);
+    html::push_html(&mut html, events.into_iter());
+    html
+}
+
+/// Whether a link's destination may be followed from the page.
+fn allowed(url: &str, link_type: LinkType) -> bool {
+    if matches!(link_type, LinkType::Email) {
+        return true;
+    }
+    let scheme = url
+        .split_once(':')
+        .map(|(scheme, _)| scheme.to_ascii_lowercase());
+    matches!(scheme.as_deref(), Some("http" | "https" | "mailto"))
+}
+
+/// An opening `<a>`: `escape_href` leaves nothing that could end the
+/// attribute (it encodes quotes, escapes `&` and `'`).
+fn open_link(url: &str) -> String {
+    let mut href = String::new();
+    let _ = escape_href(&mut href, url);
+    format!("<a href=\"{href}\" rel=\"noopener noreferrer nofollow\">")
+}
+
+/// A link to `url` reading `text`, or the text alone if `url` is not kept.
+fn link_to(url: &str, text: &str) -> String {
+    let mut shown = String::new();
+    let _ = escape_html(&mut shown, text);
+    if allowed(url, LinkType::Inline) {
+        format!("{}{shown}</a>", open_link(url))
+    } else {
+        shown
+    }
+}
+
+fn code_block(language: &str, text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len() + 16);
+    let _ = escape_html(&mut escaped, text);
+    let mut label = String::new();
+    let _ = escape_html(&mut label, language);
+    let class = if label.is_empty() {
+        String::new()
+    } else {
+        format!(" class=\"language-{label}\"")
+    };
+    let block = format!("<pre tabindex=\"0\"><code{class}>{escaped}</code></pre>");
+    let lines = text.trim_end_matches('\n').lines().count();
+    if lines > COLLAPSE_LINES {
+        let what = if label.is_empty() {
+            "code".to_owned()
+        } else {
+            label
+        };
+        format!(
+            "<details class=\"code\"><summary>{lines} lines of {what}</summary>{block}</details>"
+        )
+    } else {
+        block
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_html_is_text() {
+        let html = render("<script>alert(1)</script><img src=x onerror=alert(1)>");
+        assert!(!html.contains("<script"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        assert!(html.contains("&lt;script&gt;"), "{html}");
+    }
+
+    #[test]
+    fn only_web_and_mail_links_are_kept() {
+        let html = render(
+            "[a](javascript:alert(1)) [b](https://example.com/x?a=1&b=\"2\") <me@example.com> [c](data:text/html,x)",
+        );
+        assert!(!html.contains("javascript:"), "{html}");
+        assert!(!html.contains("data:"), "{html}");
+        assert!(
+            html.contains(
+                "<a href=\"https://example.com/x?a=1&amp;b=%222%22\" rel=\"noopener noreferrer nofollow\">b</a>"
+            ),
+            "{html}"
+        );
+        let quoted = render("[x](https://e.com/\"onmouseover='a')");
+        assert!(!quoted.contains("\"onmouseover"), "{quoted}");
+        assert!(html.contains("href=\"mailto:me@example.com\""), "{html}");
+    }
+
+    #[test]
+    fn images_are_links_never_loaded() {
+        let html = render("![the graph](https://example.com/g.png)");
+        assert!(!html.contains("<img"), "{html}");
+        assert!(html.contains("[image: the graph]</a>"), "{html}");
+    }
+
+    #[test]
+    fn long_code_blocks_fold_and_keep_their_text() {
+        let code: String = (0..20).map(|i| format!("let x{i} = \"<b>\";\n")).collect();
+        let html = render(&format!("```rust\n{code}```"));
+        assert!(
+            html.starts_with("<details class=\"code\"><summary>20 lines of rust</summary>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<code class=\"language-rust\">let x0 = &quot;&lt;b&gt;&quot;;"),
+            "{html}"
+        );
+        assert!(!html.contains("```"));
+        let short = render("```\nfn main() {}\n```");
+        assert_eq!(
+            short,
+            "<pre tabindex=\"0\"><code>fn main() {}\n</code></pre>"
+        );
+    }
+}

@@ -1,0 +1,208 @@
+//! What the templates show: messages, times and counts as a person reads
+//! them, and the frame (header and sidebar) around every page.
+
+use super::markdown;
+use crate::model::{Handle, Message, Millis};
+use crate::relay::{Caller, Conversation, MAX_UNREAD, Peer, Relay, RelayResult, secrets};
+use std::collections::HashMap;
+
+/// "1 message", "2 messages".
+pub fn plural(count: u64, one: &str, many: &str) -> String {
+    if count == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{count} {many}")
+    }
+}
+
+/// A moment, readable without script ("Nov 30, 07:00 UTC"), exact in its
+/// `title`, and machine-readable for the script that makes it relative
+/// and local ("3 min ago").
+pub struct When {
+    pub iso: String,
+    pub shown: String,
+    pub exact: String,
+}
+
+impl When {
+    pub fn at(millis: Millis) -> When {
+        let at = chrono::DateTime::from_timestamp_millis(millis).unwrap_or_default();
+        When {
+            iso: at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            shown: at.format("%b %-d, %H:%M UTC").to_string(),
+            exact: at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        }
+    }
+}
+
+/// "99+" past the cap, nothing for none.
+pub fn unread_label(count: u64) -> String {
+    match count {
+        0 => String::new(),
+        n if n >= MAX_UNREAD => format!("{MAX_UNREAD}+"),
+        n => n.to_string(),
+    }
+}
+
+/// People's names by handle, for showing who said what.
+pub struct Names(HashMap<String, String>);
+
+impl Names {
+    pub fn of(peers: &[Peer]) -> Names {
+        Names(
+            peers
+                .iter()
+                .map(|p| (p.handle.to_string(), p.name.clone()))
+                .collect(),
+        )
+    }
+
+    pub fn name(&self, handle: &str) -> String {
+        self.0
+            .get(handle)
+            .cloned()
+            .unwrap_or_else(|| handle.to_owned())
+    }
+}
+
+/// A message as a page shows it.
+pub struct MessageLine {
+    pub id: i64,
+    pub from_name: String,
+    pub from: String,
+    pub to: Option<String>,
+    pub kind: String,
+    /// The type as a CSS class: lowercase letters only.
+    pub kind_class: String,
+    pub when: When,
+    pub reply_to: Option<i64>,
+    /// The body, rendered from Markdown and made safe.
+    pub html: String,
+}
+
+impl MessageLine {
+    pub fn new(message: &Message, names: &Names) -> MessageLine {
+        MessageLine {
+            id: message.id,
+            from_name: names.name(message.from.as_str()),
+            from: message.from.to_string(),
+            to: message.to.as_ref().map(|to| names.name(to.as_str())),
+            kind: message.kind.clone(),
+            kind_class: message
+                .kind
+                .chars()
+                .filter(char::is_ascii_alphabetic)
+                .map(|c| c.to_ascii_lowercase())
+                .collect(),
+            when: When::at(message.created_at),
+            reply_to: message.reply_to,
+            html: markdown::render(&visible(&message.body)),
+        }
+    }
+}
+
+pub fn lines(messages: &[Message], names: &Names) -> Vec<MessageLine> {
+    messages
+        .iter()
+        .map(|m| MessageLine::new(m, names))
+        .collect()
+}
+
+/// A body with invisible characters (zero-width spaces, bidirectional
+/// controls) shown as marks like `[U+202E]`, so it cannot read differently
+/// from what it holds.
+pub fn visible(body: &str) -> String {
+    if !body.contains(secrets::is_invisible) {
+        return body.to_owned();
+    }
+    body.chars()
+        .map(|c| {
+            if secrets::is_invisible(c) {
+                format!("[U+{:04X}]", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// A channel in the sidebar.
+pub struct ChannelLink {
+    pub name: String,
+    pub unread: String,
+}
+
+/// A teammate in the sidebar.
+pub struct PersonLink {
+    pub handle: String,
+    pub name: String,
+    pub status: String,
+    pub last_seen: Option<When>,
+}
+
+/// What every signed-in page shows around its content.
+pub struct Frame {
+    pub viewer_name: String,
+    pub viewer: String,
+    /// The viewer's own status line.
+    pub status: String,
+    pub channels: Vec<ChannelLink>,
+    pub people: Vec<PersonLink>,
+    /// Signs this viewer's forms.
+    pub csrf: String,
+    pub names: Names,
+    /// What was typed in the search box, if this is a search.
+    pub query: String,
+}
+
+impl Frame {
+    pub async fn of(relay: &Relay, caller: &Caller, csrf: String) -> RelayResult<Frame> {
+        let peers = relay.peers().await?;
+        let channels = relay.channels(None, None).await?.items;
+        let keys: Vec<Conversation> = channels
+            .iter()
+            .map(|c| Conversation::Channel(&c.name))
+            .collect();
+        let unread = relay.unread(caller, &keys).await?;
+        let viewer = caller.account();
+        let me = peers.iter().find(|p| p.handle.as_str() == viewer);
+        Ok(Frame {
+            viewer_name: me.map_or_else(|| viewer.clone(), |p| p.name.clone()),
+            status: me.map(|p| p.status.clone()).unwrap_or_default(),
+            viewer,
+            channels: channels
+                .iter()
+                .zip(unread)
+                .map(|(c, unread)| ChannelLink {
+                    name: c.name.to_string(),
+                    unread: unread_label(unread),
+                })
+                .collect(),
+            people: peers
+                .iter()
+                .map(|p| PersonLink {
+                    handle: p.handle.to_string(),
+                    name: p.name.clone(),
+                    status: p.status.clone(),
+                    last_seen: p.last_seen_at.map(When::at),
+                })
+                .collect(),
+            names: Names::of(&peers),
+            csrf,
+            query: String::new(),
+        })
+    }
+
+    /// "Alice and Bob", "Alice, Bob and Carol".
+    pub fn people_named(&self, handles: &[Handle]) -> String {
+        let names: Vec<String> = handles
+            .iter()
+            .map(|h| self.names.name(h.as_str()))
+            .collect();
+        match names.split_last() {
+            None => String::new(),
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        }
+    }
+}
