@@ -107,7 +107,10 @@
         }
         return response.text().then(function (text) {
           var reason = "";
-          try { reason = JSON.parse(text).error.message; } catch (e) { reason = ""; }
+          try {
+            var answer = JSON.parse(text);
+            reason = (answer.refused || answer.error).message;
+          } catch (e) { reason = ""; }
           error.textContent = reason || "The relay refused this message (" + response.status + ").";
           error.hidden = false;
         });

@@ -13,8 +13,11 @@
 //! Without script, a form posts and the browser follows a redirect to what
 //! it made (303); a refusal renders the page again with the reason and the
 //! text as typed. With script (`X-Requested-With: fetch`), the answer is
-//! `201` with a `Location`, or the error in the API's JSON shape for the
-//! page to show.
+//! `201` with a `Location`, or `200` with `{"refused": {"code", "message"}}`
+//! for the page to show: a refusal is the form's answer, not a failed
+//! request, so the browser logs no error for it. (A request refused before
+//! the form is read, by a guard or a limit, keeps its status and the
+//! API's error shape.)
 
 use super::{ConversationPage, Draft, render_conversation};
 use crate::host::Origin;
@@ -137,7 +140,9 @@ async fn refused(
 ) -> Response {
     let error = ApiError::from(error);
     if from_script(headers) {
-        return error.into_response();
+        // The form's answer, not a failed request: the browser logs none.
+        let refusal = serde_json::json!({ "refused": error.body()["error"] });
+        return axum::Json(refusal).into_response();
     }
     let status = error.status;
     match render_conversation(state, caller, page, Some((error.message, draft))).await {

@@ -100,6 +100,33 @@ pub fn render(body: &str) -> String {
     html
 }
 
+/// The first block of `body` as plain text (no markup), at most about
+/// `max` characters, cut at a word with an ellipsis: a title for it.
+pub fn title(body: &str, max: usize) -> String {
+    let mut text = String::new();
+    for event in Parser::new_ext(body, Options::ENABLE_STRIKETHROUGH) {
+        match event {
+            Event::Text(t) | Event::Code(t) => text.push_str(&t),
+            Event::SoftBreak | Event::HardBreak => text.push(' '),
+            Event::End(
+                TagEnd::Paragraph | TagEnd::Heading(_) | TagEnd::CodeBlock | TagEnd::Item,
+            ) if !text.trim().is_empty() => {
+                break;
+            }
+            _ => {}
+        }
+    }
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.chars().count() <= max {
+        return text;
+    }
+    let cut: String = text.chars().take(max).collect();
+    let at_word = cut
+        .rsplit_once(' ')
+        .map_or(cut.as_str(), |(words, _)| words);
+    format!("{}…", at_word.trim_end_matches([',', ';', ':', '.', ' ']))
+}
+
 /// Whether a link's destination may be followed from the page.
 fn allowed(url: &str, link_type: LinkType) -> bool {
     if matches!(link_type, LinkType::Email) {
@@ -159,6 +186,22 @@ fn code_block(language: &str, text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_title_is_plain_and_cut_at_a_word() {
+        assert_eq!(
+            title("Which `billing` table?\n\nMore.", 90),
+            "Which billing table?"
+        );
+        assert_eq!(
+            title(
+                "The **upgrade** of the schema went through staging today",
+                30
+            ),
+            "The upgrade of the schema…"
+        );
+        assert_eq!(title("```\ncode first\n```", 30), "code first");
+    }
 
     #[test]
     fn raw_html_is_text() {

@@ -421,10 +421,9 @@ async fn render_overview(
         })
         .collect();
     lines.extend(threads.items.iter().zip(thread_unread).map(|(t, unread)| {
-        let opening: String = t.opening.chars().take(140).collect();
         let line = ConversationLine {
             href: format!("/threads/{}", t.id),
-            title: views::visible(opening.lines().next().unwrap_or("")),
+            title: markdown::title(&views::visible(&t.opening), 120),
             detail: frame.people_named(&t.people),
             count: plural(t.message_count, "message", "messages"),
             when: When::at(t.last_activity),
@@ -527,11 +526,10 @@ pub async fn render_conversation(
                     .mark_read(caller, Conversation::Channel(channel), last.id)
                     .await?;
             }
-            let count = page.messages.len() as u64;
             (
                 page.messages,
                 format!("#{name}"),
-                plural(count, "message", "messages"),
+                "A channel: everyone on the team reads it.".to_owned(),
                 format!("/channels/{name}"),
                 true,
                 page.last_id,
@@ -549,18 +547,14 @@ pub async fn render_conversation(
             .collect();
         people.sort();
         people.dedup();
-        format!(
-            "Between {} · {}",
-            frame.people_named(&people),
-            plural(messages.len() as u64, "message", "messages")
-        )
+        format!("Between {}", frame.people_named(&people))
     };
     let stream = format!("/api{base}/stream");
     render(ConversationView {
         assets: &ASSETS,
         messages: views::lines(&messages, &frame.names),
         frame,
-        heading: views::visible(&heading),
+        heading,
         subheading,
         notice: NOTICE,
         stream,

@@ -2,6 +2,8 @@
 //! temp-dir database, driven by real clients over real sockets.
 
 mod arrows;
+mod browser;
+mod chrome;
 mod cli;
 mod connections;
 mod conversation;

@@ -47,11 +47,16 @@ impl TestApp {
     /// Adds a person through the running relay's core, as `crosstalk add`
     /// does through its own; returns the token.
     pub async fn add_person(&self, handle: &str) -> String {
+        self.add_named(handle, &handle.to_uppercase()).await
+    }
+
+    /// Adds a person with a name; returns the token.
+    pub async fn add_named(&self, handle: &str, name: &str) -> String {
         self.running
             .state
             .relay
             .team()
-            .add(handle, Some(&handle.to_uppercase()))
+            .add(handle, Some(name))
             .await
             .expect("add person")
             .token
