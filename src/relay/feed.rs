@@ -8,7 +8,7 @@
 //! nothing is lost and nothing is yielded twice. Any edge that streams a
 //! conversation (SSE today) drives one of these.
 
-use super::{Caller, MAX_PAGE, Relay, RelayError, RelayResult, WaitSlot, send::parse_channel};
+use super::{Caller, MAX_PAGE, Relay, RelayResult, WaitSlot, send::parse_channel};
 use crate::model::{Channel, Message, now_millis};
 use std::{collections::VecDeque, sync::Arc};
 use tokio::sync::broadcast::{self, error::RecvError};
@@ -59,9 +59,8 @@ impl Relay {
         since_id: Option<i64>,
     ) -> RelayResult<Feed> {
         let wake = self.threads.subscribe(&thread_id.to_string());
-        if self.store.thread(thread_id, now_millis()).await?.is_empty() {
-            return Err(RelayError::NotFound(format!("thread {thread_id}")));
-        }
+        // NotFound when it has no live message.
+        self.store.thread(thread_id, now_millis()).await?;
         self.feed(caller, Followed::Thread(thread_id), wake, since_id)
     }
 

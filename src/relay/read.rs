@@ -1,7 +1,7 @@
 //! Reading: threads, channel pages, overviews and the team. The team reads
 //! everything; expired messages are never returned.
 
-use super::{Caller, Identity, MAX_PAGE, Relay, RelayResult, send::parse_channel};
+use super::{Caller, Identity, MAX_PAGE, Relay, RelayError, RelayResult, send::parse_channel};
 use crate::model::{Channel, ChannelSummary, Handle, Message, Millis, ThreadSummary, now_millis};
 
 /// The most conversations an overview lists at once, and by default.
@@ -96,6 +96,22 @@ impl Relay {
             .await?;
         let last_id = messages.last().map_or(since_id, |m| m.id);
         Ok(Page { messages, last_id })
+    }
+
+    /// The newest live messages of a channel (at most [`MAX_PAGE`]), oldest
+    /// first; `NotFound` when it has none.
+    pub async fn channel_recent(&self, channel: &str) -> RelayResult<Vec<Message>> {
+        let channel = parse_channel(channel)?;
+        let messages = self
+            .store
+            .channel_recent(&channel, MAX_PAGE, now_millis())
+            .await?;
+        if messages.is_empty() {
+            return Err(RelayError::NotFound(format!(
+                "#{channel} has no live messages"
+            )));
+        }
+        Ok(messages)
     }
 
     /// Channels with live messages, latest activity first: a page of at

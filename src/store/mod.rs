@@ -150,6 +150,13 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>>;
+    /// The newest `limit` live messages of a channel, oldest first.
+    fn channel_recent(
+        &self,
+        channel: &Channel,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>>;
     /// Channels with live messages, latest activity first: at most `limit`,
     /// with a last id below `before` (the previous page's last). An index
     /// lookup per channel listed, whatever the history holds.

@@ -106,7 +106,10 @@ pub fn title(body: &str, max: usize) -> String {
     let mut text = String::new();
     for event in Parser::new_ext(body, Options::ENABLE_STRIKETHROUGH) {
         match event {
-            Event::Text(t) | Event::Code(t) => text.push_str(&t),
+            // Raw HTML is text here too (the page escapes it).
+            Event::Text(t) | Event::Code(t) | Event::Html(t) | Event::InlineHtml(t) => {
+                text.push_str(&t)
+            }
             Event::SoftBreak | Event::HardBreak => text.push(' '),
             Event::End(
                 TagEnd::Paragraph | TagEnd::Heading(_) | TagEnd::CodeBlock | TagEnd::Item,

@@ -518,21 +518,20 @@ pub async fn render_conversation(
             )
         }
         ConversationPage::Channel(name) => {
-            let page = relay.channel_messages(name, None, None).await?;
-            if let Some(last) = page.messages.last()
-                && let Some(channel) = &last.channel
-            {
+            let messages = relay.channel_recent(name).await?;
+            let last_id = messages.last().map_or(0, |m| m.id);
+            if let Some(channel) = messages.last().and_then(|m| m.channel.as_ref()) {
                 relay
-                    .mark_read(caller, Conversation::Channel(channel), last.id)
+                    .mark_read(caller, Conversation::Channel(channel), last_id)
                     .await?;
             }
             (
-                page.messages,
+                messages,
                 format!("#{name}"),
                 "A channel: everyone on the team reads it.".to_owned(),
                 format!("/channels/{name}"),
                 true,
-                page.last_id,
+                last_id,
             )
         }
     };

@@ -13,6 +13,7 @@ mod inbox;
 mod limits;
 mod matrix;
 mod operate;
+mod page;
 mod participants;
 mod quotas;
 mod rest;

@@ -186,3 +186,20 @@ pub(super) fn in_channel(
         .query_map(params![channel, since_id, now, limit], message_from_row)?
         .collect::<Result<_, _>>()?)
 }
+
+pub(super) fn recent_in_channel(
+    conn: &Connection,
+    channel: &Channel,
+    limit: u32,
+    now: Millis,
+) -> StoreResult<Vec<Message>> {
+    let mut messages: Vec<Message> = conn
+        .prepare_cached(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages \
+             WHERE channel = ?1 AND expires_at > ?2 ORDER BY id DESC LIMIT ?3"
+        ))?
+        .query_map(params![channel, now, limit], message_from_row)?
+        .collect::<Result<_, _>>()?;
+    messages.reverse();
+    Ok(messages)
+}

@@ -263,6 +263,16 @@ impl super::Store for SqliteStore {
         self.read(move |conn| messages::in_channel(conn, &channel, since_id, limit, now))
     }
 
+    fn channel_recent(
+        &self,
+        channel: &Channel,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let channel = channel.clone();
+        self.read(move |conn| messages::recent_in_channel(conn, &channel, limit, now))
+    }
+
     fn channels(
         &self,
         now: Millis,
