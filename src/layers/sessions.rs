@@ -20,8 +20,15 @@
 //!   slots while open, like every other stream.
 //! - **Revocation**: [`end_revoked`] ends the sessions of a token that was
 //!   revoked or replaced, with their streams, within a second.
+//! - **Restarts**: sessions are kept in the store (rmcp's `SessionStore`
+//!   over the core, [`SessionOwners::kept`]), bound to the token that
+//!   opened them. After a restart, a request on a kept session from that
+//!   token takes it up again (rmcp replays the handshake); from another
+//!   token it gets 403; an idle or unknown one gets rmcp's 404, which tells
+//!   the client to start anew. [`upkeep`] records which sessions were used
+//!   and forgets idle ones.
 
-use crate::relay::{Caller, Relay, WaitSlot};
+use crate::relay::{Caller, KeptSession, Relay, WaitSlot};
 use crate::wire::ApiError;
 use axum::{
     extract::{Request, State},
@@ -31,7 +38,7 @@ use axum::{
 };
 use futures::StreamExt;
 use rmcp::transport::streamable_http_server::session::{
-    SessionManager, local::LocalSessionManager,
+    SessionManager, SessionState, SessionStore, SessionStoreError, local::LocalSessionManager,
 };
 use std::{
     collections::HashMap,
@@ -65,6 +72,8 @@ pub struct SessionOwners {
 struct Owned {
     caller: Caller,
     last_used: Instant,
+    /// Used since its use was last written to the store.
+    touched: bool,
     /// Standalone streams open on it: a session streaming is in use.
     streams: usize,
 }
@@ -95,6 +104,7 @@ impl SessionOwners {
         let mut owners = self.owners();
         let owned = owners.get_mut(session)?;
         owned.last_used = Instant::now();
+        owned.touched = true;
         Some(owned.caller.clone())
     }
 
@@ -118,6 +128,7 @@ impl SessionOwners {
                 Owned {
                     caller,
                     last_used: now,
+                    touched: false,
                     streams: 0,
                 },
             );
@@ -146,16 +157,84 @@ impl SessionOwners {
         self.end(ending).await;
     }
 
-    /// Ends sessions, in rmcp too (their streams close).
+    /// Ends sessions, in rmcp too (their streams close), and in the store.
     async fn end(&self, ending: Vec<HeaderValue>) {
+        let mut ended = Vec::with_capacity(ending.len());
         for id in ending {
             self.owners().remove(&id);
-            if let Ok(id) = id.to_str()
-                && let Err(error) = self.sessions.close_session(&Arc::from(id)).await
-            {
+            let Ok(id) = id.to_str() else { continue };
+            if let Err(error) = self.sessions.close_session(&Arc::from(id)).await {
                 tracing::warn!(%error, "ending an MCP session failed");
             }
+            ended.push(id.to_owned());
         }
+        if let Err(error) = self.relay.end_sessions(ended, self.policy.idle).await {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "forgetting ended MCP sessions failed"
+            );
+        }
+    }
+
+    /// Takes up a session kept from before a restart, if it is `caller`'s.
+    async fn take_up(&self, session: &HeaderValue, caller: &Caller) -> Result<(), ApiError> {
+        let Ok(id) = session.to_str() else {
+            return Ok(());
+        };
+        match self
+            .relay
+            .kept_session(id, caller, self.policy.idle)
+            .await?
+        {
+            KeptSession::Yours => {
+                self.owners().insert(
+                    session.clone(),
+                    Owned {
+                        caller: caller.clone(),
+                        last_used: Instant::now(),
+                        touched: true,
+                        streams: 0,
+                    },
+                );
+                Ok(())
+            }
+            KeptSession::Theirs => Err(ApiError::forbidden(
+                "this MCP session belongs to someone else",
+            )),
+            // rmcp answers 404: the client starts a new session.
+            KeptSession::Unknown => Ok(()),
+        }
+    }
+
+    /// Writes which sessions were used since the last time, and forgets the
+    /// kept sessions that went idle.
+    async fn write_use(&self) {
+        let used: Vec<String> = self
+            .owners()
+            .iter_mut()
+            .filter_map(|(id, o)| {
+                let used = std::mem::take(&mut o.touched) || o.streams > 0;
+                used.then(|| id.to_str().ok().map(str::to_owned)).flatten()
+            })
+            .collect();
+        let written = async {
+            self.relay.touch_sessions(used).await?;
+            self.relay.end_sessions(Vec::new(), self.policy.idle).await
+        };
+        if let Err(error) = written.await {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "recording MCP sessions' use failed"
+            );
+        }
+    }
+
+    /// The store rmcp keeps sessions in, to share with the MCP service.
+    pub fn kept(&self) -> Arc<dyn SessionStore> {
+        Arc::new(KeptSessions {
+            relay: self.relay.clone(),
+            idle: self.policy.idle,
+        })
     }
 
     fn forget(&self, session: &HeaderValue) {
@@ -196,6 +275,51 @@ pub async fn end_revoked(owners: Arc<SessionOwners>, shutdown: CancellationToken
     }
 }
 
+/// How often which sessions were used is written to the store.
+const WRITE_USE_EVERY: Duration = Duration::from_secs(60);
+
+/// Writes sessions' use to the store every minute and at shutdown, and
+/// forgets idle kept sessions, until `shutdown`.
+pub async fn upkeep(owners: Arc<SessionOwners>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(WRITE_USE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => owners.write_use().await,
+            () = shutdown.cancelled() => break,
+        }
+    }
+    owners.write_use().await;
+}
+
+/// rmcp's `SessionStore`, over the core: what rmcp needs to take a session
+/// up again after a restart. Which token may is [`bind`]'s to check, before
+/// rmcp looks here.
+struct KeptSessions {
+    relay: Arc<Relay>,
+    idle: Duration,
+}
+
+#[async_trait::async_trait]
+impl SessionStore for KeptSessions {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let Some(state) = self.relay.kept_session_state(session_id, self.idle).await? else {
+            return Ok(None);
+        };
+        Ok(Some(serde_json::from_str(&state)?))
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let state = serde_json::to_string(state)?;
+        Ok(self.relay.keep_session(session_id, &state).await?)
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        let ended = vec![session_id.to_owned()];
+        Ok(self.relay.end_sessions(ended, self.idle).await?)
+    }
+}
+
 /// Refuses a request on an MCP session that another caller opened; records
 /// the owner of every session opened; counts standalone streams as waits.
 pub async fn bind(
@@ -207,12 +331,20 @@ pub async fn bind(
     let session = request.headers().get(SESSION_HEADER).cloned();
     let method = request.method().clone();
     if let (Some(session), Some(caller)) = (&session, &caller) {
-        // A session we never saw opened is unknown to rmcp as well (it answers
-        // 404); owners are forgotten only after rmcp has dropped the session.
-        if let Some(owner) = owners.use_session(session)
-            && owner.identity() != caller.identity()
-        {
-            return ApiError::forbidden("this MCP session belongs to someone else").into_response();
+        // A session not open here may be kept from before a restart; one
+        // neither open nor kept is unknown to rmcp as well (it answers 404).
+        // Owners are forgotten only after rmcp has dropped the session.
+        match owners.use_session(session) {
+            Some(owner) if owner.identity() != caller.identity() => {
+                return ApiError::forbidden("this MCP session belongs to someone else")
+                    .into_response();
+            }
+            Some(_) => {}
+            None => {
+                if let Err(refused) = owners.take_up(session, caller).await {
+                    return refused.into_response();
+                }
+            }
         }
     }
     // A standalone stream holds a wait slot for as long as it is open.
@@ -231,6 +363,14 @@ pub async fn bind(
         slot,
     ) {
         (None, Some(opened), Some(caller), _) if response.status().is_success() => {
+            if let Ok(id) = opened.to_str()
+                && let Err(error) = owners.relay.bind_session(id, &caller).await
+            {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "keeping an MCP session failed"
+                );
+            }
             owners.record(opened.clone(), caller).await;
         }
         (Some(session), _, _, _) if method == Method::DELETE && response.status().is_success() => {

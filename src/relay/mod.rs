@@ -20,6 +20,7 @@ mod read;
 mod search;
 pub mod secrets;
 mod send;
+mod sessions;
 mod team;
 mod text;
 mod waits;
@@ -28,8 +29,9 @@ pub use credentials::CHECK_EVERY;
 pub use error::{RelayError, RelayResult};
 pub use feed::Feed;
 pub use read::{Conversation, Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer};
-pub use search::{MAX_QUERY_CHARS, SEARCH_PAGE};
+pub use search::{MAX_QUERY_CHARS, MAX_SEARCH_PAGE, SEARCH_PAGE};
 pub use send::{ChannelPost, DirectMessage, MAX_KIND_CHARS};
+pub use sessions::KeptSession;
 pub use team::{MAX_NAME_CHARS, MAX_STATUS_CHARS, NewToken, Team};
 pub use waits::{CHANNEL_WAIT, INBOX_WAIT, MAX_WAIT, WaitSlot};
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 pub const MAX_QUERY_CHARS: usize = 200;
 /// Results in a page, by default and at most.
 pub const SEARCH_PAGE: u32 = 20;
-const MAX_SEARCH_PAGE: u32 = 50;
+pub const MAX_SEARCH_PAGE: u32 = 50;
 
 impl Relay {
     /// Messages matching every word of `query` (the last also as a prefix),

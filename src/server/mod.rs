@@ -225,6 +225,8 @@ pub struct Running {
     /// The relay's own work; at shutdown it writes what it holds and
     /// checkpoints the database, so stopping waits for it.
     maintenance: JoinHandle<()>,
+    /// Writes MCP sessions' use at shutdown, so they can be taken up after.
+    sessions: JoinHandle<()>,
     /// Says that this relay serves the database, while it runs.
     _lock: ServingLock,
 }
@@ -254,6 +256,7 @@ impl Running {
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
         self.shutdown.cancel();
+        let _ = self.sessions.await;
         let _ = self.maintenance.await;
         served
     }
@@ -309,6 +312,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
         shutdown.clone(),
     ));
     tokio::spawn(prune_limits(state.limits.clone(), shutdown.clone()));
+    let sessions = tokio::spawn(sessions::upkeep(state.sessions.clone(), shutdown.clone()));
 
     let app = app::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
     let task = match tls {
@@ -332,6 +336,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
         shutdown,
         task,
         maintenance,
+        sessions,
         _lock: lock,
     })
 }

@@ -81,6 +81,17 @@ pub enum RecipientCheck {
     },
 }
 
+/// An MCP session as kept across restarts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSession {
+    /// The hash of the token that opened it; `None` until the relay has
+    /// bound it, and then only that token may use it.
+    pub owner: Option<TokenHash>,
+    /// What the protocol library needs to take it up again, as it wrote it.
+    pub state: String,
+    pub last_used: Millis,
+}
+
 /// A message about to be stored; the store gives it an id (and a thread).
 #[derive(Debug, Clone)]
 pub struct NewMessage {
@@ -196,6 +207,18 @@ pub trait Store: Send + Sync + 'static {
     /// The relay's own secret named `name` (32 random bytes, made on first
     /// use and kept): the same for every process serving this store.
     fn key(&self, name: &str) -> StoreFuture<'_, Vec<u8>>;
+    /// Keeps an MCP session's state (a new session, not yet bound).
+    fn save_session(&self, id: &str, state: &str, now: Millis) -> StoreFuture<'_, ()>;
+    /// Binds a kept session to the token that opened it.
+    fn bind_session(&self, id: &str, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()>;
+    /// A kept session. Revoking or replacing its owner's token deletes it.
+    fn session(&self, id: &str) -> StoreFuture<'_, Option<StoredSession>>;
+    /// Records that sessions were used at `now`.
+    fn touch_sessions(&self, ids: Vec<String>, now: Millis) -> StoreFuture<'_, ()>;
+    /// Forgets sessions that ended.
+    fn end_sessions(&self, ids: Vec<String>) -> StoreFuture<'_, ()>;
+    /// Forgets sessions not used since `before`.
+    fn forget_idle_sessions(&self, before: Millis) -> StoreFuture<'_, ()>;
     /// Daily and at shutdown: refreshes the query planner's statistics and
     /// checkpoints the write-ahead log into the main file.
     fn tidy(&self) -> StoreFuture<'_, ()>;

@@ -7,7 +7,11 @@
 //! Defaults are the core's, not these types': an absent field stays `None`
 //! all the way to the core, which says what it means.
 
-use crate::relay::{ChannelPost, DirectMessage};
+use crate::model::{MAX_CHANNEL_LEN, MAX_HANDLE_LEN};
+use crate::relay::{
+    ChannelPost, DirectMessage, MAX_KIND_CHARS, MAX_OVERVIEW_PAGE, MAX_PAGE, MAX_QUERY_CHARS,
+    MAX_SEARCH_PAGE, MAX_STATUS_CHARS, MAX_WAIT,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -15,15 +19,19 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct SendMessage {
     /// Handle of the teammate whose agent should receive this.
+    #[schemars(length(min = 1, max = MAX_HANDLE_LEN))]
     pub to: String,
     /// The message text. Never include secrets: they are refused.
     pub body: String,
     /// Reply within this thread; leave out to start a new one.
+    #[schemars(range(min = 1))]
     pub thread_id: Option<i64>,
     /// A short label such as QUESTION, ANSWER, NOTE (default) or DONE.
     #[serde(rename = "type")]
+    #[schemars(length(max = MAX_KIND_CHARS))]
     pub kind: Option<String>,
     /// Only for the shared relay token: the handle to send as.
+    #[schemars(length(max = MAX_HANDLE_LEN))]
     pub sender: Option<String>,
 }
 
@@ -45,8 +53,10 @@ pub struct CheckInbox {
     /// Seconds to wait for a message when none is waiting: 0 (default) to 50.
     // REST has always called it `timeout_s`, MCP `timeout_seconds`.
     #[serde(alias = "timeout_s")]
+    #[schemars(range(min = 0, max = MAX_WAIT.as_secs()))]
     pub timeout_seconds: Option<f64>,
     /// Only for the shared relay token: whose inbox to check.
+    #[schemars(length(max = MAX_HANDLE_LEN))]
     pub sender: Option<String>,
 }
 
@@ -54,6 +64,7 @@ pub struct CheckInbox {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ReadThread {
     /// The thread to read, as returned by send_message or on a message.
+    #[schemars(range(min = 1))]
     pub thread_id: i64,
 }
 
@@ -61,8 +72,10 @@ pub struct ReadThread {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct SetStatus {
     /// One line teammates see next to your name, e.g. "reviewing the auth PR".
+    #[schemars(length(max = MAX_STATUS_CHARS))]
     pub status: String,
     /// Only for the shared relay token: whose status to set.
+    #[schemars(length(max = MAX_HANDLE_LEN))]
     pub sender: Option<String>,
 }
 
@@ -70,17 +83,22 @@ pub struct SetStatus {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct PostMessage {
     /// Channel name: letters, digits, '.', '_' or '-'.
+    #[schemars(length(min = 1, max = MAX_CHANNEL_LEN))]
     pub channel: String,
     /// The message text. Never include secrets: they are refused.
     pub body: String,
     /// A short label such as QUESTION, ANSWER, NOTE (default) or DONE.
     #[serde(rename = "type")]
+    #[schemars(length(max = MAX_KIND_CHARS))]
     pub kind: Option<String>,
     /// A teammate's handle: the post also lands in their inbox.
+    #[schemars(length(max = MAX_HANDLE_LEN))]
     pub recipient: Option<String>,
     /// The id of the channel message this answers.
+    #[schemars(range(min = 1))]
     pub reply_to: Option<i64>,
     /// Must be your own handle if given; only the shared token may name another.
+    #[schemars(length(max = MAX_HANDLE_LEN))]
     pub sender: Option<String>,
 }
 
@@ -101,10 +119,13 @@ impl From<PostMessage> for ChannelPost {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct GetMessages {
     /// Channel name.
+    #[schemars(length(min = 1, max = MAX_CHANNEL_LEN))]
     pub channel: String,
     /// Return only messages with a larger id (default 0: from the start).
+    #[schemars(range(min = 0))]
     pub since_id: Option<i64>,
     /// The most messages to return (default and maximum 500).
+    #[schemars(range(min = 1, max = MAX_PAGE))]
     pub limit: Option<u32>,
 }
 
@@ -112,11 +133,14 @@ pub struct GetMessages {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct WaitForMessage {
     /// Channel name.
+    #[schemars(length(min = 1, max = MAX_CHANNEL_LEN))]
     pub channel: String,
     /// Wait for a message with a larger id than this (use the last_id you
     /// have; default 0: any message).
+    #[schemars(range(min = 0))]
     pub since_id: Option<i64>,
     /// Seconds to wait: 0 to 50 (default 30).
+    #[schemars(range(min = 0, max = MAX_WAIT.as_secs()))]
     pub timeout_s: Option<f64>,
 }
 
@@ -124,8 +148,10 @@ pub struct WaitForMessage {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct ListChannels {
     /// The most channels to list (default 50, at most 200).
+    #[schemars(range(min = 1, max = MAX_OVERVIEW_PAGE))]
     pub limit: Option<u32>,
     /// The next_before of the previous page, for the channels after it.
+    #[schemars(range(min = 1))]
     pub before: Option<i64>,
 }
 
@@ -135,9 +161,12 @@ pub struct SearchMessages {
     /// Words to find in message bodies: every word must match, the last
     /// also as the start of a word. At most 200 characters.
     #[serde(alias = "q")]
+    #[schemars(length(min = 1, max = MAX_QUERY_CHARS))]
     pub query: String,
     /// The most messages to return (default 20, at most 50).
+    #[schemars(range(min = 1, max = MAX_SEARCH_PAGE))]
     pub limit: Option<u32>,
     /// The next_before of the previous page, for the older results.
+    #[schemars(range(min = 1))]
     pub before: Option<i64>,
 }

@@ -40,6 +40,18 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Config)) -> TestApp {
 }
 
 impl TestApp {
+    /// Stops the relay (as `systemctl restart` does) and starts it again on
+    /// the same database and address.
+    pub async fn restart(self) -> TestApp {
+        let TestApp { running, db, _dir } = self;
+        let addr = running.addr;
+        running.stop().await.expect("the relay stops");
+        let mut config = Config::local(db.clone());
+        config.listen = addr;
+        let running = server::spawn(config).await.expect("the relay starts again");
+        TestApp { running, db, _dir }
+    }
+
     pub fn url(&self) -> String {
         self.running.url()
     }
@@ -170,6 +182,15 @@ impl RawSession {
             .unwrap();
         assert!(ready.status().is_success());
         session
+    }
+
+    /// The same session, as someone presenting `token`.
+    pub fn with_token(&self, token: &str) -> RawSession {
+        RawSession {
+            url: self.url.clone(),
+            token: token.to_owned(),
+            id: self.id.clone(),
+        }
     }
 
     /// A JSON-RPC message on the session.

@@ -11,13 +11,14 @@ mod messages;
 mod people;
 mod schema;
 mod search;
+mod sessions;
 mod summaries;
 mod writer;
 
 pub use copy::{ServingLock, backup, lock_for_serving, restore};
 pub use schema::MIGRATIONS;
 
-use super::{NewMessage, StoreError, StoreFuture, StoreResult};
+use super::{NewMessage, StoreError, StoreFuture, StoreResult, StoredSession};
 use crate::model::{
     Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
     TokenHash,
@@ -327,6 +328,33 @@ impl super::Store for SqliteStore {
             self.write(move |conn| search::key(conn, &name, fresh))
                 .await
         })
+    }
+
+    fn save_session(&self, id: &str, state: &str, now: Millis) -> StoreFuture<'_, ()> {
+        let (id, state) = (id.to_owned(), state.to_owned());
+        self.write(move |conn| sessions::save(conn, &id, &state, now))
+    }
+
+    fn bind_session(&self, id: &str, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
+        let id = id.to_owned();
+        self.write(move |conn| sessions::bind(conn, &id, owner, now))
+    }
+
+    fn session(&self, id: &str) -> StoreFuture<'_, Option<StoredSession>> {
+        let id = id.to_owned();
+        self.read(move |conn| sessions::get(conn, &id))
+    }
+
+    fn touch_sessions(&self, ids: Vec<String>, now: Millis) -> StoreFuture<'_, ()> {
+        self.write(move |conn| sessions::touch(conn, &ids, now))
+    }
+
+    fn end_sessions(&self, ids: Vec<String>) -> StoreFuture<'_, ()> {
+        self.write(move |conn| sessions::end(conn, &ids))
+    }
+
+    fn forget_idle_sessions(&self, before: Millis) -> StoreFuture<'_, ()> {
+        self.write(move |conn| sessions::forget_idle(conn, before))
     }
 
     fn tidy(&self) -> StoreFuture<'_, ()> {

@@ -163,6 +163,23 @@ CREATE TABLE keys (
     value  BLOB NOT NULL
 ) WITHOUT ROWID;
 "#,
+    r#"
+-- MCP sessions, so a client's session survives a restart (sessions.rs):
+-- rmcp's state (the client's initialize parameters), and the hash of the
+-- token that opened it, which alone may use it again.
+CREATE TABLE mcp_sessions (
+    id         TEXT PRIMARY KEY,
+    owner      BLOB,
+    state      TEXT NOT NULL,
+    last_used  INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX mcp_sessions_by_owner ON mcp_sessions(owner);
+-- A revoked or replaced token's sessions end with it, whoever changes it
+-- (the CLI writes from another process).
+CREATE TRIGGER people_sessions_ended AFTER UPDATE OF token_hash, revoked_at ON people BEGIN
+    DELETE FROM mcp_sessions WHERE owner = old.token_hash;
+END;
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.

@@ -5,6 +5,8 @@
 //! structured result — or a tool error carrying the same JSON error shape as
 //! REST, so a model reads what to change.
 
+mod schema;
+
 use crate::relay::{Caller, Relay, RelayError};
 use crate::state::AppState;
 use crate::wire::{self, ApiError, args};
@@ -111,10 +113,12 @@ pub fn service(
 ) -> StreamableHttpService<RelayTools, LocalSessionManager> {
     // rmcp's own Host check is off: the host layer applies the same rule to
     // every route, so the two can never disagree.
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .with_cancellation_token(state.relay.shutdown_token().child_token())
         .with_max_request_body_bytes(request_limit)
         .disable_allowed_hosts();
+    // Sessions outlive a restart: kept in the store, bound to their opener.
+    config.session_store = Some(state.sessions.kept());
     let relay = state.relay.clone();
     StreamableHttpService::new(
         move || Ok(RelayTools::new(relay.clone())),
@@ -133,9 +137,22 @@ pub struct RelayTools {
 #[tool_router(router = tool_router)]
 impl RelayTools {
     pub fn new(relay: Arc<Relay>) -> RelayTools {
+        /// The tools with portable schemas, made once.
+        static TOOLS: std::sync::LazyLock<ToolRouter<RelayTools>> =
+            std::sync::LazyLock::new(|| {
+                let mut tools = RelayTools::tool_router();
+                for route in tools.map.values_mut() {
+                    let tool = &mut route.attr;
+                    tool.input_schema = Arc::new(schema::portable(&tool.input_schema));
+                    if let Some(output) = &tool.output_schema {
+                        tool.output_schema = Some(Arc::new(schema::portable(output)));
+                    }
+                }
+                tools
+            });
         RelayTools {
             relay,
-            tool_router: Self::tool_router(),
+            tool_router: TOOLS.clone(),
         }
     }
 

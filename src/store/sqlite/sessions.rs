@@ -1,0 +1,59 @@
+//! MCP sessions kept across restarts: what the protocol library needs to
+//! take a session up again, and whose it is.
+
+use crate::model::{Millis, TokenHash};
+use crate::store::{StoreResult, StoredSession};
+use rusqlite::{Connection, OptionalExtension, params};
+
+pub(super) fn save(conn: &Connection, id: &str, state: &str, now: Millis) -> StoreResult<()> {
+    conn.prepare_cached(
+        "INSERT INTO mcp_sessions (id, state, last_used) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (id) DO UPDATE SET state = ?2, last_used = ?3",
+    )?
+    .execute(params![id, state, now])?;
+    Ok(())
+}
+
+pub(super) fn bind(conn: &Connection, id: &str, owner: TokenHash, now: Millis) -> StoreResult<()> {
+    conn.prepare_cached("UPDATE mcp_sessions SET owner = ?2, last_used = ?3 WHERE id = ?1")?
+        .execute(params![id, &owner.as_bytes()[..], now])?;
+    Ok(())
+}
+
+pub(super) fn get(conn: &Connection, id: &str) -> StoreResult<Option<StoredSession>> {
+    Ok(conn
+        .prepare_cached("SELECT owner, state, last_used FROM mcp_sessions WHERE id = ?1")?
+        .query_row([id], |row| {
+            let owner: Option<Vec<u8>> = row.get(0)?;
+            Ok(StoredSession {
+                owner: owner
+                    .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+                    .map(TokenHash::from_bytes),
+                state: row.get(1)?,
+                last_used: row.get(2)?,
+            })
+        })
+        .optional()?)
+}
+
+pub(super) fn touch(conn: &Connection, ids: &[String], now: Millis) -> StoreResult<()> {
+    let mut touch = conn.prepare_cached("UPDATE mcp_sessions SET last_used = ?2 WHERE id = ?1")?;
+    for id in ids {
+        touch.execute(params![id, now])?;
+    }
+    Ok(())
+}
+
+pub(super) fn end(conn: &Connection, ids: &[String]) -> StoreResult<()> {
+    let mut end = conn.prepare_cached("DELETE FROM mcp_sessions WHERE id = ?1")?;
+    for id in ids {
+        end.execute([id])?;
+    }
+    Ok(())
+}
+
+pub(super) fn forget_idle(conn: &Connection, before: Millis) -> StoreResult<()> {
+    conn.prepare_cached("DELETE FROM mcp_sessions WHERE last_used < ?1")?
+        .execute([before])?;
+    Ok(())
+}
