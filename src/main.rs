@@ -12,16 +12,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let requested = std::env::var("RUST_LOG").ok();
-    let filter = crosstalk::server::log_filter(requested.as_deref());
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&filter)
-                .unwrap_or_else(|_| crosstalk::server::log_filter(None).into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    crosstalk::server::start_logging(std::env::var("RUST_LOG").ok().as_deref());
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

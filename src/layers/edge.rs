@@ -107,7 +107,9 @@ pub async fn request_timeout(
 /// Reads a request's whole body within the deadline (and at most its
 /// limit) before the handler sees it: for `/mcp`, whose handler may wait up
 /// to 50 s and so has no request timeout, but whose body must arrive as
-/// promptly as anywhere else.
+/// promptly as anywhere else. A body sent as JSON that is not JSON is
+/// refused here with 400 and the parser's words (rmcp would answer 415, as
+/// if the media type were wrong).
 pub async fn read_body_in_time(
     State(deadline): State<Deadline>,
     request: Request,
@@ -117,6 +119,17 @@ pub async fn read_body_in_time(
     let read = axum::body::to_bytes(body, deadline.body_limit);
     match tokio::time::timeout(deadline.timeout, read).await {
         Ok(Ok(bytes)) => {
+            let says_json = parts
+                .headers
+                .get(header::CONTENT_TYPE)
+                .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+            if says_json && let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
+            {
+                return ApiError::bad_request(format!(
+                    "the request body is not valid JSON: {error}"
+                ))
+                .into_response();
+            }
             next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
                 .await
         }
@@ -157,7 +170,7 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
         StatusCode::BAD_REQUEST => ("bad_request", "the request is malformed"),
         StatusCode::NOT_FOUND => (
             "not_found",
-            "this MCP session does not exist: it ended, or the relay restarted; start a new one",
+            "this MCP session does not exist: it ended or went idle; start a new one",
         ),
         StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "this method is not allowed here"),
         StatusCode::NOT_ACCEPTABLE => (

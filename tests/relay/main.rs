@@ -1,6 +1,7 @@
 //! Integration tests: the real server on a spare loopback port, with a
 //! temp-dir database, driven by real clients over real sockets.
 
+mod answers;
 mod arrows;
 mod browser;
 mod chrome;
