@@ -21,6 +21,7 @@
 
 use super::{ConversationPage, Draft, render_conversation};
 use crate::host::Origin;
+use crate::model::Message;
 use crate::relay::{Caller, ChannelPost, DirectMessage, Relay, RelayError};
 use crate::state::AppState;
 use crate::wire::{ApiError, extract::Path};
@@ -154,12 +155,27 @@ async fn refused(
     }
 }
 
+/// A form that writes a message: its token, and what was written.
 #[derive(Debug, Deserialize)]
-pub struct Reply {
+pub struct Written {
     csrf: String,
-    body: String,
-    #[serde(default)]
-    kind: String,
+    #[serde(flatten)]
+    draft: Draft,
+}
+
+/// The answer to a form that wrote a message: where it went, or why not.
+async fn answer(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    outcome: Result<Message, RelayError>,
+    (page, draft): (ConversationPage, Draft),
+    location: impl FnOnce(&Message) -> String,
+) -> Response {
+    match outcome {
+        Ok(message) => made(headers, location(&message)),
+        Err(error) => refused(state, caller, headers, error, page, draft).await,
+    }
 }
 
 /// `POST /threads/{id}`: a reply, to the other people in the thread.
@@ -169,7 +185,7 @@ pub async fn reply(
     Path(id): Path<i64>,
     uri: Uri,
     headers: HeaderMap,
-    Form(form): Form<Reply>,
+    Form(form): Form<Written>,
 ) -> Result<Response, ApiError> {
     guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
     let thread = state.relay.read_thread(id).await?;
@@ -182,43 +198,20 @@ pub async fn reply(
         .flatten()
         .find(|h| h.as_str() != me)
         .map_or_else(|| me.clone(), ToString::to_string);
+    let draft = form.draft;
     let message = DirectMessage {
         sender: None,
         to,
-        body: form.body.clone(),
+        body: draft.body.clone(),
         thread_id: Some(id),
-        kind: non_empty(&form.kind),
+        kind: non_empty(&draft.kind),
     };
-    match state.relay.send_direct(&caller, message).await {
-        Ok(sent) => Ok(made(&headers, format!("/threads/{id}#m{}", sent.id))),
-        Err(error) => {
-            let draft = Draft {
-                body: form.body,
-                kind: form.kind,
-                to: String::new(),
-            };
-            Ok(refused(
-                &state,
-                &caller,
-                &headers,
-                error,
-                ConversationPage::Thread(id),
-                draft,
-            )
-            .await)
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-pub struct Post {
-    csrf: String,
-    body: String,
-    #[serde(default)]
-    kind: String,
-    /// Also into this person's inbox; empty for nobody.
-    #[serde(default)]
-    to: String,
+    let sent = state.relay.send_direct(&caller, message).await;
+    let page = (ConversationPage::Thread(id), draft);
+    Ok(answer(&state, &caller, &headers, sent, page, |m| {
+        format!("/threads/{id}#m{}", m.id)
+    })
+    .await)
 }
 
 /// `POST /channels/{channel}`: a post, optionally into someone's inbox.
@@ -228,32 +221,22 @@ pub async fn post(
     Path(channel): Path<String>,
     uri: Uri,
     headers: HeaderMap,
-    Form(form): Form<Post>,
+    Form(form): Form<Written>,
 ) -> Result<Response, ApiError> {
     guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
+    let draft = form.draft;
     let post = ChannelPost {
         sender: None,
         channel: channel.clone(),
-        body: form.body.clone(),
-        kind: non_empty(&form.kind),
-        recipient: non_empty(&form.to),
+        body: draft.body.clone(),
+        kind: non_empty(&draft.kind),
+        recipient: non_empty(&draft.to),
         reply_to: None,
     };
-    match state.relay.post(&caller, post).await {
-        Ok(posted) => Ok(made(
-            &headers,
-            format!("/channels/{channel}#m{}", posted.id),
-        )),
-        Err(error) => {
-            let draft = Draft {
-                body: form.body,
-                kind: form.kind,
-                to: form.to,
-            };
-            let page = ConversationPage::Channel(channel);
-            Ok(refused(&state, &caller, &headers, error, page, draft).await)
-        }
-    }
+    let posted = state.relay.post(&caller, post).await;
+    let location = |m: &Message| format!("/channels/{channel}#m{}", m.id);
+    let page = (ConversationPage::Channel(channel.clone()), draft);
+    Ok(answer(&state, &caller, &headers, posted, page, location).await)
 }
 
 /// `POST /new`: a new thread with a person.
@@ -262,38 +245,28 @@ pub async fn start(
     Extension(caller): Extension<Caller>,
     uri: Uri,
     headers: HeaderMap,
-    Form(form): Form<Post>,
+    Form(form): Form<Written>,
 ) -> Result<Response, ApiError> {
     guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
+    let draft = form.draft;
     let message = DirectMessage {
         sender: None,
-        to: form.to.clone(),
-        body: form.body.clone(),
+        to: draft.to.clone(),
+        body: draft.body.clone(),
         thread_id: None,
-        kind: non_empty(&form.kind),
+        kind: non_empty(&draft.kind),
     };
-    match state.relay.send_direct(&caller, message).await {
-        Ok(sent) => {
-            let thread = sent.thread_id.unwrap_or_default();
-            Ok(made(&headers, format!("/threads/{thread}#m{}", sent.id)))
-        }
-        Err(error) => {
-            let draft = Draft {
-                body: form.body,
-                kind: form.kind,
-                to: form.to,
-            };
-            Ok(refused(
-                &state,
-                &caller,
-                &headers,
-                error,
-                ConversationPage::Overview,
-                draft,
-            )
-            .await)
-        }
-    }
+    let sent = state.relay.send_direct(&caller, message).await;
+    let location = |m: &Message| format!("/threads/{}#m{}", m.thread_id.unwrap_or_default(), m.id);
+    Ok(answer(
+        &state,
+        &caller,
+        &headers,
+        sent,
+        (ConversationPage::Overview, draft),
+        location,
+    )
+    .await)
 }
 
 #[derive(Debug, Deserialize)]

@@ -297,11 +297,14 @@ async fn frame(state: &AppState, caller: &Caller) -> Result<Frame, ApiError> {
     Ok(Frame::of(&state.relay, caller, csrf).await?)
 }
 
-/// What a form had in it when it was refused, to show it again.
-#[derive(Debug, Default)]
+/// What a person wrote in a form: sent, or shown again if refused.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
 pub struct Draft {
     pub body: String,
+    /// The type label; empty for the default.
     pub kind: String,
+    /// A recipient's handle; empty for nobody (a reply ignores it).
     pub to: String,
 }
 

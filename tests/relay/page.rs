@@ -12,14 +12,16 @@ fn browser() -> reqwest::Client {
         .unwrap()
 }
 
-/// The page at `path` as `token` sees it.
-async fn page(app: &TestApp, path: &str, token: &str) -> (u16, String) {
-    let response = browser()
+/// A GET of `path` as a browser signed in with `token` sends it.
+fn visit(app: &TestApp, path: &str, token: &str) -> reqwest::RequestBuilder {
+    browser()
         .get(format!("{}{path}", app.url()))
         .basic_auth("x", Some(token))
-        .send()
-        .await
-        .unwrap();
+}
+
+/// The page at `path` as `token` sees it.
+async fn page(app: &TestApp, path: &str, token: &str) -> (u16, String) {
+    let response = visit(app, path, token).send().await.unwrap();
     (response.status().as_u16(), response.text().await.unwrap())
 }
 
@@ -285,12 +287,7 @@ async fn every_page_carries_the_security_headers_and_fails_as_a_page() {
         ("/threads/999".to_owned(), 404),
         ("/channels/nothing-here".to_owned(), 404),
     ] {
-        let response = browser()
-            .get(format!("{}{path}", app.url()))
-            .basic_auth("x", Some(&alice))
-            .send()
-            .await
-            .unwrap();
+        let response = visit(&app, &path, &alice).send().await.unwrap();
         assert_eq!(response.status(), status, "{path}");
         let headers = response.headers();
         assert_eq!(
@@ -344,12 +341,7 @@ async fn every_page_carries_the_security_headers_and_fails_as_a_page() {
 async fn signing_out_refuses_that_credential_until_signing_in_again() {
     let app = spawn_app().await;
     let alice = app.add_person("alice").await;
-    let out = browser()
-        .get(format!("{}/signout", app.url()))
-        .basic_auth("x", Some(&alice))
-        .send()
-        .await
-        .unwrap();
+    let out = visit(&app, "/signout", &alice).send().await.unwrap();
     assert_eq!(out.status(), 401);
     assert!(
         out.headers()["www-authenticate"]
@@ -366,12 +358,7 @@ async fn signing_out_refuses_that_credential_until_signing_in_again() {
         .to_owned();
     assert!(cookie.starts_with("crosstalk_signed_out="), "{cookie}");
 
-    let with_cookie = |path: &str| {
-        browser()
-            .get(format!("{}{path}", app.url()))
-            .basic_auth("x", Some(&alice))
-            .header("cookie", &cookie)
-    };
+    let with_cookie = |path: &str| visit(&app, path, &alice).header("cookie", &cookie);
     let refused = with_cookie("/").send().await.unwrap();
     assert_eq!(
         refused.status(),
@@ -380,9 +367,7 @@ async fn signing_out_refuses_that_credential_until_signing_in_again() {
     );
     // Another person's credential on the same browser is not.
     let bob = app.add_person("bob").await;
-    let other = browser()
-        .get(format!("{}/", app.url()))
-        .basic_auth("x", Some(&bob))
+    let other = visit(&app, "/", &bob)
         .header("cookie", &cookie)
         .send()
         .await
@@ -397,12 +382,7 @@ async fn signing_out_refuses_that_credential_until_signing_in_again() {
             .unwrap()
             .contains("Max-Age=0")
     );
-    let back = browser()
-        .get(format!("{}/signin", app.url()))
-        .basic_auth("x", Some(&alice))
-        .send()
-        .await
-        .unwrap();
+    let back = visit(&app, "/signin", &alice).send().await.unwrap();
     assert_eq!(back.status(), 303);
 }
 
