@@ -41,6 +41,8 @@ async fn an_mcp_session_survives_a_restart_and_a_revoked_one_does_not() {
         .await
         .ok();
     assert_eq!(reply["thread_id"], thread);
+    // Taken up, not started anew: no session was opened since.
+    assert_eq!(app.count("SELECT count(*) FROM mcp_sessions"), 3);
 
     // Bob's session on another person's token: refused, not taken up.
     let stolen = bobs
