@@ -197,6 +197,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreFuture<'_, Vec<u64>>;
     /// Live messages whose body holds every word of `typed` (the last also
     /// as a prefix), newest first: at most `limit`, with ids below `before`.
+    /// Every message committed before the search is searched.
     fn search(
         &self,
         typed: &str,
@@ -226,5 +227,6 @@ pub trait Store: Send + Sync + 'static {
     /// of handles that are nobody's (a participant's, or a name the shared
     /// token used) not heard from since `quiet_since`; returns how many
     /// messages. In batches: no other write waits behind the whole purge.
+    /// Also brings the search index up to date.
     fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64>;
 }

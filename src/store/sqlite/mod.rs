@@ -38,6 +38,10 @@ const MAX_IDLE_READERS: usize = 8;
 /// held for a few milliseconds at a time, and other writes go between.
 pub const PURGE_BATCH: u32 = 500;
 
+/// The most messages one write adds to the search index: the writer is
+/// held for a few milliseconds at a time.
+const INDEX_BATCH: u32 = 2000;
+
 /// The SQLite implementation of [`super::Store`].
 pub struct SqliteStore {
     /// Where the database lives, for opening more reader connections.
@@ -55,6 +59,16 @@ impl From<rusqlite::Error> for StoreError {
 }
 
 impl SqliteStore {
+    /// Brings the search index up to date, a batch per write.
+    async fn index_pending(&self) -> StoreResult<()> {
+        while self
+            .write(|conn| search::index_batch(conn, INDEX_BATCH))
+            .await?
+            == u64::from(INDEX_BATCH)
+        {}
+        Ok(())
+    }
+
     /// Opens (creating if needed) the database at `path` and brings its schema
     /// up to date. The CLI opens it this way too while a server runs on it.
     pub fn open(path: &Path) -> StoreResult<SqliteStore> {
@@ -316,7 +330,12 @@ impl super::Store for SqliteStore {
         now: Millis,
     ) -> StoreFuture<'_, Vec<Found>> {
         let typed = typed.to_owned();
-        self.read(move |conn| search::search(conn, &typed, before, limit, now))
+        Box::pin(async move {
+            // What committed before the search is found by it.
+            self.index_pending().await?;
+            self.read(move |conn| search::search(conn, &typed, before, limit, now))
+                .await
+        })
     }
 
     fn key(&self, name: &str) -> StoreFuture<'_, Vec<u8>> {
@@ -382,6 +401,8 @@ impl super::Store for SqliteStore {
                 }
             }
             self.write(summaries::drop_empty_threads).await?;
+            // The search index, kept close behind even when nobody searches.
+            self.index_pending().await?;
             if total > 0 {
                 // Give the freed pages back to the file system (a database
                 // made by this version vacuums incrementally); outside the

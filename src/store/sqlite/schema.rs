@@ -145,18 +145,24 @@ UPDATE thread_people SET message_count = (
 "#,
     r#"
 -- Full-text search over bodies (search.rs): an index of the messages
--- table's own text, kept by triggers, so the purge's deletes leave it true.
+-- table's own text. It is brought up to date in batches (before each
+-- search, and by the maintenance), not as each message commits: FTS5 writes
+-- a segment per transaction, which would cost every small group commit a
+-- multiple of the message itself. `search_state` says how far it has got;
+-- a message deleted before it was indexed has nothing to take out.
 CREATE VIRTUAL TABLE messages_fts USING fts5(
     body, content = 'messages', content_rowid = 'id',
     tokenize = 'unicode61 remove_diacritics 2'
 );
-CREATE TRIGGER messages_fts_added AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts (rowid, body) VALUES (new.id, new.body);
-END;
-CREATE TRIGGER messages_fts_removed AFTER DELETE ON messages BEGIN
+CREATE TABLE search_state (
+    indexed_to  INTEGER NOT NULL
+);
+INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
+INSERT INTO search_state (indexed_to) SELECT coalesce(max(id), 0) FROM messages;
+CREATE TRIGGER messages_fts_removed AFTER DELETE ON messages
+WHEN old.id <= (SELECT indexed_to FROM search_state) BEGIN
     INSERT INTO messages_fts (messages_fts, rowid, body) VALUES ('delete', old.id, old.body);
 END;
-INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
 -- Keys the relay keeps for itself: 'page' signs the team page's forms.
 CREATE TABLE keys (
     name   TEXT PRIMARY KEY,

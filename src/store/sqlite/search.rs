@@ -25,6 +25,31 @@ pub(super) fn fts_query(typed: &str) -> Option<String> {
     Some(words.join(" ") + "*")
 }
 
+/// Indexes up to `batch` messages not yet in the search index, in one
+/// transaction; returns how many.
+pub(super) fn index_batch(conn: &Connection, batch: u32) -> StoreResult<u64> {
+    let from: i64 = conn
+        .prepare_cached("SELECT indexed_to FROM search_state")?
+        .query_row([], |row| row.get(0))?;
+    let to: Option<i64> = conn
+        .prepare_cached(
+            "SELECT max(id) FROM (SELECT id FROM messages WHERE id > ?1 ORDER BY id LIMIT ?2)",
+        )?
+        .query_row(params![from, batch], |row| row.get(0))?;
+    let Some(to) = to else {
+        return Ok(0);
+    };
+    let indexed = conn
+        .prepare_cached(
+            "INSERT INTO messages_fts (rowid, body) \
+             SELECT id, body FROM messages WHERE id > ?1 AND id <= ?2",
+        )?
+        .execute(params![from, to])?;
+    conn.prepare_cached("UPDATE search_state SET indexed_to = ?1")?
+        .execute([to])?;
+    Ok(indexed as u64)
+}
+
 /// Live messages matching `typed`, newest first, with ids below `before`.
 pub(super) fn search(
     conn: &Connection,
