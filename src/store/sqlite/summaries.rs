@@ -42,13 +42,16 @@ pub(super) fn count(
         .execute(params![thread_id, id, body, at])?;
         // Each person counts the thread's messages they sent or received
         // (a note to oneself once), so the purge can tell when they leave.
-        let mut join = conn.prepare_cached(
-            "INSERT INTO thread_people (thread_id, handle, message_count) VALUES (?1, ?2, 1) \
+        // One statement for both (the recipient's row is skipped when none).
+        let mut people = distinct(people);
+        let (sender, recipient) = (people.next(), people.next());
+        conn.prepare_cached(
+            "INSERT INTO thread_people (thread_id, handle, message_count) \
+             SELECT ?1, value, 1 FROM (SELECT ?2 AS value UNION ALL SELECT ?3) \
+             WHERE value IS NOT NULL \
              ON CONFLICT (thread_id, handle) DO UPDATE SET message_count = message_count + 1",
-        )?;
-        for handle in distinct(people) {
-            join.execute(params![thread_id, handle])?;
-        }
+        )?
+        .execute(params![thread_id, sender, recipient])?;
     }
     Ok(())
 }

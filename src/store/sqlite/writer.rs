@@ -62,16 +62,17 @@ pub(super) fn run(conn: Connection, queue: mpsc::Receiver<Job>) {
         }
         let mut finishes = Vec::with_capacity(batch.len());
         for job in batch {
-            // Each job in its own savepoint, so a failing one undoes only itself.
-            if let Err(error) = conn.execute_batch("SAVEPOINT job") {
+            // Each job in its own savepoint, so a failing one undoes only
+            // itself (statements cached: they run twice for every write).
+            if let Err(error) = run_cached(&conn, "SAVEPOINT job") {
                 tracing::error!(%error, "cannot open a write's savepoint");
                 continue; // dropped unrun: its caller gets an error
             }
             let (succeeded, finish) = job(&conn);
             let closed = if succeeded {
-                conn.execute_batch("RELEASE job")
+                run_cached(&conn, "RELEASE job")
             } else {
-                conn.execute_batch("ROLLBACK TO job; RELEASE job")
+                run_cached(&conn, "ROLLBACK TO job").and_then(|()| run_cached(&conn, "RELEASE job"))
             };
             if let Err(error) = closed {
                 tracing::error!(%error, "cannot close a write's savepoint");
@@ -87,4 +88,9 @@ pub(super) fn run(conn: Connection, queue: mpsc::Receiver<Job>) {
             finish(committed.clone());
         }
     }
+}
+
+fn run_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
 }
