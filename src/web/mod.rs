@@ -396,16 +396,27 @@ async fn render_overview(
 ) -> Result<Response, ApiError> {
     let relay = &state.relay;
     let frame = frame(state, caller).await?;
-    let channels = relay.channels(query.channels_before, None).await?;
+    // The first page of channels is the sidebar's, read already.
+    let (channels, channel_unread) = match query.channels_before {
+        None => frame.channel_page.clone(),
+        before => {
+            let channels = relay.channels(before, None).await?;
+            let keys: Vec<Conversation> = channels
+                .items
+                .iter()
+                .map(|c| Conversation::Channel(&c.name))
+                .collect();
+            let unread = relay.unread(caller, &keys).await?;
+            (channels, unread)
+        }
+    };
     let threads = relay.threads(query.threads_before, None).await?;
-    let mut keys: Vec<Conversation> = channels
+    let keys: Vec<Conversation> = threads
         .items
         .iter()
-        .map(|c| Conversation::Channel(&c.name))
+        .map(|t| Conversation::Thread(t.id))
         .collect();
-    keys.extend(threads.items.iter().map(|t| Conversation::Thread(t.id)));
-    let unread = relay.unread(caller, &keys).await?;
-    let (channel_unread, thread_unread) = unread.split_at(channels.items.len());
+    let thread_unread = relay.unread(caller, &keys).await?;
     let mut lines: Vec<(i64, ConversationLine)> = channels
         .items
         .iter()
@@ -417,7 +428,7 @@ async fn render_overview(
                 detail: String::new(),
                 count: plural(c.message_count, "message", "messages"),
                 when: When::at(c.last_activity),
-                unread: unread_label(*unread),
+                unread: unread_label(unread),
                 is_channel: true,
             };
             (c.last_id, line)
@@ -430,7 +441,7 @@ async fn render_overview(
             detail: frame.people_named(&t.people),
             count: plural(t.message_count, "message", "messages"),
             when: When::at(t.last_activity),
-            unread: unread_label(*unread),
+            unread: unread_label(unread),
             is_channel: false,
         };
         (t.last_id, line)

@@ -2,8 +2,8 @@
 //! them, and the frame (header and sidebar) around every page.
 
 use super::markdown;
-use crate::model::{Handle, Message, Millis};
-use crate::relay::{Caller, Conversation, MAX_UNREAD, Peer, Relay, RelayResult, secrets};
+use crate::model::{ChannelSummary, Handle, Message, Millis};
+use crate::relay::{Caller, Conversation, Listing, MAX_UNREAD, Peer, Relay, RelayResult, secrets};
 use std::collections::HashMap;
 
 /// "1 message", "2 messages".
@@ -147,6 +147,9 @@ pub struct Frame {
     /// The viewer's own status line.
     pub status: String,
     pub channels: Vec<ChannelLink>,
+    /// The first page of channels and the viewer's unread count in each,
+    /// which the overview lists too (read once for both).
+    pub channel_page: (Listing<ChannelSummary>, Vec<u64>),
     pub people: Vec<PersonLink>,
     /// Signs this viewer's forms.
     pub csrf: String,
@@ -158,8 +161,9 @@ pub struct Frame {
 impl Frame {
     pub async fn of(relay: &Relay, caller: &Caller, csrf: String) -> RelayResult<Frame> {
         let peers = relay.peers().await?;
-        let channels = relay.channels(None, None).await?.items;
-        let keys: Vec<Conversation> = channels
+        let listing = relay.channels(None, None).await?;
+        let keys: Vec<Conversation> = listing
+            .items
             .iter()
             .map(|c| Conversation::Channel(&c.name))
             .collect();
@@ -170,14 +174,16 @@ impl Frame {
             viewer_name: me.map_or_else(|| viewer.clone(), |p| p.name.clone()),
             status: me.map(|p| p.status.clone()).unwrap_or_default(),
             viewer,
-            channels: channels
+            channels: listing
+                .items
                 .iter()
-                .zip(unread)
+                .zip(&unread)
                 .map(|(c, unread)| ChannelLink {
                     name: c.name.to_string(),
-                    unread: unread_label(unread),
+                    unread: unread_label(*unread),
                 })
                 .collect(),
+            channel_page: (listing, unread),
             people: peers
                 .iter()
                 .map(|p| PersonLink {

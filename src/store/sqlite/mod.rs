@@ -36,11 +36,11 @@ use std::{
 const MAX_IDLE_READERS: usize = 8;
 /// The most expired messages one purge transaction deletes: the writer is
 /// held for a few milliseconds at a time, and other writes go between.
-pub const PURGE_BATCH: u32 = 500;
+pub const PURGE_BATCH: u32 = 200;
 
 /// The most messages one write adds to the search index: the writer is
 /// held for a few milliseconds at a time.
-const INDEX_BATCH: u32 = 2000;
+const INDEX_BATCH: u32 = 500;
 
 /// The SQLite implementation of [`super::Store`].
 pub struct SqliteStore {
