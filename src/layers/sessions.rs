@@ -78,6 +78,18 @@ struct Owned {
     streams: usize,
 }
 
+impl Owned {
+    /// A session just opened or taken up by `caller`.
+    fn new(caller: Caller) -> Owned {
+        Owned {
+            caller,
+            last_used: Instant::now(),
+            touched: false,
+            streams: 0,
+        }
+    }
+}
+
 impl SessionOwners {
     pub fn new(relay: Arc<Relay>, policy: SessionPolicy) -> SessionOwners {
         let mut sessions = LocalSessionManager::default();
@@ -122,16 +134,8 @@ impl SessionOwners {
         let account = caller.account();
         let ending: Vec<HeaderValue> = {
             let mut owners = self.owners();
+            owners.insert(session.clone(), Owned::new(caller));
             let now = Instant::now();
-            owners.insert(
-                session.clone(),
-                Owned {
-                    caller,
-                    last_used: now,
-                    touched: false,
-                    streams: 0,
-                },
-            );
             let mut ending: Vec<HeaderValue> = owners
                 .iter()
                 .filter(|(_, o)| o.streams == 0 && now - o.last_used > self.policy.idle)
@@ -168,7 +172,7 @@ impl SessionOwners {
             }
             ended.push(id.to_owned());
         }
-        if let Err(error) = self.relay.end_sessions(ended, self.policy.idle).await {
+        if let Err(error) = self.relay.end_sessions(ended).await {
             tracing::warn!(
                 error = &error as &dyn std::error::Error,
                 "forgetting ended MCP sessions failed"
@@ -187,15 +191,9 @@ impl SessionOwners {
             .await?
         {
             KeptSession::Yours => {
-                self.owners().insert(
-                    session.clone(),
-                    Owned {
-                        caller: caller.clone(),
-                        last_used: Instant::now(),
-                        touched: true,
-                        streams: 0,
-                    },
-                );
+                let mut owned = Owned::new(caller.clone());
+                owned.touched = true;
+                self.owners().insert(session.clone(), owned);
                 Ok(())
             }
             KeptSession::Theirs => Err(ApiError::forbidden(
@@ -219,7 +217,7 @@ impl SessionOwners {
             .collect();
         let written = async {
             self.relay.touch_sessions(used).await?;
-            self.relay.end_sessions(Vec::new(), self.policy.idle).await
+            self.relay.forget_idle_sessions(self.policy.idle).await
         };
         if let Err(error) = written.await {
             tracing::warn!(
@@ -315,8 +313,7 @@ impl SessionStore for KeptSessions {
     }
 
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
-        let ended = vec![session_id.to_owned()];
-        Ok(self.relay.end_sessions(ended, self.idle).await?)
+        Ok(self.relay.end_sessions(vec![session_id.to_owned()]).await?)
     }
 }
 

@@ -59,9 +59,13 @@ impl Relay {
         since_id: Option<i64>,
     ) -> RelayResult<Feed> {
         let wake = self.threads.subscribe(&thread_id.to_string());
-        // NotFound when it has no live message.
-        self.store.thread(thread_id, now_millis()).await?;
-        self.feed(caller, Followed::Thread(thread_id), wake, since_id)
+        // NotFound when it has no live message; else the backlog, read once.
+        let mut backlog = self.store.thread(thread_id, now_millis()).await?;
+        let mut feed = self.feed(caller, Followed::Thread(thread_id), wake, since_id)?;
+        backlog.retain(|m| m.id > feed.cursor);
+        feed.backlog = backlog.into();
+        feed.behind = false;
+        Ok(feed)
     }
 
     fn feed(

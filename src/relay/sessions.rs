@@ -79,11 +79,16 @@ impl Relay {
         Ok(self.store.touch_sessions(ids, now_millis()).await?)
     }
 
-    /// Forgets sessions that ended, and kept sessions idle longer than `idle`.
-    pub async fn end_sessions(&self, ids: Vec<String>, idle: Duration) -> RelayResult<()> {
-        if !ids.is_empty() {
-            self.store.end_sessions(ids).await?;
+    /// Forgets sessions that ended.
+    pub async fn end_sessions(&self, ids: Vec<String>) -> RelayResult<()> {
+        if ids.is_empty() {
+            return Ok(());
         }
+        Ok(self.store.end_sessions(ids).await?)
+    }
+
+    /// Forgets kept sessions not used within `idle`.
+    pub async fn forget_idle_sessions(&self, idle: Duration) -> RelayResult<()> {
         Ok(self.store.forget_idle_sessions(fresh_since(idle)).await?)
     }
 }

@@ -31,16 +31,20 @@ use axum::{
     http::{HeaderMap, StatusCode, Uri, header},
     response::{IntoResponse, Redirect, Response},
 };
+use base64::Engine;
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
 type Signer = Hmac<Sha256>;
 
+/// What a form token's MAC is for, beside the credential.
+const FORM: &[u8] = b"form";
+
 /// The form token of `caller`: the same on every page they load, until
 /// their token changes.
 pub async fn token_of(relay: &Relay, caller: &Caller) -> Result<String, ApiError> {
-    let mac = signer(relay, caller, b"form").await?;
+    let mac = signer(relay, caller, FORM).await?;
     Ok(base64_url(&mac.finalize().into_bytes()))
 }
 
@@ -65,7 +69,6 @@ async fn signer(relay: &Relay, caller: &Caller, purpose: &[u8]) -> Result<Signer
 }
 
 fn base64_url(bytes: &[u8]) -> String {
-    use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
@@ -97,14 +100,14 @@ async fn guard(
             return Err(cross_site());
         }
     }
-    let expected = token_of(&state.relay, caller).await?;
-    // Both are MACs of the same length: compare in constant time.
-    let matches = expected.len() == token.len()
-        && expected
-            .bytes()
-            .zip(token.bytes())
-            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
-            == 0;
+    // The MAC's own check, in constant time.
+    let presented = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .unwrap_or_default();
+    let matches = signer(&state.relay, caller, FORM)
+        .await?
+        .verify_slice(&presented)
+        .is_ok();
     if !matches {
         return Err(ApiError::forbidden(
             "this form has expired or belongs to someone else: reload the page and try again",
@@ -170,10 +173,9 @@ async fn answer(
     headers: &HeaderMap,
     outcome: Result<Message, RelayError>,
     (page, draft): (ConversationPage, Draft),
-    location: impl FnOnce(&Message) -> String,
 ) -> Response {
     match outcome {
-        Ok(message) => made(headers, location(&message)),
+        Ok(message) => made(headers, super::views::link(&message)),
         Err(error) => refused(state, caller, headers, error, page, draft).await,
     }
 }
@@ -208,10 +210,7 @@ pub async fn reply(
     };
     let sent = state.relay.send_direct(&caller, message).await;
     let page = (ConversationPage::Thread(id), draft);
-    Ok(answer(&state, &caller, &headers, sent, page, |m| {
-        format!("/threads/{id}#m{}", m.id)
-    })
-    .await)
+    Ok(answer(&state, &caller, &headers, sent, page).await)
 }
 
 /// `POST /channels/{channel}`: a post, optionally into someone's inbox.
@@ -234,9 +233,8 @@ pub async fn post(
         reply_to: None,
     };
     let posted = state.relay.post(&caller, post).await;
-    let location = |m: &Message| format!("/channels/{channel}#m{}", m.id);
-    let page = (ConversationPage::Channel(channel.clone()), draft);
-    Ok(answer(&state, &caller, &headers, posted, page, location).await)
+    let page = (ConversationPage::Channel(channel), draft);
+    Ok(answer(&state, &caller, &headers, posted, page).await)
 }
 
 /// `POST /new`: a new thread with a person.
@@ -257,16 +255,8 @@ pub async fn start(
         kind: non_empty(&draft.kind),
     };
     let sent = state.relay.send_direct(&caller, message).await;
-    let location = |m: &Message| format!("/threads/{}#m{}", m.thread_id.unwrap_or_default(), m.id);
-    Ok(answer(
-        &state,
-        &caller,
-        &headers,
-        sent,
-        (ConversationPage::Overview, draft),
-        location,
-    )
-    .await)
+    let page = (ConversationPage::Overview, draft);
+    Ok(answer(&state, &caller, &headers, sent, page).await)
 }
 
 #[derive(Debug, Deserialize)]

@@ -9,7 +9,8 @@ mod forms;
 mod markdown;
 mod views;
 
-use crate::relay::{Caller, Conversation, NOTICE};
+use crate::model::Message;
+use crate::relay::{Caller, Conversation, NOTICE, Relay};
 use crate::state::AppState;
 use crate::wire::{
     ApiError,
@@ -399,16 +400,7 @@ async fn render_overview(
     // The first page of channels is the sidebar's, read already.
     let (channels, channel_unread) = match query.channels_before {
         None => frame.channel_page.clone(),
-        before => {
-            let channels = relay.channels(before, None).await?;
-            let keys: Vec<Conversation> = channels
-                .items
-                .iter()
-                .map(|c| Conversation::Channel(&c.name))
-                .collect();
-            let unread = relay.unread(caller, &keys).await?;
-            (channels, unread)
-        }
+        before => views::channels_with_unread(relay, caller, before).await?,
     };
     let threads = relay.threads(query.threads_before, None).await?;
     let keys: Vec<Conversation> = threads
@@ -492,7 +484,7 @@ pub async fn render_conversation(
         None => (None, Draft::default()),
     };
     let relay = &state.relay;
-    let (messages, heading, subheading, base, is_channel, last_id) = match &page {
+    let (messages, heading, base, is_channel) = match &page {
         ConversationPage::Overview => {
             let query = OverviewQuery {
                 channels_before: None,
@@ -501,57 +493,29 @@ pub async fn render_conversation(
             };
             return render_overview(state, caller, &query, error, draft).await;
         }
+        // Not found when it has no live message.
         ConversationPage::Thread(id) => {
             let messages = relay.read_thread(*id).await?;
-            let Some(first) = messages.first() else {
-                return Err(ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    "not_found",
-                    format!("there is no thread {id}"),
-                ));
-            };
-            let last_id = messages.last().map_or(0, |m| m.id);
-            relay
-                .mark_read(caller, Conversation::Thread(*id), last_id)
-                .await?;
-            let heading: String = first
-                .body
-                .lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(90)
-                .collect();
-            (
-                messages,
-                heading,
-                String::new(),
-                format!("/threads/{id}"),
-                false,
-                last_id,
-            )
+            let heading = messages
+                .first()
+                .map(|first| markdown::title(&views::visible(&first.body), 100))
+                .unwrap_or_default();
+            (messages, heading, format!("/threads/{id}"), false)
         }
         ConversationPage::Channel(name) => {
             let messages = relay.channel_recent(name).await?;
-            let last_id = messages.last().map_or(0, |m| m.id);
-            if let Some(channel) = messages.last().and_then(|m| m.channel.as_ref()) {
-                relay
-                    .mark_read(caller, Conversation::Channel(channel), last_id)
-                    .await?;
-            }
             (
                 messages,
                 format!("#{name}"),
-                "A channel: everyone on the team reads it.".to_owned(),
                 format!("/channels/{name}"),
                 true,
-                last_id,
             )
         }
     };
+    mark_shown(relay, caller, &messages).await?;
     let frame = frame(state, caller).await?;
     let subheading = if is_channel {
-        subheading
+        "A channel: everyone on the team reads it.".to_owned()
     } else {
         let mut people: Vec<_> = messages
             .iter()
@@ -562,6 +526,7 @@ pub async fn render_conversation(
         people.dedup();
         format!("Between {}", frame.people_named(&people))
     };
+    let last_id = messages.last().map_or(0, |m| m.id);
     let stream = format!("/api{base}/stream");
     render(ConversationView {
         assets: &ASSETS,
@@ -580,6 +545,18 @@ pub async fn render_conversation(
     })
 }
 
+/// Marks what a page shows as read by the viewer, up to its last message.
+async fn mark_shown(relay: &Relay, caller: &Caller, messages: &[Message]) -> Result<(), ApiError> {
+    if let Some(last) = messages.last() {
+        let conversation = match &last.channel {
+            Some(channel) => Conversation::Channel(channel),
+            None => Conversation::Thread(last.thread_id.unwrap_or_default()),
+        };
+        relay.mark_read(caller, conversation, last.id).await?;
+    }
+    Ok(())
+}
+
 #[derive(Debug, serde::Deserialize)]
 struct After {
     after: Option<i64>,
@@ -595,12 +572,7 @@ async fn thread_fragment(
 ) -> Result<Response, ApiError> {
     let mut messages = state.relay.read_thread(id).await?;
     messages.retain(|m| m.id > after.after.unwrap_or(0));
-    if let Some(last) = messages.last() {
-        state
-            .relay
-            .mark_read(&caller, Conversation::Thread(id), last.id)
-            .await?;
-    }
+    mark_shown(&state.relay, &caller, &messages).await?;
     fragment(&state, &messages).await
 }
 
@@ -614,14 +586,7 @@ async fn channel_fragment(
         .relay
         .channel_messages(&channel, after.after, None)
         .await?;
-    if let Some(last) = page.messages.last()
-        && let Some(name) = &last.channel
-    {
-        state
-            .relay
-            .mark_read(&caller, Conversation::Channel(name), last.id)
-            .await?;
-    }
+    mark_shown(&state.relay, &caller, &page.messages).await?;
     fragment(&state, &page.messages).await
 }
 
@@ -681,16 +646,12 @@ async fn search(
                     .iter()
                     .map(|f| {
                         let m = &f.message;
-                        let (href, place) = match (&m.channel, m.thread_id) {
-                            (Some(c), _) => (format!("/channels/{c}#m{}", m.id), format!("#{c}")),
-                            (None, Some(t)) => {
-                                (format!("/threads/{t}#m{}", m.id), "a thread".to_owned())
-                            }
-                            (None, None) => (String::new(), String::new()),
-                        };
                         FoundLine {
-                            href,
-                            place,
+                            href: views::link(m),
+                            place: m
+                                .channel
+                                .as_ref()
+                                .map_or_else(|| "a thread".to_owned(), |c| format!("#{c}")),
                             from_name: frame.names.name(m.from.as_str()),
                             when: When::at(m.created_at),
                             excerpt: f
@@ -736,14 +697,5 @@ async fn search(
 
 /// `value`, encoded for a query string.
 fn form_encoded(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            b' ' => "+".to_owned(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }

@@ -101,6 +101,31 @@ impl MessageLine {
     }
 }
 
+/// Where a message is on the page: its conversation, at its anchor.
+pub fn link(message: &Message) -> String {
+    match (&message.channel, message.thread_id) {
+        (Some(channel), _) => format!("/channels/{channel}#m{}", message.id),
+        (None, thread) => format!("/threads/{}#m{}", thread.unwrap_or_default(), message.id),
+    }
+}
+
+/// The first page of channels (or the one before `before`), with how many
+/// messages `caller` has not read in each.
+pub async fn channels_with_unread(
+    relay: &Relay,
+    caller: &Caller,
+    before: Option<i64>,
+) -> RelayResult<(Listing<ChannelSummary>, Vec<u64>)> {
+    let listing = relay.channels(before, None).await?;
+    let keys: Vec<Conversation> = listing
+        .items
+        .iter()
+        .map(|c| Conversation::Channel(&c.name))
+        .collect();
+    let unread = relay.unread(caller, &keys).await?;
+    Ok((listing, unread))
+}
+
 pub fn lines(messages: &[Message], names: &Names) -> Vec<MessageLine> {
     messages
         .iter()
@@ -161,13 +186,7 @@ pub struct Frame {
 impl Frame {
     pub async fn of(relay: &Relay, caller: &Caller, csrf: String) -> RelayResult<Frame> {
         let peers = relay.peers().await?;
-        let listing = relay.channels(None, None).await?;
-        let keys: Vec<Conversation> = listing
-            .items
-            .iter()
-            .map(|c| Conversation::Channel(&c.name))
-            .collect();
-        let unread = relay.unread(caller, &keys).await?;
+        let (listing, unread) = channels_with_unread(relay, caller, None).await?;
         let viewer = caller.account();
         let me = peers.iter().find(|p| p.handle.as_str() == viewer);
         Ok(Frame {
