@@ -172,6 +172,16 @@ impl Relay {
         &self.team
     }
 
+    /// The key that signs the team page's forms: kept in the store, so it
+    /// holds across restarts and for every process serving the store.
+    pub async fn page_key(&self) -> RelayResult<Arc<[u8]>> {
+        let key = self
+            .page_key
+            .get_or_try_init(|| async { self.store.key("page").await.map(Arc::from) })
+            .await?;
+        Ok(key.clone())
+    }
+
     /// Fires when the relay shuts down.
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.shutdown

@@ -4,7 +4,6 @@
 
 use super::{Relay, RelayError, RelayResult, read::Listing};
 use crate::model::{Found, now_millis};
-use std::sync::Arc;
 
 /// The longest query, in characters.
 pub const MAX_QUERY_CHARS: usize = 200;
@@ -37,15 +36,5 @@ impl Relay {
             .search(query, before, limit, now_millis())
             .await?;
         Ok(Listing::of(found, limit, |f| f.message.id))
-    }
-
-    /// The key that signs the team page's forms: kept in the store, so it
-    /// holds across restarts and for every process serving the store.
-    pub async fn page_key(&self) -> RelayResult<Arc<[u8]>> {
-        let key = self
-            .page_key
-            .get_or_try_init(|| async { self.store.key("page").await.map(Arc::from) })
-            .await?;
-        Ok(key.clone())
     }
 }

@@ -171,9 +171,8 @@ pub struct Frame {
     pub viewer: String,
     /// The viewer's own status line.
     pub status: String,
-    pub channels: Vec<ChannelLink>,
-    /// The first page of channels and the viewer's unread count in each,
-    /// which the overview lists too (read once for both).
+    /// The first page of channels and the viewer's unread count in each:
+    /// the sidebar's, and the overview's too (read once for both).
     pub channel_page: (Listing<ChannelSummary>, Vec<u64>),
     pub people: Vec<PersonLink>,
     /// Signs this viewer's forms.
@@ -193,15 +192,6 @@ impl Frame {
             viewer_name: me.map_or_else(|| viewer.clone(), |p| p.name.clone()),
             status: me.map(|p| p.status.clone()).unwrap_or_default(),
             viewer,
-            channels: listing
-                .items
-                .iter()
-                .zip(&unread)
-                .map(|(c, unread)| ChannelLink {
-                    name: c.name.to_string(),
-                    unread: unread_label(*unread),
-                })
-                .collect(),
             channel_page: (listing, unread),
             people: peers
                 .iter()
@@ -216,6 +206,20 @@ impl Frame {
             csrf,
             query: String::new(),
         })
+    }
+
+    /// The sidebar's channels.
+    pub fn channels(&self) -> Vec<ChannelLink> {
+        let (listing, unread) = &self.channel_page;
+        listing
+            .items
+            .iter()
+            .zip(unread)
+            .map(|(c, unread)| ChannelLink {
+                name: c.name.to_string(),
+                unread: unread_label(*unread),
+            })
+            .collect()
     }
 
     /// "Alice and Bob", "Alice, Bob and Carol".

@@ -344,7 +344,7 @@ impl super::Store for SqliteStore {
         let made = getrandom::fill(&mut fresh);
         Box::pin(async move {
             made.map_err(|e| StoreError::backend("making a key", e.to_string()))?;
-            self.write(move |conn| search::key(conn, &name, fresh))
+            self.write(move |conn| people::key(conn, &name, fresh))
                 .await
         })
     }

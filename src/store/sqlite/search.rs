@@ -1,10 +1,9 @@
-//! Full-text search over message bodies (SQLite's FTS5), and the relay's
-//! own keys.
+//! Full-text search over message bodies (SQLite's FTS5).
 
 use super::messages::{MESSAGE_COLUMNS, message_from_row};
 use crate::model::{Excerpt, Found, Millis};
 use crate::store::StoreResult;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 /// Marks around a matched term in an excerpt: control characters, which a
 /// body almost never holds (one that does only moves a highlight).
@@ -112,17 +111,6 @@ fn excerpt(snippet: &str) -> Vec<Excerpt> {
         });
     }
     runs
-}
-
-/// The relay's key named `name`, made of `fresh` the first time.
-pub(super) fn key(conn: &Connection, name: &str, fresh: [u8; 32]) -> StoreResult<Vec<u8>> {
-    conn.prepare_cached("INSERT OR IGNORE INTO keys (name, value) VALUES (?1, ?2)")?
-        .execute(params![name, fresh.as_slice()])?;
-    let value: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT value FROM keys WHERE name = ?1")?
-        .query_row([name], |row| row.get(0))
-        .optional()?;
-    Ok(value.unwrap_or_else(|| fresh.to_vec()))
 }
 
 #[cfg(test)]
