@@ -49,11 +49,10 @@ fn summaries_and_scan(db: &Path) -> (Summaries, Summaries) {
             "SELECT channel, message_count, last_id, last_activity FROM channel_summaries ORDER BY channel",
         ),
         threads(
-            "SELECT s.thread_id, s.message_count, s.opening, s.last_id, s.last_activity, \
-             (SELECT group_concat(handle || ':' || message_count, ',') FROM \
-              (SELECT handle, message_count FROM thread_people p \
-              WHERE p.thread_id = s.thread_id ORDER BY handle)) \
-             FROM thread_summaries s ORDER BY s.thread_id",
+            "SELECT t.id, t.message_count, f.body, t.last_id, t.last_activity, \
+             (SELECT group_concat(key || ':' || value, ',') FROM \
+              (SELECT key, value FROM json_each(t.people) ORDER BY key)) \
+             FROM threads t LEFT JOIN messages f ON f.id = t.first_id ORDER BY t.id",
         ),
     );
     let scanned = (
@@ -177,6 +176,16 @@ async fn play(steps: &[Step]) -> Result<(), TestCaseError> {
                 store.purge_expired(now_millis(), 0).await.unwrap();
                 let (stored, scanned) = summaries_and_scan(&db);
                 prop_assert_eq!(stored, scanned, "after step {}", n);
+                let orphans: i64 = Connection::open(&db)
+                    .unwrap()
+                    .query_row(
+                        "SELECT count(*) FROM inbox \
+                         WHERE message_id NOT IN (SELECT id FROM messages)",
+                        [],
+                        |row| row.get(0),
+                    )
+                    .unwrap();
+                prop_assert_eq!(orphans, 0, "inbox rows outlive their message");
             }
         }
     }
@@ -224,9 +233,10 @@ async fn summaries_follow_sends_replies_expiry_and_the_purge() {
 
 #[tokio::test]
 async fn a_database_from_before_the_summaries_gets_them_built() {
-    // From before the summaries (version 2), and from before their people
-    // were counted (version 3).
-    for version in [2, 3] {
+    // From before the summaries (version 2), from before their people were
+    // counted (version 3), and from before they moved into the thread's
+    // own row (version 6).
+    for version in [2, 3, 6] {
         a_database_at(version).await;
     }
 }

@@ -41,16 +41,31 @@ fn check_recipient(
     )))
 }
 
+/// The id the next message gets. `messages` is AUTOINCREMENT: a new id is
+/// one above what `sqlite_sequence` records, and nobody else inserts while
+/// this write transaction (IMMEDIATE) runs. Knowing it first lets a new
+/// thread's row be written whole, with its first message's id, before the
+/// message that refers to it.
+fn next_message_id(conn: &Connection) -> StoreResult<i64> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0) + 1",
+        )?
+        .query_row([], |row| row.get(0))?)
+}
+
 pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message> {
     if let Some(recipient) = &new.to {
         check_recipient(conn, recipient, new.check_to)?;
     }
+    let id = next_message_id(conn)?;
+    let people = [Some(&new.from), new.to.as_ref()];
+    let opened = matches!(new.conversation, Conversation::NewThread);
     let (thread_id, channel) = match new.conversation {
-        Conversation::NewThread => {
-            conn.prepare_cached("INSERT INTO threads (created_at) VALUES (?1)")?
-                .execute([new.created_at])?;
-            (Some(conn.last_insert_rowid()), None)
-        }
+        Conversation::NewThread => (
+            Some(super::summaries::open_thread(conn, id, people, new.created_at)?),
+            None,
+        ),
         Conversation::Thread(id) => {
             let exists = conn
                 .prepare_cached(
@@ -77,38 +92,33 @@ pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message>
             )));
         }
     }
-    let id: i64 = conn
-        .prepare_cached(
-            "INSERT INTO messages (thread_id, channel, sender, recipient, type, body, reply_to, \
-             created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
-        )?
-        .query_row(
-            params![
-                thread_id,
-                channel,
-                new.from,
-                new.to,
-                new.kind,
-                new.body,
-                new.reply_to,
-                new.created_at,
-                new.expires_at
-            ],
-            |row| row.get(0),
-        )?;
+    conn.prepare_cached(
+        "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, reply_to, \
+         created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        id,
+        thread_id,
+        channel,
+        new.from,
+        new.to,
+        new.kind,
+        new.body,
+        new.reply_to,
+        new.created_at,
+        new.expires_at
+    ])?;
     if let Some(recipient) = &new.to {
         conn.prepare_cached("INSERT INTO inbox (recipient, message_id) VALUES (?1, ?2)")?
             .execute(params![recipient, id])?;
     }
-    super::summaries::count(
-        conn,
-        id,
-        thread_id,
-        channel.as_ref(),
-        [Some(&new.from), new.to.as_ref()],
-        &new.body,
-        new.created_at,
-    )?;
+    match (&channel, thread_id) {
+        (Some(channel), _) => super::summaries::count_in_channel(conn, channel, id, new.created_at)?,
+        (None, Some(thread_id)) if !opened => {
+            super::summaries::count_in_thread(conn, thread_id, id, people, new.created_at)?
+        }
+        _ => {}
+    }
     Ok(Message {
         id,
         thread_id,

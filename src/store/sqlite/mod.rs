@@ -400,7 +400,6 @@ impl super::Store for SqliteStore {
                     break;
                 }
             }
-            self.write(summaries::drop_empty_threads).await?;
             // The search index, kept close behind even when nobody searches.
             self.index_pending().await?;
             if total > 0 {

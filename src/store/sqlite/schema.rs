@@ -186,6 +186,42 @@ CREATE TRIGGER people_sessions_ended AFTER UPDATE OF token_hash, revoked_at ON p
     DELETE FROM mcp_sessions WHERE owner = old.token_hash;
 END;
 "#,
+    r#"
+-- Fewer writes per message (issue 11's throughput): a thread's summary
+-- lives in its own row instead of two tables beside it, its people as a
+-- JSON object of how many of its messages each sent or received, and its
+-- opening read through first_id instead of copied. The inbox loses its
+-- foreign key, and with it the index its cascade needed: the purge
+-- deletes a message's inbox row itself (it knows the recipient).
+ALTER TABLE threads ADD COLUMN message_count INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE threads ADD COLUMN first_id INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE threads ADD COLUMN last_id INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE threads ADD COLUMN last_activity INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE threads ADD COLUMN people TEXT NOT NULL DEFAULT '{}';
+UPDATE threads SET (message_count, first_id, last_id, last_activity) =
+    (SELECT message_count, first_id, last_id, last_activity FROM thread_summaries
+     WHERE thread_id = threads.id)
+WHERE id IN (SELECT thread_id FROM thread_summaries);
+UPDATE threads SET people =
+    (SELECT json_group_object(handle, message_count) FROM thread_people
+     WHERE thread_id = threads.id)
+WHERE id IN (SELECT thread_id FROM thread_people);
+DELETE FROM threads WHERE id NOT IN (SELECT thread_id FROM thread_summaries)
+    AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = threads.id);
+DROP TABLE thread_people;
+DROP TABLE thread_summaries;
+CREATE INDEX threads_by_last ON threads(last_id);
+CREATE TABLE inbox_kept (
+    recipient   TEXT NOT NULL,
+    message_id  INTEGER NOT NULL,
+    claimed_at  INTEGER,
+    PRIMARY KEY (recipient, message_id)
+) WITHOUT ROWID;
+INSERT INTO inbox_kept SELECT recipient, message_id, claimed_at FROM inbox;
+DROP TABLE inbox;
+ALTER TABLE inbox_kept RENAME TO inbox;
+CREATE INDEX inbox_unclaimed ON inbox(recipient, message_id) WHERE claimed_at IS NULL;
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.

@@ -10,50 +10,75 @@
 //! listed.
 
 use crate::model::{Channel, ChannelSummary, Handle, Millis, ThreadSummary};
-use crate::store::StoreResult;
+use crate::store::{StoreError, StoreResult};
 use rusqlite::{Connection, OptionalExtension, params};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-/// Counts a stored message in its conversation's summary.
-pub(super) fn count(
+/// Opens a thread whose first message will have id `first_id`: its row is
+/// written whole, summary and all, so a new thread costs one row.
+pub(super) fn open_thread(
     conn: &Connection,
-    id: i64,
-    thread_id: Option<i64>,
-    channel: Option<&Channel>,
+    first_id: i64,
     people: [Option<&Handle>; 2],
-    body: &str,
+    at: Millis,
+) -> StoreResult<i64> {
+    let people: BTreeMap<&str, i64> = distinct(people).map(|h| (h.as_str(), 1)).collect();
+    conn.prepare_cached(
+        "INSERT INTO threads (created_at, message_count, first_id, last_id, last_activity, people) \
+         VALUES (?1, 1, ?2, ?2, ?1, ?3)",
+    )?
+    .execute(params![at, first_id, to_json(&people)])?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Counts a message in a thread opened before it.
+pub(super) fn count_in_thread(
+    conn: &Connection,
+    thread_id: i64,
+    id: i64,
+    [sender, recipient]: [Option<&Handle>; 2],
     at: Millis,
 ) -> StoreResult<()> {
-    if let Some(channel) = channel {
-        conn.prepare_cached(
-            "INSERT INTO channel_summaries (channel, message_count, last_id, last_activity) \
-             VALUES (?1, 1, ?2, ?3) ON CONFLICT (channel) DO UPDATE SET \
-             message_count = message_count + 1, last_id = ?2, last_activity = ?3",
-        )?
-        .execute(params![channel, id, at])?;
-    }
-    if let Some(thread_id) = thread_id {
-        conn.prepare_cached(
-            "INSERT INTO thread_summaries \
-             (thread_id, message_count, first_id, opening, last_id, last_activity) \
-             VALUES (?1, 1, ?2, ?3, ?2, ?4) ON CONFLICT (thread_id) DO UPDATE SET \
-             message_count = message_count + 1, last_id = ?2, last_activity = ?4",
-        )?
-        .execute(params![thread_id, id, body, at])?;
-        // Each person counts the thread's messages they sent or received
-        // (a note to oneself once), so the purge can tell when they leave.
-        // One statement for both (the recipient's row is skipped when none).
-        let mut people = distinct(people);
-        let (sender, recipient) = (people.next(), people.next());
-        conn.prepare_cached(
-            "INSERT INTO thread_people (thread_id, handle, message_count) \
-             SELECT ?1, value, 1 FROM (SELECT ?2 AS value UNION ALL SELECT ?3) \
-             WHERE value IS NOT NULL \
-             ON CONFLICT (thread_id, handle) DO UPDATE SET message_count = message_count + 1",
-        )?
-        .execute(params![thread_id, sender, recipient])?;
-    }
+    // Each person counts the thread's messages they sent or received. Both
+    // values are computed from the row before the update, so a message
+    // with no recipient, or a note to oneself, sets the sender's count
+    // twice to the same value: it counts once.
+    let sender_path = sender.map(json_path);
+    let recipient_path = recipient.map(json_path).or_else(|| sender_path.clone());
+    conn.prepare_cached(
+        "UPDATE threads SET message_count = message_count + 1, last_id = ?2, last_activity = ?3, \
+         people = json_set(people, ?4, coalesce(people ->> ?4, 0) + 1, \
+                                   ?5, coalesce(people ->> ?5, 0) + 1) \
+         WHERE id = ?1",
+    )?
+    .execute(params![thread_id, id, at, sender_path, recipient_path])?;
     Ok(())
+}
+
+/// Counts a message in its channel's summary.
+pub(super) fn count_in_channel(
+    conn: &Connection,
+    channel: &Channel,
+    id: i64,
+    at: Millis,
+) -> StoreResult<()> {
+    conn.prepare_cached(
+        "INSERT INTO channel_summaries (channel, message_count, last_id, last_activity) \
+         VALUES (?1, 1, ?2, ?3) ON CONFLICT (channel) DO UPDATE SET \
+         message_count = message_count + 1, last_id = ?2, last_activity = ?3",
+    )?
+    .execute(params![channel, id, at])?;
+    Ok(())
+}
+
+/// The JSON path of a person's count in a thread's `people` (handles are
+/// lowercase letters, digits, `.`, `_` and `-`: nothing to escape).
+fn json_path(handle: &Handle) -> String {
+    format!("$.\"{handle}\"")
+}
+
+fn to_json<K: serde::Serialize + Ord>(people: &BTreeMap<K, i64>) -> String {
+    serde_json::to_string(people).expect("a map of strings to numbers serializes")
 }
 
 /// A sender and a recipient, each once.
@@ -128,16 +153,16 @@ pub(super) fn uncount(conn: &Connection, removed: &[Removed]) -> StoreResult<()>
         .execute(params![channel, newest_gone])?;
     }
     for (thread_id, loss) in threads {
-        let left: Option<i64> = conn
-            .prepare_cached(
-                "UPDATE thread_summaries SET message_count = message_count - ?2 \
-                 WHERE thread_id = ?1 RETURNING message_count",
-            )?
-            .query_row(params![thread_id, loss.gone], |row| row.get(0))
+        let kept: Option<(i64, String)> = conn
+            .prepare_cached("SELECT message_count, people FROM threads WHERE id = ?1")?
+            .query_row([thread_id], |row| Ok((row.get(0)?, row.get(1)?)))
             .optional()?;
-        if left.is_none_or(|count| count <= 0) {
-            // The thread's rows go with it (thread_summaries, thread_people);
-            // never while a message is left in it, whatever the count says.
+        let Some((count, people)) = kept else {
+            continue;
+        };
+        let left = count - loss.gone;
+        if left <= 0 {
+            // Never while a message is left in it, whatever the count says.
             let emptied = conn
                 .prepare_cached(
                     "DELETE FROM threads WHERE id = ?1 \
@@ -148,30 +173,29 @@ pub(super) fn uncount(conn: &Connection, removed: &[Removed]) -> StoreResult<()>
                 continue;
             }
         }
+        // Who is in it: those who sent or received what is left.
+        let mut people: BTreeMap<String, i64> = serde_json::from_str(&people)
+            .map_err(|e| StoreError::backend("a thread's people are not JSON", e))?;
+        for (handle, gone) in &loss.people {
+            if let Some(count) = people.get_mut(*handle) {
+                *count -= gone;
+            }
+        }
+        people.retain(|_, count| *count > 0);
+        conn.prepare_cached("UPDATE threads SET message_count = ?2, people = ?3 WHERE id = ?1")?
+            .execute(params![thread_id, left, to_json(&people)])?;
         conn.prepare_cached(
-            "UPDATE thread_summaries SET (first_id, opening) = \
-             (SELECT id, body FROM messages WHERE thread_id = ?1 ORDER BY id LIMIT 1) \
-             WHERE thread_id = ?1 AND first_id >= ?2",
+            "UPDATE threads SET first_id = \
+             (SELECT id FROM messages WHERE thread_id = ?1 ORDER BY id LIMIT 1) \
+             WHERE id = ?1 AND first_id >= ?2",
         )?
         .execute(params![thread_id, loss.oldest])?;
         conn.prepare_cached(
-            "UPDATE thread_summaries SET (last_id, last_activity) = \
+            "UPDATE threads SET (last_id, last_activity) = \
              (SELECT id, created_at FROM messages WHERE thread_id = ?1 ORDER BY id DESC LIMIT 1) \
-             WHERE thread_id = ?1 AND last_id <= ?2",
+             WHERE id = ?1 AND last_id <= ?2",
         )?
         .execute(params![thread_id, loss.newest])?;
-        // Who is in it: those who sent or received what is left.
-        let mut leave = conn.prepare_cached(
-            "UPDATE thread_people SET message_count = message_count - ?3 \
-             WHERE thread_id = ?1 AND handle = ?2",
-        )?;
-        for (handle, gone) in loss.people {
-            leave.execute(params![thread_id, handle, gone])?;
-        }
-        conn.prepare_cached(
-            "DELETE FROM thread_people WHERE thread_id = ?1 AND message_count <= 0",
-        )?
-        .execute([thread_id])?;
     }
     Ok(())
 }
@@ -208,32 +232,38 @@ pub(super) fn threads(
     before: Option<i64>,
     limit: u32,
 ) -> StoreResult<Vec<ThreadSummary>> {
-    let mut summaries: Vec<ThreadSummary> = conn
+    let rows: Vec<(ThreadSummary, String)> = conn
         .prepare_cached(
-            "SELECT s.thread_id, s.message_count, s.opening, s.last_id, s.last_activity \
-             FROM thread_summaries s JOIN messages m ON m.id = s.last_id \
-             WHERE m.expires_at > ?1 AND s.last_id < ?2 \
-             ORDER BY s.last_id DESC LIMIT ?3",
+            "SELECT t.id, t.message_count, f.body, t.last_id, t.last_activity, t.people \
+             FROM threads t JOIN messages m ON m.id = t.last_id \
+             JOIN messages f ON f.id = t.first_id \
+             WHERE m.expires_at > ?1 AND t.last_id < ?2 \
+             ORDER BY t.last_id DESC LIMIT ?3",
         )?
         .query_map(params![now, before.unwrap_or(i64::MAX), limit], |row| {
-            Ok(ThreadSummary {
+            let summary = ThreadSummary {
                 id: row.get(0)?,
                 people: Vec::new(),
                 message_count: row.get::<_, i64>(1)?.max(0) as u64,
                 opening: row.get(2)?,
                 last_id: row.get(3)?,
                 last_activity: row.get(4)?,
-            })
+            };
+            Ok((summary, row.get(5)?))
         })?
         .collect::<Result<_, _>>()?;
-    let mut people = conn
-        .prepare_cached("SELECT handle FROM thread_people WHERE thread_id = ?1 ORDER BY handle")?;
-    for summary in &mut summaries {
-        summary.people = people
-            .query_map([summary.id], |row| row.get(0))?
-            .collect::<Result<_, _>>()?;
-    }
-    Ok(summaries)
+    rows.into_iter()
+        .map(|(mut summary, people)| {
+            let people: BTreeMap<String, i64> = serde_json::from_str(&people)
+                .map_err(|e| StoreError::backend("a thread's people are not JSON", e))?;
+            summary.people = people
+                .into_keys()
+                .map(|handle| Handle::parse(&handle))
+                .collect::<Result<_, _>>()
+                .map_err(|e| StoreError::backend("a thread's people are not handles", e))?;
+            Ok(summary)
+        })
+        .collect()
 }
 
 /// Deletes up to `batch` expired messages in one transaction, with their
@@ -255,19 +285,18 @@ pub(super) fn purge_batch(conn: &Connection, now: Millis, batch: u32) -> StoreRe
             })
         })?
         .collect::<Result<_, _>>()?;
+    // A message's inbox row goes with it (the recipient is its key's first
+    // part, so this is a lookup, not the scan a foreign key's cascade would
+    // need an index of its own for).
+    let mut unaddress =
+        conn.prepare_cached("DELETE FROM inbox WHERE recipient = ?1 AND message_id = ?2")?;
+    for message in &removed {
+        if let Some(recipient) = &message.recipient {
+            unaddress.execute(params![recipient, message.id])?;
+        }
+    }
     uncount(conn, &removed)?;
     Ok(removed.len() as u64)
-}
-
-/// Threads with no summary and no message left, deleted (a database from
-/// before the summaries may hold some); never one with a message in it.
-pub(super) fn drop_empty_threads(conn: &Connection) -> StoreResult<()> {
-    conn.prepare_cached(
-        "DELETE FROM threads WHERE id NOT IN (SELECT thread_id FROM thread_summaries) \
-         AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = threads.id)",
-    )?
-    .execute([])?;
-    Ok(())
 }
 
 pub(super) fn mark_read(
