@@ -265,6 +265,9 @@ async fn a_database_at(version: usize) {
             conn.execute_batch(step).unwrap();
         }
         conn.pragma_update(None, "user_version", version).unwrap();
+        // As if the newest messages had been purged: ids must not go back.
+        conn.execute("UPDATE sqlite_sequence SET seq = 100 WHERE name = 'messages'", [])
+            .unwrap();
     }
     let store = SqliteStore::open(&db).unwrap();
     let (stored, scanned) = summaries_and_scan(&db);
@@ -283,6 +286,25 @@ async fn a_database_at(version: usize) {
             .collect::<Vec<_>>(),
         ["alice", "bob"]
     );
+    let found = store.search("migration", None, 10, now_millis()).await.unwrap();
+    assert_eq!(found.len(), 1, "from version {version}: the search index still finds it");
+    let next = store
+        .insert_message(NewMessage {
+            conversation: Conversation::Thread(1),
+            from: handle("bob"),
+            to: Some(handle("alice")),
+            check_to: RecipientCheck::None,
+            kind: "NOTE".into(),
+            body: "after the upgrade".into(),
+            reply_to: None,
+            created_at: 20,
+            expires_at: now_millis() + 86_400_000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(next.id, 101, "from version {version}: ids carry on");
+    let (stored, scanned) = summaries_and_scan(&db);
+    assert_eq!(stored, scanned, "from version {version}, after a reply");
 }
 
 #[tokio::test]

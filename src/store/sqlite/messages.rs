@@ -41,15 +41,16 @@ fn check_recipient(
     )))
 }
 
-/// The id the next message gets. `messages` is AUTOINCREMENT: a new id is
-/// one above what `sqlite_sequence` records, and nobody else inserts while
-/// this write transaction (IMMEDIATE) runs. Knowing it first lets a new
-/// thread's row be written whole, with its first message's id, before the
-/// message that refers to it.
+/// The id the next message gets, as AUTOINCREMENT would choose it: one
+/// above both the largest id recorded in `sqlite_sequence` and the largest
+/// in the table. Nobody else inserts while this write transaction
+/// (IMMEDIATE) runs. Knowing it first lets a new thread's row be written
+/// whole, with its first message's id, before the message.
 fn next_message_id(conn: &Connection) -> StoreResult<i64> {
     Ok(conn
         .prepare_cached(
-            "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0) + 1",
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0), \
+                        coalesce((SELECT max(id) FROM messages), 0)) + 1",
         )?
         .query_row([], |row| row.get(0))?)
 }
