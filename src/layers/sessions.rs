@@ -29,13 +29,14 @@
 //!   and forgets idle ones.
 
 use crate::relay::{Caller, KeptSession, Relay, WaitSlot};
-use crate::wire::ApiError;
+use crate::wire::{self, ApiError};
 use axum::{
     extract::{Request, State},
     http::{HeaderValue, Method, StatusCode},
     middleware::Next,
     response::{IntoResponse, Response},
 };
+use axum::body::Bytes;
 use futures::StreamExt;
 use rmcp::transport::streamable_http_server::session::{
     SessionManager, SessionState, SessionStore, SessionStoreError, local::LocalSessionManager,
@@ -376,18 +377,31 @@ pub async fn bind(
             // among them) expect 200 or 204, and warn otherwise.
             *response.status_mut() = StatusCode::NO_CONTENT;
         }
-        (Some(session), _, _, Some(slot)) if response.status().is_success() => {
+        (Some(session), _, Some(caller), Some(slot)) if response.status().is_success() => {
             owners.streaming(&session, 1);
+            // The session's pushes (its person's inbox, the channels it
+            // follows) go out on this stream, between rmcp's own events,
+            // for as long as rmcp's stream lasts.
+            let pushes = owners
+                .relay
+                .push_feed(&caller, session.to_str().unwrap_or_default())
+                .map(|push| Some(Ok(Bytes::from(wire::push::channel_event(&push)))));
             let guard = StreamGuard {
                 owners: owners.clone(),
                 session,
                 _slot: slot,
             };
             let (parts, body) = response.into_parts();
-            let body = body.into_data_stream().map(move |chunk| {
-                let _held = &guard;
-                chunk
-            });
+            let own = body
+                .into_data_stream()
+                .map(move |chunk| {
+                    let _held = &guard;
+                    Some(chunk)
+                })
+                .chain(futures::stream::once(async { None }));
+            let body = futures::stream::select(own, pushes)
+                .take_while(|chunk| std::future::ready(chunk.is_some()))
+                .filter_map(std::future::ready);
             response = Response::from_parts(parts, axum::body::Body::from_stream(body));
         }
         _ => {}

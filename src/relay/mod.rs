@@ -15,6 +15,7 @@ mod feed;
 mod hub;
 mod maintenance;
 mod presence;
+mod push;
 mod quota;
 mod read;
 mod search;
@@ -28,6 +29,7 @@ mod waits;
 pub use credentials::CHECK_EVERY;
 pub use error::{RelayError, RelayResult};
 pub use feed::Feed;
+pub use push::{Push, PushFeed};
 pub use read::{Conversation, Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer};
 pub use search::{MAX_QUERY_CHARS, MAX_SEARCH_PAGE, SEARCH_PAGE};
 pub use send::{ChannelPost, DirectMessage, MAX_KIND_CHARS};
@@ -145,6 +147,8 @@ pub struct Relay {
     waits: Arc<WaitSlots>,
     /// Bytes a day per person, and the shared token's senders.
     quotas: Quotas,
+    /// Sessions' follows and open push streams.
+    pushes: push::Pushes,
 }
 
 impl Relay {
@@ -163,6 +167,7 @@ impl Relay {
             parked: tokio::sync::watch::Sender::new(0),
             waits: WaitSlots::new(settings.max_waits_per_person, settings.max_waits),
             quotas: Quotas::new(settings.max_bytes_per_day, settings.max_shared_senders),
+            pushes: push::Pushes::default(),
             settings,
         }
     }

@@ -62,6 +62,9 @@ pub struct Peer {
     pub name: String,
     pub status: String,
     pub last_seen_at: Option<Millis>,
+    /// A stream of one of their agent's sessions is open: what is sent to
+    /// them is pushed to it now.
+    pub reachable: bool,
 }
 
 impl Relay {
@@ -174,6 +177,7 @@ impl Relay {
         let people = self.store.people().await?;
         let presence = self.store.presence().await?;
         let lookup = |handle: &Handle| presence.iter().find(|p| p.handle == *handle);
+        let reachable = self.reachable();
         let listed = people
             .into_iter()
             .filter(|p| p.revoked_at.is_none())
@@ -196,6 +200,7 @@ impl Relay {
                 };
                 Peer {
                     status: stored.map(|p| p.status.clone()).unwrap_or_default(),
+                    reachable: reachable.contains(&handle),
                     handle,
                     name,
                     last_seen_at,

@@ -124,6 +124,7 @@ impl Relay {
         }
         if let Some(channel) = &stored.channel {
             self.channels.publish(channel.as_str(), shared.clone());
+            self.push_post(&shared);
         }
         if let Some(thread_id) = stored.thread_id {
             self.threads.publish(&thread_id.to_string(), shared);

@@ -84,6 +84,8 @@ impl Relay {
         if ids.is_empty() {
             return Ok(());
         }
+        // What they followed ends with them.
+        self.forget_pushes(&ids);
         Ok(self.store.end_sessions(ids).await?)
     }
 

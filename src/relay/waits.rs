@@ -76,7 +76,7 @@ impl Relay {
     /// `timeout` passes, `cancelled` resolves, or the relay stops. Ends with
     /// 401 when `caller`'s token is revoked or replaced meanwhile: nothing
     /// committed after that reaches the old token.
-    async fn wait_for<T, Look, Found>(
+    pub(super) async fn wait_for<T, Look, Found>(
         &self,
         caller: &Caller,
         mut wake: tokio::sync::broadcast::Receiver<Arc<Message>>,

@@ -151,6 +151,9 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
         limit: u32,
     ) -> StoreFuture<'_, Vec<Message>>;
+    /// Puts claimed messages back among `recipient`'s unread ones (a push
+    /// that could not be delivered).
+    fn unclaim_inbox(&self, recipient: &Handle, ids: Vec<i64>) -> StoreFuture<'_, ()>;
     /// Every live message of a thread, oldest first; `NotFound` if none.
     fn thread(&self, thread_id: i64, now: Millis) -> StoreFuture<'_, Vec<Message>>;
     /// Live messages of a channel with an id above `since_id`, oldest first.

@@ -163,6 +163,8 @@ pub struct PersonLink {
     pub name: String,
     pub status: String,
     pub last_seen: Option<When>,
+    /// Their agent would get a message the moment it is sent.
+    pub reachable: bool,
 }
 
 /// What every signed-in page shows around its content.
@@ -200,6 +202,7 @@ impl Frame {
                     name: p.name.clone(),
                     status: p.status.clone(),
                     last_seen: p.last_seen_at.map(When::at),
+                    reachable: p.reachable,
                 })
                 .collect(),
             names: Names::of(&peers),

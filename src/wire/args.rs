@@ -170,3 +170,10 @@ pub struct SearchMessages {
     #[schemars(range(min = 1))]
     pub before: Option<i64>,
 }
+
+/// `follow_channel` and `unfollow_channel`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct FollowChannel {
+    /// The channel's name.
+    pub channel: String,
+}

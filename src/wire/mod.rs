@@ -10,6 +10,7 @@
 pub mod args;
 pub mod error;
 pub mod extract;
+pub mod push;
 
 pub use error::ApiError;
 
@@ -132,6 +133,14 @@ pub struct Posted {
     pub id: i64,
 }
 
+/// What following or unfollowing a channel did.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Following {
+    pub channel: String,
+    /// Whether this session follows the channel now.
+    pub following: bool,
+}
+
 /// A teammate.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct PeerView {
@@ -141,6 +150,9 @@ pub struct PeerView {
     pub status: String,
     /// When their agent last called the relay, if ever.
     pub last_seen: Option<String>,
+    /// Their agent has a stream open: what is sent to them reaches it now,
+    /// without it asking.
+    pub reachable_by_push: bool,
 }
 
 impl From<&Peer> for PeerView {
@@ -150,6 +162,7 @@ impl From<&Peer> for PeerView {
             name: p.name.clone(),
             status: p.status.clone(),
             last_seen: p.last_seen_at.map(timestamp),
+            reachable_by_push: p.reachable,
         }
     }
 }

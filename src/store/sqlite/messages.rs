@@ -166,6 +166,16 @@ pub(super) fn claim_inbox(
     Ok(messages)
 }
 
+pub(super) fn unclaim_inbox(conn: &Connection, recipient: &Handle, ids: &[i64]) -> StoreResult<()> {
+    let mut unclaim = conn.prepare_cached(
+        "UPDATE inbox SET claimed_at = NULL WHERE recipient = ?1 AND message_id = ?2",
+    )?;
+    for id in ids {
+        unclaim.execute(params![recipient, id])?;
+    }
+    Ok(())
+}
+
 pub(super) fn thread(conn: &Connection, thread_id: i64, now: Millis) -> StoreResult<Vec<Message>> {
     let messages: Vec<Message> = conn
         .prepare_cached(&format!(

@@ -263,6 +263,11 @@ impl super::Store for SqliteStore {
         self.write(move |conn| messages::claim_inbox(conn, &recipient, now, limit))
     }
 
+    fn unclaim_inbox(&self, recipient: &Handle, ids: Vec<i64>) -> StoreFuture<'_, ()> {
+        let recipient = recipient.clone();
+        self.write(move |conn| messages::unclaim_inbox(conn, &recipient, &ids))
+    }
+
     fn thread(&self, thread_id: i64, now: Millis) -> StoreFuture<'_, Vec<Message>> {
         self.read(move |conn| messages::thread(conn, thread_id, now))
     }
