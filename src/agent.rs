@@ -3,18 +3,43 @@
 //! the benchmarks and the tests all drive the relay through this.
 
 use rmcp::{
-    RoleClient, ServiceExt,
-    model::CallToolRequestParams,
-    service::{ClientInitializeError, RunningService, ServiceError},
+    ClientHandler, RoleClient, ServiceExt,
+    model::{CallToolRequestParams, CustomNotification},
+    service::{ClientInitializeError, NotificationContext, RunningService, ServiceError},
     transport::{
         StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
 use serde_json::Value;
+use tokio::sync::mpsc;
+
+/// The notification a relay pushes a message in (Claude Code's channels).
+const CHANNEL_NOTIFICATION: &str = "notifications/claude/channel";
 
 /// An MCP connection to a relay, as one person.
 pub struct Agent {
-    pub client: RunningService<RoleClient, ()>,
+    pub client: RunningService<RoleClient, Listener>,
+}
+
+/// The client's side of what the relay sends unasked: the `params` of each
+/// channel notification go to `pushes`, when the agent listens for them.
+#[derive(Clone, Default)]
+pub struct Listener {
+    pushes: Option<mpsc::UnboundedSender<Value>>,
+}
+
+impl ClientHandler for Listener {
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if notification.method == CHANNEL_NOTIFICATION
+            && let (Some(pushes), Some(params)) = (&self.pushes, notification.params)
+        {
+            let _ = pushes.send(params);
+        }
+    }
 }
 
 /// What a tool call ended as.
@@ -61,12 +86,34 @@ impl Outcome {
 impl Agent {
     /// Connects to `url`'s `/mcp` with `token` (none when empty).
     pub async fn connect(url: &str, token: &str) -> Result<Agent, ClientInitializeError> {
-        let mut config = StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp"));
+        Agent::open(format!("{url}/mcp"), token, Listener::default()).await
+    }
+
+    /// Connects asking for pushes (`?push=1`): what the relay pushes comes
+    /// out of the receiver, as each notification's `params`.
+    pub async fn listening(
+        url: &str,
+        token: &str,
+    ) -> Result<(Agent, mpsc::UnboundedReceiver<Value>), ClientInitializeError> {
+        let (pushes, received) = mpsc::unbounded_channel();
+        let listener = Listener {
+            pushes: Some(pushes),
+        };
+        let agent = Agent::open(format!("{url}/mcp?push=1"), token, listener).await?;
+        Ok((agent, received))
+    }
+
+    async fn open(
+        uri: String,
+        token: &str,
+        listener: Listener,
+    ) -> Result<Agent, ClientInitializeError> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(uri);
         if !token.is_empty() {
             config = config.auth_header(token);
         }
         let transport = StreamableHttpClientTransport::from_config(config);
-        let client = ().serve(transport).await?;
+        let client = listener.serve(transport).await?;
         Ok(Agent { client })
     }
 

@@ -30,13 +30,13 @@
 
 use crate::relay::{Caller, KeptSession, Relay, WaitSlot};
 use crate::wire::{self, ApiError};
+use axum::body::Bytes;
 use axum::{
     extract::{Request, State},
     http::{HeaderValue, Method, StatusCode},
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use axum::body::Bytes;
 use futures::StreamExt;
 use rmcp::transport::streamable_http_server::session::{
     SessionManager, SessionState, SessionStore, SessionStoreError, local::LocalSessionManager,
@@ -328,6 +328,7 @@ pub async fn bind(
     let caller = request.extensions().get::<Caller>().cloned();
     let session = request.headers().get(SESSION_HEADER).cloned();
     let method = request.method().clone();
+    let pushes_wanted = wants_pushes(request.uri());
     if let (Some(session), Some(caller)) = (&session, &caller) {
         // A session not open here may be kept from before a restart; one
         // neither open nor kept is unknown to rmcp as well (it answers 404).
@@ -379,12 +380,15 @@ pub async fn bind(
         }
         (Some(session), _, Some(caller), Some(slot)) if response.status().is_success() => {
             owners.streaming(&session, 1);
-            // The session's pushes (its person's inbox, the channels it
-            // follows) go out on this stream, between rmcp's own events,
-            // for as long as rmcp's stream lasts.
-            let pushes = owners
-                .relay
-                .push_feed(&caller, session.to_str().unwrap_or_default())
+            // A client that asked for pushes gets them (its person's inbox,
+            // the channels the session follows) on this stream, between
+            // rmcp's own events, for as long as rmcp's stream lasts.
+            let pushes = match session.to_str() {
+                Ok(id) if pushes_wanted => Some(owners.relay.push_feed(&caller, id)),
+                _ => None,
+            };
+            let pushes = futures::stream::iter(pushes)
+                .flatten()
                 .map(|push| Some(Ok(Bytes::from(wire::push::channel_event(&push)))));
             let guard = StreamGuard {
                 owners: owners.clone(),
@@ -407,6 +411,15 @@ pub async fn bind(
         _ => {}
     }
     response
+}
+
+/// Whether the client asked for pushes: `?push=1` on the MCP URL. Only a
+/// client that shows `notifications/claude/channel` to its model may ask (a
+/// pushed message is handed out, and one it ignores would be lost to it):
+/// the line `crosstalk add` prints for Claude Code's channels has it.
+fn wants_pushes(uri: &axum::http::Uri) -> bool {
+    form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+        .any(|(name, value)| name == "push" && value == "1")
 }
 
 /// Held by a standalone stream's body: frees its wait slot and marks the

@@ -365,7 +365,7 @@ impl ServerHandler for RelayTools {
                 .enable_experimental_with(experimental)
                 .build(),
         )
-            .with_server_info(Implementation::new("crosstalk", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+        .with_server_info(Implementation::new("crosstalk", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
     }
 }

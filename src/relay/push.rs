@@ -169,7 +169,14 @@ impl Relay {
             // Never cut off mid-claim (this is its own task): what a claim
             // takes is queued or unclaimed. Only the wait ends at `stop`.
             let claimed = self
-                .wait_for(&caller, wake, MAX_WAIT, stop.cancelled(), claim, Vec::is_empty)
+                .wait_for(
+                    &caller,
+                    wake,
+                    MAX_WAIT,
+                    stop.cancelled(),
+                    claim,
+                    Vec::is_empty,
+                )
                 .await;
             let Ok(claimed) = claimed else {
                 return; // revoked: its sessions are being ended
@@ -278,7 +285,10 @@ impl futures::Stream for PushFeed {
 impl Drop for PushFeed {
     fn drop(&mut self) {
         if let Some(session) = self.relay.pushes.lock().get_mut(&self.session)
-            && session.stream.as_ref().is_some_and(|s| s.number == self.number)
+            && session
+                .stream
+                .as_ref()
+                .is_some_and(|s| s.number == self.number)
         {
             session.stream = None;
         }

@@ -16,6 +16,7 @@ mod matrix;
 mod operate;
 mod page;
 mod participants;
+mod push;
 mod quotas;
 mod rest;
 mod restart;

@@ -266,8 +266,11 @@ async fn a_database_at(version: usize) {
         }
         conn.pragma_update(None, "user_version", version).unwrap();
         // As if the newest messages had been purged: ids must not go back.
-        conn.execute("UPDATE sqlite_sequence SET seq = 100 WHERE name = 'messages'", [])
-            .unwrap();
+        conn.execute(
+            "UPDATE sqlite_sequence SET seq = 100 WHERE name = 'messages'",
+            [],
+        )
+        .unwrap();
     }
     let store = SqliteStore::open(&db).unwrap();
     let (stored, scanned) = summaries_and_scan(&db);
@@ -286,8 +289,15 @@ async fn a_database_at(version: usize) {
             .collect::<Vec<_>>(),
         ["alice", "bob"]
     );
-    let found = store.search("migration", None, 10, now_millis()).await.unwrap();
-    assert_eq!(found.len(), 1, "from version {version}: the search index still finds it");
+    let found = store
+        .search("migration", None, 10, now_millis())
+        .await
+        .unwrap();
+    assert_eq!(
+        found.len(),
+        1,
+        "from version {version}: the search index still finds it"
+    );
     let next = store
         .insert_message(NewMessage {
             conversation: Conversation::Thread(1),

@@ -64,7 +64,12 @@ pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message>
     let opened = matches!(new.conversation, Conversation::NewThread);
     let (thread_id, channel) = match new.conversation {
         Conversation::NewThread => (
-            Some(super::summaries::open_thread(conn, id, people, new.created_at)?),
+            Some(super::summaries::open_thread(
+                conn,
+                id,
+                people,
+                new.created_at,
+            )?),
             None,
         ),
         Conversation::Thread(id) => {
@@ -114,7 +119,9 @@ pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message>
             .execute(params![recipient, id])?;
     }
     match (&channel, thread_id) {
-        (Some(channel), _) => super::summaries::count_in_channel(conn, channel, id, new.created_at)?,
+        (Some(channel), _) => {
+            super::summaries::count_in_channel(conn, channel, id, new.created_at)?
+        }
         (None, Some(thread_id)) if !opened => {
             super::summaries::count_in_thread(conn, thread_id, id, people, new.created_at)?
         }

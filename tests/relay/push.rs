@@ -1,0 +1,303 @@
+//! Pushes: a message sent to someone whose agent listens (an MCP session
+//! opened with `?push=1`, with its standalone stream open) reaches that
+//! session as a `notifications/claude/channel` notification on its own,
+//! handed out once; with no stream open it waits in the inbox.
+
+use crate::support::{Mcp, TestApp, get, spawn_app};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// How long a test waits for something that should come at once, before it
+/// says it did not.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A session of `token`'s that listens for pushes, once its stream is open
+/// and its inbox is seen empty (the core has parked its wait).
+async fn listening(app: &TestApp, token: &str) -> (Mcp, UnboundedReceiver<Value>) {
+    let mut parked = app.running.state.relay.parked_waits();
+    let before = *parked.borrow();
+    let listening = Mcp::listening(&app.url(), token).await.expect("connects");
+    tokio::time::timeout(PATIENCE, parked.wait_for(|n| *n > before))
+        .await
+        .expect("the session's stream opened and waits for the inbox")
+        .unwrap();
+    listening
+}
+
+async fn next_push(pushes: &mut UnboundedReceiver<Value>) -> Value {
+    tokio::time::timeout(PATIENCE, pushes.recv())
+        .await
+        .expect("a push arrives")
+        .expect("the session is open")
+}
+
+#[tokio::test]
+async fn a_message_is_pushed_to_a_listening_session_and_not_handed_out_again() {
+    let app = spawn_app().await;
+    let alice = app.mcp(&app.add_person("alice").await).await;
+    let bob_token = app.add_person("bob").await;
+    let (bob, mut pushes) = listening(&app, &bob_token).await;
+
+    let (_, peers) = get(&app, "/api/people", &bob_token).await;
+    let bob_listed = peers["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["handle"] == "bob")
+        .unwrap()
+        .clone();
+    assert_eq!(bob_listed["reachable_by_push"], true);
+    let alice_listed = &peers["peers"][0];
+    assert_eq!(alice_listed["handle"], "alice");
+    assert_eq!(alice_listed["reachable_by_push"], false);
+
+    let sent = alice
+        .call(
+            "send_message",
+            json!({ "to": "bob", "body": "which port does staging use?", "type": "QUESTION" }),
+        )
+        .await
+        .ok();
+    let push = next_push(&mut pushes).await;
+    assert_eq!(
+        push,
+        json!({
+            "content": "which port does staging use?",
+            "meta": {
+                "from": "alice",
+                "to": "bob",
+                "type": "QUESTION",
+                "thread_id": sent["thread_id"].as_i64().unwrap().to_string(),
+                "message_id": sent["message_id"].as_i64().unwrap().to_string(),
+            }
+        })
+    );
+    // Handed out: check_inbox does not return it again.
+    let inbox = bob.call("check_inbox", json!({})).await.ok();
+    assert_eq!(inbox["messages"], json!([]));
+    assert_eq!(
+        app.count("SELECT count(*) FROM inbox WHERE claimed_at IS NULL"),
+        0
+    );
+
+    // A channel post addressed to bob carries its channel.
+    alice
+        .call(
+            "post_message",
+            json!({ "channel": "ops", "body": "bob: deploy is yours", "recipient": "bob" }),
+        )
+        .await
+        .ok();
+    let push = next_push(&mut pushes).await;
+    assert_eq!(push["content"], "bob: deploy is yours");
+    assert_eq!(push["meta"]["channel"], "ops");
+    assert!(push["meta"].get("thread_id").is_none());
+}
+
+#[tokio::test]
+async fn of_two_listening_sessions_of_one_person_exactly_one_gets_each_message() {
+    let app = spawn_app().await;
+    let alice = app.mcp(&app.add_person("alice").await).await;
+    let bob_token = app.add_person("bob").await;
+    let (first, mut first_pushes) = listening(&app, &bob_token).await;
+    let (second, mut second_pushes) = listening(&app, &bob_token).await;
+
+    const SENT: usize = 20;
+    let mut ids = Vec::new();
+    for n in 0..SENT {
+        let sent = alice
+            .call(
+                "send_message",
+                json!({ "to": "bob", "body": format!("question {n}") }),
+            )
+            .await
+            .ok();
+        ids.push(sent["message_id"].as_i64().unwrap().to_string());
+    }
+    // Every message is handed out: none is left unclaimed...
+    let mut received = Vec::new();
+    while received.len() < SENT {
+        tokio::select! {
+            Some(push) = first_pushes.recv() => received.push(("first", push)),
+            Some(push) = second_pushes.recv() => received.push(("second", push)),
+            () = tokio::time::sleep(PATIENCE) => panic!("only {} of {SENT} arrived", received.len()),
+        }
+    }
+    // ...and once: when both sessions end, nothing more has come.
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+    while let Some(push) = first_pushes.recv().await {
+        received.push(("first", push));
+    }
+    while let Some(push) = second_pushes.recv().await {
+        received.push(("second", push));
+    }
+    let mut got: Vec<String> = received
+        .iter()
+        .map(|(_, push)| push["meta"]["message_id"].as_str().unwrap().to_owned())
+        .collect();
+    got.sort_by_key(|id| id.parse::<i64>().unwrap());
+    assert_eq!(got, ids, "each message exactly once");
+    assert_eq!(
+        app.count("SELECT count(*) FROM inbox WHERE claimed_at IS NULL"),
+        0
+    );
+}
+
+#[tokio::test]
+async fn with_no_stream_open_a_message_waits_and_is_pushed_when_one_opens() {
+    let app = spawn_app().await;
+    let alice = app.mcp(&app.add_person("alice").await).await;
+    let bob_token = app.add_person("bob").await;
+    // Bob's agent is connected, but does not listen: nothing is pushed to it.
+    let plain = app.mcp(&bob_token).await;
+    for n in 0..3 {
+        alice
+            .call(
+                "send_message",
+                json!({ "to": "bob", "body": format!("waiting {n}") }),
+            )
+            .await
+            .ok();
+    }
+    assert_eq!(
+        app.count("SELECT count(*) FROM inbox WHERE claimed_at IS NULL"),
+        3
+    );
+    let (_, peers) = get(&app, "/api/people", &bob_token).await;
+    assert_eq!(peers["peers"][1]["reachable_by_push"], false);
+
+    // A listening session opens: what waited comes, oldest first.
+    let (_bob, mut pushes) = Mcp::listening(&app.url(), &bob_token).await.unwrap();
+    for n in 0..3 {
+        assert_eq!(
+            next_push(&mut pushes).await["content"],
+            format!("waiting {n}")
+        );
+    }
+    assert_eq!(
+        plain.call("check_inbox", json!({})).await.ok()["messages"],
+        json!([])
+    );
+}
+
+#[tokio::test]
+async fn what_a_stream_had_not_delivered_when_it_ended_goes_back_to_the_inbox() {
+    use futures::StreamExt;
+    let app = spawn_app().await;
+    let alice = app.mcp(&app.add_person("alice").await).await;
+    let bob_token = app.add_person("bob").await;
+    let relay = app.running.state.relay.clone();
+    let bob = relay.authenticate(Some(&bob_token)).await.unwrap();
+    // A stream that delivers one message and ends (its client went away).
+    let mut feed = relay.push_feed(&bob, "a-session");
+    let mut sent = Vec::new();
+    for n in 0..30 {
+        let message = alice
+            .call(
+                "send_message",
+                json!({ "to": "bob", "body": format!("late {n}") }),
+            )
+            .await
+            .ok();
+        sent.push(message["message_id"].as_i64().unwrap());
+    }
+    let delivered = tokio::time::timeout(PATIENCE, feed.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(delivered.message().id, sent[0], "oldest first");
+    drop(feed);
+    // The rest are claimable again (each put back wakes a waiting check).
+    let plain = app.mcp(&bob_token).await;
+    let mut claimed = Vec::new();
+    while claimed.len() < sent.len() - 1 {
+        let inbox = plain
+            .call("check_inbox", json!({ "timeout_seconds": 10 }))
+            .await
+            .ok();
+        let messages = inbox["messages"].as_array().unwrap();
+        assert!(
+            !messages.is_empty(),
+            "the undelivered came back: {claimed:?}"
+        );
+        claimed.extend(messages.iter().map(|m| m["id"].as_i64().unwrap()));
+    }
+    claimed.sort();
+    assert_eq!(claimed, sent[1..], "every undelivered message, once");
+}
+
+#[tokio::test]
+async fn a_followed_channel_s_new_posts_are_pushed_without_being_claimed() {
+    let app = spawn_app().await;
+    let alice = app.mcp(&app.add_person("alice").await).await;
+    let bob_token = app.add_person("bob").await;
+    let (bob, mut pushes) = listening(&app, &bob_token).await;
+
+    let followed = bob
+        .call("follow_channel", json!({ "channel": "deploys" }))
+        .await
+        .ok();
+    assert_eq!(followed, json!({ "channel": "deploys", "following": true }));
+    let refused = bob
+        .call("follow_channel", json!({ "channel": "not a channel!" }))
+        .await
+        .tool_error();
+    assert_eq!(refused["error"]["code"], "bad_request");
+
+    alice
+        .call(
+            "post_message",
+            json!({ "channel": "elsewhere", "body": "not followed" }),
+        )
+        .await
+        .ok();
+    alice
+        .call(
+            "post_message",
+            json!({ "channel": "deploys", "body": "v42 is out" }),
+        )
+        .await
+        .ok();
+    let push = next_push(&mut pushes).await;
+    assert_eq!(push["content"], "v42 is out", "only the followed channel");
+    assert_eq!(push["meta"]["channel"], "deploys");
+    assert_eq!(push["meta"]["from"], "alice");
+    // Bob's own posts are not pushed back to him.
+    bob.call(
+        "post_message",
+        json!({ "channel": "deploys", "body": "thanks" }),
+    )
+    .await
+    .ok();
+    // Not claimed: the channel still holds both posts for anyone reading it.
+    let page = bob
+        .call("get_messages", json!({ "channel": "deploys" }))
+        .await
+        .ok();
+    assert_eq!(page["messages"].as_array().unwrap().len(), 2);
+
+    let unfollowed = bob
+        .call("unfollow_channel", json!({ "channel": "deploys" }))
+        .await
+        .ok();
+    assert_eq!(
+        unfollowed,
+        json!({ "channel": "deploys", "following": false })
+    );
+    alice
+        .call(
+            "post_message",
+            json!({ "channel": "deploys", "body": "v43 is out" }),
+        )
+        .await
+        .ok();
+    // A direct message after it is the next push: the unfollowed post and
+    // bob's own were never pushed.
+    alice
+        .call("send_message", json!({ "to": "bob", "body": "ping" }))
+        .await
+        .ok();
+    assert_eq!(next_push(&mut pushes).await["content"], "ping");
+}
