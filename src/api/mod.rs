@@ -44,9 +44,12 @@ pub fn writes() -> Router<AppState> {
         .route("/api/status", put(set_status))
 }
 
-/// Claiming the inbox, which changes it and may wait: Bearer only.
+/// Claiming the inbox, which changes it and may wait (or stream): Bearer
+/// only.
 pub fn inbox() -> Router<AppState> {
-    Router::new().route("/api/inbox", get(check_inbox))
+    Router::new()
+        .route("/api/inbox", get(check_inbox))
+        .route("/api/inbox/stream", get(stream::inbox_stream))
 }
 
 /// Server-Sent Events: as reads, plus `?token=` for clients that cannot set

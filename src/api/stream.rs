@@ -1,5 +1,5 @@
 //! `GET /api/channels/{channel}/stream` and `GET /api/threads/{id}/stream`:
-//! a conversation as Server-Sent Events.
+//! a conversation as Server-Sent Events; `GET /api/inbox/stream`, an inbox.
 //!
 //! A `notice` event first, then every message the core's
 //! [`Feed`](crate::relay::Feed) yields: the backlog after the
@@ -55,6 +55,27 @@ pub async fn thread_stream(
     Ok(events(state.relay.thread_feed(&caller, id, since).await?))
 }
 
+#[derive(Debug, Deserialize)]
+pub struct InboxStreamQuery {
+    /// Whose inbox, for the shared token.
+    sender: Option<String>,
+}
+
+/// `GET /api/inbox/stream`: the caller's inbox as it fills, each message
+/// claimed as it is sent (as `check_inbox` claims), so it is handed out
+/// once, here or anywhere else. What waits is sent first, oldest first.
+/// Whatever the stream had not written when the client went away goes back
+/// to the inbox. A reconnecting client needs no `Last-Event-ID`: what it
+/// was sent is its own, and the rest is still waiting.
+pub async fn inbox_stream(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<InboxStreamQuery>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let feed = state.relay.inbox_feed(&caller, query.sender.as_deref())?;
+    Ok(sse(feed.map(|push| event(push.message()))))
+}
+
 /// On reconnect, `Last-Event-ID` is newer than the `since_id` of the URL.
 fn resume_from(headers: &HeaderMap) -> Option<i64> {
     headers
@@ -64,12 +85,19 @@ fn resume_from(headers: &HeaderMap) -> Option<i64> {
 }
 
 fn events(feed: Feed) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let notice = serde_json::json!({ "notice": NOTICE }).to_string();
-    let greeting = Event::default().event("notice").data(notice);
     let messages = futures::stream::unfold(feed, |mut feed: Feed| async move {
         let message = feed.next().await?;
         Some((event(&message), feed))
     });
+    sse(messages)
+}
+
+/// A `notice` event, then `messages`, kept alive while idle.
+fn sse(
+    messages: impl Stream<Item = Event> + Send + 'static,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let notice = serde_json::json!({ "notice": NOTICE }).to_string();
+    let greeting = Event::default().event("notice").data(notice);
     let events = futures::stream::once(async { greeting })
         .chain(messages)
         .map(Ok);

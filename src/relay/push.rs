@@ -15,7 +15,7 @@
 //! to the following session's stream, never claimed, and the follows of a
 //! session end with it.
 
-use super::{Caller, Identity, MAX_WAIT, Relay, RelayResult, send::parse_channel};
+use super::{Caller, Identity, MAX_WAIT, Relay, RelayResult, WaitSlot, send::parse_channel};
 use crate::model::{Channel, Handle, Message, now_millis};
 use std::{
     collections::{HashMap, HashSet},
@@ -116,17 +116,40 @@ impl Relay {
     /// shared token, an open relay) is nobody in particular: only follows
     /// reach its stream.
     pub fn push_feed(self: &Arc<Self>, caller: &Caller, session: &str) -> PushFeed {
-        let (claimed_tx, claimed) = mpsc::channel(QUEUED);
-        let (followed_tx, followed) = mpsc::unbounded_channel();
-        let stop = CancellationToken::new();
         let person = match &caller.identity {
             Identity::Person(me) => Some(me.clone()),
             Identity::Unbound => None,
         };
+        self.open_feed(caller, session.to_owned(), person, None)
+    }
+
+    /// A stream of `caller`'s inbox alone (as `sender`, for the shared
+    /// token), holding one of their wait slots while it lasts.
+    pub fn inbox_feed(
+        self: &Arc<Self>,
+        caller: &Caller,
+        sender: Option<&str>,
+    ) -> RelayResult<PushFeed> {
+        let me = self.acting_as(caller, sender)?;
+        let slot = self.hold_slot(caller)?;
+        let key = format!("inbox stream {}", self.pushes.streams.fetch_add(1, Ordering::Relaxed));
+        Ok(self.open_feed(caller, key, Some(me), Some(slot)))
+    }
+
+    fn open_feed(
+        self: &Arc<Self>,
+        caller: &Caller,
+        session: String,
+        person: Option<Handle>,
+        slot: Option<WaitSlot>,
+    ) -> PushFeed {
+        let (claimed_tx, claimed) = mpsc::channel(QUEUED);
+        let (followed_tx, followed) = mpsc::unbounded_channel();
+        let stop = CancellationToken::new();
         let number = self.pushes.streams.fetch_add(1, Ordering::Relaxed);
         self.pushes
             .lock()
-            .entry(session.to_owned())
+            .entry(session.clone())
             .or_default()
             .stream = Some(OpenStream {
             number,
@@ -140,12 +163,13 @@ impl Relay {
         }
         PushFeed {
             relay: self.clone(),
-            session: session.to_owned(),
+            session,
             number,
             person,
             claimed,
             followed,
             _stop: stop.drop_guard(),
+            _slot: slot,
         }
     }
 
@@ -265,6 +289,8 @@ pub struct PushFeed {
     claimed: mpsc::Receiver<Message>,
     followed: mpsc::UnboundedReceiver<Arc<Message>>,
     _stop: tokio_util::sync::DropGuard,
+    /// The wait slot a stream that is not an MCP session's holds.
+    _slot: Option<WaitSlot>,
 }
 
 impl futures::Stream for PushFeed {
@@ -284,14 +310,19 @@ impl futures::Stream for PushFeed {
 
 impl Drop for PushFeed {
     fn drop(&mut self) {
-        if let Some(session) = self.relay.pushes.lock().get_mut(&self.session)
+        let mut pushes = self.relay.pushes.lock();
+        if let Some(session) = pushes.get_mut(&self.session)
             && session
                 .stream
                 .as_ref()
                 .is_some_and(|s| s.number == self.number)
         {
             session.stream = None;
+            if session.follows.is_empty() {
+                pushes.remove(&self.session);
+            }
         }
+        drop(pushes);
         // Whatever was claimed and not taken goes back; the claiming task
         // unclaims what it could not queue once this is closed.
         self.claimed.close();

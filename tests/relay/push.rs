@@ -301,3 +301,42 @@ async fn a_followed_channel_s_new_posts_are_pushed_without_being_claimed() {
         .ok();
     assert_eq!(next_push(&mut pushes).await["content"], "ping");
 }
+
+#[tokio::test]
+async fn the_inbox_stream_hands_out_each_message_once_and_takes_bearer_tokens_only() {
+    use crate::support::{SseReader, http};
+    let app = spawn_app().await;
+    let alice = app.mcp(&app.add_person("alice").await).await;
+    let bob_token = app.add_person("bob").await;
+    alice
+        .call("send_message", json!({ "to": "bob", "body": "sent before" }))
+        .await
+        .ok();
+    let url = format!("{}/api/inbox/stream", app.url());
+
+    // Basic credentials (a browser's) cannot claim an inbox.
+    let basic = http()
+        .get(&url)
+        .basic_auth("bob", Some(&bob_token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(basic.status(), 401);
+
+    let response = http().get(&url).bearer_auth(&bob_token).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut stream = SseReader::new(response);
+    assert_eq!(stream.next().await.event.as_deref(), Some("notice"));
+    assert_eq!(stream.message().await["body"], "sent before");
+    let sent = alice
+        .call("send_message", json!({ "to": "bob", "body": "sent after" }))
+        .await
+        .ok();
+    let message = stream.message().await;
+    assert_eq!(message["body"], "sent after");
+    assert_eq!(message["id"], sent["message_id"]);
+    let (_, peers) = get(&app, "/api/people", &bob_token).await;
+    assert_eq!(peers["peers"][1]["reachable_by_push"], true);
+    let (_, inbox) = get(&app, "/api/inbox", &bob_token).await;
+    assert_eq!(inbox["messages"], json!([]), "handed out by the stream");
+}
