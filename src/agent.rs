@@ -28,6 +28,19 @@ pub struct Listener {
     pushes: Option<mpsc::UnboundedSender<Value>>,
 }
 
+impl Listener {
+    /// A listener, and the receiver of what it hears.
+    pub fn new() -> (Listener, mpsc::UnboundedReceiver<Value>) {
+        let (pushes, received) = mpsc::unbounded_channel();
+        (
+            Listener {
+                pushes: Some(pushes),
+            },
+            received,
+        )
+    }
+}
+
 impl ClientHandler for Listener {
     async fn on_custom_notification(
         &self,
@@ -95,10 +108,7 @@ impl Agent {
         url: &str,
         token: &str,
     ) -> Result<(Agent, mpsc::UnboundedReceiver<Value>), ClientInitializeError> {
-        let (pushes, received) = mpsc::unbounded_channel();
-        let listener = Listener {
-            pushes: Some(pushes),
-        };
+        let (listener, received) = Listener::new();
         let agent = Agent::open(format!("{url}/mcp?push=1"), token, listener).await?;
         Ok((agent, received))
     }

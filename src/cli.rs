@@ -74,6 +74,21 @@ pub enum Command {
     },
     /// Run a real relay on a spare loopback port and show two agents talking.
     Demo,
+    /// A local stdio MCP server for Claude Code: forwards the relay's tools
+    /// and turns your inbox into pushed channel events (`.mcp.json`).
+    Bridge {
+        /// The relay's address, e.g. https://relay.example.com.
+        #[arg(long, env = "CROSSTALK_URL", value_name = "URL")]
+        url: String,
+        /// Your token (never the server's shared RELAY_TOKEN).
+        #[arg(
+            long,
+            env = "CROSSTALK_TOKEN",
+            value_name = "TOKEN",
+            hide_env_values = true
+        )]
+        token: String,
+    },
 }
 
 /// The commands that manage the team.

@@ -32,6 +32,7 @@
 pub mod agent;
 pub mod api;
 pub mod app;
+pub mod bridge;
 pub mod cli;
 pub mod config;
 pub mod demo;

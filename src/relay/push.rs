@@ -19,6 +19,7 @@ use super::{Caller, Identity, MAX_WAIT, Relay, RelayResult, WaitSlot, send::pars
 use crate::model::{Channel, Handle, Message, now_millis};
 use std::{
     collections::{HashMap, HashSet},
+    future::Future,
     pin::Pin,
     sync::{
         Arc, Mutex,
@@ -27,7 +28,7 @@ use std::{
     task::{Context, Poll},
 };
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 /// Claimed messages queued for a stream beyond the one it is writing: a
 /// stream that stops reading holds few claimed.
@@ -132,7 +133,10 @@ impl Relay {
     ) -> RelayResult<PushFeed> {
         let me = self.acting_as(caller, sender)?;
         let slot = self.hold_slot(caller)?;
-        let key = format!("inbox stream {}", self.pushes.streams.fetch_add(1, Ordering::Relaxed));
+        let key = format!(
+            "inbox stream {}",
+            self.pushes.streams.fetch_add(1, Ordering::Relaxed)
+        );
         Ok(self.open_feed(caller, key, Some(me), Some(slot)))
     }
 
@@ -170,6 +174,7 @@ impl Relay {
             followed,
             _stop: stop.drop_guard(),
             _slot: slot,
+            shutdown: Box::pin(self.shutdown.clone().cancelled_owned()),
         }
     }
 
@@ -291,19 +296,26 @@ pub struct PushFeed {
     _stop: tokio_util::sync::DropGuard,
     /// The wait slot a stream that is not an MCP session's holds.
     _slot: Option<WaitSlot>,
+    /// Ends the feed when the relay stops.
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
 }
 
 impl futures::Stream for PushFeed {
     type Item = Push;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Push>> {
-        if let Poll::Ready(Some(message)) = self.claimed.poll_recv(cx) {
-            return Poll::Ready(Some(Push::Inbox(message)));
+        match self.claimed.poll_recv(cx) {
+            Poll::Ready(Some(message)) => return Poll::Ready(Some(Push::Inbox(message))),
+            // The claiming ended: the relay stops, or the token was revoked.
+            Poll::Ready(None) if self.person.is_some() => return Poll::Ready(None),
+            _ => {}
         }
-        match self.followed.poll_recv(cx) {
-            Poll::Ready(Some(message)) => Poll::Ready(Some(Push::Followed(message))),
-            // Neither ends before the feed: it is dropped with its stream.
-            _ => Poll::Pending,
+        if let Poll::Ready(Some(message)) = self.followed.poll_recv(cx) {
+            return Poll::Ready(Some(Push::Followed(message)));
+        }
+        match self.shutdown.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
         }
     }
 }

@@ -94,6 +94,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Bridge { url, token } => {
+            // The bridge reaches the relay over HTTPS.
+            crate::tls::install_crypto_provider();
+            crate::bridge::run(url, token).await
+        }
         Command::Demo => {
             let dir = tempfile::tempdir()?;
             let running = spawn(Config::local(dir.path().join("relay.db"))).await?;

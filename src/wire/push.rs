@@ -4,7 +4,7 @@
 //! letters, digits and underscores only (others may be dropped), and every
 //! value is a string.
 
-use crate::model::Message;
+use super::MessageView;
 use crate::relay::Push;
 use serde_json::{Map, Value, json};
 
@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 pub const CHANNEL_NOTIFICATION: &str = "notifications/claude/channel";
 
 /// The `params` of the notification for `message`.
-pub fn channel_params(message: &Message) -> Value {
+pub fn channel_params(message: &MessageView) -> Value {
     let mut meta = Map::new();
     meta.insert("from".into(), message.from.to_string().into());
     meta.insert("type".into(), message.kind.clone().into());
@@ -34,7 +34,7 @@ pub fn channel_notification(push: &Push) -> Value {
     json!({
         "jsonrpc": "2.0",
         "method": CHANNEL_NOTIFICATION,
-        "params": channel_params(push.message()),
+        "params": channel_params(&MessageView::from(push.message())),
     })
 }
 

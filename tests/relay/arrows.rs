@@ -31,6 +31,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("web", &["model", "relay", "state", "wire", "host"]),
     ("cli", &["model", "relay", "config", "wire"]),
     ("demo", &["model", "relay", "agent"]),
+    // A client of the relay, over its public protocols only.
+    ("bridge", &["agent", "wire", "mcp"]),
     // Assembly.
     (
         "app",
@@ -41,7 +43,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "server",
         &[
             "app", "state", "config", "layers", "relay", "store", "tls", "cli", "demo", "model",
-            "host", "wire",
+            "host", "wire", "bridge",
         ],
     ),
 ];

@@ -309,7 +309,10 @@ async fn the_inbox_stream_hands_out_each_message_once_and_takes_bearer_tokens_on
     let alice = app.mcp(&app.add_person("alice").await).await;
     let bob_token = app.add_person("bob").await;
     alice
-        .call("send_message", json!({ "to": "bob", "body": "sent before" }))
+        .call(
+            "send_message",
+            json!({ "to": "bob", "body": "sent before" }),
+        )
         .await
         .ok();
     let url = format!("{}/api/inbox/stream", app.url());
@@ -323,7 +326,12 @@ async fn the_inbox_stream_hands_out_each_message_once_and_takes_bearer_tokens_on
         .unwrap();
     assert_eq!(basic.status(), 401);
 
-    let response = http().get(&url).bearer_auth(&bob_token).send().await.unwrap();
+    let response = http()
+        .get(&url)
+        .bearer_auth(&bob_token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
     let mut stream = SseReader::new(response);
     assert_eq!(stream.next().await.event.as_deref(), Some("notice"));
@@ -339,4 +347,112 @@ async fn the_inbox_stream_hands_out_each_message_once_and_takes_bearer_tokens_on
     assert_eq!(peers["peers"][1]["reachable_by_push"], true);
     let (_, inbox) = get(&app, "/api/inbox", &bob_token).await;
     assert_eq!(inbox["messages"], json!([]), "handed out by the stream");
+}
+
+/// `crosstalk bridge` as Claude Code runs it: a child process speaking MCP
+/// on stdio, here to rmcp's client. Multi-threaded: reading the bridge's
+/// log blocks a thread, and the relay in this process must keep serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_forwards_tools_and_pushes_the_inbox_across_a_relay_restart() {
+    use crate::support::LogWatch;
+    use crosstalk::agent::Listener;
+    use rmcp::{ServiceExt, model::CallToolRequestParams};
+    use std::process::{Command, Stdio};
+
+    let app = spawn_app().await;
+    let alice_token = app.add_person("alice").await;
+    let bob_token = app.add_person("bob").await;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .arg("bridge")
+        .env("CROSSTALK_URL", app.url())
+        .env("CROSSTALK_TOKEN", &bob_token)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("crosstalk bridge starts");
+    let mut log = LogWatch::new(&mut child);
+    let stdout = tokio::process::ChildStdout::from_std(child.stdout.take().unwrap()).unwrap();
+    let stdin = tokio::process::ChildStdin::from_std(child.stdin.take().unwrap()).unwrap();
+    let (listener, mut pushes) = Listener::new();
+    let _stopped = KillOnDrop(child);
+    let bridge = match listener.serve((stdout, stdin)).await {
+        Ok(bridge) => bridge,
+        Err(error) => panic!("the bridge speaks MCP: {error}\n{}", log.whole()),
+    };
+
+    let call = |tool: &str, arguments: Value| {
+        let Value::Object(arguments) = arguments else {
+            unreachable!()
+        };
+        CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)
+    };
+    let info = bridge.peer_info().unwrap();
+    assert!(
+        info.capabilities
+            .experimental
+            .as_ref()
+            .unwrap()
+            .contains_key("claude/channel")
+    );
+    assert!(info.instructions.as_deref().unwrap().contains("<channel>"));
+    let tools = bridge.list_all_tools().await.unwrap();
+    assert!(
+        tools.iter().any(|t| t.name == "send_message"),
+        "the relay's tools"
+    );
+    let peers = bridge
+        .call_tool(call("list_peers", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(
+        peers.structured_content.unwrap()["peers"][1]["handle"],
+        "bob"
+    );
+
+    log.wait_for("listening to the relay's inbox stream");
+    let send = |app: &TestApp, body: &str| {
+        let (url, token, body) = (app.url(), alice_token.clone(), body.to_owned());
+        async move {
+            let alice = Mcp::connect(&url, &token).await.unwrap();
+            alice
+                .call("send_message", json!({ "to": "bob", "body": body }))
+                .await
+                .ok();
+        }
+    };
+    send(&app, "before the restart").await;
+    assert_eq!(
+        next_push(&mut pushes).await["content"],
+        "before the restart"
+    );
+
+    let app = app.restart().await;
+    // Sent while the bridge is away or coming back: it waits, then comes.
+    send(&app, "while it was away").await;
+    log.wait_for("reconnecting");
+    assert_eq!(next_push(&mut pushes).await["content"], "while it was away");
+    log.wait_for("listening to the relay's inbox stream");
+    send(&app, "after the restart").await;
+    assert_eq!(next_push(&mut pushes).await["content"], "after the restart");
+
+    // Tools still work through the bridge, and nothing is left or doubled.
+    let inbox = bridge
+        .call_tool(call("check_inbox", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(inbox.structured_content.unwrap()["messages"], json!([]));
+    bridge.cancel().await.unwrap();
+    assert!(pushes.recv().await.is_none(), "no message came twice");
+}
+
+/// Ends a child process when a test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
