@@ -100,6 +100,46 @@ where
 
 /// Post-to-wake: `wait` starts a waiting call; once the relay reports it
 /// parked, `send` is timed until the waiting call has returned.
+/// Sends made to time a push.
+const PUSH_ROUNDS: usize = 1000;
+
+/// Sends `PUSH_ROUNDS` messages through the core from agent2 to agent3,
+/// whose agent listens with `?push=1`; returns, for each, how long the send
+/// took to be acknowledged and how long until the notification arrived.
+async fn push_latency(
+    relay: &Arc<Relay>,
+    url: &str,
+    tokens: &[String],
+) -> (Vec<Duration>, Vec<Duration>) {
+    let mut parked = relay.parked_waits();
+    let before = *parked.borrow();
+    let (_listening, mut pushes) = Agent::listening(url, &tokens[3])
+        .await
+        .expect("a listening session");
+    parked
+        .wait_for(|n| *n > before)
+        .await
+        .expect("its stream opened");
+    let sender = relay
+        .authenticate(Some(&tokens[2]))
+        .await
+        .expect("a known token");
+    let (mut committed, mut pushed) = (Vec::new(), Vec::new());
+    for round in 0..PUSH_ROUNDS {
+        let started = Instant::now();
+        let message = DirectMessage {
+            to: "agent3".into(),
+            body: format!("question {round}"),
+            ..DirectMessage::default()
+        };
+        relay.send_direct(&sender, message).await.expect("send");
+        committed.push(started.elapsed());
+        pushes.recv().await.expect("the push");
+        pushed.push(started.elapsed());
+    }
+    (committed, pushed)
+}
+
 async fn post_to_wake<W, WF, S, SF>(relay: &Relay, wait: W, send: S) -> Vec<Duration>
 where
     W: Fn(usize) -> WF,
@@ -279,6 +319,18 @@ async fn main() {
     );
     ratio("ratio MCP / baseline", mcp, baseline);
     ratio("ratio REST / baseline", rest, baseline);
+
+    // Push: from a send to its notification on a session listening with
+    // `?push=1`, beside the send alone (its commit acknowledged).
+    println!("\npush to a listening MCP session ({PUSH_ROUNDS} sends)");
+    let (committed, pushed) = push_latency(&relay, &url, &tokens).await;
+    let (mut committed, mut pushed) = (committed, pushed);
+    let committed = line(
+        "baseline: the send, until its commit is acknowledged",
+        &mut committed,
+    );
+    let pushed = line("send to notifications/claude/channel arriving", &mut pushed);
+    ratio("ratio push / commit", pushed, committed);
 
     println!("\nsend throughput: {CLIENTS} concurrent clients, {seconds} s each");
     let trivial = throughput(seconds, {

@@ -311,17 +311,27 @@ pub async fn admin(team: &Team, command: Admin) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The token, shown once, and how to connect an agent with it.
+/// The token, shown once, and the two ways to connect Claude Code with it,
+/// each followed by the launch flag that turns pushes on.
 fn print_connection(new: &NewToken, public_url: &str) {
     let url = format!("{public_url}/mcp");
     let (handle, token) = (&new.handle, new.token.expose());
     println!(
         "\nToken for {handle} (shown only now; keep it somewhere safe):\n\n    {token}\n\n\
-         Connect Claude Code:\n\n    \
+         Connect Claude Code over HTTP:\n\n    \
          claude mcp add --transport http crosstalk {url} --header \"Authorization: Bearer {token}\"\n\n\
-         Or put this in the project's .mcp.json, with CROSSTALK_TOKEN set to the token in your environment\n\
-         (not RELAY_TOKEN: that is the server's shared token, which may act as anyone):\n\n\
-         {{\n  \"mcpServers\": {{\n    \"crosstalk\": {{\n      \"type\": \"http\",\n      \"url\": \"{url}\",\n      \
-         \"headers\": {{ \"Authorization\": \"Bearer ${{CROSSTALK_TOKEN}}\" }}\n    }}\n  }}\n}}"
+         Or through the local bridge (the crosstalk binary on that machine), which Claude Code\n\
+         starts itself: put this in the project's .mcp.json, with CROSSTALK_TOKEN set to the token\n\
+         in your environment (not RELAY_TOKEN: that is the server's shared token, which may act as anyone):\n\n\
+         {{\n  \"mcpServers\": {{\n    \"crosstalk\": {{\n      \"command\": \"crosstalk\",\n      \
+         \"args\": [\"bridge\"],\n      \"env\": {{ \"CROSSTALK_URL\": \"{public_url}\", \
+         \"CROSSTALK_TOKEN\": \"${{CROSSTALK_TOKEN}}\" }}\n    }}\n  }}\n}}\n\n\
+         To have teammates' messages pushed into a running session (Claude Code's channels, a\n\
+         research preview), launch Claude Code with:\n\n    \
+         claude --dangerously-load-development-channels server:crosstalk\n\n\
+         Through the bridge that is all. Over HTTP, also end the URL with ?push=1 ({url}?push=1),\n\
+         and only for sessions launched with that flag: one without it would not show what is pushed.\n\
+         (Claude Code 2.1.332 negotiates MCP's 2026-07-28 revision over HTTP, which has no way to\n\
+         push: use the bridge with it.)"
     );
 }

@@ -26,9 +26,14 @@ async fn add_prints_the_token_once_with_ready_to_paste_connections() {
     assert!(printed.contains(&format!(
         "claude mcp add --transport http crosstalk https://relay.example.com/mcp --header \"Authorization: Bearer {token}\""
     )));
-    assert!(printed.contains("\"url\": \"https://relay.example.com/mcp\""));
-    // The client-side variable, never the server's shared RELAY_TOKEN.
-    assert!(printed.contains("\"Authorization\": \"Bearer ${CROSSTALK_TOKEN}\""));
+    // The bridge's .mcp.json entry, with the client-side variable, never
+    // the server's shared RELAY_TOKEN; then the flag that turns pushes on.
+    assert!(printed.contains("\"args\": [\"bridge\"]"), "{printed}");
+    assert!(printed.contains(
+        "\"env\": { \"CROSSTALK_URL\": \"https://relay.example.com\", \"CROSSTALK_TOKEN\": \"${CROSSTALK_TOKEN}\" }"
+    ));
+    assert!(printed.contains("claude --dangerously-load-development-channels server:crosstalk"));
+    assert!(printed.contains("https://relay.example.com/mcp?push=1"));
     // The token is stored only as its hash.
     let stored: Vec<u8> = app.sql(
         "SELECT token_hash FROM people WHERE handle = 'dana'",
