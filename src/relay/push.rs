@@ -34,6 +34,10 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 /// stream that stops reading holds few claimed.
 const QUEUED: usize = 8;
 
+/// Followed posts queued for a stream that is not reading: past this, it
+/// misses copies (the channel keeps the posts).
+const FOLLOWED_QUEUED: usize = 64;
+
 /// How many of a person's waiting messages one claim takes for a stream.
 const CLAIM_BATCH: u32 = 16;
 
@@ -76,7 +80,7 @@ struct OpenStream {
     /// Whose it is: nobody's for an unbound caller.
     person: Option<Handle>,
     /// Where followed posts go.
-    followed: mpsc::UnboundedSender<Arc<Message>>,
+    followed: mpsc::Sender<Arc<Message>>,
 }
 
 impl Pushes {
@@ -97,7 +101,9 @@ impl Pushes {
                 && stream.person.as_ref() != Some(&message.from)
                 && (stream.person.is_none() || message.to != stream.person)
             {
-                let _ = stream.followed.send(message.clone());
+                // A copy: a stream too far behind misses it, and the
+                // channel still has it.
+                let _ = stream.followed.try_send(message.clone());
             }
         }
     }
@@ -148,7 +154,7 @@ impl Relay {
         slot: Option<WaitSlot>,
     ) -> PushFeed {
         let (claimed_tx, claimed) = mpsc::channel(QUEUED);
-        let (followed_tx, followed) = mpsc::unbounded_channel();
+        let (followed_tx, followed) = mpsc::channel(FOLLOWED_QUEUED);
         let stop = CancellationToken::new();
         let number = self.pushes.streams.fetch_add(1, Ordering::Relaxed);
         self.pushes
@@ -292,7 +298,7 @@ pub struct PushFeed {
     number: u64,
     person: Option<Handle>,
     claimed: mpsc::Receiver<Message>,
-    followed: mpsc::UnboundedReceiver<Arc<Message>>,
+    followed: mpsc::Receiver<Arc<Message>>,
     _stop: tokio_util::sync::DropGuard,
     /// The wait slot a stream that is not an MCP session's holds.
     _slot: Option<WaitSlot>,
