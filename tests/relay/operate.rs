@@ -205,7 +205,7 @@ fn admin_commands_work_with_the_services_own_configuration() {
         "{added}"
     );
     assert!(
-        added.contains("\"url\": \"https://relay.example.com/mcp\""),
+        added.contains("\"CROSSTALK_URL\": \"https://relay.example.com\""),
         "{added}"
     );
     // Read by --env-file, as crosstalk-admin runs it; the process's own
