@@ -51,6 +51,33 @@ async fn a_message_is_pushed_to_a_listening_session_and_not_handed_out_again() {
     let alice_listed = &peers["peers"][0];
     assert_eq!(alice_listed["handle"], "alice");
     assert_eq!(alice_listed["reachable_by_push"], false);
+    // The team page says so too.
+    let page = crate::support::http()
+        .get(format!("{}/", app.url()))
+        .basic_auth("x", Some(&bob_token))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let people = page.split("nav-list people").nth(1).unwrap();
+    let bob_line = people
+        .split("@bob")
+        .nth(1)
+        .unwrap()
+        .split("</li>")
+        .next()
+        .unwrap();
+    assert!(bob_line.contains("class=\"live\""), "{bob_line}");
+    let alice_line = people
+        .split("@alice")
+        .nth(1)
+        .unwrap()
+        .split("</li>")
+        .next()
+        .unwrap();
+    assert!(!alice_line.contains("class=\"live\""), "{alice_line}");
 
     let sent = alice
         .call(
