@@ -59,6 +59,8 @@ pub async fn thread_stream(
 pub struct InboxStreamQuery {
     /// Whose inbox, for the shared token.
     sender: Option<String>,
+    /// Channels whose new posts the stream also carries, comma-separated.
+    follow: Option<String>,
 }
 
 /// `GET /api/inbox/stream`: the caller's inbox as it fills, each message
@@ -66,13 +68,23 @@ pub struct InboxStreamQuery {
 /// once, here or anywhere else. What waits is sent first, oldest first.
 /// Whatever the stream had not written when the client went away goes back
 /// to the inbox. A reconnecting client needs no `Last-Event-ID`: what it
-/// was sent is its own, and the rest is still waiting.
+/// was sent is its own, and the rest is still waiting. `?follow=a,b` adds
+/// the new posts of those channels, as copies (never claimed).
 pub async fn inbox_stream(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Query(query): Query<InboxStreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let feed = state.relay.inbox_feed(&caller, query.sender.as_deref())?;
+    let follows: Vec<String> = query
+        .follow
+        .iter()
+        .flat_map(|list| list.split(','))
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let feed = state
+        .relay
+        .inbox_feed(&caller, query.sender.as_deref(), &follows)?;
     Ok(sse(feed.map(|push| event(push.message()))))
 }
 

@@ -130,20 +130,30 @@ impl Relay {
         self.open_feed(caller, session.to_owned(), person, None)
     }
 
-    /// A stream of `caller`'s inbox alone (as `sender`, for the shared
-    /// token), holding one of their wait slots while it lasts.
+    /// A stream of `caller`'s inbox (as `sender`, for the shared token),
+    /// and of the new posts of the channels it `follows`, holding one of
+    /// their wait slots while it lasts.
     pub fn inbox_feed(
         self: &Arc<Self>,
         caller: &Caller,
         sender: Option<&str>,
+        follows: &[String],
     ) -> RelayResult<PushFeed> {
         let me = self.acting_as(caller, sender)?;
+        let follows: HashSet<Channel> = follows
+            .iter()
+            .map(|c| parse_channel(c))
+            .collect::<RelayResult<_>>()?;
         let slot = self.hold_slot(caller)?;
         let key = format!(
             "inbox stream {}",
             self.pushes.streams.fetch_add(1, Ordering::Relaxed)
         );
-        Ok(self.open_feed(caller, key, Some(me), Some(slot)))
+        self.pushes.lock().entry(key.clone()).or_default().follows = follows;
+        let mut feed = self.open_feed(caller, key, Some(me), Some(slot));
+        // Its follows are its own: they end with it.
+        feed.ephemeral = true;
+        Ok(feed)
     }
 
     fn open_feed(
@@ -181,6 +191,7 @@ impl Relay {
             _stop: stop.drop_guard(),
             _slot: slot,
             shutdown: Box::pin(self.shutdown.clone().cancelled_owned()),
+            ephemeral: false,
         }
     }
 
@@ -304,6 +315,8 @@ pub struct PushFeed {
     _slot: Option<WaitSlot>,
     /// Ends the feed when the relay stops.
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// Its follows end with it (an inbox stream's), not with a session.
+    ephemeral: bool,
 }
 
 impl futures::Stream for PushFeed {
@@ -336,7 +349,7 @@ impl Drop for PushFeed {
                 .is_some_and(|s| s.number == self.number)
         {
             session.stream = None;
-            if session.follows.is_empty() {
+            if session.follows.is_empty() || self.ephemeral {
                 pushes.remove(&self.session);
             }
         }

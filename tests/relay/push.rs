@@ -374,6 +374,49 @@ async fn the_inbox_stream_hands_out_each_message_once_and_takes_bearer_tokens_on
     assert_eq!(peers["peers"][1]["reachable_by_push"], true);
     let (_, inbox) = get(&app, "/api/inbox", &bob_token).await;
     assert_eq!(inbox["messages"], json!([]), "handed out by the stream");
+    drop(stream);
+
+    // `?follow=` adds channels' new posts, as copies.
+    let bad = http()
+        .get(format!("{url}?follow=ok,not%20a%20channel"))
+        .bearer_auth(&bob_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let response = http()
+        .get(format!("{url}?follow=deploys,release"))
+        .bearer_auth(&bob_token)
+        .send()
+        .await
+        .unwrap();
+    let mut stream = SseReader::new(response);
+    assert_eq!(stream.next().await.event.as_deref(), Some("notice"));
+    alice
+        .call(
+            "post_message",
+            json!({ "channel": "elsewhere", "body": "not followed" }),
+        )
+        .await
+        .ok();
+    alice
+        .call(
+            "post_message",
+            json!({ "channel": "release", "body": "1.4 is tagged" }),
+        )
+        .await
+        .ok();
+    let copy = stream.message().await;
+    assert_eq!(
+        (copy["channel"].as_str(), copy["body"].as_str()),
+        (Some("release"), Some("1.4 is tagged"))
+    );
+    let (_, page) = get(&app, "/api/channels/release/messages", &bob_token).await;
+    assert_eq!(
+        page["messages"].as_array().unwrap().len(),
+        1,
+        "a copy: the channel keeps it"
+    );
 }
 
 /// `crosstalk bridge` as Claude Code runs it: a child process speaking MCP
