@@ -28,8 +28,9 @@ use rmcp::{
     },
     service::{NotificationContext, Peer, RequestContext},
 };
+use serde_json::Value;
 use std::{sync::Arc, time::Duration};
-use tokio::sync::{Mutex, MutexGuard};
+use tokio::sync::{Mutex, MutexGuard, mpsc, watch};
 
 /// The first wait before reconnecting, doubled on each failure up to
 /// [`MAX_BACKOFF`].
@@ -43,6 +44,7 @@ pub async fn run(url: String, token: String) -> anyhow::Result<()> {
         url: url.trim_end_matches('/').to_owned(),
         token,
         relay: Arc::new(Mutex::new(None)),
+        client: watch::Sender::new(None),
     };
     let running = bridge.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
@@ -55,6 +57,8 @@ struct Bridge {
     token: String,
     /// The session on the relay the tools go through, once opened.
     relay: Arc<Mutex<Option<Agent>>>,
+    /// Claude Code, once it has initialized: where pushes go.
+    client: watch::Sender<Option<Peer<RoleServer>>>,
 }
 
 impl Bridge {
@@ -62,15 +66,21 @@ impl Bridge {
     async fn session(&self) -> Result<MutexGuard<'_, Option<Agent>>, ErrorData> {
         let mut relay = self.relay.lock().await;
         if relay.is_none() {
-            let agent = Agent::connect(&self.url, &self.token)
-                .await
-                .map_err(|error| {
-                    tracing::warn!(%error, "cannot reach the relay at {}", self.url);
-                    ErrorData::internal_error(
-                        format!("cannot reach the relay at {}", self.url),
-                        None,
-                    )
-                })?;
+            // A session that listens (`?push=1`): what its stream carries
+            // (the channels `follow_channel` follows through the bridge,
+            // and inbox messages it claims before the inbox stream does)
+            // goes on to Claude Code like the inbox stream's.
+            let (agent, pushed) =
+                Agent::listening(&self.url, &self.token)
+                    .await
+                    .map_err(|error| {
+                        tracing::warn!(%error, "cannot reach the relay at {}", self.url);
+                        ErrorData::internal_error(
+                            format!("cannot reach the relay at {}", self.url),
+                            None,
+                        )
+                    })?;
+            tokio::spawn(pass_on(pushed, self.client.subscribe()));
             *relay = Some(agent);
         }
         Ok(relay)
@@ -118,6 +128,9 @@ impl Bridge {
                         return; // the client is gone
                     }
                     tracing::warn!("the relay's inbox stream ended; reconnecting");
+                    // The relay may have restarted: the next tool call opens
+                    // a new session, whose stream carries its pushes.
+                    *self.relay.lock().await = None;
                 }
                 Err(error) => tracing::warn!(
                     %error,
@@ -156,6 +169,29 @@ async fn deliver(response: reqwest::Response, peer: &Peer<RoleServer>) -> bool {
         }
     }
     true
+}
+
+/// Passes on what the relay pushes to the bridge's own session, as it
+/// came (a channel notification's params), once Claude Code has
+/// initialized (what comes before waits), until either side is gone.
+async fn pass_on(
+    mut pushed: mpsc::UnboundedReceiver<Value>,
+    mut client: watch::Receiver<Option<Peer<RoleServer>>>,
+) {
+    let Ok(client) = client.wait_for(Option::is_some).await.map(|c| c.clone()) else {
+        return;
+    };
+    let client = client.expect("waited for");
+    while let Some(params) = pushed.recv().await {
+        let notification = CustomNotification::new(push::CHANNEL_NOTIFICATION, Some(params));
+        if client
+            .send_notification(ServerNotification::CustomNotification(notification))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
 }
 
 /// The message a server-sent event carries, if it is a `message` event.
@@ -222,6 +258,7 @@ impl ServerHandler for Bridge {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.client.send_replace(Some(context.peer.clone()));
         tokio::spawn(self.clone().relay_inbox(context.peer));
     }
 }

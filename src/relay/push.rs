@@ -299,6 +299,15 @@ impl Relay {
     pub fn reachable(&self) -> HashSet<Handle> {
         self.pushes.reachable()
     }
+
+    /// Push streams open now, for tests and metrics.
+    pub fn push_streams(&self) -> usize {
+        self.pushes
+            .lock()
+            .values()
+            .filter(|s| s.stream.is_some())
+            .count()
+    }
 }
 
 /// A session's push stream: what to deliver, in order. Dropping it (the

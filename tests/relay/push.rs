@@ -25,10 +25,24 @@ async fn listening(app: &TestApp, token: &str) -> (Mcp, UnboundedReceiver<Value>
     listening
 }
 
+/// Waits until `n` push streams are open (each parks its claim when it
+/// opens, which wakes this to look again).
+async fn until_push_streams(app: &TestApp, n: usize) {
+    let relay = app.running.state.relay.clone();
+    let mut parked = relay.parked_waits();
+    tokio::time::timeout(PATIENCE, async {
+        while relay.push_streams() < n {
+            parked.changed().await.unwrap();
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{n} push streams did not open"));
+}
+
 async fn next_push(pushes: &mut UnboundedReceiver<Value>) -> Value {
     tokio::time::timeout(PATIENCE, pushes.recv())
         .await
-        .expect("a push arrives")
+        .unwrap_or_else(|_| panic!("no push arrived within {PATIENCE:?}"))
         .expect("the session is open")
 }
 
@@ -492,10 +506,38 @@ async fn the_bridge_forwards_tools_and_pushes_the_inbox_across_a_relay_restart()
                 .ok();
         }
     };
+    let send_post = |app: &TestApp, body: &str| {
+        let (url, token, body) = (app.url(), alice_token.clone(), body.to_owned());
+        async move {
+            let alice = Mcp::connect(&url, &token).await.unwrap();
+            alice
+                .call(
+                    "post_message",
+                    json!({ "channel": "deploys", "body": body }),
+                )
+                .await
+                .ok();
+        }
+    };
     send(&app, "before the restart").await;
     assert_eq!(
         next_push(&mut pushes).await["content"],
         "before the restart"
+    );
+
+    // A channel followed through the bridge comes the same way.
+    let followed = bridge
+        .call_tool(call("follow_channel", json!({ "channel": "deploys" })))
+        .await
+        .unwrap();
+    assert_eq!(followed.structured_content.unwrap()["following"], true);
+    // The inbox stream, and the bridge's own session's.
+    until_push_streams(&app, 2).await;
+    send_post(&app, "v42 is out").await;
+    let push = next_push(&mut pushes).await;
+    assert_eq!(
+        (push["content"].as_str(), push["meta"]["channel"].as_str()),
+        (Some("v42 is out"), Some("deploys"))
     );
 
     let app = app.restart().await;
@@ -506,6 +548,16 @@ async fn the_bridge_forwards_tools_and_pushes_the_inbox_across_a_relay_restart()
     log.wait_for("listening to the relay's inbox stream");
     send(&app, "after the restart").await;
     assert_eq!(next_push(&mut pushes).await["content"], "after the restart");
+
+    // Follows live in the relay's memory: after its restart, following
+    // again (through the bridge's new session) brings posts again.
+    bridge
+        .call_tool(call("follow_channel", json!({ "channel": "deploys" })))
+        .await
+        .unwrap();
+    until_push_streams(&app, 2).await;
+    send_post(&app, "v43 is out").await;
+    assert_eq!(next_push(&mut pushes).await["content"], "v43 is out");
 
     // Tools still work through the bridge, and nothing is left or doubled.
     let inbox = bridge
