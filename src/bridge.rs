@@ -9,7 +9,9 @@
 //!   stdout. The relay claims a message as it writes it to the stream, so
 //!   the claim rules are the relay's: each message once, here or anywhere.
 //!   The stream is opened only once Claude Code has initialized, so nothing
-//!   is claimed before it can be shown.
+//!   is claimed before it can be shown. The tools' own session listens too
+//!   (`?push=1`), so channels followed through the bridge reach it; what
+//!   that session's stream carries goes on to Claude Code the same way.
 //! - **Restarts**: when the relay goes away, the bridge says so on stderr
 //!   and reconnects with backoff (0.5 s doubling to 30 s); a tool call that
 //!   meets a lost session opens a new one and is tried once more.
@@ -23,12 +25,12 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, CustomNotification,
-        Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-        ServerNotification,
+        Implementation, ListToolsResult, PaginatedRequestParams, ServerConfig, ServerNotification,
     },
     service::{NotificationContext, Peer, RequestContext},
 };
 use serde_json::Value;
+use sse_stream::SseStream;
 use std::{sync::Arc, time::Duration};
 use tokio::sync::{Mutex, MutexGuard, mpsc, watch};
 
@@ -146,26 +148,15 @@ impl Bridge {
 /// Passes each message of an open inbox stream to `peer` as a channel
 /// notification; false once `peer` cannot be written to.
 async fn deliver(response: reqwest::Response, peer: &Peer<RoleServer>) -> bool {
-    let mut body = response.bytes_stream();
-    let mut buffer = String::new();
-    while let Some(Ok(chunk)) = body.next().await {
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buffer.find("\n\n") {
-            let event: String = buffer.drain(..end + 2).collect();
-            let Some(message) = message_of(&event) else {
-                continue;
-            };
-            let notification = CustomNotification::new(
-                push::CHANNEL_NOTIFICATION,
-                Some(push::channel_params(&message)),
-            );
-            if peer
-                .send_notification(ServerNotification::CustomNotification(notification))
-                .await
-                .is_err()
-            {
-                return false;
-            }
+    let mut events = SseStream::from_bytes_stream(response.bytes_stream());
+    while let Some(Ok(event)) = events.next().await {
+        let message = match (event.event.as_deref(), event.data) {
+            (None | Some("message"), Some(data)) => serde_json::from_str::<MessageView>(&data),
+            _ => continue, // the notice, a keep-alive
+        };
+        let Ok(message) = message else { continue };
+        if !notify(peer, push::channel_params(&message)).await {
+            return false;
         }
     }
     true
@@ -178,51 +169,39 @@ async fn pass_on(
     mut pushed: mpsc::UnboundedReceiver<Value>,
     mut client: watch::Receiver<Option<Peer<RoleServer>>>,
 ) {
-    let Ok(client) = client.wait_for(Option::is_some).await.map(|c| c.clone()) else {
+    let Some(client) = client
+        .wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|peer| peer.clone())
+    else {
         return;
     };
-    let client = client.expect("waited for");
     while let Some(params) = pushed.recv().await {
-        let notification = CustomNotification::new(push::CHANNEL_NOTIFICATION, Some(params));
-        if client
-            .send_notification(ServerNotification::CustomNotification(notification))
-            .await
-            .is_err()
-        {
+        if !notify(&client, params).await {
             return;
         }
     }
 }
 
-/// The message a server-sent event carries, if it is a `message` event.
-fn message_of(event: &str) -> Option<MessageView> {
-    let mut kind = "message";
-    let mut data = String::new();
-    for line in event.lines() {
-        if let Some(value) = line.strip_prefix("event:") {
-            kind = value.trim();
-        } else if let Some(value) = line.strip_prefix("data:") {
-            data.push_str(value.strip_prefix(' ').unwrap_or(value));
-        }
-    }
-    (kind == "message").then(|| serde_json::from_str(&data).ok())?
+/// Sends Claude Code one channel notification; false once it is gone.
+async fn notify(client: &Peer<RoleServer>, params: Value) -> bool {
+    let notification = CustomNotification::new(push::CHANNEL_NOTIFICATION, Some(params));
+    client
+        .send_notification(ServerNotification::CustomNotification(notification))
+        .await
+        .is_ok()
 }
 
 impl ServerHandler for Bridge {
     fn get_info(&self) -> ServerConfig {
-        let experimental = [(String::from("claude/channel"), Default::default())].into();
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_experimental_with(experimental)
-                .build(),
-        )
-        .with_server_info(Implementation::new(
-            "crosstalk-bridge",
-            env!("CARGO_PKG_VERSION"),
-        ))
-        // The relay's own: the tools are its tools.
-        .with_instructions(crate::mcp::INSTRUCTIONS)
+        ServerConfig::new(crate::mcp::capabilities())
+            .with_server_info(Implementation::new(
+                "crosstalk-bridge",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            // The relay's own: the tools are its tools.
+            .with_instructions(crate::mcp::INSTRUCTIONS)
     }
 
     async fn list_tools(

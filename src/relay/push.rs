@@ -16,7 +16,7 @@
 //! session end with it.
 
 use super::{Caller, Identity, MAX_WAIT, Relay, RelayResult, WaitSlot, send::parse_channel};
-use crate::model::{Channel, Handle, Message, now_millis};
+use crate::model::{Channel, Handle, Message};
 use std::{
     collections::{HashMap, HashSet},
     future::Future,
@@ -57,6 +57,14 @@ impl Push {
             Push::Followed(message) => message,
         }
     }
+}
+
+/// Whose follows a stream carries.
+enum Follows {
+    /// Its MCP session's, which outlive the stream (`follow_channel`).
+    Session(String),
+    /// Its own, given when it opened, which end with it (an inbox stream).
+    Own(HashSet<Channel>),
 }
 
 /// Sessions' follows and open streams.
@@ -127,7 +135,7 @@ impl Relay {
             Identity::Person(me) => Some(me.clone()),
             Identity::Unbound => None,
         };
-        self.open_feed(caller, session.to_owned(), person, None)
+        self.open_feed(caller, person, Follows::Session(session.to_owned()), None)
     }
 
     /// A stream of `caller`'s inbox (as `sender`, for the shared token),
@@ -145,37 +153,37 @@ impl Relay {
             .map(|c| parse_channel(c))
             .collect::<RelayResult<_>>()?;
         let slot = self.hold_slot(caller)?;
-        let key = format!(
-            "inbox stream {}",
-            self.pushes.streams.fetch_add(1, Ordering::Relaxed)
-        );
-        self.pushes.lock().entry(key.clone()).or_default().follows = follows;
-        let mut feed = self.open_feed(caller, key, Some(me), Some(slot));
-        // Its follows are its own: they end with it.
-        feed.ephemeral = true;
-        Ok(feed)
+        Ok(self.open_feed(caller, Some(me), Follows::Own(follows), Some(slot)))
     }
 
     fn open_feed(
         self: &Arc<Self>,
         caller: &Caller,
-        session: String,
         person: Option<Handle>,
+        follows: Follows,
         slot: Option<WaitSlot>,
     ) -> PushFeed {
         let (claimed_tx, claimed) = mpsc::channel(QUEUED);
         let (followed_tx, followed) = mpsc::channel(FOLLOWED_QUEUED);
         let stop = CancellationToken::new();
         let number = self.pushes.streams.fetch_add(1, Ordering::Relaxed);
-        self.pushes
-            .lock()
-            .entry(session.clone())
-            .or_default()
-            .stream = Some(OpenStream {
-            number,
-            person: person.clone(),
-            followed: followed_tx,
-        });
+        let (session, own) = match follows {
+            Follows::Session(id) => (id, None),
+            Follows::Own(channels) => (format!("stream {number}"), Some(channels)),
+        };
+        let ephemeral = own.is_some();
+        {
+            let mut pushes = self.pushes.lock();
+            let entry = pushes.entry(session.clone()).or_default();
+            if let Some(channels) = own {
+                entry.follows = channels;
+            }
+            entry.stream = Some(OpenStream {
+                number,
+                person: person.clone(),
+                followed: followed_tx,
+            });
+        }
         if let Some(me) = &person {
             let relay = self.clone();
             let (caller, me, stop) = (caller.clone(), me.clone(), stop.clone());
@@ -191,7 +199,7 @@ impl Relay {
             _stop: stop.drop_guard(),
             _slot: slot,
             shutdown: Box::pin(self.shutdown.clone().cancelled_owned()),
-            ephemeral: false,
+            ephemeral,
         }
     }
 
@@ -205,24 +213,10 @@ impl Relay {
         stop: CancellationToken,
     ) {
         loop {
-            let wake = self.inboxes.subscribe(me.as_str());
-            let claim = || async {
-                Ok(self
-                    .store
-                    .claim_inbox(&me, now_millis(), CLAIM_BATCH)
-                    .await?)
-            };
             // Never cut off mid-claim (this is its own task): what a claim
             // takes is queued or unclaimed. Only the wait ends at `stop`.
             let claimed = self
-                .wait_for(
-                    &caller,
-                    wake,
-                    MAX_WAIT,
-                    stop.cancelled(),
-                    claim,
-                    Vec::is_empty,
-                )
+                .claim_waiting(&caller, &me, CLAIM_BATCH, MAX_WAIT, stop.cancelled())
                 .await;
             let Ok(claimed) = claimed else {
                 return; // revoked: its sessions are being ended

@@ -8,7 +8,7 @@
 //! tie up the relay with thousands of them.
 
 use super::{Caller, INBOX_BATCH, Page, Relay, RelayError, RelayResult, send::parse_channel};
-use crate::model::{Message, now_millis};
+use crate::model::{Handle, Message, now_millis};
 use std::{
     collections::HashMap,
     future::Future,
@@ -38,13 +38,22 @@ impl Relay {
         let timeout = parse_wait(timeout_s, INBOX_WAIT)?;
         let me = self.acting_as(caller, sender)?;
         let _slot = self.wait_slot(caller, timeout)?;
+        self.claim_waiting(caller, &me, INBOX_BATCH, timeout, cancelled)
+            .await
+    }
+
+    /// Claims up to `limit` of `me`'s unread messages, waiting up to
+    /// `timeout` for one: `check_inbox`, and the claims of push streams.
+    pub(super) async fn claim_waiting(
+        &self,
+        caller: &Caller,
+        me: &Handle,
+        limit: u32,
+        timeout: Duration,
+        cancelled: impl Future<Output = ()>,
+    ) -> RelayResult<Vec<Message>> {
         let wake = self.inboxes.subscribe(me.as_str());
-        let claim = || async {
-            Ok(self
-                .store
-                .claim_inbox(&me, now_millis(), INBOX_BATCH)
-                .await?)
-        };
+        let claim = || async { Ok(self.store.claim_inbox(me, now_millis(), limit).await?) };
         self.wait_for(caller, wake, timeout, cancelled, claim, Vec::is_empty)
             .await
     }
@@ -76,7 +85,7 @@ impl Relay {
     /// `timeout` passes, `cancelled` resolves, or the relay stops. Ends with
     /// 401 when `caller`'s token is revoked or replaced meanwhile: nothing
     /// committed after that reaches the old token.
-    pub(super) async fn wait_for<T, Look, Found>(
+    async fn wait_for<T, Look, Found>(
         &self,
         caller: &Caller,
         mut wake: tokio::sync::broadcast::Receiver<Arc<Message>>,

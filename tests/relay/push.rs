@@ -39,6 +39,24 @@ async fn until_push_streams(app: &TestApp, n: usize) {
     .unwrap_or_else(|_| panic!("{n} push streams did not open"));
 }
 
+/// A direct message from `agent`; what `send_message` answered.
+async fn send(agent: &Mcp, to: &str, body: impl Into<String>) -> Value {
+    let body = body.into();
+    agent
+        .call("send_message", json!({ "to": to, "body": body }))
+        .await
+        .ok()
+}
+
+/// A post of `agent`'s in `channel`; what `post_message` answered.
+async fn post(agent: &Mcp, channel: &str, body: impl Into<String>) -> Value {
+    let body = body.into();
+    agent
+        .call("post_message", json!({ "channel": channel, "body": body }))
+        .await
+        .ok()
+}
+
 async fn next_push(pushes: &mut UnboundedReceiver<Value>) -> Value {
     tokio::time::timeout(PATIENCE, pushes.recv())
         .await
@@ -287,31 +305,14 @@ async fn a_followed_channel_s_new_posts_are_pushed_without_being_claimed() {
         .tool_error();
     assert_eq!(refused["error"]["code"], "bad_request");
 
-    alice
-        .call(
-            "post_message",
-            json!({ "channel": "elsewhere", "body": "not followed" }),
-        )
-        .await
-        .ok();
-    alice
-        .call(
-            "post_message",
-            json!({ "channel": "deploys", "body": "v42 is out" }),
-        )
-        .await
-        .ok();
+    post(&alice, "elsewhere", "not followed").await;
+    post(&alice, "deploys", "v42 is out").await;
     let push = next_push(&mut pushes).await;
     assert_eq!(push["content"], "v42 is out", "only the followed channel");
     assert_eq!(push["meta"]["channel"], "deploys");
     assert_eq!(push["meta"]["from"], "alice");
     // Bob's own posts are not pushed back to him.
-    bob.call(
-        "post_message",
-        json!({ "channel": "deploys", "body": "thanks" }),
-    )
-    .await
-    .ok();
+    post(&bob, "deploys", "thanks").await;
     // Not claimed: the channel still holds both posts for anyone reading it.
     let page = bob
         .call("get_messages", json!({ "channel": "deploys" }))
@@ -327,19 +328,10 @@ async fn a_followed_channel_s_new_posts_are_pushed_without_being_claimed() {
         unfollowed,
         json!({ "channel": "deploys", "following": false })
     );
-    alice
-        .call(
-            "post_message",
-            json!({ "channel": "deploys", "body": "v43 is out" }),
-        )
-        .await
-        .ok();
+    post(&alice, "deploys", "v43 is out").await;
     // A direct message after it is the next push: the unfollowed post and
     // bob's own were never pushed.
-    alice
-        .call("send_message", json!({ "to": "bob", "body": "ping" }))
-        .await
-        .ok();
+    send(&alice, "bob", "ping").await;
     assert_eq!(next_push(&mut pushes).await["content"], "ping");
 }
 
@@ -349,13 +341,7 @@ async fn the_inbox_stream_hands_out_each_message_once_and_takes_bearer_tokens_on
     let app = spawn_app().await;
     let alice = app.mcp(&app.add_person("alice").await).await;
     let bob_token = app.add_person("bob").await;
-    alice
-        .call(
-            "send_message",
-            json!({ "to": "bob", "body": "sent before" }),
-        )
-        .await
-        .ok();
+    send(&alice, "bob", "sent before").await;
     let url = format!("{}/api/inbox/stream", app.url());
 
     // Basic credentials (a browser's) cannot claim an inbox.
@@ -377,10 +363,7 @@ async fn the_inbox_stream_hands_out_each_message_once_and_takes_bearer_tokens_on
     let mut stream = SseReader::new(response);
     assert_eq!(stream.next().await.event.as_deref(), Some("notice"));
     assert_eq!(stream.message().await["body"], "sent before");
-    let sent = alice
-        .call("send_message", json!({ "to": "bob", "body": "sent after" }))
-        .await
-        .ok();
+    let sent = send(&alice, "bob", "sent after").await;
     let message = stream.message().await;
     assert_eq!(message["body"], "sent after");
     assert_eq!(message["id"], sent["message_id"]);
@@ -406,20 +389,8 @@ async fn the_inbox_stream_hands_out_each_message_once_and_takes_bearer_tokens_on
         .unwrap();
     let mut stream = SseReader::new(response);
     assert_eq!(stream.next().await.event.as_deref(), Some("notice"));
-    alice
-        .call(
-            "post_message",
-            json!({ "channel": "elsewhere", "body": "not followed" }),
-        )
-        .await
-        .ok();
-    alice
-        .call(
-            "post_message",
-            json!({ "channel": "release", "body": "1.4 is tagged" }),
-        )
-        .await
-        .ok();
+    post(&alice, "elsewhere", "not followed").await;
+    post(&alice, "release", "1.4 is tagged").await;
     let copy = stream.message().await;
     assert_eq!(
         (copy["channel"].as_str(), copy["body"].as_str()),
@@ -496,30 +467,12 @@ async fn the_bridge_forwards_tools_and_pushes_the_inbox_across_a_relay_restart()
     );
 
     log.wait_for("listening to the relay's inbox stream");
-    let send = |app: &TestApp, body: &str| {
-        let (url, token, body) = (app.url(), alice_token.clone(), body.to_owned());
-        async move {
-            let alice = Mcp::connect(&url, &token).await.unwrap();
-            alice
-                .call("send_message", json!({ "to": "bob", "body": body }))
-                .await
-                .ok();
-        }
+    // Alice connects for each message: the relay restarts in between.
+    let alice = |app: &TestApp| {
+        let (url, token) = (app.url(), alice_token.clone());
+        async move { Mcp::connect(&url, &token).await.unwrap() }
     };
-    let send_post = |app: &TestApp, body: &str| {
-        let (url, token, body) = (app.url(), alice_token.clone(), body.to_owned());
-        async move {
-            let alice = Mcp::connect(&url, &token).await.unwrap();
-            alice
-                .call(
-                    "post_message",
-                    json!({ "channel": "deploys", "body": body }),
-                )
-                .await
-                .ok();
-        }
-    };
-    send(&app, "before the restart").await;
+    send(&alice(&app).await, "bob", "before the restart").await;
     assert_eq!(
         next_push(&mut pushes).await["content"],
         "before the restart"
@@ -533,7 +486,7 @@ async fn the_bridge_forwards_tools_and_pushes_the_inbox_across_a_relay_restart()
     assert_eq!(followed.structured_content.unwrap()["following"], true);
     // The inbox stream, and the bridge's own session's.
     until_push_streams(&app, 2).await;
-    send_post(&app, "v42 is out").await;
+    post(&alice(&app).await, "deploys", "v42 is out").await;
     let push = next_push(&mut pushes).await;
     assert_eq!(
         (push["content"].as_str(), push["meta"]["channel"].as_str()),
@@ -542,11 +495,11 @@ async fn the_bridge_forwards_tools_and_pushes_the_inbox_across_a_relay_restart()
 
     let app = app.restart().await;
     // Sent while the bridge is away or coming back: it waits, then comes.
-    send(&app, "while it was away").await;
+    send(&alice(&app).await, "bob", "while it was away").await;
     log.wait_for("reconnecting");
     assert_eq!(next_push(&mut pushes).await["content"], "while it was away");
     log.wait_for("listening to the relay's inbox stream");
-    send(&app, "after the restart").await;
+    send(&alice(&app).await, "bob", "after the restart").await;
     assert_eq!(next_push(&mut pushes).await["content"], "after the restart");
 
     // Follows live in the relay's memory: after its restart, following
@@ -556,7 +509,7 @@ async fn the_bridge_forwards_tools_and_pushes_the_inbox_across_a_relay_restart()
         .await
         .unwrap();
     until_push_streams(&app, 2).await;
-    send_post(&app, "v43 is out").await;
+    post(&alice(&app).await, "deploys", "v43 is out").await;
     assert_eq!(next_push(&mut pushes).await["content"], "v43 is out");
 
     // Tools still work through the bridge, and nothing is left or doubled.

@@ -81,6 +81,11 @@ fn to_json<K: serde::Serialize + Ord>(people: &BTreeMap<K, i64>) -> String {
     serde_json::to_string(people).expect("a map of strings to numbers serializes")
 }
 
+/// A thread's `people`, as stored: each handle with its count.
+fn people_of(json: &str) -> StoreResult<BTreeMap<String, i64>> {
+    serde_json::from_str(json).map_err(|e| StoreError::backend("a thread's people are not JSON", e))
+}
+
 /// A sender and a recipient, each once.
 fn distinct<T: PartialEq>([sender, recipient]: [Option<T>; 2]) -> impl Iterator<Item = T> {
     let recipient = recipient.filter(|r| sender.as_ref() != Some(r));
@@ -174,8 +179,7 @@ pub(super) fn uncount(conn: &Connection, removed: &[Removed]) -> StoreResult<()>
             }
         }
         // Who is in it: those who sent or received what is left.
-        let mut people: BTreeMap<String, i64> = serde_json::from_str(&people)
-            .map_err(|e| StoreError::backend("a thread's people are not JSON", e))?;
+        let mut people = people_of(&people)?;
         for (handle, gone) in &loss.people {
             if let Some(count) = people.get_mut(*handle) {
                 *count -= gone;
@@ -254,8 +258,7 @@ pub(super) fn threads(
         .collect::<Result<_, _>>()?;
     rows.into_iter()
         .map(|(mut summary, people)| {
-            let people: BTreeMap<String, i64> = serde_json::from_str(&people)
-                .map_err(|e| StoreError::backend("a thread's people are not JSON", e))?;
+            let people = people_of(&people)?;
             summary.people = people
                 .into_keys()
                 .map(|handle| Handle::parse(&handle))
