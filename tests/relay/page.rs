@@ -1,29 +1,8 @@
 //! The team page over HTTP: its forms and their guard, its headers, its
 //! error pages, signing out, search on every path, and a thread's stream.
 
-use crate::support::{SseReader, TestApp, get, http, post, spawn_app};
+use crate::support::{SseReader, TestApp, browser, get, http, page, post, spawn_app, visit};
 use serde_json::{Value, json};
-
-/// A client that shows redirects instead of following them.
-fn browser() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-}
-
-/// A GET of `path` as a browser signed in with `token` sends it.
-fn visit(app: &TestApp, path: &str, token: &str) -> reqwest::RequestBuilder {
-    browser()
-        .get(format!("{}{path}", app.url()))
-        .basic_auth("x", Some(token))
-}
-
-/// The page at `path` as `token` sees it.
-async fn page(app: &TestApp, path: &str, token: &str) -> (u16, String) {
-    let response = visit(app, path, token).send().await.unwrap();
-    (response.status().as_u16(), response.text().await.unwrap())
-}
 
 /// The form token on a page.
 fn form_token(html: &str) -> String {

@@ -84,15 +84,7 @@ async fn a_message_is_pushed_to_a_listening_session_and_not_handed_out_again() {
     assert_eq!(alice_listed["handle"], "alice");
     assert_eq!(alice_listed["reachable_by_push"], false);
     // The team page says so too.
-    let page = crate::support::http()
-        .get(format!("{}/", app.url()))
-        .basic_auth("x", Some(&bob_token))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let (_, page) = crate::support::page(&app, "/", &bob_token).await;
     let people = page.split("nav-list people").nth(1).unwrap();
     let bob_line = people
         .split("@bob")

@@ -113,6 +113,27 @@ pub fn http() -> reqwest::Client {
     reqwest::Client::builder().build().expect("HTTP client")
 }
 
+/// A client that shows redirects instead of following them.
+pub fn browser() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// A GET of `path` as a browser signed in with `token` sends it.
+pub fn visit(app: &TestApp, path: &str, token: &str) -> reqwest::RequestBuilder {
+    browser()
+        .get(format!("{}{path}", app.url()))
+        .basic_auth("x", Some(token))
+}
+
+/// The page at `path` as `token` sees it.
+pub async fn page(app: &TestApp, path: &str, token: &str) -> (u16, String) {
+    let response = visit(app, path, token).send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
 /// An MCP request by hand: a JSON-RPC body POSTed to /mcp.
 pub fn mcp_post(url: &str, token: &str, body: Value) -> reqwest::RequestBuilder {
     http()
