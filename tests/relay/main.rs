@@ -22,6 +22,7 @@ mod rest;
 mod restart;
 mod rules;
 mod schemas;
+mod search;
 mod secret_corpus;
 mod stream;
 mod summaries;

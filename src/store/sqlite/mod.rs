@@ -405,8 +405,10 @@ impl super::Store for SqliteStore {
                     break;
                 }
             }
-            // The search index, kept close behind even when nobody searches.
+            // The search index, kept close behind even when nobody searches,
+            // and rid of the generations the purge emptied, one per write.
             self.index_pending().await?;
+            while self.write(search::drop_emptied_generation).await? {}
             if total > 0 {
                 // Give the freed pages back to the file system (a database
                 // made by this version vacuums incrementally); outside the

@@ -254,6 +254,20 @@ WHEN old.id <= (SELECT indexed_to FROM search_state) BEGIN
     INSERT INTO messages_fts (messages_fts, rowid, body) VALUES ('delete', old.id, old.body);
 END;
 "#,
+    r#"
+-- The search index in generations (search.rs): one FTS5 table per range
+-- of ids, made as messages are indexed and dropped whole once none of its
+-- messages is left, instead of one index that every purged message is
+-- taken out of (which held the writer for 100 ms and more). The old index
+-- goes; the messages are indexed again in batches, from the first, by the
+-- maintenance and before the first search.
+DROP TRIGGER messages_fts_removed;
+DROP TABLE messages_fts;
+CREATE TABLE search_generations (
+    number  INTEGER PRIMARY KEY
+);
+UPDATE search_state SET indexed_to = 0;
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.
