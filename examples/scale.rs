@@ -144,13 +144,15 @@ async fn fetch(request: reqwest::RequestBuilder) {
     response.bytes().await.expect("the body");
 }
 
-const READS: [&str; 6] = [
+const READS: [&str; 8] = [
     "list channels (GET /api/channels)",
     "page overview (GET /, HTML)",
     "a thread (GET /api/threads/ID)",
     "a channel after since_id (50 newest)",
     "an inbox claim (GET /api/inbox)",
     "a post (POST .../messages)",
+    "a search, common words (20 newest)",
+    "a search, a rare word (every generation)",
 ];
 
 async fn reads(url: &str, alice: &str, bob: &str, carol: &str) -> Vec<(Duration, Duration)> {
@@ -229,6 +231,10 @@ async fn reads(url: &str, alice: &str, bob: &str, carol: &str) -> Vec<(Duration,
         })
         .await,
     );
+    // Words in every message: the newest generation of the index answers.
+    figures.push(measure(|_| get("/api/search?q=build%20deploying".into(), alice)).await);
+    // A word in a dozen old messages: every generation is read.
+    figures.push(measure(|_| get("/api/search?q=update%2012345".into(), alice)).await);
     figures
 }
 

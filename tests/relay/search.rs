@@ -81,7 +81,11 @@ async fn a_search_spans_generations_and_the_purge_drops_the_ones_it_empties() {
         SECOND + 3
     ));
     assert_eq!(store.purge_expired(now_millis(), 0).await.unwrap(), 6);
-    assert_eq!(generations(), ["messages_fts_1"], "the emptied one is dropped");
+    assert_eq!(
+        generations(),
+        ["messages_fts_1"],
+        "the emptied one is dropped"
+    );
     let left: Vec<i64> = newest_first
         .iter()
         .copied()

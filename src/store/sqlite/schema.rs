@@ -298,6 +298,9 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
         Ok(())
     };
     configure().map_err(|e| StoreError::backend(opening(), e))?;
+    // Room for every statement a connection runs, with one search per
+    // generation of the index (search.rs) among them.
+    conn.set_prepared_statement_cache_capacity(128);
     Ok(conn)
 }
 

@@ -131,7 +131,9 @@ pub(super) fn search(
     };
     let before = before.unwrap_or(i64::MAX);
     let generations: Vec<i64> = conn
-        .prepare_cached("SELECT number FROM search_generations WHERE number <= ?1 ORDER BY number DESC")?
+        .prepare_cached(
+            "SELECT number FROM search_generations WHERE number <= ?1 ORDER BY number DESC",
+        )?
         .query_map([before / GENERATION], |row| row.get(0))?
         .collect::<Result<_, _>>()?;
     let columns: String = MESSAGE_COLUMNS
