@@ -14,7 +14,10 @@
 //! `sqlite/schema.rs`: a process crash loses no acknowledged write, a power loss may
 //! lose the last moments of them but never leaves the file inconsistent.
 
+pub mod postgres;
 pub mod sqlite;
+mod summary;
+mod text;
 
 use crate::model::{
     Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
@@ -22,6 +25,7 @@ use crate::model::{
 };
 use std::{future::Future, pin::Pin};
 
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 pub type StoreResult<T> = Result<T, StoreError>;

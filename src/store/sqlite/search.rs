@@ -1,23 +1,17 @@
 //! Full-text search over message bodies (SQLite's FTS5).
 
 use super::messages::{MESSAGE_COLUMNS, message_from_row};
-use crate::model::{Excerpt, Found, Millis};
+use crate::model::{Found, Millis};
+use crate::store::text::{excerpt, words};
 use crate::store::StoreResult;
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// Marks around a matched term in an excerpt: control characters, which a
-/// body almost never holds (one that does only moves a highlight).
-const OPEN: char = '\u{2}';
-const CLOSE: char = '\u{3}';
-
 /// What a person typed, as an FTS5 query: every word must match, each
-/// quoted so no character is query syntax, the last one also as a prefix
-/// (so a word still being typed finds). `None` when no word is left.
+/// quoted so no character is query syntax, the last one also as a prefix.
+/// `None` when no word is left.
 pub(super) fn fts_query(typed: &str) -> Option<String> {
-    let words: Vec<String> = typed
-        .split_whitespace()
-        .map(|word| word.replace('"', ""))
-        .filter(|word| word.chars().any(char::is_alphanumeric))
+    let words: Vec<String> = words(typed)
+        .into_iter()
         .map(|word| format!("\"{word}\""))
         .collect();
     words.last()?;
@@ -168,34 +162,6 @@ pub(super) fn search(
     Ok(found)
 }
 
-/// Splits a snippet at its marks.
-fn excerpt(snippet: &str) -> Vec<Excerpt> {
-    let mut runs = Vec::new();
-    let mut rest = snippet;
-    while let Some(start) = rest.find(OPEN) {
-        if start > 0 {
-            runs.push(Excerpt {
-                text: rest[..start].to_owned(),
-                matched: false,
-            });
-        }
-        let after = &rest[start + OPEN.len_utf8()..];
-        let end = after.find(CLOSE).unwrap_or(after.len());
-        runs.push(Excerpt {
-            text: after[..end].to_owned(),
-            matched: true,
-        });
-        rest = after.get(end + CLOSE.len_utf8()..).unwrap_or("");
-    }
-    if !rest.is_empty() {
-        runs.push(Excerpt {
-            text: rest.to_owned(),
-            matched: false,
-        });
-    }
-    runs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,12 +178,5 @@ mod tests {
             Some("\"AND\" \"OR\" \"NOT\"*".into())
         );
         assert_eq!(fts_query("  - ? "), None);
-    }
-
-    #[test]
-    fn a_snippet_splits_at_its_marks() {
-        let runs = excerpt("the \u{2}deploy\u{3} went");
-        let shown: Vec<(&str, bool)> = runs.iter().map(|r| (r.text.as_str(), r.matched)).collect();
-        assert_eq!(shown, [("the ", false), ("deploy", true), (" went", false)]);
     }
 }

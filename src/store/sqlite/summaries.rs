@@ -10,9 +10,9 @@
 //! listed.
 
 use crate::model::{Channel, ChannelSummary, Handle, Millis, ThreadSummary};
-use crate::store::{StoreError, StoreResult};
+use crate::store::StoreResult;
+use crate::store::summary::{Removed, first_people, handles_of, losses};
 use rusqlite::{Connection, OptionalExtension, params};
-use std::collections::{BTreeMap, HashMap};
 
 /// Opens a thread whose first message will have id `first_id`: its row is
 /// written whole, summary and all, so a new thread costs one row.
@@ -22,12 +22,11 @@ pub(super) fn open_thread(
     people: [Option<&Handle>; 2],
     at: Millis,
 ) -> StoreResult<i64> {
-    let people: BTreeMap<&str, i64> = distinct(people).map(|h| (h.as_str(), 1)).collect();
     conn.prepare_cached(
         "INSERT INTO threads (created_at, message_count, first_id, last_id, last_activity, people) \
          VALUES (?1, 1, ?2, ?2, ?1, ?3)",
     )?
-    .execute(params![at, first_id, to_json(&people)])?;
+    .execute(params![at, first_id, first_people(people)])?;
     Ok(conn.last_insert_rowid())
 }
 
@@ -77,75 +76,18 @@ fn json_path(handle: &Handle) -> String {
     format!("$.\"{handle}\"")
 }
 
-fn to_json<K: serde::Serialize + Ord>(people: &BTreeMap<K, i64>) -> String {
-    serde_json::to_string(people).expect("a map of strings to numbers serializes")
-}
-
-/// A thread's `people`, as stored: each handle with its count.
-fn people_of(json: &str) -> StoreResult<BTreeMap<String, i64>> {
-    serde_json::from_str(json).map_err(|e| StoreError::backend("a thread's people are not JSON", e))
-}
-
-/// A sender and a recipient, each once.
-fn distinct<T: PartialEq>([sender, recipient]: [Option<T>; 2]) -> impl Iterator<Item = T> {
-    let recipient = recipient.filter(|r| sender.as_ref() != Some(r));
-    sender.into_iter().chain(recipient)
-}
-
-/// What the purge needs to know of a message it deleted.
-pub(super) struct Removed {
-    id: i64,
-    thread_id: Option<i64>,
-    channel: Option<String>,
-    sender: String,
-    recipient: Option<String>,
-}
-
-/// How many messages of a thread went, the newest and oldest of them, and
-/// how many each person sent or received.
-struct ThreadLoss<'a> {
-    gone: i64,
-    newest: i64,
-    oldest: i64,
-    people: HashMap<&'a str, i64>,
-}
-
 /// Takes `removed` messages out of the summaries of the conversations they
 /// were in: drops a summary left with none; finds a conversation's newest
 /// message again when it went, and a thread's opening when it went. It
 /// reads a message only to find a new newest or opening, so its cost
 /// follows what was removed, not what is left.
 pub(super) fn uncount(conn: &Connection, removed: &[Removed]) -> StoreResult<()> {
-    // Per conversation: how many went, and the newest (and oldest) that did.
-    let mut channels: HashMap<&str, (i64, i64)> = HashMap::new();
-    let mut threads: HashMap<i64, ThreadLoss> = HashMap::new();
-    for message in removed {
-        if let Some(channel) = &message.channel {
-            let entry = channels.entry(channel).or_insert((0, i64::MIN));
-            entry.0 += 1;
-            entry.1 = entry.1.max(message.id);
-        }
-        if let Some(thread_id) = message.thread_id {
-            let loss = threads.entry(thread_id).or_insert_with(|| ThreadLoss {
-                gone: 0,
-                newest: i64::MIN,
-                oldest: i64::MAX,
-                people: HashMap::new(),
-            });
-            loss.gone += 1;
-            loss.newest = loss.newest.max(message.id);
-            loss.oldest = loss.oldest.min(message.id);
-            let people = [Some(message.sender.as_str()), message.recipient.as_deref()];
-            for handle in distinct(people) {
-                *loss.people.entry(handle).or_default() += 1;
-            }
-        }
-    }
-    for (channel, (gone, newest_gone)) in channels {
+    let (channels, threads) = losses(removed);
+    for (channel, loss) in channels {
         conn.prepare_cached(
             "UPDATE channel_summaries SET message_count = message_count - ?2 WHERE channel = ?1",
         )?
-        .execute(params![channel, gone])?;
+        .execute(params![channel, loss.gone])?;
         conn.prepare_cached(
             "DELETE FROM channel_summaries WHERE channel = ?1 AND message_count <= 0",
         )?
@@ -155,7 +97,7 @@ pub(super) fn uncount(conn: &Connection, removed: &[Removed]) -> StoreResult<()>
              (SELECT id, created_at FROM messages WHERE channel = ?1 ORDER BY id DESC LIMIT 1) \
              WHERE channel = ?1 AND last_id <= ?2",
         )?
-        .execute(params![channel, newest_gone])?;
+        .execute(params![channel, loss.newest])?;
     }
     for (thread_id, loss) in threads {
         let kept: Option<(i64, String)> = conn
@@ -179,15 +121,8 @@ pub(super) fn uncount(conn: &Connection, removed: &[Removed]) -> StoreResult<()>
             }
         }
         // Who is in it: those who sent or received what is left.
-        let mut people = people_of(&people)?;
-        for (handle, gone) in &loss.people {
-            if let Some(count) = people.get_mut(*handle) {
-                *count -= gone;
-            }
-        }
-        people.retain(|_, count| *count > 0);
         conn.prepare_cached("UPDATE threads SET message_count = ?2, people = ?3 WHERE id = ?1")?
-            .execute(params![thread_id, left, to_json(&people)])?;
+            .execute(params![thread_id, left, loss.people_after(&people)?])?;
         conn.prepare_cached(
             "UPDATE threads SET first_id = \
              (SELECT id FROM messages WHERE thread_id = ?1 ORDER BY id LIMIT 1) \
@@ -258,12 +193,7 @@ pub(super) fn threads(
         .collect::<Result<_, _>>()?;
     rows.into_iter()
         .map(|(mut summary, people)| {
-            let people = people_of(&people)?;
-            summary.people = people
-                .into_keys()
-                .map(|handle| Handle::parse(&handle))
-                .collect::<Result<_, _>>()
-                .map_err(|e| StoreError::backend("a thread's people are not handles", e))?;
+            summary.people = handles_of(&people)?;
             Ok(summary)
         })
         .collect()

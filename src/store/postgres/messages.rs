@@ -1,0 +1,320 @@
+//! Messages, threads, inboxes and search (`../sqlite/messages.rs` and
+//! `search.rs`, in PostgreSQL).
+
+use super::{Db, WRITE_LOCK, handle, maybe_channel, maybe_handle, row};
+use crate::model::{Channel, Found, Handle, Message, Millis};
+use crate::store::text::{CLOSE, OPEN, excerpt, words};
+use crate::store::{Conversation, NewMessage, RecipientCheck, StoreError, StoreResult};
+use tokio_postgres::Row;
+
+pub(super) const MESSAGE_COLUMNS: &str =
+    "id, thread_id, channel, sender, recipient, type, body, reply_to, created_at, expires_at";
+
+pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
+    Ok(Message {
+        id: row.try_get(0)?,
+        thread_id: row.try_get(1)?,
+        channel: maybe_channel(row, 2)?,
+        from: handle(row, 3)?,
+        to: maybe_handle(row, 4)?,
+        kind: row.try_get(5)?,
+        body: row.try_get(6)?,
+        reply_to: row.try_get(7)?,
+        created_at: row.try_get(8)?,
+        expires_at: row.try_get(9)?,
+    })
+}
+
+fn messages_from(rows: &[Row]) -> StoreResult<Vec<Message>> {
+    rows.iter().map(message_from_row).collect()
+}
+
+async fn check_recipient(db: &impl Db, recipient: &Handle, check: RecipientCheck) -> StoreResult<()> {
+    let RecipientCheck::LivePerson { or_empty_store } = check else {
+        return Ok(());
+    };
+    let row = row(
+        db,
+        "SELECT EXISTS (SELECT 1 FROM people WHERE handle = $1 AND revoked_at IS NULL), \
+                EXISTS (SELECT 1 FROM people)",
+        &[&recipient.as_str()],
+    )
+    .await?
+    .expect("SELECT without FROM returns a row");
+    let (live, anyone): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
+    if live || (or_empty_store && !anyone) {
+        return Ok(());
+    }
+    Err(StoreError::NotFound(format!(
+        "there is nobody called {recipient} on this relay"
+    )))
+}
+
+/// Stores a message, inside the caller's transaction, which this holds
+/// the write lock for until it commits (see the module's note on ids).
+pub(super) async fn insert(db: &impl Db, new: NewMessage) -> StoreResult<Message> {
+    db.exec("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])
+        .await?;
+    if let Some(recipient) = &new.to {
+        check_recipient(db, recipient, new.check_to).await?;
+    }
+    let id: i64 = row(db, "SELECT nextval('message_ids')", &[])
+        .await?
+        .expect("nextval returns a row")
+        .try_get(0)?;
+    let people = [Some(&new.from), new.to.as_ref()];
+    let opened = matches!(new.conversation, Conversation::NewThread);
+    let (thread_id, channel) = match new.conversation {
+        Conversation::NewThread => (
+            Some(super::summaries::open_thread(db, id, people, new.created_at).await?),
+            None,
+        ),
+        Conversation::Thread(thread_id) => {
+            let live = row(
+                db,
+                "SELECT 1 FROM messages WHERE thread_id = $1 AND expires_at > $2 LIMIT 1",
+                &[&thread_id, &new.created_at],
+            )
+            .await?;
+            if live.is_none() {
+                return Err(StoreError::NotFound(format!(
+                    "there is no thread {thread_id}"
+                )));
+            }
+            (Some(thread_id), None)
+        }
+        Conversation::Channel(name) => (None, Some(name)),
+    };
+    let channel_name = channel.as_ref().map(Channel::as_str);
+    if let Some(reply_to) = new.reply_to {
+        let same_place = row(
+            db,
+            "SELECT 1 FROM messages WHERE id = $1 AND expires_at > $2 \
+             AND thread_id IS NOT DISTINCT FROM $3 AND channel IS NOT DISTINCT FROM $4",
+            &[&reply_to, &new.created_at, &thread_id, &channel_name],
+        )
+        .await?;
+        if same_place.is_none() {
+            return Err(StoreError::NotFound(format!(
+                "reply_to {reply_to} is not a live message of this conversation"
+            )));
+        }
+    }
+    let to = new.to.as_ref().map(Handle::as_str);
+    db.exec(
+        "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, reply_to, \
+         created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        &[
+            &id,
+            &thread_id,
+            &channel_name,
+            &new.from.as_str(),
+            &to,
+            &new.kind,
+            &new.body,
+            &new.reply_to,
+            &new.created_at,
+            &new.expires_at,
+        ],
+    )
+    .await?;
+    if let Some(recipient) = to {
+        db.exec(
+            "INSERT INTO inbox (recipient, message_id) VALUES ($1, $2)",
+            &[&recipient, &id],
+        )
+        .await?;
+    }
+    match (channel_name, thread_id) {
+        (Some(channel), _) => {
+            super::summaries::count_in_channel(db, channel, id, new.created_at).await?
+        }
+        (None, Some(thread_id)) if !opened => {
+            super::summaries::count_in_thread(db, thread_id, id, people, new.created_at).await?
+        }
+        _ => {}
+    }
+    Ok(Message {
+        id,
+        thread_id,
+        channel,
+        from: new.from,
+        to: new.to,
+        kind: new.kind,
+        body: new.body,
+        reply_to: new.reply_to,
+        created_at: new.created_at,
+        expires_at: new.expires_at,
+    })
+}
+
+/// Claims, in the caller's transaction: the rows are locked as they are
+/// chosen, and rows another claim holds are skipped, so no two claims (on
+/// any instance) return the same message.
+pub(super) async fn claim_inbox(
+    db: &impl Db,
+    recipient: &Handle,
+    now: Millis,
+    limit: u32,
+) -> StoreResult<Vec<Message>> {
+    let claimed = db
+        .rows(
+            "UPDATE inbox SET claimed_at = $2 WHERE recipient = $1 AND claimed_at IS NULL \
+             AND message_id IN ( \
+                 SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
+                 WHERE i.recipient = $1 AND i.claimed_at IS NULL AND m.expires_at > $2 \
+                 ORDER BY i.message_id LIMIT $3 FOR UPDATE OF i SKIP LOCKED) \
+             RETURNING message_id",
+            &[&recipient.as_str(), &now, &i64::from(limit)],
+        )
+        .await?;
+    let ids: Vec<i64> = claimed
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    messages_from(
+        &db.rows(
+            &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ANY($1) ORDER BY id"),
+            &[&ids],
+        )
+        .await?,
+    )
+}
+
+pub(super) async fn unclaim_inbox(db: &impl Db, recipient: &Handle, ids: &[i64]) -> StoreResult<()> {
+    db.exec(
+        "UPDATE inbox SET claimed_at = NULL WHERE recipient = $1 AND message_id = ANY($2)",
+        &[&recipient.as_str(), &ids],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn thread(db: &impl Db, thread_id: i64, now: Millis) -> StoreResult<Vec<Message>> {
+    let messages = messages_from(
+        &db.rows(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages \
+                 WHERE thread_id = $1 AND expires_at > $2 ORDER BY id"
+            ),
+            &[&thread_id, &now],
+        )
+        .await?,
+    )?;
+    if messages.is_empty() {
+        return Err(StoreError::NotFound(format!(
+            "there is no thread {thread_id}"
+        )));
+    }
+    Ok(messages)
+}
+
+pub(super) async fn in_channel(
+    db: &impl Db,
+    channel: &Channel,
+    since_id: i64,
+    limit: u32,
+    now: Millis,
+) -> StoreResult<Vec<Message>> {
+    messages_from(
+        &db.rows(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages \
+                 WHERE channel = $1 AND id > $2 AND expires_at > $3 ORDER BY id LIMIT $4"
+            ),
+            &[&channel.as_str(), &since_id, &now, &i64::from(limit)],
+        )
+        .await?,
+    )
+}
+
+pub(super) async fn recent_in_channel(
+    db: &impl Db,
+    channel: &Channel,
+    limit: u32,
+    now: Millis,
+) -> StoreResult<Vec<Message>> {
+    let mut messages = messages_from(
+        &db.rows(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages \
+                 WHERE channel = $1 AND expires_at > $2 ORDER BY id DESC LIMIT $3"
+            ),
+            &[&channel.as_str(), &now, &i64::from(limit)],
+        )
+        .await?,
+    )?;
+    messages.reverse();
+    Ok(messages)
+}
+
+/// What a person typed, as a `tsquery`: every word must match, each quoted
+/// as one lexeme (so nothing typed is query syntax), the last also as a
+/// prefix. `None` when no word is left.
+fn ts_query(typed: &str) -> Option<String> {
+    let words: Vec<String> = words(typed)
+        .iter()
+        .map(|word| format!("'{}'", word.replace('\\', "\\\\").replace('\'', "''")))
+        .collect();
+    words.last()?;
+    Some(words.join(" & ") + ":*")
+}
+
+/// Live messages matching `typed`, newest first, with ids below `before`.
+pub(super) async fn search(
+    db: &impl Db,
+    typed: &str,
+    before: Option<i64>,
+    limit: u32,
+    now: Millis,
+) -> StoreResult<Vec<Found>> {
+    let Some(query) = ts_query(typed) else {
+        return Ok(Vec::new());
+    };
+    let marks = format!(
+        "StartSel={OPEN}, StopSel={CLOSE}, MaxWords=24, MinWords=12, ShortWord=0"
+    );
+    let rows = db
+        .rows(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS}, ts_headline('simple', body, q, $5) \
+                 FROM messages, to_tsquery('simple', $1) q \
+                 WHERE words @@ q AND id < $2 AND expires_at > $3 \
+                 ORDER BY id DESC LIMIT $4"
+            ),
+            &[
+                &query,
+                &before.unwrap_or(i64::MAX),
+                &now,
+                &i64::from(limit),
+                &marks,
+            ],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Found {
+                message: message_from_row(row)?,
+                excerpt: excerpt(row.try_get(10)?),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ts_query;
+
+    #[test]
+    fn typed_words_are_quoted_lexemes_and_the_last_a_prefix() {
+        assert_eq!(ts_query("deploy").as_deref(), Some("'deploy':*"));
+        assert_eq!(
+            ts_query("it's a\\b 0042").as_deref(),
+            Some("'it''s' & 'a\\\\b' & '0042':*")
+        );
+        assert_eq!(ts_query(" & | ! "), None);
+    }
+}

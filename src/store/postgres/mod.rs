@@ -1,0 +1,428 @@
+//! The PostgreSQL store, for several relays on one database
+//! (`RELAY_DATABASE_URL=postgres://…`). A pool of connections
+//! (`deadpool-postgres`), TLS to the database with rustls when the URL asks
+//! for it (`sslmode=require`), and the schema brought up to date at start
+//! under an advisory lock (`schema.rs`).
+//!
+//! Every write is its own transaction. Those that add or remove messages
+//! take one advisory lock for the whole database ([`WRITE_LOCK`], held to
+//! the commit): message ids come from a sequence read under it, so ids are
+//! handed out in commit order across every instance, and a reader that has
+//! seen id N never later finds a new message below N. It is what SQLite's
+//! single writer gives, and like it, it bounds how many messages a second
+//! the relays together can take (see the README's figures). Claims,
+//! presence and sessions do not take it.
+//!
+//! What survives a crash is PostgreSQL's: a write is acknowledged after
+//! its commit, durable as the server's `synchronous_commit` says.
+
+mod messages;
+mod people;
+mod schema;
+mod summaries;
+
+pub use schema::MIGRATIONS;
+
+use super::{NewMessage, StoreError, StoreFuture, StoreResult, StoredSession};
+use crate::model::{
+    Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
+    TokenHash,
+};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Transaction};
+use std::{future::Future, sync::Arc};
+use tokio_postgres::{Row, types::ToSql};
+
+/// Advisory lock keys, the same in every instance ("crosstalk" and a role).
+const MIGRATE_LOCK: i64 = 0x6372_6f73_7374_0001;
+/// Held by every write that adds or removes messages, to its commit.
+const WRITE_LOCK: i64 = 0x6372_6f73_7374_0002;
+/// Held by the instance that purges, for the whole purge.
+const PURGE_LOCK: i64 = 0x6372_6f73_7374_0003;
+
+/// Connections kept per instance.
+const POOL_SIZE: usize = 16;
+/// The most expired messages one purge transaction deletes.
+const PURGE_BATCH: i64 = 200;
+
+/// The PostgreSQL implementation of [`super::Store`].
+pub struct PostgresStore {
+    pool: Pool,
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(error: tokio_postgres::Error) -> Self {
+        StoreError::backend("a database query failed", error)
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(error: deadpool_postgres::PoolError) -> Self {
+        StoreError::backend("cannot reach the database", error)
+    }
+}
+
+/// Where a query runs: a pooled connection or a transaction, its
+/// statements prepared once per connection.
+pub(super) trait Db: Sync {
+    fn rows<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = StoreResult<Vec<Row>>> + Send + 'a;
+    fn exec<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = StoreResult<u64>> + Send + 'a;
+}
+
+impl Db for deadpool_postgres::ClientWrapper {
+    async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Vec<Row>> {
+        let statement = self.prepare_cached(sql).await?;
+        Ok(self.query(&statement, params).await?)
+    }
+    async fn exec(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<u64> {
+        let statement = self.prepare_cached(sql).await?;
+        Ok(self.execute(&statement, params).await?)
+    }
+}
+
+impl Db for Transaction<'_> {
+    async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Vec<Row>> {
+        let statement = self.prepare_cached(sql).await?;
+        Ok(self.query(&statement, params).await?)
+    }
+    async fn exec(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<u64> {
+        let statement = self.prepare_cached(sql).await?;
+        Ok(self.execute(&statement, params).await?)
+    }
+}
+
+/// The first row of a query, if any.
+async fn row(
+    db: &impl Db,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> StoreResult<Option<Row>> {
+    Ok(db.rows(sql, params).await?.into_iter().next())
+}
+
+/// A column as a handle: a row that does not hold one is an error.
+fn handle(row: &Row, column: usize) -> StoreResult<Handle> {
+    Handle::parse(row.try_get(column)?).map_err(|e| StoreError::backend("a stored handle", e))
+}
+
+fn maybe_handle(row: &Row, column: usize) -> StoreResult<Option<Handle>> {
+    row.try_get::<_, Option<&str>>(column)?
+        .map(|h| Handle::parse(h).map_err(|e| StoreError::backend("a stored handle", e)))
+        .transpose()
+}
+
+fn maybe_channel(row: &Row, column: usize) -> StoreResult<Option<Channel>> {
+    row.try_get::<_, Option<&str>>(column)?
+        .map(|c| Channel::parse(c).map_err(|e| StoreError::backend("a stored channel", e)))
+        .transpose()
+}
+
+/// Runs `$body` in a transaction on a pooled connection, as `$tx`, and
+/// commits; an error rolls it back (the transaction is dropped).
+macro_rules! transaction {
+    ($store:expr, |$tx:ident| $body:expr) => {{
+        let mut client = $store.pool.get().await?;
+        let $tx = client.transaction().await?;
+        let value = $body;
+        $tx.commit().await?;
+        Ok(value)
+    }};
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url`, and brings its schema up to date.
+    /// The URL is never logged (it may hold a password).
+    pub async fn connect(url: &str) -> StoreResult<PostgresStore> {
+        let config: tokio_postgres::Config = url.parse().map_err(|e| {
+            StoreError::backend("RELAY_DATABASE_URL is not a PostgreSQL URL", e)
+        })?;
+        let recycling = || ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        // TLS over TCP as `sslmode` says (`prefer` by default); a Unix
+        // socket has no name to check a certificate against, and no need.
+        let local = config
+            .get_hosts()
+            .iter()
+            .all(|host| matches!(host, tokio_postgres::config::Host::Unix(_)));
+        let manager = if local || config.get_ssl_mode() == tokio_postgres::config::SslMode::Disable
+        {
+            Manager::from_config(config, tokio_postgres::NoTls, recycling())
+        } else {
+            Manager::from_config(config, tls()?, recycling())
+        };
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .build()
+            .map_err(|e| StoreError::backend("cannot set up the database pool", e))?;
+        let mut client = pool.get().await?;
+        schema::migrate(&mut client).await?;
+        drop(client);
+        Ok(PostgresStore { pool })
+    }
+
+    async fn client(&self) -> StoreResult<deadpool_postgres::Client> {
+        Ok(self.pool.get().await?)
+    }
+}
+
+/// TLS to the database, used when the URL's `sslmode` asks for it: the
+/// system's usual roots (webpki), ring as the provider.
+fn tls() -> StoreResult<tokio_postgres_rustls::MakeRustlsConnect> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| StoreError::backend("setting up TLS to the database", e))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+impl super::Store for PostgresStore {
+    fn person_by_token(&self, hash: TokenHash) -> StoreFuture<'_, Option<Person>> {
+        Box::pin(async move { people::by_token(&*self.client().await?, hash).await })
+    }
+
+    fn has_people(&self) -> StoreFuture<'_, bool> {
+        Box::pin(async move { people::any(&*self.client().await?).await })
+    }
+
+    fn live_tokens(&self) -> StoreFuture<'_, Vec<(TokenHash, Handle)>> {
+        Box::pin(async move { people::live_tokens(&*self.client().await?).await })
+    }
+
+    fn credentials_revision(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move { people::credentials_revision(&*self.client().await?).await })
+    }
+
+    fn people(&self) -> StoreFuture<'_, Vec<Person>> {
+        Box::pin(async move { people::all(&*self.client().await?).await })
+    }
+
+    fn add_person(
+        &self,
+        handle: &Handle,
+        name: &str,
+        hash: TokenHash,
+        now: Millis,
+    ) -> StoreFuture<'_, ()> {
+        let (handle, name) = (handle.clone(), name.to_owned());
+        Box::pin(async move {
+            transaction!(self, |tx| people::add(&tx, &handle, &name, hash, now).await?)
+        })
+    }
+
+    fn rotate_token(&self, handle: &Handle, hash: TokenHash) -> StoreFuture<'_, ()> {
+        let handle = handle.clone();
+        Box::pin(async move { transaction!(self, |tx| people::rotate(&tx, &handle, hash).await?) })
+    }
+
+    fn revoke_person(&self, handle: &Handle, now: Millis) -> StoreFuture<'_, ()> {
+        let handle = handle.clone();
+        Box::pin(async move { transaction!(self, |tx| people::revoke(&tx, &handle, now).await?) })
+    }
+
+    fn set_status(&self, handle: &Handle, status: &str, now: Millis) -> StoreFuture<'_, ()> {
+        let (handle, status) = (handle.clone(), status.to_owned());
+        Box::pin(async move {
+            people::set_status(&*self.client().await?, &handle, &status, now).await
+        })
+    }
+
+    fn record_seen(&self, seen: Vec<(Handle, Millis)>) -> StoreFuture<'_, ()> {
+        Box::pin(async move { transaction!(self, |tx| people::record_seen(&tx, seen).await?) })
+    }
+
+    fn presence(&self) -> StoreFuture<'_, Vec<Presence>> {
+        Box::pin(async move { people::presence(&*self.client().await?).await })
+    }
+
+    fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message> {
+        Box::pin(async move { transaction!(self, |tx| messages::insert(&tx, message).await?) })
+    }
+
+    fn claim_inbox(
+        &self,
+        recipient: &Handle,
+        now: Millis,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let recipient = recipient.clone();
+        Box::pin(async move {
+            transaction!(self, |tx| messages::claim_inbox(&tx, &recipient, now, limit).await?)
+        })
+    }
+
+    fn unclaim_inbox(&self, recipient: &Handle, ids: Vec<i64>) -> StoreFuture<'_, ()> {
+        let recipient = recipient.clone();
+        Box::pin(async move {
+            messages::unclaim_inbox(&*self.client().await?, &recipient, &ids).await
+        })
+    }
+
+    fn thread(&self, thread_id: i64, now: Millis) -> StoreFuture<'_, Vec<Message>> {
+        Box::pin(async move { messages::thread(&*self.client().await?, thread_id, now).await })
+    }
+
+    fn channel_messages(
+        &self,
+        channel: &Channel,
+        since_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let channel = channel.clone();
+        Box::pin(async move {
+            messages::in_channel(&*self.client().await?, &channel, since_id, limit, now).await
+        })
+    }
+
+    fn channel_recent(
+        &self,
+        channel: &Channel,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let channel = channel.clone();
+        Box::pin(async move {
+            messages::recent_in_channel(&*self.client().await?, &channel, limit, now).await
+        })
+    }
+
+    fn channels(
+        &self,
+        now: Millis,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ChannelSummary>> {
+        Box::pin(
+            async move { summaries::channels(&*self.client().await?, now, before, limit).await },
+        )
+    }
+
+    fn threads(
+        &self,
+        now: Millis,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ThreadSummary>> {
+        Box::pin(
+            async move { summaries::threads(&*self.client().await?, now, before, limit).await },
+        )
+    }
+
+    fn mark_read(&self, reader: &Handle, conversation: &str, last_id: i64) -> StoreFuture<'_, ()> {
+        let (reader, conversation) = (reader.clone(), conversation.to_owned());
+        Box::pin(async move {
+            summaries::mark_read(&*self.client().await?, &reader, &conversation, last_id).await
+        })
+    }
+
+    fn unread(
+        &self,
+        reader: &Handle,
+        conversations: Vec<String>,
+        cap: u64,
+    ) -> StoreFuture<'_, Vec<u64>> {
+        let reader = reader.clone();
+        let now = crate::model::now_millis();
+        Box::pin(async move {
+            summaries::unread(&*self.client().await?, &reader, &conversations, cap, now).await
+        })
+    }
+
+    fn search(
+        &self,
+        typed: &str,
+        before: Option<i64>,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Found>> {
+        let typed = typed.to_owned();
+        Box::pin(async move {
+            messages::search(&*self.client().await?, &typed, before, limit, now).await
+        })
+    }
+
+    fn key(&self, name: &str) -> StoreFuture<'_, Vec<u8>> {
+        let name = name.to_owned();
+        let mut fresh = [0u8; 32];
+        let made = getrandom::fill(&mut fresh);
+        Box::pin(async move {
+            made.map_err(|e| StoreError::backend("making a key", e.to_string()))?;
+            people::key(&*self.client().await?, &name, fresh).await
+        })
+    }
+
+    fn save_session(&self, id: &str, state: &str, now: Millis) -> StoreFuture<'_, ()> {
+        let (id, state) = (id.to_owned(), state.to_owned());
+        Box::pin(async move {
+            people::save_session(&*self.client().await?, &id, &state, now).await
+        })
+    }
+
+    fn bind_session(&self, id: &str, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
+        let id = id.to_owned();
+        Box::pin(
+            async move { people::bind_session(&*self.client().await?, &id, owner, now).await },
+        )
+    }
+
+    fn session(&self, id: &str) -> StoreFuture<'_, Option<StoredSession>> {
+        let id = id.to_owned();
+        Box::pin(async move { people::session(&*self.client().await?, &id).await })
+    }
+
+    fn touch_sessions(&self, ids: Vec<String>, now: Millis) -> StoreFuture<'_, ()> {
+        Box::pin(
+            async move { people::touch_sessions(&*self.client().await?, &ids, now).await },
+        )
+    }
+
+    fn end_sessions(&self, ids: Vec<String>) -> StoreFuture<'_, ()> {
+        Box::pin(async move { people::end_sessions(&*self.client().await?, &ids).await })
+    }
+
+    fn forget_idle_sessions(&self, before: Millis) -> StoreFuture<'_, ()> {
+        Box::pin(
+            async move { people::forget_idle_sessions(&*self.client().await?, before).await },
+        )
+    }
+
+    fn tidy(&self) -> StoreFuture<'_, ()> {
+        // PostgreSQL's autovacuum keeps statistics and space; nothing to do.
+        Box::pin(async { Ok(()) })
+    }
+
+    fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            people::forget_quiet_presence(&*client, quiet_since).await?;
+            // One instance purges at a time: the lock is this connection's
+            // until the end (or until the instance dies, with its session).
+            let purging: bool = client
+                .query_one("SELECT pg_try_advisory_lock($1)", &[&PURGE_LOCK])
+                .await?
+                .get(0);
+            if !purging {
+                return Ok(0);
+            }
+            let purged = summaries::purge(&mut client, now).await;
+            client
+                .execute("SELECT pg_advisory_unlock($1)", &[&PURGE_LOCK])
+                .await?;
+            purged
+        })
+    }
+}

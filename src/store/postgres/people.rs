@@ -1,0 +1,261 @@
+//! People, their token hashes, presence, the relay's keys and kept MCP
+//! sessions (`../sqlite/people.rs` and `sessions.rs`, in PostgreSQL).
+
+use super::{Db, handle, row};
+use crate::model::{Handle, Millis, Person, Presence, TokenHash};
+use crate::store::{StoreError, StoreResult, StoredSession};
+use tokio_postgres::Row;
+
+const PERSON_COLUMNS: &str = "p.handle, p.name, p.created_at, s.last_seen_at, p.revoked_at \
+     FROM people p LEFT JOIN presence s ON s.handle = p.handle";
+
+fn person_from_row(row: &Row) -> StoreResult<Person> {
+    Ok(Person {
+        handle: handle(row, 0)?,
+        name: row.try_get(1)?,
+        created_at: row.try_get(2)?,
+        last_seen_at: row.try_get(3)?,
+        revoked_at: row.try_get(4)?,
+    })
+}
+
+fn token_hash(bytes: &[u8]) -> StoreResult<TokenHash> {
+    <[u8; 32]>::try_from(bytes)
+        .map(TokenHash::from_bytes)
+        .map_err(|e| StoreError::backend("a stored token hash", e))
+}
+
+pub(super) async fn by_token(db: &impl Db, hash: TokenHash) -> StoreResult<Option<Person>> {
+    let sql =
+        format!("SELECT {PERSON_COLUMNS} WHERE p.token_hash = $1 AND p.revoked_at IS NULL");
+    row(db, &sql, &[&&hash.as_bytes()[..]])
+        .await?
+        .as_ref()
+        .map(person_from_row)
+        .transpose()
+}
+
+pub(super) async fn live_tokens(db: &impl Db) -> StoreResult<Vec<(TokenHash, Handle)>> {
+    db.rows(
+        "SELECT token_hash, handle FROM people WHERE revoked_at IS NULL",
+        &[],
+    )
+    .await?
+    .iter()
+    .map(|row| Ok((token_hash(row.try_get(0)?)?, handle(row, 1)?)))
+    .collect()
+}
+
+pub(super) async fn credentials_revision(db: &impl Db) -> StoreResult<u64> {
+    let value: i64 = row(db, "SELECT value FROM revisions WHERE name = 'credentials'", &[])
+        .await?
+        .map_or(Ok(0), |row| row.try_get(0))?;
+    Ok(value as u64)
+}
+
+pub(super) async fn any(db: &impl Db) -> StoreResult<bool> {
+    Ok(row(db, "SELECT 1 FROM people LIMIT 1", &[]).await?.is_some())
+}
+
+pub(super) async fn all(db: &impl Db) -> StoreResult<Vec<Person>> {
+    db.rows(&format!("SELECT {PERSON_COLUMNS} ORDER BY p.id"), &[])
+        .await?
+        .iter()
+        .map(person_from_row)
+        .collect()
+}
+
+pub(super) async fn add(
+    db: &impl Db,
+    handle: &Handle,
+    name: &str,
+    hash: TokenHash,
+    now: Millis,
+) -> StoreResult<()> {
+    let added = db
+        .exec(
+            "INSERT INTO people (handle, name, token_hash, created_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (handle) DO NOTHING",
+            &[&handle.as_str(), &name, &&hash.as_bytes()[..], &now],
+        )
+        .await?;
+    if added == 0 {
+        return Err(StoreError::Conflict(format!(
+            "{handle} is already taken (revoked handles stay taken, so old messages keep their author)"
+        )));
+    }
+    Ok(())
+}
+
+/// Runs an UPDATE of a live person (`$1` the handle, `$2` the value);
+/// `NotFound` when there is none.
+async fn update_live(
+    db: &impl Db,
+    handle: &Handle,
+    statement: &str,
+    value: &(dyn tokio_postgres::types::ToSql + Sync),
+) -> StoreResult<()> {
+    if db.exec(statement, &[&handle.as_str(), value]).await? == 0 {
+        return Err(StoreError::NotFound(format!(
+            "there is no active person {handle}"
+        )));
+    }
+    Ok(())
+}
+
+pub(super) async fn rotate(db: &impl Db, handle: &Handle, hash: TokenHash) -> StoreResult<()> {
+    update_live(
+        db,
+        handle,
+        "UPDATE people SET token_hash = $2 WHERE handle = $1 AND revoked_at IS NULL",
+        &&hash.as_bytes()[..],
+    )
+    .await
+}
+
+pub(super) async fn revoke(db: &impl Db, handle: &Handle, now: Millis) -> StoreResult<()> {
+    update_live(
+        db,
+        handle,
+        "UPDATE people SET revoked_at = $2 WHERE handle = $1 AND revoked_at IS NULL",
+        &now,
+    )
+    .await
+}
+
+pub(super) async fn set_status(
+    db: &impl Db,
+    handle: &Handle,
+    status: &str,
+    now: Millis,
+) -> StoreResult<()> {
+    db.exec(
+        "INSERT INTO presence (handle, status, status_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (handle) DO UPDATE SET status = $2, status_at = $3",
+        &[&handle.as_str(), &status, &now],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn record_seen(db: &impl Db, seen: Vec<(Handle, Millis)>) -> StoreResult<()> {
+    for (handle, at) in seen {
+        db.exec(
+            "INSERT INTO presence (handle, last_seen_at) VALUES ($1, $2) \
+             ON CONFLICT (handle) DO UPDATE \
+             SET last_seen_at = greatest(coalesce(presence.last_seen_at, 0), $2)",
+            &[&handle.as_str(), &at],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+pub(super) async fn presence(db: &impl Db) -> StoreResult<Vec<Presence>> {
+    db.rows("SELECT handle, status, last_seen_at FROM presence", &[])
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(Presence {
+                handle: handle(row, 0)?,
+                status: row.try_get(1)?,
+                last_seen_at: row.try_get(2)?,
+            })
+        })
+        .collect()
+}
+
+/// Forgets the presence of handles that are no person's and have been
+/// quiet since `quiet_since`.
+pub(super) async fn forget_quiet_presence(db: &impl Db, quiet_since: Millis) -> StoreResult<()> {
+    db.exec(
+        "DELETE FROM presence WHERE handle NOT IN (SELECT handle FROM people) \
+         AND greatest(coalesce(last_seen_at, 0), coalesce(status_at, 0)) < $1",
+        &[&quiet_since],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The relay's key named `name`, made of `fresh` by whichever instance
+/// asks first, and the same for all.
+pub(super) async fn key(db: &impl Db, name: &str, fresh: [u8; 32]) -> StoreResult<Vec<u8>> {
+    db.exec(
+        "INSERT INTO keys (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        &[&name, &fresh.as_slice()],
+    )
+    .await?;
+    Ok(row(db, "SELECT value FROM keys WHERE name = $1", &[&name])
+        .await?
+        .map(|row| row.try_get(0))
+        .transpose()?
+        .unwrap_or_else(|| fresh.to_vec()))
+}
+
+pub(super) async fn save_session(
+    db: &impl Db,
+    id: &str,
+    state: &str,
+    now: Millis,
+) -> StoreResult<()> {
+    db.exec(
+        "INSERT INTO mcp_sessions (id, state, last_used) VALUES ($1, $2, $3) \
+         ON CONFLICT (id) DO UPDATE SET state = $2, last_used = $3",
+        &[&id, &state, &now],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn bind_session(
+    db: &impl Db,
+    id: &str,
+    owner: TokenHash,
+    now: Millis,
+) -> StoreResult<()> {
+    db.exec(
+        "UPDATE mcp_sessions SET owner = $2, last_used = $3 WHERE id = $1",
+        &[&id, &&owner.as_bytes()[..], &now],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn session(db: &impl Db, id: &str) -> StoreResult<Option<StoredSession>> {
+    let Some(row) = row(
+        db,
+        "SELECT owner, state, last_used FROM mcp_sessions WHERE id = $1",
+        &[&id],
+    )
+    .await?
+    else {
+        return Ok(None);
+    };
+    let owner: Option<&[u8]> = row.try_get(0)?;
+    Ok(Some(StoredSession {
+        owner: owner.and_then(|bytes| token_hash(bytes).ok()),
+        state: row.try_get(1)?,
+        last_used: row.try_get(2)?,
+    }))
+}
+
+pub(super) async fn touch_sessions(db: &impl Db, ids: &[String], now: Millis) -> StoreResult<()> {
+    db.exec(
+        "UPDATE mcp_sessions SET last_used = $2 WHERE id = ANY($1)",
+        &[&ids, &now],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn end_sessions(db: &impl Db, ids: &[String]) -> StoreResult<()> {
+    db.exec("DELETE FROM mcp_sessions WHERE id = ANY($1)", &[&ids])
+        .await?;
+    Ok(())
+}
+
+pub(super) async fn forget_idle_sessions(db: &impl Db, before: Millis) -> StoreResult<()> {
+    db.exec("DELETE FROM mcp_sessions WHERE last_used < $1", &[&before])
+        .await?;
+    Ok(())
+}

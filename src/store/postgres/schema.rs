@@ -1,0 +1,161 @@
+//! The PostgreSQL schema, and how a database is brought up to date: at
+//! start, under an advisory lock, so instances starting together take
+//! turns (the first migrates; the others find it done).
+//!
+//! It mirrors the SQLite schema (`../sqlite/schema.rs`) in one step: the
+//! same tables and summaries, with PostgreSQL's own ways where they differ
+//! (a sequence for message ids, taken under the write lock; `tsvector` for
+//! search; triggers as functions).
+
+use super::MIGRATE_LOCK;
+use crate::store::{StoreError, StoreResult};
+use deadpool_postgres::Client;
+
+/// The schema, one step per version; a step never changes once released.
+pub const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE people (
+    id          bigserial PRIMARY KEY,
+    handle      text NOT NULL UNIQUE,
+    name        text NOT NULL,
+    token_hash  bytea NOT NULL UNIQUE,
+    created_at  bigint NOT NULL,
+    revoked_at  bigint
+);
+CREATE TABLE presence (
+    handle        text PRIMARY KEY,
+    status        text NOT NULL DEFAULT '',
+    status_at     bigint,
+    last_seen_at  bigint
+);
+-- Moves whenever anyone is added, rotated or revoked, by any instance or
+-- the CLI: servers watch it to refresh the tokens they hold.
+CREATE TABLE revisions (
+    name   text PRIMARY KEY,
+    value  bigint NOT NULL
+);
+INSERT INTO revisions (name, value) VALUES ('credentials', 0);
+CREATE FUNCTION credentials_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE revisions SET value = value + 1 WHERE name = 'credentials';
+    RETURN NULL;
+END $$;
+CREATE TRIGGER people_moved AFTER INSERT OR UPDATE OR DELETE ON people
+    FOR EACH STATEMENT EXECUTE FUNCTION credentials_moved();
+-- A thread's summary in its own row, as in SQLite: people as a JSON object
+-- of how many of its messages each sent or received.
+CREATE TABLE threads (
+    id             bigserial PRIMARY KEY,
+    created_at     bigint NOT NULL,
+    message_count  bigint NOT NULL,
+    first_id       bigint NOT NULL,
+    last_id        bigint NOT NULL,
+    last_activity  bigint NOT NULL,
+    people         jsonb NOT NULL
+);
+CREATE INDEX threads_by_last ON threads(last_id);
+-- Message ids come from this sequence, taken under the write lock (see
+-- messages.rs): ids are handed out in the order messages commit, so a
+-- reader never sees a lower id commit after a higher one.
+CREATE SEQUENCE message_ids;
+CREATE TABLE messages (
+    id          bigint PRIMARY KEY,
+    thread_id   bigint,
+    channel     text,
+    sender      text NOT NULL,
+    recipient   text,
+    type        text NOT NULL,
+    body        text NOT NULL,
+    reply_to    bigint,
+    created_at  bigint NOT NULL,
+    expires_at  bigint NOT NULL,
+    words       tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED,
+    CHECK ((thread_id IS NULL) <> (channel IS NULL))
+);
+CREATE INDEX messages_by_thread ON messages(thread_id, id) WHERE thread_id IS NOT NULL;
+CREATE INDEX messages_by_channel ON messages(channel, id) WHERE channel IS NOT NULL;
+CREATE INDEX messages_by_expiry ON messages(expires_at);
+CREATE INDEX messages_by_words ON messages USING gin (words);
+CREATE TABLE inbox (
+    recipient   text NOT NULL,
+    message_id  bigint NOT NULL,
+    claimed_at  bigint,
+    PRIMARY KEY (recipient, message_id)
+);
+CREATE INDEX inbox_unclaimed ON inbox(recipient, message_id) WHERE claimed_at IS NULL;
+CREATE TABLE channel_summaries (
+    channel        text PRIMARY KEY,
+    message_count  bigint NOT NULL,
+    last_id        bigint NOT NULL,
+    last_activity  bigint NOT NULL
+);
+CREATE INDEX channel_summaries_by_last ON channel_summaries(last_id);
+CREATE TABLE last_read (
+    handle        text NOT NULL,
+    conversation  text NOT NULL,
+    last_id       bigint NOT NULL,
+    PRIMARY KEY (handle, conversation)
+);
+CREATE TABLE keys (
+    name   text PRIMARY KEY,
+    value  bytea NOT NULL
+);
+CREATE TABLE mcp_sessions (
+    id         text PRIMARY KEY,
+    owner      bytea,
+    state      text NOT NULL,
+    last_used  bigint NOT NULL
+);
+CREATE INDEX mcp_sessions_by_owner ON mcp_sessions(owner);
+CREATE FUNCTION sessions_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM mcp_sessions WHERE owner = old.token_hash;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER people_sessions_ended AFTER UPDATE OF token_hash, revoked_at ON people
+    FOR EACH ROW EXECUTE FUNCTION sessions_ended();
+"#];
+
+/// Brings the schema up to the last step, under the migration lock, in one
+/// transaction.
+pub(super) async fn migrate(client: &mut Client) -> StoreResult<()> {
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATE_LOCK])
+        .await?;
+    let migrated = migrate_steps(client).await;
+    let unlocked = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATE_LOCK])
+        .await;
+    migrated?;
+    unlocked?;
+    Ok(())
+}
+
+async fn migrate_steps(client: &mut Client) -> StoreResult<()> {
+    let tx = client.transaction().await?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
+        .await?;
+    let version: i32 = tx
+        .query_opt("SELECT version FROM schema_version", &[])
+        .await?
+        .map_or(0, |row| row.get(0));
+    let version = usize::try_from(version).unwrap_or(usize::MAX);
+    if version > MIGRATIONS.len() {
+        return Err(StoreError::backend(
+            "cannot use the database",
+            format!(
+                "it has schema version {version}, newer than this crosstalk knows ({}); \
+                 run a newer crosstalk",
+                MIGRATIONS.len()
+            ),
+        ));
+    }
+    for step in &MIGRATIONS[version..] {
+        tx.batch_execute(step).await?;
+    }
+    let last = MIGRATIONS.len() as i32;
+    tx.execute("DELETE FROM schema_version", &[]).await?;
+    tx.execute("INSERT INTO schema_version (version) VALUES ($1)", &[&last])
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}

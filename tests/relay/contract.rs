@@ -1,0 +1,596 @@
+//! The store's contract (`src/store/mod.rs`), the same tests over every
+//! backend: each test below runs on SQLite and on PostgreSQL (`contract!`
+//! makes one test of each per backend), against a fresh, empty store.
+
+use crate::postgres::fresh_database;
+use crosstalk::model::{Channel, Handle, Millis, Token, now_millis};
+use crosstalk::store::{
+    Conversation, NewMessage, PostgresStore, RecipientCheck, SqliteStore, Store, StoreError,
+};
+use std::any::Any;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// A fresh store, and what keeps it alive (its temp dir).
+type Fresh = (Arc<dyn Store>, Box<dyn Any + Send>);
+
+async fn sqlite() -> Option<Fresh> {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("relay.db")).unwrap();
+    Some((Arc::new(store), Box::new(dir)))
+}
+
+async fn postgres() -> Option<Fresh> {
+    let url = fresh_database().await?;
+    let store = PostgresStore::connect(&url).await.unwrap();
+    Some((Arc::new(store), Box::new(())))
+}
+
+macro_rules! contract {
+    ($($test:ident),* $(,)?) => {
+        mod on_sqlite {
+            $(#[tokio::test(flavor = "multi_thread")]
+            async fn $test() {
+                let (store, _keep) = super::sqlite().await.unwrap();
+                super::$test(store).await
+            })*
+        }
+        mod on_postgres {
+            $(#[tokio::test(flavor = "multi_thread")]
+            async fn $test() {
+                let Some((store, _keep)) = super::postgres().await else { return };
+                super::$test(store).await
+            })*
+        }
+    };
+}
+
+contract!(
+    people_tokens_and_the_credentials_revision,
+    presence_keeps_the_later_sighting,
+    messages_threads_and_replies,
+    ids_only_increase,
+    channels_pages_and_summaries,
+    a_claim_hands_each_message_out_once,
+    expired_messages_are_invisible_and_purged,
+    unread_counts_follow_read_marks,
+    search_finds_every_word_newest_first,
+    keys_are_made_once,
+    sessions_are_kept_bound_and_ended,
+);
+
+fn handle(name: &str) -> Handle {
+    Handle::parse(name).unwrap()
+}
+
+fn far() -> Millis {
+    now_millis() + 86_400_000
+}
+
+fn message(conversation: Conversation, from: &str, to: Option<&str>, body: &str) -> NewMessage {
+    NewMessage {
+        conversation,
+        from: handle(from),
+        to: to.map(handle),
+        check_to: RecipientCheck::None,
+        kind: "NOTE".into(),
+        body: body.into(),
+        reply_to: None,
+        created_at: now_millis(),
+        expires_at: far(),
+    }
+}
+
+fn channel(name: &str) -> Conversation {
+    Conversation::Channel(Channel::parse(name).unwrap())
+}
+
+async fn people_tokens_and_the_credentials_revision(store: Arc<dyn Store>) {
+    assert!(!store.has_people().await.unwrap());
+    let start = store.credentials_revision().await.unwrap();
+    let (alice, bob) = (Token::generate(), Token::generate());
+    store
+        .add_person(&handle("alice"), "Alice", alice.hash(), 10)
+        .await
+        .unwrap();
+    store
+        .add_person(&handle("bob"), "Bob", bob.hash(), 11)
+        .await
+        .unwrap();
+    let taken = store
+        .add_person(&handle("alice"), "Again", Token::generate().hash(), 12)
+        .await;
+    assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
+    assert!(store.has_people().await.unwrap());
+    let moved = store.credentials_revision().await.unwrap();
+    assert!(moved > start);
+
+    let found = store.person_by_token(alice.hash()).await.unwrap().unwrap();
+    assert_eq!((found.handle.as_str(), found.name.as_str()), ("alice", "Alice"));
+    let live: BTreeSet<String> = store
+        .live_tokens()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, h)| h.to_string())
+        .collect();
+    assert_eq!(live, BTreeSet::from(["alice".into(), "bob".into()]));
+
+    let rotated = Token::generate();
+    store
+        .rotate_token(&handle("alice"), rotated.hash())
+        .await
+        .unwrap();
+    assert!(store.person_by_token(alice.hash()).await.unwrap().is_none());
+    assert!(store.person_by_token(rotated.hash()).await.unwrap().is_some());
+    store.revoke_person(&handle("bob"), 20).await.unwrap();
+    assert!(store.person_by_token(bob.hash()).await.unwrap().is_none());
+    for refused in [
+        store.revoke_person(&handle("bob"), 21).await,
+        store.rotate_token(&handle("bob"), Token::generate().hash()).await,
+        store.revoke_person(&handle("nobody"), 21).await,
+    ] {
+        assert!(matches!(refused, Err(StoreError::NotFound(_))), "{refused:?}");
+    }
+    assert!(store.credentials_revision().await.unwrap() > moved);
+    let everyone: Vec<(String, Option<Millis>)> = store
+        .people()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.handle.to_string(), p.revoked_at))
+        .collect();
+    assert_eq!(everyone, [("alice".into(), None), ("bob".into(), Some(20))]);
+}
+
+async fn presence_keeps_the_later_sighting(store: Arc<dyn Store>) {
+    store
+        .add_person(&handle("alice"), "Alice", Token::generate().hash(), 1)
+        .await
+        .unwrap();
+    store
+        .set_status(&handle("alice"), "reviewing", 5)
+        .await
+        .unwrap();
+    store
+        .record_seen(vec![(handle("alice"), 100), (handle("guest"), 50)])
+        .await
+        .unwrap();
+    store
+        .record_seen(vec![(handle("alice"), 90)])
+        .await
+        .unwrap();
+    let mut presence: Vec<(String, String, Option<Millis>)> = store
+        .presence()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| (p.handle.to_string(), p.status, p.last_seen_at))
+        .collect();
+    presence.sort();
+    assert_eq!(
+        presence,
+        [
+            ("alice".into(), "reviewing".into(), Some(100)),
+            ("guest".into(), String::new(), Some(50)),
+        ]
+    );
+    // A handle that is nobody's, quiet since before 60, is forgotten.
+    store.purge_expired(now_millis(), 60).await.unwrap();
+    let left: Vec<String> = store
+        .presence()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.handle.to_string())
+        .collect();
+    assert_eq!(left, ["alice"]);
+}
+
+async fn messages_threads_and_replies(store: Arc<dyn Store>) {
+    // With nobody added, anyone may be written to (or_empty_store)…
+    let mut checked = message(Conversation::NewThread, "alice", Some("bob"), "hi");
+    checked.check_to = RecipientCheck::LivePerson {
+        or_empty_store: true,
+    };
+    store.insert_message(checked.clone()).await.unwrap();
+    // …but once someone is, only a live person.
+    store
+        .add_person(&handle("carol"), "Carol", Token::generate().hash(), 1)
+        .await
+        .unwrap();
+    let refused = store.insert_message(checked).await;
+    assert!(matches!(refused, Err(StoreError::NotFound(_))), "{refused:?}");
+
+    let opening = store
+        .insert_message(message(
+            Conversation::NewThread,
+            "alice",
+            Some("carol"),
+            "which migration?",
+        ))
+        .await
+        .unwrap();
+    let thread = opening.thread_id.unwrap();
+    let mut answer = message(Conversation::Thread(thread), "carol", Some("alice"), "0042");
+    answer.reply_to = Some(opening.id);
+    let answer = store.insert_message(answer).await.unwrap();
+    assert_eq!(answer.thread_id, Some(thread));
+    assert!(answer.id > opening.id);
+    let bodies: Vec<String> = store
+        .thread(thread, now_millis())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.body)
+        .collect();
+    assert_eq!(bodies, ["which migration?", "0042"]);
+
+    let unknown = store.thread(thread + 1000, now_millis()).await;
+    assert!(matches!(unknown, Err(StoreError::NotFound(_))));
+    let nowhere = store
+        .insert_message(message(Conversation::Thread(thread + 1000), "alice", None, "?"))
+        .await;
+    assert!(matches!(nowhere, Err(StoreError::NotFound(_))));
+    // A reply must be to a live message of the same conversation.
+    let mut elsewhere = message(channel("ops"), "alice", None, "see above");
+    elsewhere.reply_to = Some(opening.id);
+    let elsewhere = store.insert_message(elsewhere).await;
+    assert!(matches!(elsewhere, Err(StoreError::NotFound(_))));
+
+    let summary = store
+        .threads(now_millis(), None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|t| t.id == thread)
+        .unwrap();
+    assert_eq!(
+        (
+            summary.message_count,
+            summary.opening.as_str(),
+            summary.last_id
+        ),
+        (2, "which migration?", answer.id)
+    );
+    let people: Vec<&str> = summary.people.iter().map(Handle::as_str).collect();
+    assert_eq!(people, ["alice", "carol"]);
+}
+
+async fn ids_only_increase(store: Arc<dyn Store>) {
+    // Concurrent writers: every id is new, and each larger than any the
+    // writer saw acknowledged before it sent.
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for n in 0..25 {
+                    let conversation = if n % 2 == 0 {
+                        channel("ops")
+                    } else {
+                        Conversation::NewThread
+                    };
+                    let body = format!("{w}/{n}");
+                    ids.push(
+                        store
+                            .insert_message(message(conversation, "alice", None, &body))
+                            .await
+                            .unwrap()
+                            .id,
+                    );
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut all = BTreeSet::new();
+    for writer in writers {
+        let ids = writer.await.unwrap();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        all.extend(ids);
+    }
+    assert_eq!(all.len(), 200);
+    // A channel read in pages after since_id sees every post once, in order.
+    let mut seen = Vec::new();
+    let mut since = 0;
+    loop {
+        let page = store
+            .channel_messages(&Channel::parse("ops").unwrap(), since, 7, now_millis())
+            .await
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        since = last.id;
+        seen.extend(page.into_iter().map(|m| m.id));
+    }
+    assert_eq!(seen.len(), 8 * 13, "the even posts of each writer");
+    assert!(seen.windows(2).all(|w| w[0] < w[1]));
+}
+
+async fn channels_pages_and_summaries(store: Arc<dyn Store>) {
+    for (name, posts) in [("one", 1), ("two", 2), ("three", 3)] {
+        for n in 0..posts {
+            store
+                .insert_message(message(channel(name), "alice", None, &format!("{name} {n}")))
+                .await
+                .unwrap();
+        }
+    }
+    let listed = store.channels(now_millis(), None, 2).await.unwrap();
+    let names: Vec<(String, u64)> = listed
+        .iter()
+        .map(|c| (c.name.to_string(), c.message_count))
+        .collect();
+    assert_eq!(names, [("three".into(), 3), ("two".into(), 2)]);
+    let rest = store
+        .channels(now_millis(), Some(listed[1].last_id), 2)
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].name.as_str(), "one");
+
+    let three = Channel::parse("three").unwrap();
+    let recent: Vec<String> = store
+        .channel_recent(&three, 2, now_millis())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.body)
+        .collect();
+    assert_eq!(recent, ["three 1", "three 2"]);
+    let all = store
+        .channel_messages(&three, 0, 10, now_millis())
+        .await
+        .unwrap();
+    let after_first = store
+        .channel_messages(&three, all[0].id, 10, now_millis())
+        .await
+        .unwrap();
+    assert_eq!(after_first.len(), 2);
+    assert_eq!(all[0].channel.as_ref(), Some(&three));
+}
+
+async fn a_claim_hands_each_message_out_once(store: Arc<dyn Store>) {
+    for n in 0..150 {
+        store
+            .insert_message(message(
+                Conversation::NewThread,
+                "alice",
+                Some("bob"),
+                &format!("question {n}"),
+            ))
+            .await
+            .unwrap();
+    }
+    let claimers: Vec<_> = (0..6)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                loop {
+                    let claimed = store
+                        .claim_inbox(&handle("bob"), now_millis(), 7)
+                        .await
+                        .unwrap();
+                    if claimed.is_empty() {
+                        return got;
+                    }
+                    assert!(claimed.windows(2).all(|w| w[0].id < w[1].id), "oldest first");
+                    got.extend(claimed.into_iter().map(|m| m.id));
+                }
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for claimer in claimers {
+        all.extend(claimer.await.unwrap());
+    }
+    let distinct: BTreeSet<i64> = all.iter().copied().collect();
+    assert_eq!((all.len(), distinct.len()), (150, 150), "each once, none lost");
+    // Put back, it is claimed again; nobody else's inbox holds it.
+    let back: Vec<i64> = distinct.iter().take(2).copied().collect();
+    store
+        .unclaim_inbox(&handle("bob"), back.clone())
+        .await
+        .unwrap();
+    assert!(store
+        .claim_inbox(&handle("alice"), now_millis(), 10)
+        .await
+        .unwrap()
+        .is_empty());
+    let again: Vec<i64> = store
+        .claim_inbox(&handle("bob"), now_millis(), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(again, back);
+}
+
+async fn expired_messages_are_invisible_and_purged(store: Arc<dyn Store>) {
+    let now = now_millis();
+    let mut soon = |conversation, to: Option<&str>, body: &str, expires_at| {
+        let mut m = message(conversation, "alice", to, body);
+        m.expires_at = expires_at;
+        m
+    };
+    let kept = store
+        .insert_message(soon(channel("ops"), None, "kept words", now + 3_600_000))
+        .await
+        .unwrap();
+    let gone = store
+        .insert_message(soon(channel("ops"), Some("bob"), "gone words", now + 1_000))
+        .await
+        .unwrap();
+    let thread = store
+        .insert_message(soon(Conversation::NewThread, Some("bob"), "gone thread", now + 1_000))
+        .await
+        .unwrap();
+    let later = now + 2_000;
+    let ops = Channel::parse("ops").unwrap();
+    let bodies = |messages: Vec<crosstalk::model::Message>| -> Vec<String> {
+        messages.into_iter().map(|m| m.body).collect()
+    };
+    assert_eq!(
+        bodies(store.channel_messages(&ops, 0, 10, later).await.unwrap()),
+        ["kept words"]
+    );
+    assert_eq!(
+        bodies(store.channel_recent(&ops, 10, later).await.unwrap()),
+        ["kept words"]
+    );
+    assert!(store.claim_inbox(&handle("bob"), later, 10).await.unwrap().is_empty());
+    assert!(store.thread(thread.thread_id.unwrap(), later).await.is_err());
+    assert!(store.threads(later, None, 10).await.unwrap().is_empty());
+    let found = store.search("words", None, 10, later).await.unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].message.id, kept.id);
+
+    assert_eq!(store.purge_expired(later, 0).await.unwrap(), 2);
+    let summary = store.channels(later, None, 10).await.unwrap();
+    assert_eq!(
+        (summary[0].message_count, summary[0].last_id),
+        (1, kept.id)
+    );
+    assert!(store.threads(now, None, 10).await.unwrap().is_empty());
+    assert!(store.claim_inbox(&handle("bob"), now, 10).await.unwrap().is_empty());
+    assert_eq!(store.purge_expired(later, 0).await.unwrap(), 0);
+    // Ids never go back, even past purged messages.
+    let next = store
+        .insert_message(message(channel("ops"), "alice", None, "after"))
+        .await
+        .unwrap();
+    assert!(next.id > gone.id.max(thread.id));
+}
+
+async fn unread_counts_follow_read_marks(store: Arc<dyn Store>) {
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(
+            store
+                .insert_message(message(channel("ops"), "alice", None, &format!("{n}")))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let thread = store
+        .insert_message(message(Conversation::NewThread, "alice", Some("bob"), "q"))
+        .await
+        .unwrap();
+    let conversations = vec![
+        "c:ops".to_owned(),
+        format!("t:{}", thread.thread_id.unwrap()),
+        "c:nowhere".to_owned(),
+    ];
+    let bob = handle("bob");
+    assert_eq!(
+        store.unread(&bob, conversations.clone(), 99).await.unwrap(),
+        [5, 1, 0]
+    );
+    assert_eq!(
+        store.unread(&bob, conversations.clone(), 3).await.unwrap(),
+        [3, 1, 0],
+        "counted up to the cap"
+    );
+    store.mark_read(&bob, "c:ops", ids[3]).await.unwrap();
+    store.mark_read(&bob, "c:ops", ids[1]).await.unwrap();
+    assert_eq!(
+        store.unread(&bob, conversations, 99).await.unwrap(),
+        [1, 1, 0],
+        "never backwards"
+    );
+}
+
+async fn search_finds_every_word_newest_first(store: Arc<dyn Store>) {
+    for body in [
+        "the deploy of billing failed",
+        "Is billing back? <b>asking</b>",
+        "lunch?",
+        "billing plan: deploy friday",
+    ] {
+        store
+            .insert_message(message(channel("ops"), "alice", None, body))
+            .await
+            .unwrap();
+    }
+    let search = |typed: &'static str, before: Option<i64>| {
+        let store = store.clone();
+        async move {
+            store
+                .search(typed, before, 10, now_millis())
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|f| f.message.body)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        search("bill", None).await,
+        [
+            "billing plan: deploy friday",
+            "Is billing back? <b>asking</b>",
+            "the deploy of billing failed"
+        ]
+    );
+    assert_eq!(
+        search("Deploy billing", None).await,
+        ["billing plan: deploy friday", "the deploy of billing failed"]
+    );
+    let first = store.search("billing", None, 1, now_millis()).await.unwrap();
+    assert_eq!(
+        search("billing", Some(first[0].message.id)).await.len(),
+        2,
+        "a page after the cursor"
+    );
+    let excerpt = &first[0].excerpt;
+    assert!(
+        excerpt.iter().any(|run| run.matched && run.text == "billing"),
+        "{excerpt:?}"
+    );
+    // Nothing typed is query syntax.
+    for odd in ["\"billing OR * NEAR(", "billing & ! |", "it's \\ :*", "' ''"] {
+        store.search(odd, None, 10, now_millis()).await.unwrap();
+    }
+    assert!(search(" - ? ", None).await.is_empty());
+}
+
+async fn keys_are_made_once(store: Arc<dyn Store>) {
+    let page = store.key("page").await.unwrap();
+    assert_eq!(page.len(), 32);
+    assert_eq!(store.key("page").await.unwrap(), page);
+    assert_ne!(store.key("other").await.unwrap(), page);
+}
+
+async fn sessions_are_kept_bound_and_ended(store: Arc<dyn Store>) {
+    let token = Token::generate();
+    store
+        .add_person(&handle("alice"), "Alice", token.hash(), 1)
+        .await
+        .unwrap();
+    store.save_session("s1", "{\"v\":1}", 10).await.unwrap();
+    store.save_session("s2", "{}", 10).await.unwrap();
+    store.save_session("s3", "{}", 10).await.unwrap();
+    let kept = store.session("s1").await.unwrap().unwrap();
+    assert_eq!((kept.owner, kept.state.as_str()), (None, "{\"v\":1}"));
+    store.bind_session("s1", token.hash(), 20).await.unwrap();
+    store.bind_session("s3", token.hash(), 20).await.unwrap();
+    let bound = store.session("s1").await.unwrap().unwrap();
+    assert_eq!((bound.owner, bound.last_used), (Some(token.hash()), 20));
+    store
+        .touch_sessions(vec!["s1".into(), "s2".into()], 40)
+        .await
+        .unwrap();
+    store.forget_idle_sessions(30).await.unwrap();
+    assert!(store.session("s3").await.unwrap().is_none(), "idle");
+    store.end_sessions(vec!["s2".into()]).await.unwrap();
+    assert!(store.session("s2").await.unwrap().is_none(), "ended");
+    // Replacing the owner's token ends what it opened.
+    store
+        .rotate_token(&handle("alice"), Token::generate().hash())
+        .await
+        .unwrap();
+    assert!(store.session("s1").await.unwrap().is_none(), "rotated");
+}

@@ -1,0 +1,170 @@
+//! A real PostgreSQL server for the tests: Debian's `postgresql`, started
+//! once per test run with `initdb` in a temporary directory, as the
+//! unprivileged `postgres` user when the tests run as root (PostgreSQL
+//! refuses root), listening on a Unix socket only. Each test gets a
+//! database of its own. The server stops, and its directory goes, when the
+//! test process ends: the script that started it waits for its standard
+//! input to close.
+//!
+//! Without PostgreSQL the tests that need it fail under CI (`CI` set) and
+//! say SKIPPED otherwise.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{
+    OnceLock,
+    atomic::{AtomicU32, Ordering},
+};
+
+/// The server every test shares.
+pub struct Postgres {
+    /// Holds the server's socket.
+    pub socket_dir: PathBuf,
+    bin: PathBuf,
+    /// The script that runs the server: it stops the server when its
+    /// standard input closes, as this process ends.
+    _script: Child,
+}
+
+/// The shared server, started on first use; `None` (having said SKIPPED)
+/// when PostgreSQL is not installed, outside CI.
+pub fn server() -> Option<&'static Postgres> {
+    static SERVER: OnceLock<Option<Postgres>> = OnceLock::new();
+    SERVER.get_or_init(start).as_ref()
+}
+
+/// A fresh, empty database's URL, or `None` (having said SKIPPED).
+pub async fn fresh_database() -> Option<String> {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let server = server()?;
+    let name = format!("t{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let (client, connection) = tokio_postgres::connect(&server.url("postgres"), tokio_postgres::NoTls)
+        .await
+        .expect("the test PostgreSQL server answers");
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("a test database");
+    Some(server.url(&name))
+}
+
+impl Postgres {
+    /// The URL of database `name` (over the Unix socket, as `postgres`).
+    pub fn url(&self, name: &str) -> String {
+        format!(
+            "postgresql:///{name}?host={}&port=5432&user=postgres",
+            self.socket_dir.display()
+        )
+    }
+
+    /// Stops the server and starts it again on the same data (a database
+    /// restart in the middle of a test); returns once it accepts again.
+    pub fn restart(&self) {
+        let data = self.socket_dir.join("data");
+        let status = as_postgres(&format!(
+            "'{bin}/pg_ctl' -D '{data}' -m fast -w restart -l '{log}' >/dev/null",
+            bin = self.bin.display(),
+            data = data.display(),
+            log = self.socket_dir.join("server.log").display(),
+        ))
+        .status()
+        .expect("pg_ctl runs");
+        assert!(status.success(), "pg_ctl restart failed");
+    }
+}
+
+/// Where Debian puts a PostgreSQL's programs (the newest, if several).
+fn installed() -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|entry| Some(entry.ok()?.path().join("bin")))
+        .filter(|bin| bin.join("initdb").exists())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+fn running_as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// A shell command run as the `postgres` user when we are root.
+fn as_postgres(script: &str) -> Command {
+    if running_as_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--", "sh", "-c", script]);
+        command
+    } else {
+        let mut command = Command::new("sh");
+        command.args(["-c", script]);
+        command
+    }
+}
+
+fn start() -> Option<Postgres> {
+    let Some(bin) = installed() else {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): \
+                 apt-get install postgresql (.ci/run does)"
+            );
+        }
+        eprintln!(
+            "SKIPPED: PostgreSQL is not installed (apt-get install postgresql); \
+             its tests fail under CI"
+        );
+        return None;
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("crosstalk-pg")
+        .tempdir()
+        .expect("a temp dir")
+        .keep();
+    if running_as_root() {
+        let uid = Command::new("id")
+            .args(["-u", "postgres"])
+            .output()
+            .expect("id runs");
+        assert!(uid.status.success(), "there is no postgres user to run PostgreSQL as");
+        let uid: u32 = String::from_utf8_lossy(&uid.stdout).trim().parse().unwrap();
+        std::os::unix::fs::chown(&dir, Some(uid), None).expect("chown the temp dir");
+    }
+    let script = format!(
+        r#"set -e
+bin='{bin}'; dir='{dir}'
+"$bin/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --no-sync >"$dir/initdb.log" 2>&1
+"$bin/pg_ctl" -D "$dir/data" -w -l "$dir/server.log" \
+    -o "-k $dir -p 5432 -c listen_addresses='' -c max_connections=300 -c fsync=off" start >/dev/null
+echo ready
+read -r _ || true
+"$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
+rm -rf "$dir"
+"#,
+        bin = bin.display(),
+        dir = dir.display(),
+    );
+    let mut child = as_postgres(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the PostgreSQL start script runs");
+    let mut ready = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    if ready.trim() != "ready" {
+        let log = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        panic!(
+            "PostgreSQL did not start:\n{}\n{}",
+            log("initdb.log"),
+            log("server.log")
+        );
+    }
+    Some(Postgres {
+        socket_dir: dir,
+        bin,
+        _script: child,
+    })
+}
