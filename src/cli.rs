@@ -130,12 +130,12 @@ pub enum Admin {
 
 impl Admin {
     /// The database the command works on.
-    pub fn database(&self) -> &Path {
+    pub fn database(&self) -> &Database {
         match self {
             Admin::Add { database, .. }
             | Admin::Rotate { database, .. }
             | Admin::Revoke { database, .. }
-            | Admin::People { database } => &database.db,
+            | Admin::People { database } => database,
         }
     }
 

@@ -2,7 +2,7 @@
 //! default, written here once: [`ServeArgs::defaults`] reads these same
 //! defaults for the relays that tests, the demo and the benchmarks start.
 
-use super::{ConfigError, DEFAULT_HTTP_PORT, DEFAULT_PORT, DEFAULT_TLS_PORT};
+use super::{ConfigError, DEFAULT_HTTP_PORT, DEFAULT_PORT, DEFAULT_TLS_PORT, DatabaseUrl};
 use clap::{Args, Command, FromArgMatches};
 use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr},
@@ -16,6 +16,15 @@ pub struct Database {
     /// directory (the service's configuration gives an absolute one).
     #[arg(long, env = "RELAY_DB", default_value = "data/relay.db")]
     pub db: PathBuf,
+    /// A PostgreSQL database (postgres://…) instead of the SQLite file, for
+    /// several relays on one database. Never printed: it may hold a password.
+    #[arg(
+        long,
+        env = "RELAY_DATABASE_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub database_url: Option<DatabaseUrl>,
 }
 
 /// Where the relay listens and the address people are told to use. `add`

@@ -105,12 +105,48 @@ pub struct Sessions {
 /// The shortest shared `RELAY_TOKEN` accepted: it may act as anyone.
 pub const MIN_SHARED_TOKEN_LEN: usize = 32;
 
+/// A PostgreSQL database's URL (`RELAY_DATABASE_URL`). Its `Debug` hides
+/// it: it may hold a password, and it is never printed or logged.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DatabaseUrl(String);
+
+impl DatabaseUrl {
+    /// The URL itself, for connecting only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DatabaseUrl(postgres://…)")
+    }
+}
+
+impl std::str::FromStr for DatabaseUrl {
+    type Err = ConfigError;
+
+    fn from_str(url: &str) -> Result<DatabaseUrl, ConfigError> {
+        let url = url.trim();
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(ConfigError(
+                "RELAY_DATABASE_URL must be a postgres:// or postgresql:// URL \
+                 (unset it to use the SQLite file RELAY_DB)"
+                    .into(),
+            ));
+        }
+        Ok(DatabaseUrl(url.to_owned()))
+    }
+}
+
 /// The relay's configuration, checked. Tokens appear only as hashes, whose
 /// `Debug` hides them.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The SQLite file.
     pub db: PathBuf,
+    /// PostgreSQL instead of the SQLite file, when set.
+    pub database_url: Option<DatabaseUrl>,
     /// Where to listen.
     pub listen: SocketAddr,
     /// How agents reach the relay (printed by `add`; names the allowed host).
@@ -257,6 +293,7 @@ impl Config {
             .collect::<Result<_, _>>()?;
         Ok(Config {
             db,
+            database_url: args.database.database_url.clone(),
             listen,
             public_url: args.address.public_url(),
             allowed_origins,

@@ -3,7 +3,8 @@
 //! change; the command fails where `serve` would refuse to start.
 
 use crate::config::{Config, ServeArgs, Tls};
-use crate::store::{SqliteStore, Store};
+use crate::config::DatabaseUrl;
+use crate::store::{PostgresStore, SqliteStore, Store};
 use std::{
     fmt,
     net::{IpAddr, SocketAddr},
@@ -63,7 +64,10 @@ pub async fn check(args: &ServeArgs) -> Vec<Finding> {
             config.public_url
         ),
     )];
-    let people = database(&config.db, &mut findings).await;
+    let people = match &config.database_url {
+        Some(url) => postgres(url, &mut findings).await,
+        None => database(&config.db, &mut findings).await,
+    };
     match config.check_exposure(people.unwrap_or(0) > 0) {
         Ok(()) => findings.push(finding(
             Level::Ok,
@@ -100,6 +104,30 @@ fn describe_credentials(config: &Config, people: usize) -> String {
             "not set"
         }
     )
+}
+
+/// The PostgreSQL database: whether it answers (its schema brought up to
+/// date, as serve would), and how many people it has.
+async fn postgres(url: &DatabaseUrl, findings: &mut Vec<Finding>) -> Option<usize> {
+    let people = match PostgresStore::connect(url.expose()).await {
+        Ok(store) => store.people().await,
+        Err(error) => Err(error),
+    };
+    match people {
+        Ok(people) => {
+            let live = people.iter().filter(|p| p.revoked_at.is_none()).count();
+            findings.push(finding(
+                Level::Ok,
+                "RELAY_DATABASE_URL",
+                format!("PostgreSQL answers: {live} people can connect"),
+            ));
+            Some(live)
+        }
+        Err(error) => {
+            findings.push(finding(Level::Fail, "RELAY_DATABASE_URL", chain(&error)));
+            None
+        }
+    }
 }
 
 /// The database: where it is, who may read it, and how many people it has.

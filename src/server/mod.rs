@@ -10,8 +10,11 @@
 
 mod bounds;
 pub mod check;
+mod database;
 mod listen;
 
+use database::database_error;
+pub use database::{open_store, open_team};
 pub use listen::{FIRST_REQUEST_TIMEOUT, HEADER_READ_TIMEOUT, MAX_HEADER_BYTES, SHUTDOWN_GRACE};
 
 use crate::cli::{Cli, Command};
@@ -20,17 +23,17 @@ use crate::layers::{
     limits::{self, RateLimits},
     sessions::{self, SessionOwners, SessionPolicy},
 };
-use crate::relay::{Relay, Team};
+use crate::relay::Relay;
 use crate::state::AppState;
 use crate::store::{
-    SqliteStore, Store, StoreError,
+    StoreError,
     sqlite::{self, ServingLock},
 };
 use crate::tls::{self, TlsError};
 use crate::{app, cli, demo};
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use bounds::{Bounded, ConnectionBounds};
-use std::{net::SocketAddr, path::Path, sync::Arc};
+use std::{net::SocketAddr, sync::Arc};
 use tokio::{sync::watch, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +45,13 @@ pub enum StartError {
     #[error("cannot use RELAY_DB {} ({hint})", .path.display())]
     Database {
         path: std::path::PathBuf,
+        hint: &'static str,
+        #[source]
+        source: StoreError,
+    },
+    /// The PostgreSQL database cannot be used (its URL is never shown).
+    #[error("cannot use RELAY_DATABASE_URL ({hint})")]
+    Postgres {
         hint: &'static str,
         #[source]
         source: StoreError,
@@ -76,9 +86,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Admin(command) => {
-            let db = command.database().to_owned();
-            let team = open_team(&db, !command.reads_only())?;
+            let team = open_team(command.database(), !command.reads_only()).await?;
             cli::admin(&team, command).await
+        }
+        Command::Backup { database, .. } | Command::Restore { database, .. }
+            if database.database_url.is_some() =>
+        {
+            anyhow::bail!(
+                "backup and restore copy the SQLite file; with RELAY_DATABASE_URL set, \
+                 use PostgreSQL's own (pg_dump and pg_restore)"
+            )
         }
         Command::Backup { database, path } => {
             sqlite::backup(&database.db, &path).map_err(|e| database_error(&database.db, e))?;
@@ -215,59 +232,13 @@ pub fn restrict_new_files() {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }
 
-/// The team in the database at `db`, for the commands that manage it while
-/// a relay may be serving the same file. Only a command that changes the
-/// team may create the database.
-pub fn open_team(db: &Path, may_create: bool) -> Result<Team, StartError> {
-    let store = if may_create {
-        SqliteStore::open(db)
-    } else {
-        SqliteStore::open_existing(db)
-    };
-    Ok(Team::new(Arc::new(
-        store.map_err(|e| database_error(db, e))?,
-    )))
-}
-
-/// A database failure, naming `RELAY_DB` and saying what to do.
-fn database_error(db: &Path, source: StoreError) -> StartError {
-    let denied = {
-        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&source);
-        let mut denied = false;
-        while let Some(error) = cause {
-            denied |= error
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
-                || error.to_string().contains("readonly")
-                || error.to_string().contains("permission denied");
-            cause = error.source();
-        }
-        denied
-    };
-    let hint = match &source {
-        _ if denied => {
-            "this user may not write there: run as the service's user (sudo crosstalk-admin …), or set RELAY_DB to a file you own"
-        }
-        StoreError::NotFound(_) => {
-            "check RELAY_DB, or --env-file with the service's configuration; a relative path is relative to the working directory"
-        }
-        StoreError::Conflict(_) => "it is in use",
-        StoreError::Backend { .. } => "see the cause",
-    };
-    StartError::Database {
-        path: db.to_owned(),
-        hint,
-        source,
-    }
-}
-
 /// Opens the store and checks that the configuration is safe to serve.
 async fn build(config: Config, shutdown: CancellationToken) -> Result<AppState, StartError> {
-    let store = Arc::new(SqliteStore::open(&config.db).map_err(|e| database_error(&config.db, e))?);
-    let has_people = store
-        .has_people()
-        .await
-        .map_err(|e| database_error(&config.db, e))?;
+    let store = open_store(&config.db, config.database_url.as_ref(), true).await?;
+    let has_people = store.has_people().await.map_err(|e| match &config.database_url {
+        Some(_) => database::postgres_error(e),
+        None => database_error(&config.db, e),
+    })?;
     config.check_exposure(has_people)?;
     let relay = Arc::new(Relay::new(store, config.settings.clone(), shutdown));
     let sessions = SessionPolicy {
@@ -300,7 +271,7 @@ pub struct Running {
     /// Writes MCP sessions' use at shutdown, so they can be taken up after.
     sessions: JoinHandle<()>,
     /// Says that this relay serves the database, while it runs.
-    _lock: ServingLock,
+    _lock: Option<ServingLock>,
 }
 
 impl Running {
@@ -338,7 +309,13 @@ impl Running {
 pub async fn spawn(config: Config) -> Result<Running, StartError> {
     tls::install_crypto_provider();
     restrict_new_files();
-    let lock = sqlite::lock_for_serving(&config.db).map_err(|e| database_error(&config.db, e))?;
+    // One relay per SQLite file; PostgreSQL serves as many as share it.
+    let lock = match config.database_url {
+        Some(_) => None,
+        None => Some(
+            sqlite::lock_for_serving(&config.db).map_err(|e| database_error(&config.db, e))?,
+        ),
+    };
     let shutdown = CancellationToken::new();
     let state = build(config, shutdown.clone()).await?;
     let config = state.config.clone();
