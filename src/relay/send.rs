@@ -3,7 +3,7 @@
 
 use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
 use crate::model::{Channel, Handle, Message, Millis, now_millis};
-use crate::store::{Conversation, NewMessage, RecipientCheck};
+use crate::store::{Conversation, NewMessage, RecipientCheck, StoreResult};
 use std::sync::Arc;
 
 /// Bodies up to this size are scanned for secrets in place (well under a
@@ -118,18 +118,45 @@ impl Relay {
             .await?;
         self.quotas.spend(&stored.from, size, now);
         // Committed: now wake whoever waits for it.
-        let shared = Arc::new(stored.clone());
-        if let Some(to) = &stored.to {
-            self.inboxes.publish(to.as_str(), shared.clone());
-        }
-        if let Some(channel) = &stored.channel {
-            self.channels.publish(channel.as_str(), shared.clone());
-            self.push_post(&shared);
-        }
-        if let Some(thread_id) = stored.thread_id {
-            self.threads.publish(&thread_id.to_string(), shared);
-        }
+        self.wake(Arc::new(stored.clone()));
         Ok(stored)
+    }
+
+    /// Wakes whoever waits for a committed message: its recipient's
+    /// waiters and push streams, its channel's or thread's feeds, and the
+    /// sessions that follow its channel.
+    fn wake(&self, message: Arc<Message>) {
+        if let Some(to) = &message.to {
+            self.inboxes.publish(to.as_str(), message.clone());
+        }
+        if let Some(channel) = &message.channel {
+            self.channels.publish(channel.as_str(), message.clone());
+            self.push_post(&message);
+        }
+        if let Some(thread_id) = message.thread_id {
+            self.threads.publish(&thread_id.to_string(), message);
+        }
+    }
+
+    /// Wakes this relay's waiters for the messages other relays commit to
+    /// the same store (PostgreSQL), as they commit, until shutdown.
+    pub async fn wake_for_other_relays(self: &Arc<Self>) -> StoreResult<()> {
+        let Some(mut commits) = self.store.foreign_commits().await? else {
+            return Ok(());
+        };
+        let relay = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = relay.shutdown.cancelled() => return,
+                    commit = commits.recv() => match commit {
+                        Some(message) => relay.wake(Arc::new(message)),
+                        None => return,
+                    },
+                }
+            }
+        });
+        Ok(())
     }
 
     /// Refuses an empty or oversized body, or one that carries a likely

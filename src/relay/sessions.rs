@@ -50,6 +50,10 @@ impl Relay {
             return Ok(KeptSession::Unknown);
         };
         Ok(match kept.owner {
+            // Another relay on the store holds it: lost, as far as this one
+            // can tell (a load balancer routes by session, or the client
+            // starts a new one).
+            _ if kept.elsewhere => KeptSession::Unknown,
             None => KeptSession::Unknown,
             Some(_) if kept.last_used < fresh_since(idle) => KeptSession::Unknown,
             Some(owner) if caller.token() == Some(&owner) => KeptSession::Yours,
@@ -67,7 +71,9 @@ impl Relay {
             .store
             .session(id)
             .await?
-            .filter(|kept| kept.owner.is_some() && kept.last_used >= fresh_since(idle))
+            .filter(|kept| {
+                kept.owner.is_some() && !kept.elsewhere && kept.last_used >= fresh_since(idle)
+            })
             .map(|kept| kept.state))
     }
 

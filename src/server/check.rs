@@ -2,8 +2,8 @@
 //! would find them, without serving. Each finding names the variable to
 //! change; the command fails where `serve` would refuse to start.
 
-use crate::config::{Config, ServeArgs, Tls};
 use crate::config::DatabaseUrl;
+use crate::config::{Config, ServeArgs, Tls};
 use crate::store::{PostgresStore, SqliteStore, Store};
 use std::{
     fmt,

@@ -235,12 +235,19 @@ pub fn restrict_new_files() {
 /// Opens the store and checks that the configuration is safe to serve.
 async fn build(config: Config, shutdown: CancellationToken) -> Result<AppState, StartError> {
     let store = open_store(&config.db, config.database_url.as_ref(), true).await?;
-    let has_people = store.has_people().await.map_err(|e| match &config.database_url {
-        Some(_) => database::postgres_error(e),
-        None => database_error(&config.db, e),
-    })?;
+    let has_people = store
+        .has_people()
+        .await
+        .map_err(|e| match &config.database_url {
+            Some(_) => database::postgres_error(e),
+            None => database_error(&config.db, e),
+        })?;
     config.check_exposure(has_people)?;
     let relay = Arc::new(Relay::new(store, config.settings.clone(), shutdown));
+    relay
+        .wake_for_other_relays()
+        .await
+        .map_err(database::postgres_error)?;
     let sessions = SessionPolicy {
         max_per_person: config.sessions.max_per_person,
         idle: config.sessions.idle,
@@ -312,9 +319,9 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
     // One relay per SQLite file; PostgreSQL serves as many as share it.
     let lock = match config.database_url {
         Some(_) => None,
-        None => Some(
-            sqlite::lock_for_serving(&config.db).map_err(|e| database_error(&config.db, e))?,
-        ),
+        None => {
+            Some(sqlite::lock_for_serving(&config.db).map_err(|e| database_error(&config.db, e))?)
+        }
     };
     let shutdown = CancellationToken::new();
     let state = build(config, shutdown.clone()).await?;

@@ -94,6 +94,9 @@ pub struct StoredSession {
     /// What the protocol library needs to take it up again, as it wrote it.
     pub state: String,
     pub last_used: Millis,
+    /// Another relay process on the same store holds it (PostgreSQL):
+    /// this one answers it as a lost session, so the client starts anew.
+    pub elsewhere: bool,
 }
 
 /// A message about to be stored; the store gives it an id (and a thread).
@@ -236,4 +239,13 @@ pub trait Store: Send + Sync + 'static {
     /// messages. In batches: no other write waits behind the whole purge.
     /// Also brings the search index up to date.
     fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64>;
+
+    // Several processes on one store.
+    /// Messages other processes commit to this store from now on, each
+    /// once, in id order, as they commit, so this process can wake its own
+    /// waiters for them. `None` where only this process adds messages (one
+    /// relay per SQLite file), or when they were taken already.
+    fn foreign_commits(&self) -> StoreFuture<'_, Option<tokio::sync::mpsc::Receiver<Message>>> {
+        Box::pin(async { Ok(None) })
+    }
 }

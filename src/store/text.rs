@@ -54,7 +54,10 @@ mod tests {
 
     #[test]
     fn typed_words_lose_their_quotes_and_what_is_no_word() {
-        assert_eq!(words("  which \"migration  it's"), ["which", "migration", "it's"]);
+        assert_eq!(
+            words("  which \"migration  it's"),
+            ["which", "migration", "it's"]
+        );
         assert_eq!(words("AND ( ) * :"), ["AND"]);
         assert!(words("  - ? ").is_empty());
     }

@@ -106,7 +106,10 @@ async fn people_tokens_and_the_credentials_revision(store: Arc<dyn Store>) {
     assert!(moved > start);
 
     let found = store.person_by_token(alice.hash()).await.unwrap().unwrap();
-    assert_eq!((found.handle.as_str(), found.name.as_str()), ("alice", "Alice"));
+    assert_eq!(
+        (found.handle.as_str(), found.name.as_str()),
+        ("alice", "Alice")
+    );
     let live: BTreeSet<String> = store
         .live_tokens()
         .await
@@ -122,15 +125,26 @@ async fn people_tokens_and_the_credentials_revision(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert!(store.person_by_token(alice.hash()).await.unwrap().is_none());
-    assert!(store.person_by_token(rotated.hash()).await.unwrap().is_some());
+    assert!(
+        store
+            .person_by_token(rotated.hash())
+            .await
+            .unwrap()
+            .is_some()
+    );
     store.revoke_person(&handle("bob"), 20).await.unwrap();
     assert!(store.person_by_token(bob.hash()).await.unwrap().is_none());
     for refused in [
         store.revoke_person(&handle("bob"), 21).await,
-        store.rotate_token(&handle("bob"), Token::generate().hash()).await,
+        store
+            .rotate_token(&handle("bob"), Token::generate().hash())
+            .await,
         store.revoke_person(&handle("nobody"), 21).await,
     ] {
-        assert!(matches!(refused, Err(StoreError::NotFound(_))), "{refused:?}");
+        assert!(
+            matches!(refused, Err(StoreError::NotFound(_))),
+            "{refused:?}"
+        );
     }
     assert!(store.credentials_revision().await.unwrap() > moved);
     let everyone: Vec<(String, Option<Millis>)> = store
@@ -200,7 +214,10 @@ async fn messages_threads_and_replies(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let refused = store.insert_message(checked).await;
-    assert!(matches!(refused, Err(StoreError::NotFound(_))), "{refused:?}");
+    assert!(
+        matches!(refused, Err(StoreError::NotFound(_))),
+        "{refused:?}"
+    );
 
     let opening = store
         .insert_message(message(
@@ -229,7 +246,12 @@ async fn messages_threads_and_replies(store: Arc<dyn Store>) {
     let unknown = store.thread(thread + 1000, now_millis()).await;
     assert!(matches!(unknown, Err(StoreError::NotFound(_))));
     let nowhere = store
-        .insert_message(message(Conversation::Thread(thread + 1000), "alice", None, "?"))
+        .insert_message(message(
+            Conversation::Thread(thread + 1000),
+            "alice",
+            None,
+            "?",
+        ))
         .await;
     assert!(matches!(nowhere, Err(StoreError::NotFound(_))));
     // A reply must be to a live message of the same conversation.
@@ -311,7 +333,12 @@ async fn channels_pages_and_summaries(store: Arc<dyn Store>) {
     for (name, posts) in [("one", 1), ("two", 2), ("three", 3)] {
         for n in 0..posts {
             store
-                .insert_message(message(channel(name), "alice", None, &format!("{name} {n}")))
+                .insert_message(message(
+                    channel(name),
+                    "alice",
+                    None,
+                    &format!("{name} {n}"),
+                ))
                 .await
                 .unwrap();
         }
@@ -375,7 +402,10 @@ async fn a_claim_hands_each_message_out_once(store: Arc<dyn Store>) {
                     if claimed.is_empty() {
                         return got;
                     }
-                    assert!(claimed.windows(2).all(|w| w[0].id < w[1].id), "oldest first");
+                    assert!(
+                        claimed.windows(2).all(|w| w[0].id < w[1].id),
+                        "oldest first"
+                    );
                     got.extend(claimed.into_iter().map(|m| m.id));
                 }
             })
@@ -386,18 +416,24 @@ async fn a_claim_hands_each_message_out_once(store: Arc<dyn Store>) {
         all.extend(claimer.await.unwrap());
     }
     let distinct: BTreeSet<i64> = all.iter().copied().collect();
-    assert_eq!((all.len(), distinct.len()), (150, 150), "each once, none lost");
+    assert_eq!(
+        (all.len(), distinct.len()),
+        (150, 150),
+        "each once, none lost"
+    );
     // Put back, it is claimed again; nobody else's inbox holds it.
     let back: Vec<i64> = distinct.iter().take(2).copied().collect();
     store
         .unclaim_inbox(&handle("bob"), back.clone())
         .await
         .unwrap();
-    assert!(store
-        .claim_inbox(&handle("alice"), now_millis(), 10)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(
+        store
+            .claim_inbox(&handle("alice"), now_millis(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let again: Vec<i64> = store
         .claim_inbox(&handle("bob"), now_millis(), 10)
         .await
@@ -410,7 +446,7 @@ async fn a_claim_hands_each_message_out_once(store: Arc<dyn Store>) {
 
 async fn expired_messages_are_invisible_and_purged(store: Arc<dyn Store>) {
     let now = now_millis();
-    let mut soon = |conversation, to: Option<&str>, body: &str, expires_at| {
+    let soon = |conversation, to: Option<&str>, body: &str, expires_at| {
         let mut m = message(conversation, "alice", to, body);
         m.expires_at = expires_at;
         m
@@ -424,7 +460,12 @@ async fn expired_messages_are_invisible_and_purged(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let thread = store
-        .insert_message(soon(Conversation::NewThread, Some("bob"), "gone thread", now + 1_000))
+        .insert_message(soon(
+            Conversation::NewThread,
+            Some("bob"),
+            "gone thread",
+            now + 1_000,
+        ))
         .await
         .unwrap();
     let later = now + 2_000;
@@ -440,8 +481,19 @@ async fn expired_messages_are_invisible_and_purged(store: Arc<dyn Store>) {
         bodies(store.channel_recent(&ops, 10, later).await.unwrap()),
         ["kept words"]
     );
-    assert!(store.claim_inbox(&handle("bob"), later, 10).await.unwrap().is_empty());
-    assert!(store.thread(thread.thread_id.unwrap(), later).await.is_err());
+    assert!(
+        store
+            .claim_inbox(&handle("bob"), later, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .thread(thread.thread_id.unwrap(), later)
+            .await
+            .is_err()
+    );
     assert!(store.threads(later, None, 10).await.unwrap().is_empty());
     let found = store.search("words", None, 10, later).await.unwrap();
     assert_eq!(found.len(), 1);
@@ -449,12 +501,15 @@ async fn expired_messages_are_invisible_and_purged(store: Arc<dyn Store>) {
 
     assert_eq!(store.purge_expired(later, 0).await.unwrap(), 2);
     let summary = store.channels(later, None, 10).await.unwrap();
-    assert_eq!(
-        (summary[0].message_count, summary[0].last_id),
-        (1, kept.id)
-    );
+    assert_eq!((summary[0].message_count, summary[0].last_id), (1, kept.id));
     assert!(store.threads(now, None, 10).await.unwrap().is_empty());
-    assert!(store.claim_inbox(&handle("bob"), now, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .claim_inbox(&handle("bob"), now, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(store.purge_expired(later, 0).await.unwrap(), 0);
     // Ids never go back, even past purged messages.
     let next = store
@@ -537,9 +592,15 @@ async fn search_finds_every_word_newest_first(store: Arc<dyn Store>) {
     );
     assert_eq!(
         search("Deploy billing", None).await,
-        ["billing plan: deploy friday", "the deploy of billing failed"]
+        [
+            "billing plan: deploy friday",
+            "the deploy of billing failed"
+        ]
     );
-    let first = store.search("billing", None, 1, now_millis()).await.unwrap();
+    let first = store
+        .search("billing", None, 1, now_millis())
+        .await
+        .unwrap();
     assert_eq!(
         search("billing", Some(first[0].message.id)).await.len(),
         2,
@@ -547,11 +608,18 @@ async fn search_finds_every_word_newest_first(store: Arc<dyn Store>) {
     );
     let excerpt = &first[0].excerpt;
     assert!(
-        excerpt.iter().any(|run| run.matched && run.text == "billing"),
+        excerpt
+            .iter()
+            .any(|run| run.matched && run.text == "billing"),
         "{excerpt:?}"
     );
     // Nothing typed is query syntax.
-    for odd in ["\"billing OR * NEAR(", "billing & ! |", "it's \\ :*", "' ''"] {
+    for odd in [
+        "\"billing OR * NEAR(",
+        "billing & ! |",
+        "it's \\ :*",
+        "' ''",
+    ] {
         store.search(odd, None, 10, now_millis()).await.unwrap();
     }
     assert!(search(" - ? ", None).await.is_empty());

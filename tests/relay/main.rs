@@ -12,6 +12,7 @@ mod conversation;
 mod hardening;
 mod identity;
 mod inbox;
+mod instances;
 mod limits;
 mod matrix;
 mod operate;

@@ -23,7 +23,7 @@ pub struct Postgres {
     pub socket_dir: PathBuf,
     bin: PathBuf,
     /// The script that runs the server: it stops the server when its
-    /// standard input closes, as this process ends.
+    /// standard input closes, as this is dropped or the process ends.
     _script: Child,
 }
 
@@ -34,23 +34,40 @@ pub fn server() -> Option<&'static Postgres> {
     SERVER.get_or_init(start).as_ref()
 }
 
-/// A fresh, empty database's URL, or `None` (having said SKIPPED).
+/// A server of its own, for a test that restarts it; it stops when
+/// dropped. `None` (having said SKIPPED) as [`server`].
+pub fn dedicated() -> Option<Postgres> {
+    start()
+}
+
+/// A fresh, empty database's URL on the shared server, or `None` (having
+/// said SKIPPED).
 pub async fn fresh_database() -> Option<String> {
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let server = server()?;
-    let name = format!("t{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-    let (client, connection) = tokio_postgres::connect(&server.url("postgres"), tokio_postgres::NoTls)
-        .await
-        .expect("the test PostgreSQL server answers");
-    tokio::spawn(connection);
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .expect("a test database");
-    Some(server.url(&name))
+    Some(server()?.database().await)
 }
 
 impl Postgres {
+    /// A fresh, empty database's URL.
+    pub async fn database(&self) -> String {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let server = self;
+        let name = format!(
+            "t{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let (client, connection) =
+            tokio_postgres::connect(&server.url("postgres"), tokio_postgres::NoTls)
+                .await
+                .expect("the test PostgreSQL server answers");
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("a test database");
+        server.url(&name)
+    }
+
     /// The URL of database `name` (over the Unix socket, as `postgres`).
     pub fn url(&self, name: &str) -> String {
         format!(
@@ -127,7 +144,10 @@ fn start() -> Option<Postgres> {
             .args(["-u", "postgres"])
             .output()
             .expect("id runs");
-        assert!(uid.status.success(), "there is no postgres user to run PostgreSQL as");
+        assert!(
+            uid.status.success(),
+            "there is no postgres user to run PostgreSQL as"
+        );
         let uid: u32 = String::from_utf8_lossy(&uid.stdout).trim().parse().unwrap();
         std::os::unix::fs::chown(&dir, Some(uid), None).expect("chown the temp dir");
     }

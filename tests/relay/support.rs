@@ -176,8 +176,8 @@ pub fn initialize() -> Value {
 /// An MCP session driven by hand over HTTP, to see exactly what the relay
 /// sends: the session's standalone stream, and each call's own stream.
 pub struct RawSession {
-    url: String,
-    token: String,
+    pub url: String,
+    pub token: String,
     pub id: String,
 }
 

@@ -29,7 +29,11 @@ fn messages_from(rows: &[Row]) -> StoreResult<Vec<Message>> {
     rows.iter().map(message_from_row).collect()
 }
 
-async fn check_recipient(db: &impl Db, recipient: &Handle, check: RecipientCheck) -> StoreResult<()> {
+async fn check_recipient(
+    db: &impl Db,
+    recipient: &Handle,
+    check: RecipientCheck,
+) -> StoreResult<()> {
     let RecipientCheck::LivePerson { or_empty_store } = check else {
         return Ok(());
     };
@@ -125,6 +129,12 @@ pub(super) async fn insert(db: &impl Db, new: NewMessage) -> StoreResult<Message
         )
         .await?;
     }
+    // Delivered to every listening instance as this commits (listen.rs).
+    db.exec(
+        "SELECT pg_notify($1, $2)",
+        &[&super::listen::CHANNEL, &id.to_string()],
+    )
+    .await?;
     match (channel_name, thread_id) {
         (Some(channel), _) => {
             super::summaries::count_in_channel(db, channel, id, new.created_at).await?
@@ -184,7 +194,11 @@ pub(super) async fn claim_inbox(
     )
 }
 
-pub(super) async fn unclaim_inbox(db: &impl Db, recipient: &Handle, ids: &[i64]) -> StoreResult<()> {
+pub(super) async fn unclaim_inbox(
+    db: &impl Db,
+    recipient: &Handle,
+    ids: &[i64],
+) -> StoreResult<()> {
     db.exec(
         "UPDATE inbox SET claimed_at = NULL WHERE recipient = $1 AND message_id = ANY($2)",
         &[&recipient.as_str(), &ids],
@@ -274,9 +288,7 @@ pub(super) async fn search(
     let Some(query) = ts_query(typed) else {
         return Ok(Vec::new());
     };
-    let marks = format!(
-        "StartSel={OPEN}, StopSel={CLOSE}, MaxWords=24, MinWords=12, ShortWord=0"
-    );
+    let marks = format!("StartSel={OPEN}, StopSel={CLOSE}, MaxWords=24, MinWords=12, ShortWord=0");
     let rows = db
         .rows(
             &format!(

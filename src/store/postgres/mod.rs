@@ -16,6 +16,7 @@
 //! What survives a crash is PostgreSQL's: a write is acknowledged after
 //! its commit, durable as the server's `synchronous_commit` says.
 
+mod listen;
 mod messages;
 mod people;
 mod schema;
@@ -29,7 +30,11 @@ use crate::model::{
     TokenHash,
 };
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Transaction};
-use std::{future::Future, sync::Arc};
+use std::{
+    future::Future,
+    sync::{Arc, Mutex},
+};
+use tokio::sync::mpsc;
 use tokio_postgres::{Row, types::ToSql};
 
 /// Advisory lock keys, the same in every instance ("crosstalk" and a role).
@@ -47,6 +52,30 @@ const PURGE_BATCH: i64 = 200;
 /// The PostgreSQL implementation of [`super::Store`].
 pub struct PostgresStore {
     pool: Pool,
+    /// How to open the connection that listens for other instances'
+    /// commits, until [`super::Store::foreign_commits`] opens it.
+    listener: Mutex<Listener>,
+    /// Ids this process inserted that the listener has not yet passed.
+    own: listen::Own,
+    /// This process, among the relays on the database: the MCP sessions it
+    /// holds are marked with it.
+    instance: String,
+}
+
+enum Listener {
+    Unopened {
+        config: Box<tokio_postgres::Config>,
+        tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    },
+    Running(tokio::task::JoinHandle<()>),
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        if let Listener::Running(task) = &*self.listener.lock().expect("listener lock") {
+            task.abort();
+        }
+    }
 }
 
 impl From<tokio_postgres::Error> for StoreError {
@@ -99,11 +128,7 @@ impl Db for Transaction<'_> {
 }
 
 /// The first row of a query, if any.
-async fn row(
-    db: &impl Db,
-    sql: &str,
-    params: &[&(dyn ToSql + Sync)],
-) -> StoreResult<Option<Row>> {
+async fn row(db: &impl Db, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Option<Row>> {
     Ok(db.rows(sql, params).await?.into_iter().next())
 }
 
@@ -140,9 +165,9 @@ impl PostgresStore {
     /// Connects to the database at `url`, and brings its schema up to date.
     /// The URL is never logged (it may hold a password).
     pub async fn connect(url: &str) -> StoreResult<PostgresStore> {
-        let config: tokio_postgres::Config = url.parse().map_err(|e| {
-            StoreError::backend("RELAY_DATABASE_URL is not a PostgreSQL URL", e)
-        })?;
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::backend("RELAY_DATABASE_URL is not a PostgreSQL URL", e))?;
         let recycling = || ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
@@ -152,11 +177,14 @@ impl PostgresStore {
             .get_hosts()
             .iter()
             .all(|host| matches!(host, tokio_postgres::config::Host::Unix(_)));
-        let manager = if local || config.get_ssl_mode() == tokio_postgres::config::SslMode::Disable
-        {
-            Manager::from_config(config, tokio_postgres::NoTls, recycling())
+        let tls = if local || config.get_ssl_mode() == tokio_postgres::config::SslMode::Disable {
+            None
         } else {
-            Manager::from_config(config, tls()?, recycling())
+            Some(tls()?)
+        };
+        let manager = match &tls {
+            None => Manager::from_config(config.clone(), tokio_postgres::NoTls, recycling()),
+            Some(tls) => Manager::from_config(config.clone(), tls.clone(), recycling()),
         };
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
@@ -165,12 +193,28 @@ impl PostgresStore {
         let mut client = pool.get().await?;
         schema::migrate(&mut client).await?;
         drop(client);
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore {
+            pool,
+            listener: Mutex::new(Listener::Unopened {
+                config: Box::new(config),
+                tls,
+            }),
+            own: listen::Own::default(),
+            instance: instance_id()?,
+        })
     }
 
     async fn client(&self) -> StoreResult<deadpool_postgres::Client> {
         Ok(self.pool.get().await?)
     }
+}
+
+/// A random name for this process.
+fn instance_id() -> StoreResult<String> {
+    let mut bytes = [0u8; 12];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError::backend("naming this relay process", e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// TLS to the database, used when the URL's `sslmode` asks for it: the
@@ -219,7 +263,8 @@ impl super::Store for PostgresStore {
     ) -> StoreFuture<'_, ()> {
         let (handle, name) = (handle.clone(), name.to_owned());
         Box::pin(async move {
-            transaction!(self, |tx| people::add(&tx, &handle, &name, hash, now).await?)
+            transaction!(self, |tx| people::add(&tx, &handle, &name, hash, now)
+                .await?)
         })
     }
 
@@ -235,9 +280,9 @@ impl super::Store for PostgresStore {
 
     fn set_status(&self, handle: &Handle, status: &str, now: Millis) -> StoreFuture<'_, ()> {
         let (handle, status) = (handle.clone(), status.to_owned());
-        Box::pin(async move {
-            people::set_status(&*self.client().await?, &handle, &status, now).await
-        })
+        Box::pin(
+            async move { people::set_status(&*self.client().await?, &handle, &status, now).await },
+        )
     }
 
     fn record_seen(&self, seen: Vec<(Handle, Millis)>) -> StoreFuture<'_, ()> {
@@ -249,7 +294,51 @@ impl super::Store for PostgresStore {
     }
 
     fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message> {
-        Box::pin(async move { transaction!(self, |tx| messages::insert(&tx, message).await?) })
+        Box::pin(async move {
+            transaction!(self, |tx| {
+                let stored = messages::insert(&tx, message).await?;
+                // Before the commit, so the listener never takes it for
+                // another instance's.
+                self.own.lock().expect("own ids lock").insert(stored.id);
+                stored
+            })
+        })
+    }
+
+    fn foreign_commits(&self) -> StoreFuture<'_, Option<mpsc::Receiver<Message>>> {
+        Box::pin(async move {
+            let from: i64 = self
+                .client()
+                .await?
+                .query_one("SELECT coalesce(max(id), 0) FROM messages", &[])
+                .await?
+                .get(0);
+            let mut listener = self.listener.lock().expect("listener lock");
+            let (commits, taken) = mpsc::channel(1024);
+            let own = self.own.clone();
+            let task = match &*listener {
+                Listener::Running(_) => return Ok(None),
+                Listener::Unopened { config, tls: None } => tokio::spawn(listen::run(
+                    (**config).clone(),
+                    tokio_postgres::NoTls,
+                    from,
+                    own,
+                    commits,
+                )),
+                Listener::Unopened {
+                    config,
+                    tls: Some(tls),
+                } => tokio::spawn(listen::run(
+                    (**config).clone(),
+                    tls.clone(),
+                    from,
+                    own,
+                    commits,
+                )),
+            };
+            *listener = Listener::Running(task);
+            Ok(Some(taken))
+        })
     }
 
     fn claim_inbox(
@@ -260,15 +349,18 @@ impl super::Store for PostgresStore {
     ) -> StoreFuture<'_, Vec<Message>> {
         let recipient = recipient.clone();
         Box::pin(async move {
-            transaction!(self, |tx| messages::claim_inbox(&tx, &recipient, now, limit).await?)
+            transaction!(self, |tx| messages::claim_inbox(
+                &tx, &recipient, now, limit
+            )
+            .await?)
         })
     }
 
     fn unclaim_inbox(&self, recipient: &Handle, ids: Vec<i64>) -> StoreFuture<'_, ()> {
         let recipient = recipient.clone();
-        Box::pin(async move {
-            messages::unclaim_inbox(&*self.client().await?, &recipient, &ids).await
-        })
+        Box::pin(
+            async move { messages::unclaim_inbox(&*self.client().await?, &recipient, &ids).await },
+        )
     }
 
     fn thread(&self, thread_id: i64, now: Millis) -> StoreFuture<'_, Vec<Message>> {
@@ -368,26 +460,24 @@ impl super::Store for PostgresStore {
     fn save_session(&self, id: &str, state: &str, now: Millis) -> StoreFuture<'_, ()> {
         let (id, state) = (id.to_owned(), state.to_owned());
         Box::pin(async move {
-            people::save_session(&*self.client().await?, &id, &state, now).await
+            people::save_session(&*self.client().await?, &self.instance, &id, &state, now).await
         })
     }
 
     fn bind_session(&self, id: &str, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
         let id = id.to_owned();
-        Box::pin(
-            async move { people::bind_session(&*self.client().await?, &id, owner, now).await },
-        )
+        Box::pin(async move {
+            people::bind_session(&*self.client().await?, &self.instance, &id, owner, now).await
+        })
     }
 
     fn session(&self, id: &str) -> StoreFuture<'_, Option<StoredSession>> {
         let id = id.to_owned();
-        Box::pin(async move { people::session(&*self.client().await?, &id).await })
+        Box::pin(async move { people::session(&*self.client().await?, &self.instance, &id).await })
     }
 
     fn touch_sessions(&self, ids: Vec<String>, now: Millis) -> StoreFuture<'_, ()> {
-        Box::pin(
-            async move { people::touch_sessions(&*self.client().await?, &ids, now).await },
-        )
+        Box::pin(async move { people::touch_sessions(&*self.client().await?, &ids, now).await })
     }
 
     fn end_sessions(&self, ids: Vec<String>) -> StoreFuture<'_, ()> {
@@ -395,9 +485,7 @@ impl super::Store for PostgresStore {
     }
 
     fn forget_idle_sessions(&self, before: Millis) -> StoreFuture<'_, ()> {
-        Box::pin(
-            async move { people::forget_idle_sessions(&*self.client().await?, before).await },
-        )
+        Box::pin(async move { people::forget_idle_sessions(&*self.client().await?, before).await })
     }
 
     fn tidy(&self) -> StoreFuture<'_, ()> {

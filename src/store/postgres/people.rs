@@ -26,8 +26,7 @@ fn token_hash(bytes: &[u8]) -> StoreResult<TokenHash> {
 }
 
 pub(super) async fn by_token(db: &impl Db, hash: TokenHash) -> StoreResult<Option<Person>> {
-    let sql =
-        format!("SELECT {PERSON_COLUMNS} WHERE p.token_hash = $1 AND p.revoked_at IS NULL");
+    let sql = format!("SELECT {PERSON_COLUMNS} WHERE p.token_hash = $1 AND p.revoked_at IS NULL");
     row(db, &sql, &[&&hash.as_bytes()[..]])
         .await?
         .as_ref()
@@ -47,14 +46,20 @@ pub(super) async fn live_tokens(db: &impl Db) -> StoreResult<Vec<(TokenHash, Han
 }
 
 pub(super) async fn credentials_revision(db: &impl Db) -> StoreResult<u64> {
-    let value: i64 = row(db, "SELECT value FROM revisions WHERE name = 'credentials'", &[])
-        .await?
-        .map_or(Ok(0), |row| row.try_get(0))?;
+    let value: i64 = row(
+        db,
+        "SELECT value FROM revisions WHERE name = 'credentials'",
+        &[],
+    )
+    .await?
+    .map_or(Ok(0), |row| row.try_get(0))?;
     Ok(value as u64)
 }
 
 pub(super) async fn any(db: &impl Db) -> StoreResult<bool> {
-    Ok(row(db, "SELECT 1 FROM people LIMIT 1", &[]).await?.is_some())
+    Ok(row(db, "SELECT 1 FROM people LIMIT 1", &[])
+        .await?
+        .is_some())
 }
 
 pub(super) async fn all(db: &impl Db) -> StoreResult<Vec<Person>> {
@@ -194,14 +199,15 @@ pub(super) async fn key(db: &impl Db, name: &str, fresh: [u8; 32]) -> StoreResul
 
 pub(super) async fn save_session(
     db: &impl Db,
+    holder: &str,
     id: &str,
     state: &str,
     now: Millis,
 ) -> StoreResult<()> {
     db.exec(
-        "INSERT INTO mcp_sessions (id, state, last_used) VALUES ($1, $2, $3) \
-         ON CONFLICT (id) DO UPDATE SET state = $2, last_used = $3",
-        &[&id, &state, &now],
+        "INSERT INTO mcp_sessions (id, state, last_used, holder) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (id) DO UPDATE SET state = $2, last_used = $3, holder = $4",
+        &[&id, &state, &now, &holder],
     )
     .await?;
     Ok(())
@@ -209,23 +215,30 @@ pub(super) async fn save_session(
 
 pub(super) async fn bind_session(
     db: &impl Db,
+    holder: &str,
     id: &str,
     owner: TokenHash,
     now: Millis,
 ) -> StoreResult<()> {
     db.exec(
-        "UPDATE mcp_sessions SET owner = $2, last_used = $3 WHERE id = $1",
-        &[&id, &&owner.as_bytes()[..], &now],
+        "UPDATE mcp_sessions SET owner = $2, last_used = $3, holder = $4 WHERE id = $1",
+        &[&id, &&owner.as_bytes()[..], &now, &holder],
     )
     .await?;
     Ok(())
 }
 
-pub(super) async fn session(db: &impl Db, id: &str) -> StoreResult<Option<StoredSession>> {
+/// A kept session; `elsewhere` when a process other than `holder` holds it.
+pub(super) async fn session(
+    db: &impl Db,
+    holder: &str,
+    id: &str,
+) -> StoreResult<Option<StoredSession>> {
     let Some(row) = row(
         db,
-        "SELECT owner, state, last_used FROM mcp_sessions WHERE id = $1",
-        &[&id],
+        "SELECT owner, state, last_used, holder IS NOT NULL AND holder <> $2 \
+         FROM mcp_sessions WHERE id = $1",
+        &[&id, &holder],
     )
     .await?
     else {
@@ -236,6 +249,7 @@ pub(super) async fn session(db: &impl Db, id: &str) -> StoreResult<Option<Stored
         owner: owner.and_then(|bytes| token_hash(bytes).ok()),
         state: row.try_get(1)?,
         last_used: row.try_get(2)?,
+        elsewhere: row.try_get(3)?,
     }))
 }
 

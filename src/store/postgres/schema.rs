@@ -99,11 +99,14 @@ CREATE TABLE keys (
     name   text PRIMARY KEY,
     value  bytea NOT NULL
 );
+-- holder: the relay process serving the session (rmcp keeps sessions in
+-- memory); another process answers it as lost.
 CREATE TABLE mcp_sessions (
     id         text PRIMARY KEY,
     owner      bytea,
     state      text NOT NULL,
-    last_used  bigint NOT NULL
+    last_used  bigint NOT NULL,
+    holder     text
 );
 CREATE INDEX mcp_sessions_by_owner ON mcp_sessions(owner);
 CREATE FUNCTION sessions_ended() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -5,8 +5,8 @@
 
 use super::{Db, PURGE_BATCH, WRITE_LOCK, row};
 use crate::model::{Channel, ChannelSummary, Handle, Millis, ThreadSummary};
-use crate::store::summary::{Removed, first_people, handles_of, losses};
 use crate::store::StoreResult;
+use crate::store::summary::{Removed, first_people, handles_of, losses};
 
 /// Opens a thread whose first message will have id `first_id`.
 pub(super) async fn open_thread(

@@ -2,8 +2,8 @@
 
 use super::messages::{MESSAGE_COLUMNS, message_from_row};
 use crate::model::{Found, Millis};
-use crate::store::text::{excerpt, words};
 use crate::store::StoreResult;
+use crate::store::text::{excerpt, words};
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// What a person typed, as an FTS5 query: every word must match, each

@@ -31,6 +31,8 @@ pub(super) fn get(conn: &Connection, id: &str) -> StoreResult<Option<StoredSessi
                     .map(TokenHash::from_bytes),
                 state: row.get(1)?,
                 last_used: row.get(2)?,
+                // One relay per SQLite file.
+                elsewhere: false,
             })
         })
         .optional()?)

@@ -1,0 +1,151 @@
+//! Wake-ups across instances: every message insert notifies
+//! [`CHANNEL`] as it commits (ids only), and each instance keeps one
+//! connection listening. On a notification it reads every message above
+//! the last id it has seen, in id order, and hands on those another
+//! process committed. Ids are handed out in commit order (the write lock),
+//! so reading "above the last seen" never skips one that commits late.
+//! After the connection drops, it connects again (backing off) and reads
+//! above the last seen id the same way: a notification lost meanwhile
+//! loses no wake-up.
+
+use super::messages::{MESSAGE_COLUMNS, message_from_row};
+use crate::model::Message;
+use crate::store::StoreResult;
+use futures::StreamExt;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::{AsyncMessage, Client, Socket};
+
+/// The notification channel of message commits.
+pub(super) const CHANNEL: &str = "crosstalk_messages";
+
+/// How many messages one read after a notification takes at most.
+const READ_BATCH: i64 = 500;
+
+/// Ids this process inserted and the listener has not yet passed: it skips
+/// them (their wake-ups were given at commit), and forgets any it has
+/// passed (a rolled-back insert's id never commits).
+pub(super) type Own = Arc<Mutex<BTreeSet<i64>>>;
+
+/// Listens until `commits` is dropped, handing on other processes'
+/// messages committed after `from`.
+pub(super) async fn run<T>(
+    config: tokio_postgres::Config,
+    tls: T,
+    mut last_seen: i64,
+    own: Own,
+    commits: mpsc::Sender<Message>,
+) where
+    T: MakeTlsConnect<Socket> + Clone + Send + Sync + 'static,
+    T::Stream: Send + 'static,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match listen(&config, tls.clone(), &mut last_seen, &own, &commits).await {
+            Ok(()) => return, // nobody takes commits any more
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    "lost the database connection that wakes this relay for other relays' \
+                     messages; connecting again"
+                );
+            }
+        }
+        if commits.is_closed() {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// One connection's life: listen, catch up, then catch up again at every
+/// notification. `Ok` when nobody takes commits any more; `Err` when the
+/// connection failed.
+async fn listen<T>(
+    config: &tokio_postgres::Config,
+    tls: T,
+    last_seen: &mut i64,
+    own: &Own,
+    commits: &mpsc::Sender<Message>,
+) -> StoreResult<()>
+where
+    T: MakeTlsConnect<Socket> + Send + 'static,
+    T::Stream: Send + 'static,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
+    let (client, mut connection) = config.connect(tls).await?;
+    let (notified, mut notifications) = mpsc::unbounded_channel();
+    let driver = tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            match message {
+                Ok(AsyncMessage::Notification(_)) => {
+                    let _ = notified.send(());
+                }
+                Ok(_) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    });
+    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    tracing::debug!("listening for other relays' messages");
+    let caught_up = async {
+        // What committed while nobody listened, then at each notification
+        // (those that came meanwhile are covered by the same read).
+        loop {
+            if !catch_up(&client, last_seen, own, commits).await? {
+                return Ok(());
+            }
+            if notifications.recv().await.is_none() {
+                return Err(crate::store::StoreError::backend(
+                    "listening for other relays' messages",
+                    "the connection closed",
+                ));
+            }
+            while notifications.try_recv().is_ok() {}
+        }
+    };
+    let outcome = caught_up.await;
+    driver.abort();
+    outcome
+}
+
+/// Hands on every message above `last_seen` that this process did not
+/// insert; `false` when nobody takes them any more.
+async fn catch_up(
+    client: &Client,
+    last_seen: &mut i64,
+    own: &Own,
+    commits: &mpsc::Sender<Message>,
+) -> StoreResult<bool> {
+    let statement = client
+        .prepare(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id > $1 ORDER BY id LIMIT $2"
+        ))
+        .await?;
+    loop {
+        let rows = client
+            .query(&statement, &[&*last_seen, &READ_BATCH])
+            .await?;
+        for row in &rows {
+            let message = message_from_row(row)?;
+            *last_seen = message.id;
+            let mine = own.lock().expect("own ids lock").remove(&message.id);
+            if !mine && commits.send(message).await.is_err() {
+                return Ok(false);
+            }
+        }
+        // Ids at or below the last seen that were never read were rolled back.
+        let seen = *last_seen;
+        own.lock().expect("own ids lock").retain(|&id| id > seen);
+        if (rows.len() as i64) < READ_BATCH {
+            return Ok(true);
+        }
+    }
+}

@@ -1,0 +1,387 @@
+//! Several relays on one PostgreSQL database: two real relay processes,
+//! each woken by the other's commits, sharing one inbox and surviving the
+//! loss of the other or a restart of the database.
+
+use crate::postgres::{Postgres, dedicated, fresh_database};
+use crate::support::{LogWatch, Mcp, RawSession, http, spawn_app_with};
+use crosstalk::config::Database;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::process::{Child, Command, Stdio};
+
+/// A relay process serving the database at `url`.
+struct Instance {
+    child: Child,
+    url: String,
+    _log: LogWatch,
+    _dir: tempfile::TempDir,
+}
+
+impl Instance {
+    fn start(database: &str) -> Instance {
+        crosstalk::tls::install_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+            .args(["serve", "--port", "0"])
+            .env("RELAY_DB", dir.path().join("unused.db"))
+            .env("RELAY_DATABASE_URL", database)
+            .env("RUST_LOG", "crosstalk=info")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut log = LogWatch::new(&mut child);
+        let url = log.serving_url();
+        Instance {
+            child,
+            url,
+            _log: log,
+            _dir: dir,
+        }
+    }
+
+    /// Ends the process at once, as a crash or `kill -9` would.
+    fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Adds people to the database at `url`, as `crosstalk add` does; returns
+/// their tokens.
+async fn add_people(url: &str, handles: &[&str]) -> Vec<String> {
+    let database = Database {
+        db: "unused.db".into(),
+        database_url: Some(url.parse().unwrap()),
+    };
+    let team = crosstalk::server::open_team(&database, true).await.unwrap();
+    let mut tokens = Vec::new();
+    for handle in handles {
+        tokens.push(
+            team.add(handle, None)
+                .await
+                .unwrap()
+                .token
+                .expose()
+                .to_owned(),
+        );
+    }
+    tokens
+}
+
+async fn send(relay: &str, token: &str, to: &str, body: &str) -> reqwest::Response {
+    http()
+        .post(format!("{relay}/api/messages"))
+        .bearer_auth(token)
+        .json(&json!({ "to": to, "body": body }))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Claims the inbox, waiting up to `timeout_s` for a message.
+async fn claim(relay: &str, token: &str, timeout_s: u32) -> Vec<Value> {
+    let answer: Value = http()
+        .get(format!("{relay}/api/inbox?timeout_s={timeout_s}"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    match answer["messages"].as_array() {
+        Some(messages) => messages.clone(),
+        None => panic!("claiming answered {answer}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_send_on_one_relay_wakes_a_waiter_on_the_other() {
+    let Some(database) = fresh_database().await else {
+        return;
+    };
+    let tokens = add_people(&database, &["alice", "bob"]).await;
+    let (alice, bob) = (&tokens[0], &tokens[1]);
+    let (a, b) = (Instance::start(&database), Instance::start(&database));
+    for n in 0..20 {
+        // Bob waits on B; alice sends on A once he waits (the wait is open
+        // when B counts it).
+        let waiting = claim(&b.url, bob, 30);
+        let body = format!("question {n}");
+        let sent = async {
+            tokio::task::yield_now().await;
+            send(&a.url, alice, "bob", &body).await
+        };
+        let (woken, sent) = tokio::join!(waiting, sent);
+        assert_eq!(sent.status(), 201);
+        assert_eq!(woken.len(), 1, "{woken:?}");
+        assert_eq!(woken[0]["body"], body);
+    }
+    // A channel feed on A follows posts made on B.
+    let agent = Mcp::connect(&a.url, alice).await.unwrap();
+    let posted: Value = http()
+        .post(format!("{}/api/channels/ops/messages", b.url))
+        .bearer_auth(bob)
+        .json(&json!({ "body": "deployed" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let read = agent
+        .call(
+            "wait_for_message",
+            json!({ "channel": "ops", "since_id": 0, "timeout_s": 10 }),
+        )
+        .await
+        .ok();
+    assert_eq!(read["messages"][0]["id"], posted["id"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn four_sessions_on_two_relays_claim_each_message_once() {
+    let Some(database) = fresh_database().await else {
+        return;
+    };
+    let tokens = add_people(&database, &["alice", "bob"]).await;
+    let (alice, bob) = (tokens[0].clone(), tokens[1].clone());
+    let relays = [Instance::start(&database), Instance::start(&database)];
+    const MESSAGES: usize = 1000;
+    let mut sessions = Vec::new();
+    for n in 0..4 {
+        sessions.push(Mcp::connect(&relays[n % 2].url, &bob).await.unwrap());
+    }
+    let done = tokio_util::sync::CancellationToken::new();
+    let claimers: Vec<_> = sessions
+        .into_iter()
+        .map(|session| {
+            let done = done.clone();
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                loop {
+                    let claimed = session
+                        .call("check_inbox", json!({ "timeout_seconds": 1 }))
+                        .await
+                        .ok();
+                    let messages = claimed["messages"].as_array().unwrap().clone();
+                    if messages.is_empty() && done.is_cancelled() {
+                        return got;
+                    }
+                    got.extend(messages.iter().map(|m| m["id"].as_i64().unwrap()));
+                }
+            })
+        })
+        .collect();
+    let urls: Vec<String> = relays.iter().map(|r| r.url.clone()).collect();
+    let senders: Vec<_> = (0..4)
+        .map(|s| {
+            let (url, alice) = (urls[s % 2].clone(), alice.clone());
+            tokio::spawn(async move {
+                let mut sent = Vec::new();
+                for n in 0..MESSAGES / 4 {
+                    let answer = send(&url, &alice, "bob", &format!("{s}/{n}")).await;
+                    assert_eq!(answer.status(), 201);
+                    sent.push(
+                        answer.json::<Value>().await.unwrap()["message_id"]
+                            .as_i64()
+                            .unwrap(),
+                    );
+                }
+                sent
+            })
+        })
+        .collect();
+    let mut sent = BTreeSet::new();
+    for sender in senders {
+        sent.extend(sender.await.unwrap());
+    }
+    done.cancel();
+    let mut claimed = Vec::new();
+    for claimer in claimers {
+        claimed.extend(claimer.await.unwrap());
+    }
+    let distinct: BTreeSet<i64> = claimed.iter().copied().collect();
+    assert_eq!(
+        claimed.len(),
+        distinct.len(),
+        "a message was handed out twice"
+    );
+    assert_eq!(distinct, sent, "every message sent was claimed");
+    assert_eq!(sent.len(), MESSAGES);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_relay_loses_no_acknowledged_message_and_the_other_serves_on() {
+    let Some(database) = fresh_database().await else {
+        return;
+    };
+    let tokens = add_people(&database, &["alice", "bob"]).await;
+    let (alice, bob) = (tokens[0].clone(), tokens[1].clone());
+    let mut a = Instance::start(&database);
+    let b = Instance::start(&database);
+    // Writers on both relays, posting until their relay stops answering.
+    let writers: Vec<_> = [a.url.clone(), b.url.clone()]
+        .into_iter()
+        .flat_map(|url| std::iter::repeat_n(url, 4))
+        .enumerate()
+        .map(|(w, url)| {
+            let alice = alice.clone();
+            tokio::spawn(async move {
+                let mut acknowledged = Vec::new();
+                for n in 0..300 {
+                    let answer = http()
+                        .post(format!("{url}/api/channels/load/messages"))
+                        .bearer_auth(&alice)
+                        .json(&json!({ "body": format!("{w}/{n}") }))
+                        .send()
+                        .await;
+                    let Ok(answer) = answer else { break };
+                    if answer.status() != 201 {
+                        break;
+                    }
+                    let Ok(posted) = answer.json::<Value>().await else {
+                        break;
+                    };
+                    acknowledged.push(posted["id"].as_i64().unwrap());
+                }
+                acknowledged
+            })
+        })
+        .collect();
+    // Under load (once 100 posts are in), A dies.
+    loop {
+        let page: Value = http()
+            .get(format!(
+                "{}/api/channels/load/messages?since_id=0&limit=200",
+                b.url
+            ))
+            .bearer_auth(&bob)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if page["messages"].as_array().unwrap().len() >= 100 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    a.kill();
+    let mut acknowledged = BTreeSet::new();
+    for writer in writers {
+        acknowledged.extend(writer.await.unwrap());
+    }
+    // B still serves: a new post, and every acknowledged one is there.
+    let after = http()
+        .post(format!("{}/api/channels/load/messages", b.url))
+        .bearer_auth(&alice)
+        .json(&json!({ "body": "after the crash" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 201);
+    let mut stored = BTreeSet::new();
+    let mut since = 0;
+    loop {
+        let page: Value = http()
+            .get(format!(
+                "{}/api/channels/load/messages?since_id={since}&limit=200",
+                b.url
+            ))
+            .bearer_auth(&bob)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let messages = page["messages"].as_array().unwrap();
+        let Some(last) = messages.last() else { break };
+        since = last["id"].as_i64().unwrap();
+        stored.extend(messages.iter().map(|m| m["id"].as_i64().unwrap()));
+    }
+    let lost: Vec<&i64> = acknowledged.difference(&stored).collect();
+    assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+    assert!(acknowledged.len() >= 100);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_database_restart_is_survived_and_waiters_resync() {
+    let Some(server): Option<Postgres> = dedicated() else {
+        return;
+    };
+    let database = server.database().await;
+    let tokens = add_people(&database, &["alice", "bob"]).await;
+    let (alice, bob) = (tokens[0].clone(), tokens[1].clone());
+    // A is a process; B runs here, so the test can see its waiter park.
+    let a = Instance::start(&database);
+    let url: crosstalk::config::DatabaseUrl = database.parse().unwrap();
+    let b = spawn_app_with(|config| config.database_url = Some(url)).await;
+    assert_eq!(send(&a.url, &alice, "bob", "before").await.status(), 201);
+    assert_eq!(claim(&b.url(), &bob, 5).await[0]["body"], "before");
+
+    // Bob waits on B; the database restarts under him; a message sent on
+    // A once it is back wakes him, whether or not B's listener had
+    // reconnected by the time it committed.
+    let mut parked = b.running.state.relay.parked_waits();
+    let before = *parked.borrow_and_update();
+    let waiting = tokio::spawn({
+        let (url, bob) = (b.url(), bob.clone());
+        async move { claim(&url, &bob, 30).await }
+    });
+    parked.wait_for(|n| *n > before).await.unwrap();
+    server.restart();
+    // A's pool connects again: a send may fail (and is not acknowledged)
+    // until the database accepts connections.
+    let mut acknowledged = false;
+    for _ in 0..50 {
+        if send(&a.url, &alice, "bob", "after").await.status() == 201 {
+            acknowledged = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(acknowledged, "A never wrote again after the restart");
+    let woken = waiting.await.unwrap();
+    assert_eq!(woken.len(), 1, "{woken:?}");
+    assert_eq!(woken[0]["body"], "after");
+    // Nothing is lost or handed out twice.
+    assert!(claim(&a.url, &bob, 0).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_one_relay_holds_is_lost_on_the_other() {
+    let Some(database) = fresh_database().await else {
+        return;
+    };
+    let tokens = add_people(&database, &["alice"]).await;
+    let (a, b) = (Instance::start(&database), Instance::start(&database));
+    let on_a = RawSession::open(&a.url, &tokens[0]).await;
+    let ping = json!({ "jsonrpc": "2.0", "id": 2, "method": "ping" });
+    assert_eq!(on_a.post(ping.clone()).send().await.unwrap().status(), 200);
+    // The same session sent to B: not found, as the MCP spec answers a
+    // lost session, so the client opens a new one (there, or on A).
+    let on_b = RawSession {
+        url: b.url.clone(),
+        ..on_a.with_token(&tokens[0])
+    };
+    let lost = on_b.post(ping.clone()).send().await.unwrap();
+    assert_eq!(lost.status(), 404);
+    let said: Value = lost.json().await.unwrap();
+    assert_eq!(said["error"]["code"], "not_found");
+    assert_eq!(
+        on_a.post(ping).send().await.unwrap().status(),
+        200,
+        "A still holds it"
+    );
+    RawSession::open(&b.url, &tokens[0]).await;
+}
