@@ -8,9 +8,13 @@
 //! restart serves the cached certificate at once and never orders one it
 //! has; it renews in the background and, when the directory cannot be
 //! reached, keeps serving and retries with backoff (1 s doubling to 18 h).
+//! Relays that share a PostgreSQL store keep the ACME account and
+//! certificates in it instead ([`AcmeCache`]), so N relays behind one name
+//! share one account and one certificate.
 
 use crate::config::{Acme, Config, Tls};
 use crate::host;
+use crate::store::Store;
 use axum::{
     Router,
     http::{HeaderMap, Uri, header},
@@ -22,7 +26,7 @@ use rustls::{
     pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
     sign::CertifiedKey,
 };
-use rustls_acme::{AcmeConfig, caches::DirCache};
+use rustls_acme::{AccountCache, AcmeConfig, CertCache, caches::DirCache};
 use std::{path::Path, sync::Arc};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -122,13 +126,122 @@ fn read_certificates(
         })
 }
 
+/// Where ACME keeps its account and certificates: the cache directory, or
+/// the store that several relays share.
+pub enum AcmeCache {
+    Dir(DirCache<std::path::PathBuf>),
+    Store(Arc<dyn Store>),
+}
+
+impl AcmeCache {
+    /// The name of what is kept for `parts` (contact addresses or domains)
+    /// at `directory`: as rustls-acme's directory cache names its files.
+    fn name(kind: &str, parts: &[String], directory: &str) -> String {
+        use base64::prelude::*;
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        for part in parts {
+            hash.update(part.as_bytes());
+            hash.update([0]);
+        }
+        hash.update(directory.as_bytes());
+        format!(
+            "acme/cached_{kind}_{}",
+            BASE64_URL_SAFE_NO_PAD.encode(hash.finalize())
+        )
+    }
+
+    async fn load(
+        &self,
+        kind: &str,
+        parts: &[String],
+        directory: &str,
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        match self {
+            AcmeCache::Dir(dir) if kind == "cert" => dir.load_cert(parts, directory).await,
+            AcmeCache::Dir(dir) => dir.load_account(parts, directory).await,
+            AcmeCache::Store(store) => store
+                .kept(&AcmeCache::name(kind, parts, directory))
+                .await
+                .map_err(std::io::Error::other),
+        }
+    }
+
+    async fn store(
+        &self,
+        kind: &str,
+        parts: &[String],
+        directory: &str,
+        value: &[u8],
+    ) -> std::io::Result<()> {
+        match self {
+            AcmeCache::Dir(dir) if kind == "cert" => dir.store_cert(parts, directory, value).await,
+            AcmeCache::Dir(dir) => dir.store_account(parts, directory, value).await,
+            AcmeCache::Store(store) => store
+                .keep(&AcmeCache::name(kind, parts, directory), value.to_vec())
+                .await
+                .map_err(std::io::Error::other),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CertCache for AcmeCache {
+    type EC = std::io::Error;
+    async fn load_cert(
+        &self,
+        domains: &[String],
+        directory: &str,
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        self.load("cert", domains, directory).await
+    }
+    async fn store_cert(
+        &self,
+        domains: &[String],
+        directory: &str,
+        cert: &[u8],
+    ) -> std::io::Result<()> {
+        self.store("cert", domains, directory, cert).await
+    }
+}
+
+#[async_trait::async_trait]
+impl AccountCache for AcmeCache {
+    type EA = std::io::Error;
+    async fn load_account(
+        &self,
+        contact: &[String],
+        directory: &str,
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        self.load("account", contact, directory).await
+    }
+    async fn store_account(
+        &self,
+        contact: &[String],
+        directory: &str,
+        account: &[u8],
+    ) -> std::io::Result<()> {
+        self.store("account", contact, directory, account).await
+    }
+}
+
 /// Starts ACME for `acme` and returns the server configuration that serves
-/// its certificates, and a flag that turns true once one is deployed.
+/// its certificates, and a flag that turns true once one is deployed. With
+/// `shared`, the account and certificates are kept in that store (several
+/// relays on one PostgreSQL); else in the cache directory.
 pub fn start_acme(
     acme: &Acme,
+    shared: Option<Arc<dyn Store>>,
     shutdown: CancellationToken,
 ) -> Result<(Arc<ServerConfig>, watch::Receiver<bool>), TlsError> {
-    create_private_dir(&acme.cache_dir)?;
+    let (cache, kept_in) = match shared {
+        Some(store) => (AcmeCache::Store(store), "the database".to_owned()),
+        None => {
+            create_private_dir(&acme.cache_dir)?;
+            let dir = DirCache::new(acme.cache_dir.clone());
+            (AcmeCache::Dir(dir), acme.cache_dir.display().to_string())
+        }
+    };
     let mut roots = RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(ca) = &acme.ca {
@@ -144,7 +257,7 @@ pub fn start_acme(
         .with_no_client_auth();
     let mut state = AcmeConfig::new_with_client_config(&acme.domains, Arc::new(client))
         .contact(acme.email.iter().map(|email| format!("mailto:{email}")))
-        .cache(DirCache::new(acme.cache_dir.clone()))
+        .cache(cache)
         .directory(&acme.directory)
         .state();
     let resolver = state.resolver();
@@ -152,7 +265,7 @@ pub fn start_acme(
     tracing::info!(
         domains = ?acme.domains,
         directory = %acme.directory,
-        cache = %acme.cache_dir.display(),
+        cache = %kept_in,
         "ACME: using a cached certificate if there is one, else ordering one"
     );
     tokio::spawn(async move {

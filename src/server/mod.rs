@@ -26,7 +26,7 @@ use crate::layers::{
 use crate::relay::Relay;
 use crate::state::AppState;
 use crate::store::{
-    StoreError,
+    Store, StoreError,
     sqlite::{self, ServingLock},
 };
 use crate::tls::{self, TlsError};
@@ -233,7 +233,10 @@ pub fn restrict_new_files() {
 }
 
 /// Opens the store and checks that the configuration is safe to serve.
-async fn build(config: Config, shutdown: CancellationToken) -> Result<AppState, StartError> {
+async fn build(
+    config: Config,
+    shutdown: CancellationToken,
+) -> Result<(AppState, Arc<dyn Store>), StartError> {
     let store = open_store(&config.db, config.database_url.as_ref(), true).await?;
     let has_people = store
         .has_people()
@@ -243,7 +246,7 @@ async fn build(config: Config, shutdown: CancellationToken) -> Result<AppState, 
             None => database_error(&config.db, e),
         })?;
     config.check_exposure(has_people)?;
-    let relay = Arc::new(Relay::new(store, config.settings.clone(), shutdown));
+    let relay = Arc::new(Relay::new(store.clone(), config.settings.clone(), shutdown));
     relay
         .wake_for_other_relays()
         .await
@@ -252,12 +255,13 @@ async fn build(config: Config, shutdown: CancellationToken) -> Result<AppState, 
         max_per_person: config.sessions.max_per_person,
         idle: config.sessions.idle,
     };
-    Ok(AppState {
+    let state = AppState {
         sessions: Arc::new(SessionOwners::new(relay.clone(), sessions)),
         relay,
         limits: Arc::new(RateLimits::new(&config.limits)),
         config: Arc::new(config),
-    })
+    };
+    Ok((state, store))
 }
 
 /// A relay running on a real socket.
@@ -324,7 +328,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
         }
     };
     let shutdown = CancellationToken::new();
-    let state = build(config, shutdown.clone()).await?;
+    let (state, store) = build(config, shutdown.clone()).await?;
     let config = state.config.clone();
     let (server, addr) = listen::listen(config.listen, &shutdown)?;
 
@@ -342,7 +346,9 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
             Some(rustls)
         }
         Tls::Acme(acme) => {
-            let (server, ready) = tls::start_acme(acme, shutdown.clone())?;
+            // Relays sharing a PostgreSQL store share its certificate.
+            let shared = config.database_url.is_some().then(|| store.clone());
+            let (server, ready) = tls::start_acme(acme, shared, shutdown.clone())?;
             certificate_ready = Some(ready);
             Some(RustlsConfig::from_config(server))
         }

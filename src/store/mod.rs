@@ -240,6 +240,12 @@ pub trait Store: Send + Sync + 'static {
     /// Also brings the search index up to date.
     fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64>;
 
+    /// Bytes the relay keeps under `name` for all its processes (the ACME
+    /// account and certificates, when several relays share the store).
+    fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>>;
+    /// Keeps `value` under `name`, replacing what was there.
+    fn keep(&self, name: &str, value: Vec<u8>) -> StoreFuture<'_, ()>;
+
     // Several processes on one store.
     /// Messages other processes commit to this store from now on, each
     /// once, in id order, as they commit, so this process can wake its own

@@ -38,7 +38,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "app",
         &["state", "layers", "wire", "host", "mcp", "api", "web"],
     ),
-    ("tls", &["config", "host"]),
+    // The ACME cache of relays that share a store is kept in it.
+    ("tls", &["config", "host", "store"]),
     (
         "server",
         &[

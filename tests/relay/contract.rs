@@ -56,6 +56,7 @@ contract!(
     unread_counts_follow_read_marks,
     search_finds_every_word_newest_first,
     keys_are_made_once,
+    kept_bytes_are_replaced_whole,
     sessions_are_kept_bound_and_ended,
 );
 
@@ -630,6 +631,14 @@ async fn keys_are_made_once(store: Arc<dyn Store>) {
     assert_eq!(page.len(), 32);
     assert_eq!(store.key("page").await.unwrap(), page);
     assert_ne!(store.key("other").await.unwrap(), page);
+}
+
+async fn kept_bytes_are_replaced_whole(store: Arc<dyn Store>) {
+    assert_eq!(store.kept("acme/cert").await.unwrap(), None);
+    store.keep("acme/cert", vec![1, 2, 3]).await.unwrap();
+    store.keep("acme/cert", vec![0, 255]).await.unwrap();
+    assert_eq!(store.kept("acme/cert").await.unwrap(), Some(vec![0, 255]));
+    assert_eq!(store.kept("acme/other").await.unwrap(), None);
 }
 
 async fn sessions_are_kept_bound_and_ended(store: Arc<dyn Store>) {

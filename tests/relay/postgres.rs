@@ -31,13 +31,24 @@ pub struct Postgres {
 /// when PostgreSQL is not installed, outside CI.
 pub fn server() -> Option<&'static Postgres> {
     static SERVER: OnceLock<Option<Postgres>> = OnceLock::new();
-    SERVER.get_or_init(start).as_ref()
+    SERVER.get_or_init(|| start(FOR_TESTS)).as_ref()
 }
+
+/// Tests need no durability from the server (a restart is clean), and
+/// run many databases at once.
+const FOR_TESTS: &str = "-c fsync=off -c max_connections=300";
 
 /// A server of its own, for a test that restarts it; it stops when
 /// dropped. `None` (having said SKIPPED) as [`server`].
 pub fn dedicated() -> Option<Postgres> {
-    start()
+    start(FOR_TESTS)
+}
+
+/// A server of its own with PostgreSQL's default settings (durable
+/// commits), for the benchmarks, plus `settings` (`-c name=value …`).
+#[allow(dead_code)] // the benchmarks' only
+pub fn durable(settings: &str) -> Option<Postgres> {
+    start(settings)
 }
 
 /// A fresh, empty database's URL on the shared server, or `None` (having
@@ -120,7 +131,8 @@ fn as_postgres(script: &str) -> Command {
     }
 }
 
-fn start() -> Option<Postgres> {
+/// Starts a server with `settings` (`-c name=value …`).
+fn start(settings: &str) -> Option<Postgres> {
     let Some(bin) = installed() else {
         if std::env::var_os("CI").is_some() {
             panic!(
@@ -156,7 +168,7 @@ fn start() -> Option<Postgres> {
 bin='{bin}'; dir='{dir}'
 "$bin/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --no-sync >"$dir/initdb.log" 2>&1
 "$bin/pg_ctl" -D "$dir/data" -w -l "$dir/server.log" \
-    -o "-k $dir -p 5432 -c listen_addresses='' -c max_connections=300 -c fsync=off" start >/dev/null
+    -o "-k $dir -p 5432 -c listen_addresses='' {settings}" start >/dev/null
 echo ready
 read -r _ || true
 "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true

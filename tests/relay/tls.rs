@@ -406,3 +406,45 @@ async fn acme_with_pebble_issues_serves_redirects_and_restarts_from_the_cache() 
     assert_eq!((status, served), (200, first));
     running.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn relays_on_one_postgres_share_one_acme_account_and_certificate() {
+    let Some(database) = crate::postgres::fresh_database().await else {
+        return;
+    };
+    let url: crosstalk::config::DatabaseUrl = database.parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let Some(pebble) = Pebble::start(dir.path(), port) else {
+        return;
+    };
+    let (directory, ca_file) = (pebble.directory.clone(), pebble.ca_file.clone());
+    let shared = |port| {
+        let mut config = acme_config(dir.path(), port, &directory, &ca_file);
+        config.database_url = Some(url.clone());
+        config
+    };
+    let first_relay = server::spawn(shared(port)).await.unwrap();
+    certificate_ready(&first_relay).await;
+    let client = https_client(&pebble.issuing_root().await);
+    let first = fetch(&client, &format!("https://localhost:{port}/healthz"))
+        .await
+        .3;
+    assert!(!first.is_empty());
+    assert!(
+        !dir.path().join("acme").exists(),
+        "kept in the database, not in a cache directory"
+    );
+
+    // A second relay behind the same name, with the ACME server gone (so
+    // it could not order): it serves the same certificate from the store.
+    drop(pebble);
+    let other = free_port();
+    let second_relay = server::spawn(shared(other)).await.unwrap();
+    certificate_ready(&second_relay).await;
+    let (status, _, _, served) =
+        fetch(&client, &format!("https://localhost:{other}/healthz")).await;
+    assert_eq!((status, served), (200, first));
+    first_relay.stop().await.unwrap();
+    second_relay.stop().await.unwrap();
+}

@@ -457,6 +457,16 @@ impl super::Store for PostgresStore {
         })
     }
 
+    fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>> {
+        let name = name.to_owned();
+        Box::pin(async move { people::kept(&*self.client().await?, &name).await })
+    }
+
+    fn keep(&self, name: &str, value: Vec<u8>) -> StoreFuture<'_, ()> {
+        let name = name.to_owned();
+        Box::pin(async move { people::keep(&*self.client().await?, &name, &value).await })
+    }
+
     fn save_session(&self, id: &str, state: &str, now: Millis) -> StoreFuture<'_, ()> {
         let (id, state) = (id.to_owned(), state.to_owned());
         Box::pin(async move {

@@ -273,3 +273,20 @@ pub(super) async fn forget_idle_sessions(db: &impl Db, before: Millis) -> StoreR
         .await?;
     Ok(())
 }
+
+pub(super) async fn kept(db: &impl Db, name: &str) -> StoreResult<Option<Vec<u8>>> {
+    row(db, "SELECT value FROM kept WHERE name = $1", &[&name])
+        .await?
+        .map(|row| Ok(row.try_get(0)?))
+        .transpose()
+}
+
+pub(super) async fn keep(db: &impl Db, name: &str, value: &[u8]) -> StoreResult<()> {
+    db.exec(
+        "INSERT INTO kept (name, value) VALUES ($1, $2) \
+         ON CONFLICT (name) DO UPDATE SET value = $2",
+        &[&name, &value],
+    )
+    .await?;
+    Ok(())
+}

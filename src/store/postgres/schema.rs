@@ -101,6 +101,12 @@ CREATE TABLE keys (
 );
 -- holder: the relay process serving the session (rmcp keeps sessions in
 -- memory); another process answers it as lost.
+-- Bytes kept under a name for every relay: the ACME account and
+-- certificates, so relays behind one name share one certificate.
+CREATE TABLE kept (
+    name   text PRIMARY KEY,
+    value  bytea NOT NULL
+);
 CREATE TABLE mcp_sessions (
     id         text PRIMARY KEY,
     owner      bytea,

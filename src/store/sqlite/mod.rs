@@ -354,6 +354,16 @@ impl super::Store for SqliteStore {
         })
     }
 
+    fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>> {
+        let name = name.to_owned();
+        self.read(move |conn| people::kept(conn, &name))
+    }
+
+    fn keep(&self, name: &str, value: Vec<u8>) -> StoreFuture<'_, ()> {
+        let name = name.to_owned();
+        self.write(move |conn| people::keep(conn, &name, &value))
+    }
+
     fn save_session(&self, id: &str, state: &str, now: Millis) -> StoreFuture<'_, ()> {
         let (id, state) = (id.to_owned(), state.to_owned());
         self.write(move |conn| sessions::save(conn, &id, &state, now))

@@ -174,3 +174,19 @@ pub(super) fn key(conn: &Connection, name: &str, fresh: [u8; 32]) -> StoreResult
         .optional()?;
     Ok(value.unwrap_or_else(|| fresh.to_vec()))
 }
+
+pub(super) fn kept(conn: &Connection, name: &str) -> StoreResult<Option<Vec<u8>>> {
+    Ok(conn
+        .prepare_cached("SELECT value FROM kept WHERE name = ?1")?
+        .query_row([name], |row| row.get(0))
+        .optional()?)
+}
+
+pub(super) fn keep(conn: &Connection, name: &str, value: &[u8]) -> StoreResult<()> {
+    conn.prepare_cached(
+        "INSERT INTO kept (name, value) VALUES (?1, ?2) \
+         ON CONFLICT (name) DO UPDATE SET value = ?2",
+    )?
+    .execute(params![name, value])?;
+    Ok(())
+}

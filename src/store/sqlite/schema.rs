@@ -268,6 +268,14 @@ CREATE TABLE search_generations (
 );
 UPDATE search_state SET indexed_to = 0;
 "#,
+    r#"
+-- Bytes kept under a name (Store::kept), as the PostgreSQL store keeps
+-- them; a SQLite relay keeps its ACME cache in RELAY_CACHE_DIR instead.
+CREATE TABLE kept (
+    name   TEXT PRIMARY KEY,
+    value  BLOB NOT NULL
+) WITHOUT ROWID;
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.
