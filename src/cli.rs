@@ -72,6 +72,13 @@ pub enum Command {
         /// A copy made by `crosstalk backup`.
         path: PathBuf,
     },
+    /// Copy this relay's SQLite database (RELAY_DB: people, tokens, live
+    /// messages) into the empty PostgreSQL database at RELAY_DATABASE_URL,
+    /// keeping ids, and check the counts. The relay must be stopped.
+    MigrateToPostgres {
+        #[command(flatten)]
+        database: Database,
+    },
     /// Run a real relay on a spare loopback port and show two agents talking.
     Demo,
     /// A local stdio MCP server for Claude Code: forwards the relay's tools

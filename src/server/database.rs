@@ -5,7 +5,7 @@
 use super::StartError;
 use crate::config::{Database, DatabaseUrl};
 use crate::relay::Team;
-use crate::store::{PostgresStore, SqliteStore, Store, StoreError};
+use crate::store::{PostgresStore, SqliteStore, Store, StoreError, postgres, sqlite};
 use std::{path::Path, sync::Arc};
 
 /// Opens the store `database` names. Only a command that changes the team
@@ -75,4 +75,30 @@ pub(super) fn database_error(db: &Path, source: StoreError) -> StartError {
         hint,
         source,
     }
+}
+
+/// `crosstalk migrate-to-postgres`: copies the SQLite relay at `RELAY_DB`
+/// into the empty PostgreSQL database at `RELAY_DATABASE_URL`.
+pub async fn migrate_to_postgres(database: &Database) -> anyhow::Result<()> {
+    let Some(url) = &database.database_url else {
+        anyhow::bail!("set RELAY_DATABASE_URL to the (empty) PostgreSQL database to copy into");
+    };
+    let db = &database.db;
+    // No relay may write to the file meanwhile; opening it brings its
+    // schema up to date, which the copy reads.
+    let _lock = sqlite::lock_for_serving(db).map_err(|e| database_error(db, e))?;
+    drop(SqliteStore::open_existing(db).map_err(|e| database_error(db, e))?);
+    let store = PostgresStore::connect(url.expose())
+        .await
+        .map_err(postgres_error)?;
+    let copied = postgres::import(&store, db, crate::model::now_millis())
+        .await
+        .map_err(|e| anyhow::Error::new(e).context("nothing was copied"))?;
+    println!(
+        "Copied {copied} from {} into PostgreSQL, and the counts match.\n\
+         Start the relays with RELAY_DATABASE_URL set; keep {} as it is, as a backup.",
+        db.display(),
+        db.display()
+    );
+    Ok(())
 }

@@ -111,6 +111,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::MigrateToPostgres { database } => database::migrate_to_postgres(&database).await,
         Command::Bridge { url, token } => {
             // The bridge reaches the relay over HTTPS.
             crate::tls::install_crypto_provider();

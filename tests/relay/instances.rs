@@ -385,3 +385,110 @@ async fn a_session_one_relay_holds_is_lost_on_the_other() {
     );
     RawSession::open(&b.url, &tokens[0]).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn migrate_to_postgres_copies_people_and_live_messages_keeping_ids() {
+    use crate::support::{get, post, spawn_app};
+    let Some(database) = fresh_database().await else {
+        return;
+    };
+    let sqlite = spawn_app().await;
+    let alice = sqlite.add_person("alice").await;
+    let bob = sqlite.add_person("bob").await;
+    let (_, opened) = post(
+        &sqlite,
+        "/api/messages",
+        &alice,
+        json!({ "to": "bob", "body": "which migration?" }),
+    )
+    .await;
+    let thread = opened["thread_id"].as_i64().unwrap();
+    assert_eq!(claim(&sqlite.url(), &bob, 0).await.len(), 1);
+    post(
+        &sqlite,
+        "/api/messages",
+        &bob,
+        json!({ "to": "alice", "body": "0042", "thread_id": thread }),
+    )
+    .await;
+    for body in ["deployed billing", "gone soon", "lunch?"] {
+        post(
+            &sqlite,
+            "/api/channels/ops/messages",
+            &alice,
+            json!({ "body": body }),
+        )
+        .await;
+    }
+    sqlite.sql(
+        "UPDATE messages SET expires_at = 1 WHERE body = 'gone soon'",
+        |conn, sql| conn.execute(sql, []).unwrap(),
+    );
+    let thread_path = format!("/api/threads/{thread}");
+    let (_, thread_before) = get(&sqlite, &thread_path, &alice).await;
+    let db = sqlite.db.clone();
+    sqlite.running.stop().await.unwrap();
+
+    let migrate = || {
+        Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+            .arg("migrate-to-postgres")
+            .env("RELAY_DB", &db)
+            .env("RELAY_DATABASE_URL", &database)
+            .output()
+            .unwrap()
+    };
+    let copied = migrate();
+    let said = String::from_utf8_lossy(&copied.stdout);
+    assert!(
+        copied.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&copied.stderr)
+    );
+    assert!(
+        said.contains("2 people, 4 messages in 1 threads and their channels, 2 inbox rows"),
+        "{said}"
+    );
+    assert!(!database.contains("password") && !said.contains(&database));
+
+    // A relay on PostgreSQL: the same tokens, ids, thread and inboxes.
+    let url: crosstalk::config::DatabaseUrl = database.parse().unwrap();
+    let relay = spawn_app_with(|config| config.database_url = Some(url)).await;
+    let (status, thread_after) = get(&relay, &thread_path, &alice).await;
+    assert_eq!(status, 200);
+    assert_eq!(thread_after, thread_before);
+    let (_, channel) = get(&relay, "/api/channels/ops/messages?since_id=0", &bob).await;
+    let bodies: Vec<&str> = channel["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["body"].as_str().unwrap())
+        .collect();
+    assert_eq!(bodies, ["deployed billing", "lunch?"], "live messages only");
+    let waiting = claim(&relay.url(), &alice, 0).await;
+    assert_eq!(waiting.len(), 1, "alice's unclaimed answer waits");
+    assert_eq!(waiting[0]["body"], "0042");
+    assert!(
+        claim(&relay.url(), &bob, 0).await.is_empty(),
+        "bob's was claimed"
+    );
+    let (_, found) = get(&relay, "/api/search?q=billing", &bob).await;
+    assert_eq!(found["messages"].as_array().unwrap().len(), 1);
+    let (_, next) = post(
+        &relay,
+        "/api/channels/ops/messages",
+        &alice,
+        json!({ "body": "on postgres" }),
+    )
+    .await;
+    let last_before = channel["messages"][1]["id"].as_i64().unwrap();
+    assert!(next["id"].as_i64().unwrap() > last_before, "ids carry on");
+
+    // Into a database that holds a relay: refused, nothing changed.
+    let again = migrate();
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already holds"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}

@@ -16,12 +16,14 @@
 //! What survives a crash is PostgreSQL's: a write is acknowledged after
 //! its commit, durable as the server's `synchronous_commit` says.
 
+mod import;
 mod listen;
 mod messages;
 mod people;
 mod schema;
 mod summaries;
 
+pub use import::{Copied, import};
 pub use schema::MIGRATIONS;
 
 use super::{NewMessage, StoreError, StoreFuture, StoreResult, StoredSession};
