@@ -1,7 +1,7 @@
 //! Messages, threads, inboxes and search (`../sqlite/messages.rs` and
 //! `search.rs`, in PostgreSQL).
 
-use super::{Db, WRITE_LOCK, handle, maybe_channel, maybe_handle, row};
+use super::{Db, handle, maybe_channel, maybe_handle, row};
 use crate::model::{Channel, Found, Handle, Message, Millis};
 use crate::store::text::{CLOSE, OPEN, excerpt, words};
 use crate::store::{Conversation, NewMessage, RecipientCheck, StoreError, StoreResult};
@@ -54,30 +54,21 @@ async fn check_recipient(
     )))
 }
 
-/// Stores a message, inside the caller's transaction, which this holds
-/// the write lock for until it commits (see the module's note on ids).
+/// Stores a message inside the caller's transaction, which holds the write
+/// lock (see `writer.rs`). Every check comes before the first write, so a
+/// message refused (`NotFound`) has written nothing and the transaction
+/// goes on for the others in it.
 pub(super) async fn insert(db: &impl Db, new: NewMessage) -> StoreResult<Message> {
-    db.exec("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])
-        .await?;
     if let Some(recipient) = &new.to {
         check_recipient(db, recipient, new.check_to).await?;
     }
-    let id: i64 = row(db, "SELECT nextval('message_ids')", &[])
-        .await?
-        .expect("nextval returns a row")
-        .try_get(0)?;
-    let people = [Some(&new.from), new.to.as_ref()];
-    let opened = matches!(new.conversation, Conversation::NewThread);
-    let (thread_id, channel) = match new.conversation {
-        Conversation::NewThread => (
-            Some(super::summaries::open_thread(db, id, people, new.created_at).await?),
-            None,
-        ),
+    let (thread_id, channel) = match &new.conversation {
+        Conversation::NewThread => (None, None),
         Conversation::Thread(thread_id) => {
             let live = row(
                 db,
                 "SELECT 1 FROM messages WHERE thread_id = $1 AND expires_at > $2 LIMIT 1",
-                &[&thread_id, &new.created_at],
+                &[thread_id, &new.created_at],
             )
             .await?;
             if live.is_none() {
@@ -85,25 +76,41 @@ pub(super) async fn insert(db: &impl Db, new: NewMessage) -> StoreResult<Message
                     "there is no thread {thread_id}"
                 )));
             }
-            (Some(thread_id), None)
+            (Some(*thread_id), None)
         }
-        Conversation::Channel(name) => (None, Some(name)),
+        Conversation::Channel(name) => (None, Some(name.clone())),
     };
     let channel_name = channel.as_ref().map(Channel::as_str);
     if let Some(reply_to) = new.reply_to {
-        let same_place = row(
-            db,
-            "SELECT 1 FROM messages WHERE id = $1 AND expires_at > $2 \
-             AND thread_id IS NOT DISTINCT FROM $3 AND channel IS NOT DISTINCT FROM $4",
-            &[&reply_to, &new.created_at, &thread_id, &channel_name],
-        )
-        .await?;
+        // A new thread has nothing to reply to.
+        let same_place = match new.conversation {
+            Conversation::NewThread => None,
+            _ => {
+                row(
+                    db,
+                    "SELECT 1 FROM messages WHERE id = $1 AND expires_at > $2 \
+                     AND thread_id IS NOT DISTINCT FROM $3 AND channel IS NOT DISTINCT FROM $4",
+                    &[&reply_to, &new.created_at, &thread_id, &channel_name],
+                )
+                .await?
+            }
+        };
         if same_place.is_none() {
             return Err(StoreError::NotFound(format!(
                 "reply_to {reply_to} is not a live message of this conversation"
             )));
         }
     }
+    let id: i64 = row(db, "SELECT nextval('message_ids')", &[])
+        .await?
+        .expect("nextval returns a row")
+        .try_get(0)?;
+    let people = [Some(&new.from), new.to.as_ref()];
+    let opened = matches!(new.conversation, Conversation::NewThread);
+    let thread_id = match opened {
+        true => Some(super::summaries::open_thread(db, id, people, new.created_at).await?),
+        false => thread_id,
+    };
     let to = new.to.as_ref().map(Handle::as_str);
     db.exec(
         "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, reply_to, \
@@ -129,12 +136,6 @@ pub(super) async fn insert(db: &impl Db, new: NewMessage) -> StoreResult<Message
         )
         .await?;
     }
-    // Delivered to every listening instance as this commits (listen.rs).
-    db.exec(
-        "SELECT pg_notify($1, $2)",
-        &[&super::listen::CHANNEL, &id.to_string()],
-    )
-    .await?;
     match (channel_name, thread_id) {
         (Some(channel), _) => {
             super::summaries::count_in_channel(db, channel, id, new.created_at).await?

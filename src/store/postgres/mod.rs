@@ -22,6 +22,7 @@ mod messages;
 mod people;
 mod schema;
 mod summaries;
+mod writer;
 
 pub use import::{Copied, import};
 pub use schema::MIGRATIONS;
@@ -62,6 +63,9 @@ pub struct PostgresStore {
     /// This process, among the relays on the database: the MCP sessions it
     /// holds are marked with it.
     instance: String,
+    /// The queue of the insert writer (group commit); it ends when this is
+    /// dropped.
+    inserts: mpsc::Sender<writer::Job>,
 }
 
 enum Listener {
@@ -195,13 +199,17 @@ impl PostgresStore {
         let mut client = pool.get().await?;
         schema::migrate(&mut client).await?;
         drop(client);
+        let own = listen::Own::default();
+        let (inserts, jobs) = mpsc::channel(4 * 1024);
+        tokio::spawn(writer::run(pool.clone(), own.clone(), jobs));
         Ok(PostgresStore {
             pool,
+            inserts,
             listener: Mutex::new(Listener::Unopened {
                 config: Box::new(config),
                 tls,
             }),
-            own: listen::Own::default(),
+            own,
             instance: instance_id()?,
         })
     }
@@ -297,13 +305,18 @@ impl super::Store for PostgresStore {
 
     fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message> {
         Box::pin(async move {
-            transaction!(self, |tx| {
-                let stored = messages::insert(&tx, message).await?;
-                // Before the commit, so the listener never takes it for
-                // another instance's.
-                self.own.lock().expect("own ids lock").insert(stored.id);
-                stored
-            })
+            let lost = || {
+                StoreError::backend(
+                    "the write was not committed",
+                    "the database writer has stopped",
+                )
+            };
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            self.inserts
+                .send((message, reply))
+                .await
+                .map_err(|_| lost())?;
+            answer.await.map_err(|_| lost())?
         })
     }
 

@@ -1,0 +1,83 @@
+//! Group commit for message inserts, as the SQLite writer does: one task
+//! takes every insert that is waiting (up to [`MAX_BATCH`]), runs them in
+//! one transaction under the write lock — their statements pipelined on
+//! one connection — notifies the other relays once, commits once, and only
+//! then answers each caller. The write lock is held for a batch, not for
+//! each message, so one durable commit carries many messages.
+
+use super::{Db, WRITE_LOCK, listen, messages};
+use crate::model::Message;
+use crate::store::{NewMessage, StoreError, StoreResult};
+use deadpool_postgres::Pool;
+use futures::future::join_all;
+use tokio::sync::{mpsc, oneshot};
+
+/// The most inserts committed together.
+const MAX_BATCH: usize = 256;
+
+pub(super) type Job = (NewMessage, oneshot::Sender<StoreResult<Message>>);
+
+/// Runs until every sender of `jobs` is dropped.
+pub(super) async fn run(pool: Pool, own: listen::Own, mut jobs: mpsc::Receiver<Job>) {
+    while let Some(first) = jobs.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let (messages, replies): (Vec<NewMessage>, Vec<_>) = batch.into_iter().unzip();
+        match commit(&pool, &own, messages).await {
+            Ok(outcomes) => {
+                for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                    let _ = reply.send(outcome);
+                }
+            }
+            Err(error) => {
+                tracing::error!(error = &error as &dyn std::error::Error, "a group commit failed");
+                for reply in replies {
+                    let _ = reply.send(Err(StoreError::backend(
+                        "the write was not committed",
+                        error.to_string(),
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// One batch in one transaction: each message's outcome, or the error that
+/// stopped the whole batch (then nothing of it is kept or acknowledged).
+async fn commit(
+    pool: &Pool,
+    own: &listen::Own,
+    messages: Vec<NewMessage>,
+) -> StoreResult<Vec<StoreResult<Message>>> {
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    tx.exec("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])
+        .await?;
+    let outcomes = join_all(messages.into_iter().map(|message| messages::insert(&tx, message))).await;
+    // A refusal (NotFound) wrote nothing; a database error aborted the
+    // transaction, and with it every message of the batch.
+    if let Some(Err(failed)) = outcomes
+        .iter()
+        .find(|outcome| matches!(outcome, Err(StoreError::Backend { .. })))
+    {
+        return Err(StoreError::backend("storing a message", failed.to_string()));
+    }
+    let stored: Vec<i64> = outcomes
+        .iter()
+        .filter_map(|outcome| outcome.as_ref().ok().map(|m| m.id))
+        .collect();
+    if !stored.is_empty() {
+        // Delivered to every listening relay as this commits (listen.rs);
+        // before the commit, this process's own are marked as its own.
+        tx.exec("SELECT pg_notify($1, '')", &[&listen::CHANNEL])
+            .await?;
+        own.lock().expect("own ids lock").extend(&stored);
+    }
+    tx.commit().await?;
+    Ok(outcomes)
+}
