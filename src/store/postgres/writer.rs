@@ -35,7 +35,10 @@ pub(super) async fn run(pool: Pool, own: listen::Own, mut jobs: mpsc::Receiver<J
                 }
             }
             Err(error) => {
-                tracing::error!(error = &error as &dyn std::error::Error, "a group commit failed");
+                tracing::error!(
+                    error = &error as &dyn std::error::Error,
+                    "a group commit failed"
+                );
                 for reply in replies {
                     let _ = reply.send(Err(StoreError::backend(
                         "the write was not committed",
@@ -58,7 +61,12 @@ async fn commit(
     let tx = client.transaction().await?;
     tx.exec("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])
         .await?;
-    let outcomes = join_all(messages.into_iter().map(|message| messages::insert(&tx, message))).await;
+    let outcomes = join_all(
+        messages
+            .into_iter()
+            .map(|message| messages::insert(&tx, message)),
+    )
+    .await;
     // A refusal (NotFound) wrote nothing; a database error aborted the
     // transaction, and with it every message of the batch.
     if let Some(Err(failed)) = outcomes
