@@ -53,6 +53,18 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// A database whose schema is at `version`, newer than the `known` steps
+    /// of this build: it is refused, never changed.
+    pub(crate) fn schema_too_new(version: usize, known: usize) -> StoreError {
+        StoreError::backend(
+            "cannot use the database",
+            format!(
+                "it has schema version {version}, newer than this crosstalk knows ({known}); \
+                 run a newer crosstalk"
+            ),
+        )
+    }
+
     /// A failure of the database while `doing` something.
     pub fn backend(doing: impl Into<String>, source: impl Into<BackendError>) -> StoreError {
         StoreError::Backend {
@@ -113,6 +125,29 @@ pub struct NewMessage {
     pub reply_to: Option<i64>,
     pub created_at: Millis,
     pub expires_at: Millis,
+}
+
+impl NewMessage {
+    /// The message as stored, with the id (and thread) the store gave it.
+    pub(crate) fn stored(
+        self,
+        id: i64,
+        thread_id: Option<i64>,
+        channel: Option<Channel>,
+    ) -> Message {
+        Message {
+            id,
+            thread_id,
+            channel,
+            from: self.from,
+            to: self.to,
+            kind: self.kind,
+            body: self.body,
+            reply_to: self.reply_to,
+            created_at: self.created_at,
+            expires_at: self.expires_at,
+        }
+    }
 }
 
 /// Everything crosstalk keeps. See the module documentation for the rules.

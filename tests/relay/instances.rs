@@ -102,6 +102,30 @@ async fn claim(relay: &str, token: &str, timeout_s: u32) -> Vec<Value> {
     }
 }
 
+/// The ids of every live post in `channel`, read page by page.
+async fn channel_ids(relay: &str, token: &str, channel: &str) -> BTreeSet<i64> {
+    let mut ids = BTreeSet::new();
+    loop {
+        let since = ids.last().copied().unwrap_or(0);
+        let page: Value = http()
+            .get(format!(
+                "{relay}/api/channels/{channel}/messages?since_id={since}&limit=200"
+            ))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let messages = page["messages"].as_array().unwrap();
+        if messages.is_empty() {
+            return ids;
+        }
+        ids.extend(messages.iter().map(|m| m["id"].as_i64().unwrap()));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_send_on_one_relay_wakes_a_waiter_on_the_other() {
     let Some(database) = fresh_database().await else {
@@ -257,22 +281,7 @@ async fn a_killed_relay_loses_no_acknowledged_message_and_the_other_serves_on() 
         })
         .collect();
     // Under load (once 100 posts are in), A dies.
-    loop {
-        let page: Value = http()
-            .get(format!(
-                "{}/api/channels/load/messages?since_id=0&limit=200",
-                b.url
-            ))
-            .bearer_auth(&bob)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if page["messages"].as_array().unwrap().len() >= 100 {
-            break;
-        }
+    while channel_ids(&b.url, &bob, "load").await.len() < 100 {
         tokio::task::yield_now().await;
     }
     a.kill();
@@ -289,26 +298,7 @@ async fn a_killed_relay_loses_no_acknowledged_message_and_the_other_serves_on() 
         .await
         .unwrap();
     assert_eq!(after.status(), 201);
-    let mut stored = BTreeSet::new();
-    let mut since = 0;
-    loop {
-        let page: Value = http()
-            .get(format!(
-                "{}/api/channels/load/messages?since_id={since}&limit=200",
-                b.url
-            ))
-            .bearer_auth(&bob)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let messages = page["messages"].as_array().unwrap();
-        let Some(last) = messages.last() else { break };
-        since = last["id"].as_i64().unwrap();
-        stored.extend(messages.iter().map(|m| m["id"].as_i64().unwrap()));
-    }
+    let stored = channel_ids(&b.url, &bob, "load").await;
     let lost: Vec<&i64> = acknowledged.difference(&stored).collect();
     assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
     assert!(acknowledged.len() >= 100);

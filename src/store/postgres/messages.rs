@@ -145,18 +145,7 @@ pub(super) async fn insert(db: &impl Db, new: NewMessage) -> StoreResult<Message
         }
         _ => {}
     }
-    Ok(Message {
-        id,
-        thread_id,
-        channel,
-        from: new.from,
-        to: new.to,
-        kind: new.kind,
-        body: new.body,
-        reply_to: new.reply_to,
-        created_at: new.created_at,
-        expires_at: new.expires_at,
-    })
+    Ok(new.stored(id, thread_id, channel))
 }
 
 /// Claims, in the caller's transaction: the rows are locked as they are

@@ -111,27 +111,22 @@ pub(super) trait Db: Sync {
     ) -> impl Future<Output = StoreResult<u64>> + Send + 'a;
 }
 
-impl Db for deadpool_postgres::ClientWrapper {
-    async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Vec<Row>> {
-        let statement = self.prepare_cached(sql).await?;
-        Ok(self.query(&statement, params).await?)
-    }
-    async fn exec(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<u64> {
-        let statement = self.prepare_cached(sql).await?;
-        Ok(self.execute(&statement, params).await?)
-    }
+/// The same two methods for a pooled connection and a transaction.
+macro_rules! db_over {
+    ($($client:ty),*) => {$(
+        impl Db for $client {
+            async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Vec<Row>> {
+                let statement = self.prepare_cached(sql).await?;
+                Ok(self.query(&statement, params).await?)
+            }
+            async fn exec(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<u64> {
+                let statement = self.prepare_cached(sql).await?;
+                Ok(self.execute(&statement, params).await?)
+            }
+        }
+    )*};
 }
-
-impl Db for Transaction<'_> {
-    async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Vec<Row>> {
-        let statement = self.prepare_cached(sql).await?;
-        Ok(self.query(&statement, params).await?)
-    }
-    async fn exec(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<u64> {
-        let statement = self.prepare_cached(sql).await?;
-        Ok(self.execute(&statement, params).await?)
-    }
-}
+db_over!(deadpool_postgres::ClientWrapper, Transaction<'_>);
 
 /// The first row of a query, if any.
 async fn row(db: &impl Db, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Option<Row>> {

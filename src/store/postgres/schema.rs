@@ -149,14 +149,7 @@ async fn migrate_steps(client: &mut Client) -> StoreResult<()> {
         .map_or(0, |row| row.get(0));
     let version = usize::try_from(version).unwrap_or(usize::MAX);
     if version > MIGRATIONS.len() {
-        return Err(StoreError::backend(
-            "cannot use the database",
-            format!(
-                "it has schema version {version}, newer than this crosstalk knows ({}); \
-                 run a newer crosstalk",
-                MIGRATIONS.len()
-            ),
-        ));
+        return Err(StoreError::schema_too_new(version, MIGRATIONS.len()));
     }
     for step in &MIGRATIONS[version..] {
         tx.batch_execute(step).await?;

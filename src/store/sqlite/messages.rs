@@ -62,7 +62,7 @@ pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message>
     let id = next_message_id(conn)?;
     let people = [Some(&new.from), new.to.as_ref()];
     let opened = matches!(new.conversation, Conversation::NewThread);
-    let (thread_id, channel) = match new.conversation {
+    let (thread_id, channel) = match &new.conversation {
         Conversation::NewThread => (
             Some(super::summaries::open_thread(
                 conn,
@@ -72,7 +72,7 @@ pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message>
             )?),
             None,
         ),
-        Conversation::Thread(id) => {
+        &Conversation::Thread(id) => {
             let exists = conn
                 .prepare_cached(
                     "SELECT 1 FROM messages WHERE thread_id = ?1 AND expires_at > ?2 LIMIT 1",
@@ -83,7 +83,7 @@ pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message>
             }
             (Some(id), None)
         }
-        Conversation::Channel(name) => (None, Some(name)),
+        Conversation::Channel(name) => (None, Some(name.clone())),
     };
     if let Some(reply_to) = new.reply_to {
         let same_place = conn
@@ -127,18 +127,7 @@ pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message>
         }
         _ => {}
     }
-    Ok(Message {
-        id,
-        thread_id,
-        channel,
-        from: new.from,
-        to: new.to,
-        kind: new.kind,
-        body: new.body,
-        reply_to: new.reply_to,
-        created_at: new.created_at,
-        expires_at: new.expires_at,
-    })
+    Ok(new.stored(id, thread_id, channel))
 }
 
 pub(super) fn claim_inbox(

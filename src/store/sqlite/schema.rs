@@ -336,14 +336,7 @@ fn migrate_steps(conn: &mut Connection) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let version: usize = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
     if version > MIGRATIONS.len() {
-        return Err(StoreError::backend(
-            "cannot use the database",
-            format!(
-                "it has schema version {version}, newer than this crosstalk knows ({}); \
-                 run a newer crosstalk",
-                MIGRATIONS.len()
-            ),
-        ));
+        return Err(StoreError::schema_too_new(version, MIGRATIONS.len()));
     }
     for step in &MIGRATIONS[version..] {
         tx.execute_batch(step)?;
