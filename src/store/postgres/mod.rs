@@ -1,17 +1,19 @@
 //! The PostgreSQL store, for several relays on one database
 //! (`RELAY_DATABASE_URL=postgres://…`). A pool of connections
-//! (`deadpool-postgres`), TLS to the database with rustls when the URL asks
-//! for it (`sslmode=require`), and the schema brought up to date at start
-//! under an advisory lock (`schema.rs`).
+//! (`deadpool-postgres`), TLS to the database with rustls over TCP as the
+//! URL's `sslmode` says, and the schema brought up to date at start under
+//! an advisory lock (`schema.rs`).
 //!
-//! Every write is its own transaction. Those that add or remove messages
-//! take one advisory lock for the whole database ([`WRITE_LOCK`], held to
-//! the commit): message ids come from a sequence read under it, so ids are
-//! handed out in commit order across every instance, and a reader that has
-//! seen id N never later finds a new message below N. It is what SQLite's
-//! single writer gives, and like it, it bounds how many messages a second
-//! the relays together can take (see the README's figures). Claims,
-//! presence and sessions do not take it.
+//! Writes that add or remove messages take one advisory lock for the whole
+//! database ([`WRITE_LOCK`], held to the commit): inserts in groups, one
+//! transaction per group (`writer.rs`), and the purge a batch at a time.
+//! Message ids come from a sequence read under it, so ids are handed out
+//! in commit order across every relay, and a reader that has seen id N
+//! never later finds a new message below N. It is what SQLite's single
+//! writer gives, and like it, it bounds how many messages a second the
+//! relays together can take (see the README's figures). Every other write
+//! is its own transaction and does not take it; claims lock the rows they
+//! take. Other relays' commits arrive through `listen.rs`.
 //!
 //! What survives a crash is PostgreSQL's: a write is acknowledged after
 //! its commit, durable as the server's `synchronous_commit` says.
