@@ -133,25 +133,40 @@ async fn a_send_on_one_relay_wakes_a_waiter_on_the_other() {
     };
     let tokens = add_people(&database, &["alice", "bob"]).await;
     let (alice, bob) = (&tokens[0], &tokens[1]);
-    let (a, b) = (Instance::start(&database), Instance::start(&database));
+    // A is a process; B runs here, so the test sees its waits park before
+    // A sends: each message must come through the wake-up, not a look.
+    let a = Instance::start(&database);
+    let url: crosstalk::config::DatabaseUrl = database.parse().unwrap();
+    let b = spawn_app_with(|config| config.database_url = Some(url)).await;
+    let mut parked = b.running.state.relay.parked_waits();
     for n in 0..20 {
-        // Bob waits on B; alice sends on A once he waits (the wait is open
-        // when B counts it).
-        let waiting = claim(&b.url, bob, 30);
+        let before = *parked.borrow_and_update();
+        let waiting = tokio::spawn({
+            let (url, bob) = (b.url(), bob.clone());
+            async move { claim(&url, &bob, 30).await }
+        });
+        parked.wait_for(|p| *p > before).await.unwrap();
         let body = format!("question {n}");
-        let sent = async {
-            tokio::task::yield_now().await;
-            send(&a.url, alice, "bob", &body).await
-        };
-        let (woken, sent) = tokio::join!(waiting, sent);
-        assert_eq!(sent.status(), 201);
+        assert_eq!(send(&a.url, alice, "bob", &body).await.status(), 201);
+        let woken = waiting.await.unwrap();
         assert_eq!(woken.len(), 1, "{woken:?}");
         assert_eq!(woken[0]["body"], body);
     }
-    // A channel feed on A follows posts made on B.
-    let agent = Mcp::connect(&a.url, alice).await.unwrap();
+    // A channel wait on B is woken by a post made on A.
+    let agent = Mcp::connect(&b.url(), alice).await.unwrap();
+    let before = *parked.borrow_and_update();
+    let waiting = tokio::spawn(async move {
+        agent
+            .call(
+                "wait_for_message",
+                json!({ "channel": "ops", "since_id": 0, "timeout_s": 30 }),
+            )
+            .await
+            .ok()
+    });
+    parked.wait_for(|p| *p > before).await.unwrap();
     let posted: Value = http()
-        .post(format!("{}/api/channels/ops/messages", b.url))
+        .post(format!("{}/api/channels/ops/messages", a.url))
         .bearer_auth(bob)
         .json(&json!({ "body": "deployed" }))
         .send()
@@ -160,14 +175,7 @@ async fn a_send_on_one_relay_wakes_a_waiter_on_the_other() {
         .json()
         .await
         .unwrap();
-    let read = agent
-        .call(
-            "wait_for_message",
-            json!({ "channel": "ops", "since_id": 0, "timeout_s": 10 }),
-        )
-        .await
-        .ok();
-    assert_eq!(read["messages"][0]["id"], posted["id"]);
+    assert_eq!(waiting.await.unwrap()["messages"][0]["id"], posted["id"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]

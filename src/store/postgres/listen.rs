@@ -1,6 +1,6 @@
-//! Wake-ups across instances: every message insert notifies
-//! [`CHANNEL`] as it commits (ids only), and each instance keeps one
-//! connection listening. On a notification it reads every message above
+//! Wake-ups across instances: every group of inserts notifies
+//! [`CHANNEL`] as it commits (with no payload: messages are read from the
+//! table), and each instance keeps one connection listening. On a notification it reads every message above
 //! the last id it has seen, in id order, and hands on those another
 //! process committed. Ids are handed out in commit order (the write lock),
 //! so reading "above the last seen" never skips one that commits late.
@@ -25,6 +25,10 @@ pub(super) const CHANNEL: &str = "crosstalk_messages";
 /// How many messages one read after a notification takes at most.
 const READ_BATCH: i64 = 500;
 
+/// The wait before connecting again, doubled at each failure up to 5 s,
+/// and back to this once a connection listens.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
 /// Ids this process inserted and the listener has not yet passed: it skips
 /// them (their wake-ups were given at commit), and forgets any it has
 /// passed (a rolled-back insert's id never commits).
@@ -43,9 +47,18 @@ pub(super) async fn run<T>(
     T::Stream: Send + 'static,
     <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
 {
-    let mut backoff = Duration::from_millis(100);
+    let mut backoff = FIRST_BACKOFF;
     loop {
-        match listen(&config, tls.clone(), &mut last_seen, &own, &commits).await {
+        match listen(
+            &config,
+            tls.clone(),
+            &mut last_seen,
+            &mut backoff,
+            &own,
+            &commits,
+        )
+        .await
+        {
             Ok(()) => return, // nobody takes commits any more
             Err(error) => {
                 tracing::warn!(
@@ -70,6 +83,7 @@ async fn listen<T>(
     config: &tokio_postgres::Config,
     tls: T,
     last_seen: &mut i64,
+    backoff: &mut Duration,
     own: &Own,
     commits: &mpsc::Sender<Message>,
 ) -> StoreResult<()>
@@ -95,6 +109,7 @@ where
     });
     client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
     tracing::debug!("listening for other relays' messages");
+    *backoff = FIRST_BACKOFF;
     let caught_up = async {
         // What committed while nobody listened, then at each notification
         // (those that came meanwhile are covered by the same read).
