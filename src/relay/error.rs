@@ -37,6 +37,10 @@ pub enum RelayError {
     /// A failure of the relay itself: logged with its source, never sent.
     #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// The database cannot be reached just now: logged with its source;
+    /// the caller is told to try again shortly.
+    #[error("the relay cannot reach its database just now; try again shortly")]
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 impl From<StoreError> for RelayError {
@@ -45,6 +49,7 @@ impl From<StoreError> for RelayError {
             StoreError::NotFound(what) => RelayError::NotFound(what),
             StoreError::Conflict(what) => RelayError::Conflict(what),
             backend @ StoreError::Backend { .. } => RelayError::Internal(Box::new(backend)),
+            away @ StoreError::Unavailable { .. } => RelayError::Unavailable(Box::new(away)),
         }
     }
 }

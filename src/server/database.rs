@@ -68,7 +68,7 @@ pub(super) fn database_error(db: &Path, source: StoreError) -> StartError {
             "check RELAY_DB, or --env-file with the service's configuration; a relative path is relative to the working directory"
         }
         StoreError::Conflict(_) => "it is in use",
-        StoreError::Backend { .. } => "see the cause",
+        StoreError::Backend { .. } | StoreError::Unavailable { .. } => "see the cause",
     };
     StartError::Database {
         path: db.to_owned(),

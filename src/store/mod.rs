@@ -50,6 +50,15 @@ pub enum StoreError {
         #[source]
         source: BackendError,
     },
+    /// The database cannot be reached just now (a PostgreSQL server
+    /// restarting, a lost connection): nothing was done, and trying again
+    /// shortly may succeed.
+    #[error("{doing}: the database cannot be reached")]
+    Unavailable {
+        doing: String,
+        #[source]
+        source: BackendError,
+    },
 }
 
 impl StoreError {

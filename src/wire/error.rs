@@ -107,6 +107,20 @@ impl From<RelayError> for ApiError {
                 };
             }
             RelayError::Internal(source) => return ApiError::internal(source.as_ref()),
+            RelayError::Unavailable(source) => {
+                tracing::warn!(
+                    error = source.as_ref() as &dyn std::error::Error,
+                    "the database is away"
+                );
+                return ApiError {
+                    retry_after: Some(1),
+                    ..ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "unavailable",
+                        error.to_string(),
+                    )
+                };
+            }
         };
         ApiError::new(status, code, error.to_string())
     }

@@ -337,15 +337,24 @@ async fn a_database_restart_is_survived_and_waiters_resync() {
         async move { claim(&url, &bob, 30).await }
     });
     parked.wait_for(|n| *n > before).await.unwrap();
-    server.restart();
-    // A's pool connects again: a send may fail (and is not acknowledged)
-    // until the database accepts connections.
+    server.stop();
+    // While it is down, a send is refused with 503 and a time to retry.
+    let refused = send(&a.url, &alice, "bob", "while down").await;
+    assert_eq!(refused.status(), 503);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let said: Value = refused.json().await.unwrap();
+    assert_eq!(said["error"]["code"], "unavailable");
+    server.start();
+    // Once it is back, a send goes through (A's pool drops the connections
+    // the restart closed): until then it may be refused, never lost.
     let mut acknowledged = false;
     for _ in 0..50 {
-        if send(&a.url, &alice, "bob", "after").await.status() == 201 {
+        let answer = send(&a.url, &alice, "bob", "after").await;
+        if answer.status() == 201 {
             acknowledged = true;
             break;
         }
+        assert_eq!(answer.status(), 503);
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert!(acknowledged, "A never wrote again after the restart");

@@ -22,6 +22,8 @@ pub struct Postgres {
     /// Holds the server's socket.
     pub socket_dir: PathBuf,
     bin: PathBuf,
+    /// The server's options, to start it again with.
+    options: String,
     /// The script that runs the server: it stops the server when its
     /// standard input closes, as this is dropped or the process ends.
     _script: Child,
@@ -87,19 +89,30 @@ impl Postgres {
         )
     }
 
-    /// Stops the server and starts it again on the same data (a database
-    /// restart in the middle of a test); returns once it accepts again.
-    pub fn restart(&self) {
-        let data = self.socket_dir.join("data");
+    /// Stops the server (`pg_ctl stop -m fast`: clients are disconnected).
+    pub fn stop(&self) {
+        self.pg_ctl("-m fast -w stop");
+    }
+
+    /// Starts the stopped server again on the same data; returns once it
+    /// accepts connections.
+    pub fn start(&self) {
+        self.pg_ctl(&format!(
+            "-w -l '{}' -o \"{}\" start",
+            self.socket_dir.join("server.log").display(),
+            self.options
+        ));
+    }
+
+    fn pg_ctl(&self, arguments: &str) {
         let status = as_postgres(&format!(
-            "'{bin}/pg_ctl' -D '{data}' -m fast -w restart -l '{log}' >/dev/null",
-            bin = self.bin.display(),
-            data = data.display(),
-            log = self.socket_dir.join("server.log").display(),
+            "'{}/pg_ctl' -D '{}' {arguments} >/dev/null",
+            self.bin.display(),
+            self.socket_dir.join("data").display(),
         ))
         .status()
         .expect("pg_ctl runs");
-        assert!(status.success(), "pg_ctl restart failed");
+        assert!(status.success(), "pg_ctl {arguments} failed");
     }
 }
 
@@ -163,12 +176,15 @@ fn start(settings: &str) -> Option<Postgres> {
         let uid: u32 = String::from_utf8_lossy(&uid.stdout).trim().parse().unwrap();
         std::os::unix::fs::chown(&dir, Some(uid), None).expect("chown the temp dir");
     }
+    let options = format!(
+        "-k {} -p 5432 -c listen_addresses='' {settings}",
+        dir.display()
+    );
     let script = format!(
         r#"set -e
 bin='{bin}'; dir='{dir}'
 "$bin/initdb" -D "$dir/data" -A trust -U postgres -E UTF8 --no-sync >"$dir/initdb.log" 2>&1
-"$bin/pg_ctl" -D "$dir/data" -w -l "$dir/server.log" \
-    -o "-k $dir -p 5432 -c listen_addresses='' {settings}" start >/dev/null
+"$bin/pg_ctl" -D "$dir/data" -w -l "$dir/server.log" -o "{options}" start >/dev/null
 echo ready
 read -r _ || true
 "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
@@ -197,6 +213,7 @@ rm -rf "$dir"
     Some(Postgres {
         socket_dir: dir,
         bin,
+        options,
         _script: child,
     })
 }

@@ -88,13 +88,30 @@ impl Drop for PostgresStore {
 
 impl From<tokio_postgres::Error> for StoreError {
     fn from(error: tokio_postgres::Error) -> Self {
-        StoreError::backend("a database query failed", error)
+        // A closed connection, a connection failure (class 08) or a server
+        // shutting down or starting (57P01–57P03): the database is away.
+        let away = error.is_closed()
+            || error.code().is_some_and(|code| {
+                let code = code.code();
+                code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
+            });
+        if away {
+            StoreError::Unavailable {
+                doing: "a database query failed".into(),
+                source: error.into(),
+            }
+        } else {
+            StoreError::backend("a database query failed", error)
+        }
     }
 }
 
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(error: deadpool_postgres::PoolError) -> Self {
-        StoreError::backend("cannot reach the database", error)
+        StoreError::Unavailable {
+            doing: "connecting to the database".into(),
+            source: error.into(),
+        }
     }
 }
 

@@ -35,15 +35,18 @@ pub(super) async fn run(pool: Pool, own: listen::Own, mut jobs: mpsc::Receiver<J
                 }
             }
             Err(error) => {
-                tracing::error!(
+                tracing::warn!(
                     error = &error as &dyn std::error::Error,
                     "a group commit failed"
                 );
+                let away = matches!(error, StoreError::Unavailable { .. });
                 for reply in replies {
-                    let _ = reply.send(Err(StoreError::backend(
-                        "the write was not committed",
-                        error.to_string(),
-                    )));
+                    let doing = "the write was not committed".to_owned();
+                    let source = error.to_string().into();
+                    let _ = reply.send(Err(match away {
+                        true => StoreError::Unavailable { doing, source },
+                        false => StoreError::Backend { doing, source },
+                    }));
                 }
             }
         }
@@ -61,7 +64,7 @@ async fn commit(
     let tx = client.transaction().await?;
     tx.exec("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])
         .await?;
-    let outcomes = join_all(
+    let mut outcomes = join_all(
         messages
             .into_iter()
             .map(|message| messages::insert(&tx, message)),
@@ -69,11 +72,13 @@ async fn commit(
     .await;
     // A refusal (NotFound) wrote nothing; a database error aborted the
     // transaction, and with it every message of the batch.
-    if let Some(Err(failed)) = outcomes
-        .iter()
-        .find(|outcome| matches!(outcome, Err(StoreError::Backend { .. })))
-    {
-        return Err(StoreError::backend("storing a message", failed.to_string()));
+    if let Some(at) = outcomes.iter().position(|outcome| {
+        matches!(
+            outcome,
+            Err(StoreError::Backend { .. } | StoreError::Unavailable { .. })
+        )
+    }) {
+        return Err(outcomes.swap_remove(at).expect_err("found as an error"));
     }
     let stored: Vec<i64> = outcomes
         .iter()
