@@ -499,3 +499,63 @@ async fn migrate_to_postgres_copies_people_and_live_messages_keeping_ids() {
         String::from_utf8_lossy(&again.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_stores_purging_one_database_together_purge_each_message_once() {
+    use crosstalk::model::{Channel, Handle, now_millis};
+    use crosstalk::store::{Conversation, NewMessage, PostgresStore, RecipientCheck, Store};
+    let Some(database) = fresh_database().await else {
+        return;
+    };
+    let (one, other) = (
+        PostgresStore::connect(&database).await.unwrap(),
+        PostgresStore::connect(&database).await.unwrap(),
+    );
+    let now = now_millis();
+    for n in 0..1_000 {
+        let conversation = match n % 3 {
+            0 => Conversation::NewThread,
+            _ => Conversation::Channel(Channel::parse(&format!("c{}", n % 5)).unwrap()),
+        };
+        one.insert_message(NewMessage {
+            conversation,
+            from: Handle::parse("alice").unwrap(),
+            to: (n % 2 == 0).then(|| Handle::parse("bob").unwrap()),
+            check_to: RecipientCheck::None,
+            kind: "NOTE".into(),
+            body: format!("message {n}"),
+            reply_to: None,
+            created_at: now,
+            // Half of them expire.
+            expires_at: if n % 2 == 0 {
+                now + 1
+            } else {
+                now + 86_400_000
+            },
+        })
+        .await
+        .unwrap();
+    }
+    let later = now + 10;
+    let (a, b) = tokio::join!(one.purge_expired(later, 0), other.purge_expired(later, 0));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    // Each expired message is purged once (one store purges while the
+    // other finds it purging), and the summaries stay true.
+    assert_eq!(a + b, 500, "{a} + {b}");
+    assert_eq!(one.purge_expired(later, 0).await.unwrap(), 0);
+    let counted: u64 = one
+        .channels(later, None, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| c.message_count)
+        .sum();
+    let live_in_channels = (0..1_000).filter(|n| n % 2 == 1 && n % 3 != 0).count();
+    assert_eq!(counted, live_in_channels as u64);
+    assert!(
+        one.claim_inbox(&Handle::parse("bob").unwrap(), later, 1_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
