@@ -85,17 +85,15 @@ async fn send(relay: &str, token: &str, to: &str, body: &str) -> reqwest::Respon
         .unwrap()
 }
 
+/// The JSON a GET of `url` answers with.
+async fn get_json(url: String, token: &str) -> Value {
+    let answer = http().get(url).bearer_auth(token).send().await.unwrap();
+    answer.json().await.unwrap()
+}
+
 /// Claims the inbox, waiting up to `timeout_s` for a message.
 async fn claim(relay: &str, token: &str, timeout_s: u32) -> Vec<Value> {
-    let answer: Value = http()
-        .get(format!("{relay}/api/inbox?timeout_s={timeout_s}"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = get_json(format!("{relay}/api/inbox?timeout_s={timeout_s}"), token).await;
     match answer["messages"].as_array() {
         Some(messages) => messages.clone(),
         None => panic!("claiming answered {answer}"),
@@ -107,17 +105,8 @@ async fn channel_ids(relay: &str, token: &str, channel: &str) -> BTreeSet<i64> {
     let mut ids = BTreeSet::new();
     loop {
         let since = ids.last().copied().unwrap_or(0);
-        let page: Value = http()
-            .get(format!(
-                "{relay}/api/channels/{channel}/messages?since_id={since}&limit=200"
-            ))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let url = format!("{relay}/api/channels/{channel}/messages?since_id={since}&limit=200");
+        let page = get_json(url, token).await;
         let messages = page["messages"].as_array().unwrap();
         if messages.is_empty() {
             return ids;
