@@ -413,12 +413,17 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         Tls::Files { .. } => "certificate files",
         Tls::Acme(_) => "ACME",
     };
+    // The database by its file, or by its variable (a URL may hold a password).
+    let db = match config.database_url {
+        Some(_) => "PostgreSQL (RELAY_DATABASE_URL)".to_owned(),
+        None => config.db.display().to_string(),
+    };
     tracing::info!(
         listen = %running.addr,
         tls,
         redirect = ?running.redirect_addr,
         public_url = %config.public_url,
-        db = %config.db.display(),
+        db,
         "crosstalk is serving"
     );
     // Which kinds of credentials let requests in; never their values.

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 struct Instance {
     child: Child,
     url: String,
-    _log: LogWatch,
+    log: Option<LogWatch>,
     _dir: tempfile::TempDir,
 }
 
@@ -34,7 +34,7 @@ impl Instance {
         Instance {
             child,
             url,
-            _log: log,
+            log: Some(log),
             _dir: dir,
         }
     }
@@ -43,6 +43,12 @@ impl Instance {
     fn kill(&mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+    }
+
+    /// Ends the process; returns everything it logged.
+    fn log(mut self) -> String {
+        self.kill();
+        self.log.take().expect("the log").whole()
     }
 }
 
@@ -380,6 +386,13 @@ async fn a_session_one_relay_holds_is_lost_on_the_other() {
         "A still holds it"
     );
     RawSession::open(&b.url, &tokens[0]).await;
+    // The database is named by its variable in the log, never by its URL.
+    let log = a.log();
+    assert!(
+        log.contains("db=\"PostgreSQL (RELAY_DATABASE_URL)\""),
+        "{log}"
+    );
+    assert!(!log.contains(&database), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
