@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
-use tokio_postgres::{AsyncMessage, Client, Socket};
+use tokio_postgres::{AsyncMessage, Client, Socket, Statement};
 
 /// The notification channel of message commits.
 pub(super) const CHANNEL: &str = "crosstalk_messages";
@@ -108,13 +108,18 @@ where
         Ok(())
     });
     client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    let after = client
+        .prepare(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id > $1 ORDER BY id LIMIT $2"
+        ))
+        .await?;
     tracing::debug!("listening for other relays' messages");
     *backoff = FIRST_BACKOFF;
     let caught_up = async {
         // What committed while nobody listened, then at each notification
         // (those that came meanwhile are covered by the same read).
         loop {
-            if !catch_up(&client, last_seen, own, commits).await? {
+            if !catch_up(&client, &after, last_seen, own, commits).await? {
                 return Ok(());
             }
             if notifications.recv().await.is_none() {
@@ -135,19 +140,13 @@ where
 /// insert; `false` when nobody takes them any more.
 async fn catch_up(
     client: &Client,
+    after: &Statement,
     last_seen: &mut i64,
     own: &Own,
     commits: &mpsc::Sender<Message>,
 ) -> StoreResult<bool> {
-    let statement = client
-        .prepare(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id > $1 ORDER BY id LIMIT $2"
-        ))
-        .await?;
     loop {
-        let rows = client
-            .query(&statement, &[&*last_seen, &READ_BATCH])
-            .await?;
+        let rows = client.query(after, &[&*last_seen, &READ_BATCH]).await?;
         for row in &rows {
             let message = message_from_row(row)?;
             *last_seen = message.id;
