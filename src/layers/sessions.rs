@@ -192,6 +192,9 @@ impl SessionOwners {
             .await?
         {
             KeptSession::Yours => {
+                // Taken up here: this process holds it now (several relays
+                // on one store answer it as lost elsewhere).
+                self.relay.bind_session(id, caller).await?;
                 let mut owned = Owned::new(caller.clone());
                 owned.touched = true;
                 self.owners().insert(session.clone(), owned);

@@ -64,6 +64,13 @@ impl Relay {
                 "writing last-seen times at shutdown failed"
             );
         }
+        // Other relays on the store may take up this one's sessions now.
+        if let Err(error) = self.store.leave().await {
+            tracing::error!(
+                error = &error as &dyn std::error::Error,
+                "telling the database this relay stops failed"
+            );
+        }
         match self.store.tidy().await {
             Ok(()) => tracing::info!("the database is checkpointed"),
             Err(error) => tracing::error!(

@@ -115,8 +115,10 @@ pub struct StoredSession {
     /// What the protocol library needs to take it up again, as it wrote it.
     pub state: String,
     pub last_used: Millis,
-    /// Another relay process on the same store holds it (PostgreSQL):
-    /// this one answers it as a lost session, so the client starts anew.
+    /// Another relay process on the same store holds it and is alive
+    /// (PostgreSQL): this one answers it as a lost session, so the client
+    /// starts anew. A session whose process has left or stopped beating is
+    /// not elsewhere: any relay may take it up.
     pub elsewhere: bool,
 }
 
@@ -291,6 +293,12 @@ pub trait Store: Send + Sync + 'static {
     fn keep(&self, name: &str, value: Vec<u8>) -> StoreFuture<'_, ()>;
 
     // Several processes on one store.
+    /// This process stops serving: what it held (MCP sessions) may be
+    /// taken up at once by another process on the store. Nothing to do
+    /// where one process is all (SQLite).
+    fn leave(&self) -> StoreFuture<'_, ()> {
+        Box::pin(async { Ok(()) })
+    }
     /// Messages other processes commit to this store from now on, each
     /// once, in id order, as they commit, so this process can wake its own
     /// waiters for them. `None` where only this process adds messages (one

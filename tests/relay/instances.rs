@@ -561,3 +561,44 @@ async fn two_stores_purging_one_database_together_purge_each_message_once() {
             .is_empty()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_whose_relay_stopped_is_taken_up_by_another() {
+    let Some(database) = fresh_database().await else {
+        return;
+    };
+    let tokens = add_people(&database, &["alice"]).await;
+    let url: crosstalk::config::DatabaseUrl = database.parse().unwrap();
+    let a = spawn_app_with(|config| config.database_url = Some(url.clone())).await;
+    let b = Instance::start(&database);
+    let on_a = RawSession::open(&a.url(), &tokens[0]).await;
+    let on_b = RawSession {
+        url: b.url.clone(),
+        ..on_a.with_token(&tokens[0])
+    };
+    let ping = |n: u64| json!({ "jsonrpc": "2.0", "id": n, "method": "ping" });
+    assert_eq!(
+        on_b.post(ping(2)).send().await.unwrap().status(),
+        404,
+        "A holds it"
+    );
+
+    // A stops (as `systemctl stop` does): B takes the session up.
+    let addr = a.running.addr;
+    a.running.stop().await.unwrap();
+    assert_eq!(on_b.post(ping(3)).send().await.unwrap().status(), 200);
+    let tools = on_b.call(4, "list_peers", json!({})).send().await.unwrap();
+    assert_eq!(tools.status(), 200);
+
+    // A comes back at its address: now B holds the session, and lives.
+    let again = spawn_app_with(|config| {
+        config.database_url = Some(url);
+        config.listen = addr;
+    })
+    .await;
+    let back_on_a = RawSession {
+        url: again.url(),
+        ..on_a.with_token(&tokens[0])
+    };
+    assert_eq!(back_on_a.post(ping(5)).send().await.unwrap().status(), 404);
+}

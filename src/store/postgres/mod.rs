@@ -49,6 +49,11 @@ const WRITE_LOCK: i64 = 0x6372_6f73_7374_0002;
 /// Held by the instance that purges, for the whole purge.
 const PURGE_LOCK: i64 = 0x6372_6f73_7374_0003;
 
+/// How often a relay process says it is alive, and how long after its
+/// last word another may take up what it held.
+const BEAT: std::time::Duration = std::time::Duration::from_secs(5);
+const GONE_AFTER: Millis = 3 * 5_000;
+
 /// Connections kept per instance.
 const POOL_SIZE: usize = 16;
 /// The most expired messages one purge transaction deletes.
@@ -68,6 +73,8 @@ pub struct PostgresStore {
     /// The queue of the insert writer (group commit); it ends when this is
     /// dropped.
     inserts: mpsc::Sender<writer::Job>,
+    /// Says every [`BEAT`] that this process is alive, until it leaves.
+    beating: tokio::task::JoinHandle<()>,
 }
 
 enum Listener {
@@ -83,6 +90,7 @@ impl Drop for PostgresStore {
         if let Listener::Running(task) = &*self.listener.lock().expect("listener lock") {
             task.abort();
         }
+        self.beating.abort();
     }
 }
 
@@ -212,7 +220,28 @@ impl PostgresStore {
             .map_err(|e| StoreError::backend("cannot set up the database pool", e))?;
         let mut client = pool.get().await?;
         schema::migrate(&mut client).await?;
+        let instance = instance_id()?;
+        people::beat(&*client, &instance, crate::model::now_millis()).await?;
         drop(client);
+        let beating = tokio::spawn({
+            let (pool, instance) = (pool.clone(), instance.clone());
+            async move {
+                let mut every = tokio::time::interval(BEAT);
+                loop {
+                    every.tick().await;
+                    let beat = async {
+                        people::beat(&*pool.get().await?, &instance, crate::model::now_millis())
+                            .await
+                    };
+                    if let Err(error) = beat.await {
+                        tracing::warn!(
+                            error = &error as &dyn std::error::Error,
+                            "cannot tell the database this relay is alive"
+                        );
+                    }
+                }
+            }
+        });
         let own = listen::Own::default();
         let (inserts, jobs) = mpsc::channel(4 * 1024);
         tokio::spawn(writer::run(pool.clone(), own.clone(), jobs));
@@ -224,7 +253,8 @@ impl PostgresStore {
                 tls,
             }),
             own,
-            instance: instance_id()?,
+            instance,
+            beating,
         })
     }
 
@@ -512,7 +542,10 @@ impl super::Store for PostgresStore {
 
     fn session(&self, id: &str) -> StoreFuture<'_, Option<StoredSession>> {
         let id = id.to_owned();
-        Box::pin(async move { people::session(&*self.client().await?, &self.instance, &id).await })
+        Box::pin(async move {
+            let alive_since = crate::model::now_millis() - GONE_AFTER;
+            people::session(&*self.client().await?, &self.instance, &id, alive_since).await
+        })
     }
 
     fn touch_sessions(&self, ids: Vec<String>, now: Millis) -> StoreFuture<'_, ()> {
@@ -525,6 +558,14 @@ impl super::Store for PostgresStore {
 
     fn forget_idle_sessions(&self, before: Millis) -> StoreFuture<'_, ()> {
         Box::pin(async move { people::forget_idle_sessions(&*self.client().await?, before).await })
+    }
+
+    fn leave(&self) -> StoreFuture<'_, ()> {
+        self.beating.abort();
+        let gone = crate::model::now_millis() - 86_400_000;
+        Box::pin(async move {
+            people::forget_relays(&*self.client().await?, &self.instance, gone).await
+        })
     }
 
     fn tidy(&self) -> StoreFuture<'_, ()> {

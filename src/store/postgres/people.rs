@@ -228,17 +228,20 @@ pub(super) async fn bind_session(
     Ok(())
 }
 
-/// A kept session; `elsewhere` when a process other than `holder` holds it.
+/// A kept session; `elsewhere` when a process other than `holder` holds
+/// it and was seen at or after `alive_since`.
 pub(super) async fn session(
     db: &impl Db,
     holder: &str,
     id: &str,
+    alive_since: Millis,
 ) -> StoreResult<Option<StoredSession>> {
     let Some(row) = row(
         db,
-        "SELECT owner, state, last_used, holder IS NOT NULL AND holder <> $2 \
+        "SELECT owner, state, last_used, holder IS NOT NULL AND holder <> $2 AND EXISTS \
+             (SELECT 1 FROM relays WHERE instance = holder AND seen_at >= $3) \
          FROM mcp_sessions WHERE id = $1",
-        &[&id, &holder],
+        &[&id, &holder, &alive_since],
     )
     .await?
     else {
@@ -286,6 +289,28 @@ pub(super) async fn keep(db: &impl Db, name: &str, value: &[u8]) -> StoreResult<
         "INSERT INTO kept (name, value) VALUES ($1, $2) \
          ON CONFLICT (name) DO UPDATE SET value = $2",
         &[&name, &value],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Says that relay process `instance` is alive at `now`.
+pub(super) async fn beat(db: &impl Db, instance: &str, now: Millis) -> StoreResult<()> {
+    db.exec(
+        "INSERT INTO relays (instance, seen_at) VALUES ($1, $2) \
+         ON CONFLICT (instance) DO UPDATE SET seen_at = $2",
+        &[&instance, &now],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Forgets relay process `instance` (it stopped), and any not seen since
+/// `before` (they stopped without saying so).
+pub(super) async fn forget_relays(db: &impl Db, instance: &str, before: Millis) -> StoreResult<()> {
+    db.exec(
+        "DELETE FROM relays WHERE instance = $1 OR seen_at < $2",
+        &[&instance, &before],
     )
     .await?;
     Ok(())

@@ -99,8 +99,14 @@ CREATE TABLE keys (
     name   text PRIMARY KEY,
     value  bytea NOT NULL
 );
+-- The relay processes on the database, each beating while it serves; one
+-- that stopped beating (or left) holds nothing any more.
+CREATE TABLE relays (
+    instance  text PRIMARY KEY,
+    seen_at   bigint NOT NULL
+);
 -- holder: the relay process serving the session (rmcp keeps sessions in
--- memory); another process answers it as lost.
+-- memory); another process answers it as lost while the holder beats.
 -- Bytes kept under a name for every relay: the ACME account and
 -- certificates, so relays behind one name share one certificate.
 CREATE TABLE kept (
