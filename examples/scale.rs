@@ -368,7 +368,7 @@ async fn main() {
     println!(
         "\npurge of {expired} expired messages: {purged} deleted in {:.1} s, in batches of {}",
         took.as_secs_f64(),
-        crosstalk::store::sqlite::PURGE_BATCH
+        crosstalk::store::PURGE_BATCH
     );
     println!(
         "  a post every 5 ms meanwhile ({} posts): p99 {:.1} ms, longest {:.1} ms",

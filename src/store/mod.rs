@@ -28,6 +28,11 @@ use std::{future::Future, pin::Pin};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
+/// The most expired messages one purge transaction deletes, on every
+/// backend: the write lock is held for a few milliseconds at a time, and
+/// other writes go between.
+pub const PURGE_BATCH: u32 = 200;
+
 pub type StoreResult<T> = Result<T, StoreError>;
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 'a>>;
 

@@ -56,8 +56,6 @@ const GONE_AFTER: Millis = 3 * 5_000;
 
 /// Connections kept per instance.
 const POOL_SIZE: usize = 16;
-/// The most expired messages one purge transaction deletes.
-const PURGE_BATCH: i64 = 200;
 
 /// The PostgreSQL implementation of [`super::Store`].
 pub struct PostgresStore {

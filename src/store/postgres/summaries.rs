@@ -3,10 +3,10 @@
 //! each message and of each purge batch, with the arithmetic shared
 //! (`store/summary.rs`).
 
-use super::{Db, PURGE_BATCH, WRITE_LOCK, row};
+use super::{Db, WRITE_LOCK, row};
 use crate::model::{Channel, ChannelSummary, Handle, Millis, ThreadSummary};
-use crate::store::StoreResult;
 use crate::store::summary::{Removed, first_people, handles_of, losses};
+use crate::store::{PURGE_BATCH, StoreResult};
 
 /// Opens a thread whose first message will have id `first_id`.
 pub(super) async fn open_thread(
@@ -207,7 +207,7 @@ pub(super) async fn purge(client: &mut deadpool_postgres::Client, now: Millis) -
                 "DELETE FROM messages WHERE id IN \
                  (SELECT id FROM messages WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2) \
                  RETURNING id, thread_id, channel, sender, recipient",
-                &[&now, &PURGE_BATCH],
+                &[&now, &i64::from(PURGE_BATCH)],
             )
             .await?
             .iter()
@@ -234,7 +234,7 @@ pub(super) async fn purge(client: &mut deadpool_postgres::Client, now: Millis) -
         uncount(&tx, &removed).await?;
         tx.commit().await?;
         total += removed.len() as u64;
-        if (removed.len() as i64) < PURGE_BATCH {
+        if removed.len() < PURGE_BATCH as usize {
             return Ok(total);
         }
     }

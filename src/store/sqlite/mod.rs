@@ -18,7 +18,7 @@ mod writer;
 pub use copy::{ServingLock, backup, lock_for_serving, restore};
 pub use schema::MIGRATIONS;
 
-use super::{NewMessage, StoreError, StoreFuture, StoreResult, StoredSession};
+use super::{NewMessage, PURGE_BATCH, StoreError, StoreFuture, StoreResult, StoredSession};
 use crate::model::{
     Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
     TokenHash,
@@ -34,9 +34,6 @@ use std::{
 
 /// Reader connections kept open between reads.
 const MAX_IDLE_READERS: usize = 8;
-/// The most expired messages one purge transaction deletes: the writer is
-/// held for a few milliseconds at a time, and other writes go between.
-pub const PURGE_BATCH: u32 = 200;
 
 /// The most messages one write adds to the search index: the writer is
 /// held for a few milliseconds at a time.
