@@ -9,7 +9,7 @@
 //! has; it renews in the background and, when the directory cannot be
 //! reached, keeps serving and retries with backoff (1 s doubling to 18 h).
 //! Relays that share a PostgreSQL store keep the ACME account and
-//! certificates in it instead ([`AcmeCache`]), so N relays behind one name
+//! certificates in it instead ([`StoreCache`]), so N relays behind one name
 //! share one account and one certificate.
 
 use crate::config::{Acme, Config, Tls};
@@ -126,16 +126,13 @@ fn read_certificates(
         })
 }
 
-/// Where ACME keeps its account and certificates: the cache directory, or
-/// the store that several relays share.
-pub enum AcmeCache {
-    Dir(DirCache<std::path::PathBuf>),
-    Store(Arc<dyn Store>),
-}
+/// ACME's account and certificates kept in the store that several relays
+/// share, named as rustls-acme's directory cache names its files.
+pub struct StoreCache(pub Arc<dyn Store>);
 
-impl AcmeCache {
+impl StoreCache {
     /// The name of what is kept for `parts` (contact addresses or domains)
-    /// at `directory`: as rustls-acme's directory cache names its files.
+    /// at `directory`.
     fn name(kind: &str, parts: &[String], directory: &str) -> String {
         use base64::prelude::*;
         use sha2::{Digest, Sha256};
@@ -151,49 +148,27 @@ impl AcmeCache {
         )
     }
 
-    async fn load(
-        &self,
-        kind: &str,
-        parts: &[String],
-        directory: &str,
-    ) -> std::io::Result<Option<Vec<u8>>> {
-        match self {
-            AcmeCache::Dir(dir) if kind == "cert" => dir.load_cert(parts, directory).await,
-            AcmeCache::Dir(dir) => dir.load_account(parts, directory).await,
-            AcmeCache::Store(store) => store
-                .kept(&AcmeCache::name(kind, parts, directory))
-                .await
-                .map_err(std::io::Error::other),
-        }
+    async fn load(&self, name: String) -> std::io::Result<Option<Vec<u8>>> {
+        self.0.kept(&name).await.map_err(std::io::Error::other)
     }
 
-    async fn store(
-        &self,
-        kind: &str,
-        parts: &[String],
-        directory: &str,
-        value: &[u8],
-    ) -> std::io::Result<()> {
-        match self {
-            AcmeCache::Dir(dir) if kind == "cert" => dir.store_cert(parts, directory, value).await,
-            AcmeCache::Dir(dir) => dir.store_account(parts, directory, value).await,
-            AcmeCache::Store(store) => store
-                .keep(&AcmeCache::name(kind, parts, directory), value.to_vec())
-                .await
-                .map_err(std::io::Error::other),
-        }
+    async fn store(&self, name: String, value: &[u8]) -> std::io::Result<()> {
+        self.0
+            .keep(&name, value.to_vec())
+            .await
+            .map_err(std::io::Error::other)
     }
 }
 
 #[async_trait::async_trait]
-impl CertCache for AcmeCache {
+impl CertCache for StoreCache {
     type EC = std::io::Error;
     async fn load_cert(
         &self,
         domains: &[String],
         directory: &str,
     ) -> std::io::Result<Option<Vec<u8>>> {
-        self.load("cert", domains, directory).await
+        self.load(Self::name("cert", domains, directory)).await
     }
     async fn store_cert(
         &self,
@@ -201,19 +176,20 @@ impl CertCache for AcmeCache {
         directory: &str,
         cert: &[u8],
     ) -> std::io::Result<()> {
-        self.store("cert", domains, directory, cert).await
+        self.store(Self::name("cert", domains, directory), cert)
+            .await
     }
 }
 
 #[async_trait::async_trait]
-impl AccountCache for AcmeCache {
+impl AccountCache for StoreCache {
     type EA = std::io::Error;
     async fn load_account(
         &self,
         contact: &[String],
         directory: &str,
     ) -> std::io::Result<Option<Vec<u8>>> {
-        self.load("account", contact, directory).await
+        self.load(Self::name("account", contact, directory)).await
     }
     async fn store_account(
         &self,
@@ -221,7 +197,8 @@ impl AccountCache for AcmeCache {
         directory: &str,
         account: &[u8],
     ) -> std::io::Result<()> {
-        self.store("account", contact, directory, account).await
+        self.store(Self::name("account", contact, directory), account)
+            .await
     }
 }
 
@@ -234,14 +211,6 @@ pub fn start_acme(
     shared: Option<Arc<dyn Store>>,
     shutdown: CancellationToken,
 ) -> Result<(Arc<ServerConfig>, watch::Receiver<bool>), TlsError> {
-    let (cache, kept_in) = match shared {
-        Some(store) => (AcmeCache::Store(store), "the database".to_owned()),
-        None => {
-            create_private_dir(&acme.cache_dir)?;
-            let dir = DirCache::new(acme.cache_dir.clone());
-            (AcmeCache::Dir(dir), acme.cache_dir.display().to_string())
-        }
-    };
     let mut roots = RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(ca) = &acme.ca {
@@ -255,11 +224,17 @@ pub fn start_acme(
     let client = ClientConfig::builder()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let mut state = AcmeConfig::new_with_client_config(&acme.domains, Arc::new(client))
-        .contact(acme.email.iter().map(|email| format!("mailto:{email}")))
-        .cache(cache)
-        .directory(&acme.directory)
-        .state();
+    let config = AcmeConfig::new_with_client_config(&acme.domains, Arc::new(client))
+        .contact(acme.email.iter().map(|email| format!("mailto:{email}")));
+    let (config, kept_in) = match shared {
+        Some(store) => (config.cache(StoreCache(store)), "the database".to_owned()),
+        None => {
+            create_private_dir(&acme.cache_dir)?;
+            let dir = DirCache::new(acme.cache_dir.clone());
+            (config.cache(dir), acme.cache_dir.display().to_string())
+        }
+    };
+    let mut state = config.directory(&acme.directory).state();
     let resolver = state.resolver();
     let (deployed, ready) = watch::channel(false);
     tracing::info!(
