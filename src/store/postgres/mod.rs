@@ -71,8 +71,9 @@ pub struct PostgresStore {
     /// The queue of the insert writer (group commit); it ends when this is
     /// dropped.
     inserts: mpsc::Sender<writer::Job>,
-    /// Says every [`BEAT`] that this process is alive, until it leaves.
-    beating: tokio::task::JoinHandle<()>,
+    /// Says every [`BEAT`] that this process is alive, from the first
+    /// session it holds until it leaves.
+    beating: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 enum Listener {
@@ -88,7 +89,9 @@ impl Drop for PostgresStore {
         if let Listener::Running(task) = &*self.listener.lock().expect("listener lock") {
             task.abort();
         }
-        self.beating.abort();
+        if let Some(beating) = &*self.beating.lock().expect("beating lock") {
+            beating.abort();
+        }
     }
 }
 
@@ -218,13 +221,43 @@ impl PostgresStore {
             .map_err(|e| StoreError::backend("cannot set up the database pool", e))?;
         let mut client = pool.get().await?;
         schema::migrate(&mut client).await?;
-        let instance = instance_id()?;
-        people::beat(&*client, &instance, crate::model::now_millis()).await?;
         drop(client);
-        let beating = tokio::spawn({
-            let (pool, instance) = (pool.clone(), instance.clone());
-            async move {
+        let own = listen::Own::default();
+        let (inserts, jobs) = mpsc::channel(4 * 1024);
+        tokio::spawn(writer::run(pool.clone(), own.clone(), jobs));
+        Ok(PostgresStore {
+            pool,
+            inserts,
+            listener: Mutex::new(Listener::Unopened {
+                config: Box::new(config),
+                tls,
+            }),
+            own,
+            instance: instance_id()?,
+            beating: Mutex::new(None),
+        })
+    }
+
+    /// Marks this process alive before it first names itself as a
+    /// session's holder, and from then on every [`BEAT`] until it leaves:
+    /// only a process that holds sessions says it is alive (the team
+    /// commands, `check` and `migrate-to-postgres` never do).
+    async fn hold_sessions(&self) -> StoreResult<()> {
+        if self.beating.lock().expect("beating lock").is_some() {
+            return Ok(());
+        }
+        people::beat(
+            &*self.client().await?,
+            &self.instance,
+            crate::model::now_millis(),
+        )
+        .await?;
+        let mut beating = self.beating.lock().expect("beating lock");
+        if beating.is_none() {
+            let (pool, instance) = (self.pool.clone(), self.instance.clone());
+            *beating = Some(tokio::spawn(async move {
                 let mut every = tokio::time::interval(BEAT);
+                every.tick().await; // the first tick is now: beaten already
                 loop {
                     every.tick().await;
                     let beat = async {
@@ -238,22 +271,9 @@ impl PostgresStore {
                         );
                     }
                 }
-            }
-        });
-        let own = listen::Own::default();
-        let (inserts, jobs) = mpsc::channel(4 * 1024);
-        tokio::spawn(writer::run(pool.clone(), own.clone(), jobs));
-        Ok(PostgresStore {
-            pool,
-            inserts,
-            listener: Mutex::new(Listener::Unopened {
-                config: Box::new(config),
-                tls,
-            }),
-            own,
-            instance,
-            beating,
-        })
+            }));
+        }
+        Ok(())
     }
 
     async fn client(&self) -> StoreResult<deadpool_postgres::Client> {
@@ -527,6 +547,7 @@ impl super::Store for PostgresStore {
     fn save_session(&self, id: &str, state: &str, now: Millis) -> StoreFuture<'_, ()> {
         let (id, state) = (id.to_owned(), state.to_owned());
         Box::pin(async move {
+            self.hold_sessions().await?;
             people::save_session(&*self.client().await?, &self.instance, &id, &state, now).await
         })
     }
@@ -534,6 +555,7 @@ impl super::Store for PostgresStore {
     fn bind_session(&self, id: &str, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
         let id = id.to_owned();
         Box::pin(async move {
+            self.hold_sessions().await?;
             people::bind_session(&*self.client().await?, &self.instance, &id, owner, now).await
         })
     }
@@ -559,7 +581,9 @@ impl super::Store for PostgresStore {
     }
 
     fn leave(&self) -> StoreFuture<'_, ()> {
-        self.beating.abort();
+        if let Some(beating) = self.beating.lock().expect("beating lock").take() {
+            beating.abort();
+        }
         let gone = crate::model::now_millis() - 86_400_000;
         Box::pin(async move {
             people::forget_relays(&*self.client().await?, &self.instance, gone).await
