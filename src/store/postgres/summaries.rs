@@ -264,36 +264,41 @@ pub(super) async fn unread(
     cap: u64,
     now: Millis,
 ) -> StoreResult<Vec<u64>> {
+    // Every conversation in one statement (a page asks for dozens): each
+    // as a channel, a thread, or neither, counted from its read mark.
+    let (channels, threads): (Vec<Option<&str>>, Vec<Option<i64>>) = conversations
+        .iter()
+        .map(|conversation| match conversation.split_once(':') {
+            Some(("c", channel)) => (Some(channel), None),
+            Some(("t", thread)) => (None, Some(thread.parse::<i64>().unwrap_or(0))),
+            _ => (None, None),
+        })
+        .unzip();
     let cap = cap.min(i64::MAX as u64) as i64;
-    let mut counts = Vec::with_capacity(conversations.len());
-    for conversation in conversations {
-        let since: i64 = row(
-            db,
-            "SELECT last_id FROM last_read WHERE handle = $1 AND conversation = $2",
-            &[&reader.as_str(), conversation],
-        )
-        .await?
-        .map_or(Ok(0), |row| row.try_get(0))?;
-        let count: i64 = match conversation.split_once(':') {
-            Some(("c", channel)) => row(
-                db,
-                "SELECT count(*) FROM (SELECT 1 FROM messages WHERE channel = $1 \
-                 AND id > $2 AND expires_at > $3 LIMIT $4) unread",
-                &[&channel, &since, &now, &cap],
-            )
-            .await?
-            .map_or(Ok(0), |row| row.try_get(0))?,
-            Some(("t", thread)) => row(
-                db,
-                "SELECT count(*) FROM (SELECT 1 FROM messages WHERE thread_id = $1 \
-                 AND id > $2 AND expires_at > $3 LIMIT $4) unread",
-                &[&thread.parse::<i64>().unwrap_or(0), &since, &now, &cap],
-            )
-            .await?
-            .map_or(Ok(0), |row| row.try_get(0))?,
-            _ => 0,
-        };
-        counts.push(count.max(0) as u64);
-    }
-    Ok(counts)
+    db.rows(
+        "SELECT CASE \
+             WHEN a.channel IS NOT NULL THEN (SELECT count(*) FROM (SELECT 1 FROM messages m \
+                 WHERE m.channel = a.channel AND m.id > coalesce(r.last_id, 0) \
+                 AND m.expires_at > $5 LIMIT $6) unread) \
+             WHEN a.thread IS NOT NULL THEN (SELECT count(*) FROM (SELECT 1 FROM messages m \
+                 WHERE m.thread_id = a.thread AND m.id > coalesce(r.last_id, 0) \
+                 AND m.expires_at > $5 LIMIT $6) unread) \
+             ELSE 0 END \
+         FROM unnest($2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY \
+             AS a(conversation, channel, thread, n) \
+         LEFT JOIN last_read r ON r.handle = $1 AND r.conversation = a.conversation \
+         ORDER BY a.n",
+        &[
+            &reader.as_str(),
+            &conversations,
+            &channels,
+            &threads,
+            &now,
+            &cap,
+        ],
+    )
+    .await?
+    .iter()
+    .map(|row| Ok(row.try_get::<_, i64>(0)?.max(0) as u64))
+    .collect()
 }
