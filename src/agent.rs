@@ -13,8 +13,7 @@ use rmcp::{
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-/// The notification a relay pushes a message in (Claude Code's channels).
-const CHANNEL_NOTIFICATION: &str = "notifications/claude/channel";
+use crate::protocol::CHANNEL_NOTIFICATION;
 
 /// An MCP connection to a relay, as one person.
 pub struct Agent {
@@ -42,6 +41,15 @@ impl Listener {
 }
 
 impl ClientHandler for Listener {
+    /// Lists the tools again, as a client that shows pushes does: the
+    /// relay takes the second listing as proof that it listens.
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        if self.pushes.is_some() {
+            let peer = context.peer.clone();
+            tokio::spawn(async move { peer.list_all_tools().await });
+        }
+    }
+
     async fn on_custom_notification(
         &self,
         notification: CustomNotification,

@@ -80,7 +80,8 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///      the rate limits;
 ///    - (pages only) a credential this browser signed out with is refused;
 ///    - the MCP session binding (`/mcp` only), then reading the body within
-///      the request timeout (`/mcp` only: its calls may wait);
+///      the request timeout (`/mcp` and `POST /api/messages`: their calls
+///      may wait);
 ///    - the request timeout, on groups that answer at once. Waits and
 ///      streams have their own bounds (at most 50 s, or until the client
 ///      leaves, the caller's slots, shutdown).
@@ -123,6 +124,7 @@ pub fn router(state: AppState) -> Router {
     // | api reads      | Bearer or Basic          | yes     |
     // | api waits      | Bearer or Basic          | no      |
     // | api writes     | Bearer                   | yes     |
+    // | api asks       | Bearer                   | body    |
     // | api inbox      | Bearer (claims change)   | no      |
     // | api streams    | Bearer, Basic, ?token=   | no      |
     // | pages          | Bearer or Basic          | yes     |
@@ -138,6 +140,14 @@ pub fn router(state: AppState) -> Router {
         .merge(
             api::writes()
                 .route_layer(at_once())
+                .route_layer(credentials(Accept::Bearer)),
+        )
+        .merge(
+            api::asks()
+                .route_layer(middleware::from_fn_with_state(
+                    deadline,
+                    edge::read_body_in_time,
+                ))
                 .route_layer(credentials(Accept::Bearer)),
         )
         .merge(api::inbox().route_layer(credentials(Accept::Bearer)))

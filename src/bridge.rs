@@ -1,17 +1,31 @@
 //! `crosstalk bridge`: a local stdio MCP server that Claude Code spawns
-//! (from `.mcp.json`), for clients or protocol versions where pushes over
-//! HTTP are not delivered.
+//! (from `.mcp.json`, or as the `crosstalk` plugin's server), so that what
+//! teammates send reaches a running session by itself.
 //!
+//! - **Negotiation**: Claude Code shows channel events only on a connection
+//!   of a revision with a path for notifications nobody asked for. The
+//!   bridge answers `server/discover` with "method not found" and offers
+//!   only revisions that have the `initialize` handshake, so Claude Code
+//!   falls back to `initialize` (2025-11-25) and registers its channel
+//!   handler.
+//! - **Readiness**: Claude Code registers that handler 20–50 ms after
+//!   answering its first `tools/list`, and silently drops what comes
+//!   before; nothing tells the server when. But it installs its
+//!   `tools/list_changed` handler in the same step, right after. So from
+//!   `initialized` on, the bridge says its tools changed every 25 ms until
+//!   Claude Code lists them a second time: from then on it shows channel
+//!   events. Only then does the bridge open the relay's inbox stream;
+//!   until then nothing of the person's inbox is offered to it, and the
+//!   relay does not count them as reachable by push.
 //! - **Tools**: the relay's own, listed and called through an MCP session
-//!   with the person's token (`CROSSTALK_URL`, `CROSSTALK_TOKEN`).
-//! - **Pushes**: the relay's inbox stream (`GET /api/inbox/stream`), each
-//!   message turned into a `notifications/claude/channel` notification on
-//!   stdout. The relay claims a message as it writes it to the stream, so
-//!   the claim rules are the relay's: each message once, here or anywhere.
-//!   The stream is opened only once Claude Code has initialized, so nothing
-//!   is claimed before it can be shown. The tools' own session listens too
-//!   (`?push=1`), so channels followed through the bridge reach it; what
-//!   that session's stream carries goes on to Claude Code the same way.
+//!   with the person's token (`CROSSTALK_URL`, `CROSSTALK_TOKEN`), except
+//!   `follow_channel` and `unfollow_channel`: the bridge's one push path is
+//!   its inbox stream, so it keeps the follows itself and opens the stream
+//!   again with them (`?follow=`).
+//! - **Pushes**: each message of the inbox stream becomes a
+//!   `notifications/claude/channel` notification on stdout. The relay
+//!   leases it to the stream (a push is not a hand-over: unconfirmed, it is
+//!   offered again); the bridge shows each message to Claude Code once.
 //! - **Restarts**: when the relay goes away, the bridge says so on stderr
 //!   and reconnects with backoff (0.5 s doubling to 30 s); a tool call that
 //!   meets a lost session opens a new one and is tried once more.
@@ -19,25 +33,45 @@
 //! stdout carries MCP only; everything the bridge says goes to stderr.
 
 use crate::agent::Agent;
-use crate::wire::{MessageView, push};
+use crate::model::Channel;
+use crate::protocol::{CHANNEL_NOTIFICATION, INSTRUCTIONS, PUSH_REVISION, capabilities};
+use crate::wire::{Following, MessageView, push};
 use futures::StreamExt;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, CustomNotification,
-        Implementation, ListToolsResult, PaginatedRequestParams, ServerConfig, ServerNotification,
+        DiscoverRequestMethod, DiscoverResult, Implementation, ListToolsResult,
+        PaginatedRequestParams, ProtocolVersion, ServerConfig, ServerNotification,
     },
     service::{NotificationContext, Peer, RequestContext},
 };
-use serde_json::Value;
+use serde::Deserialize;
 use sse_stream::SseStream;
-use std::{sync::Arc, time::Duration};
-use tokio::sync::{Mutex, MutexGuard, mpsc, watch};
+use std::{
+    borrow::Cow,
+    collections::{BTreeSet, HashSet, VecDeque},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+use tokio::sync::{Mutex, MutexGuard, watch};
 
 /// The first wait before reconnecting, doubled on each failure up to
 /// [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How often, and for how long, the bridge asks Claude Code to list the
+/// tools again until it does (its proof of listening).
+const PROBE_EVERY: Duration = Duration::from_millis(25);
+const PROBE_FOR: Duration = Duration::from_secs(30);
+
+/// Message ids the bridge remembers having shown, so a message offered to
+/// it again (after a reconnect, or when its lease ended) is not shown twice.
+const SHOWN_REMEMBERED: usize = 4096;
 
 /// Serves MCP on stdin/stdout until the client closes it. It answers at
 /// once, whether or not the relay can be reached yet.
@@ -46,11 +80,24 @@ pub async fn run(url: String, token: String) -> anyhow::Result<()> {
         url: url.trim_end_matches('/').to_owned(),
         token,
         relay: Arc::new(Mutex::new(None)),
-        client: watch::Sender::new(None),
+        client: watch::Sender::new(Client::Starting),
+        listed: Arc::new(AtomicUsize::new(0)),
+        follows: watch::Sender::new(BTreeSet::new()),
     };
     let running = bridge.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
     Ok(())
+}
+
+/// Where Claude Code stands.
+#[derive(Clone)]
+enum Client {
+    /// Not initialized yet.
+    Starting,
+    /// Initialized: asked to list the tools again, as proof that it listens.
+    Initialized(Peer<RoleServer>),
+    /// It listens: what is sent to it is shown.
+    Ready(Peer<RoleServer>),
 }
 
 #[derive(Clone)]
@@ -59,8 +106,12 @@ struct Bridge {
     token: String,
     /// The session on the relay the tools go through, once opened.
     relay: Arc<Mutex<Option<Agent>>>,
-    /// Claude Code, once it has initialized: where pushes go.
-    client: watch::Sender<Option<Peer<RoleServer>>>,
+    /// Claude Code, and whether it can be pushed to yet.
+    client: watch::Sender<Client>,
+    /// `tools/list` requests since `initialized`: the second is the proof.
+    listed: Arc<AtomicUsize>,
+    /// The channels followed through the bridge: its inbox stream's.
+    follows: watch::Sender<BTreeSet<Channel>>,
 }
 
 impl Bridge {
@@ -68,21 +119,15 @@ impl Bridge {
     async fn session(&self) -> Result<MutexGuard<'_, Option<Agent>>, ErrorData> {
         let mut relay = self.relay.lock().await;
         if relay.is_none() {
-            // A session that listens (`?push=1`): what its stream carries
-            // (the channels `follow_channel` follows through the bridge,
-            // and inbox messages it claims before the inbox stream does)
-            // goes on to Claude Code like the inbox stream's.
-            let (agent, pushed) =
-                Agent::listening(&self.url, &self.token)
-                    .await
-                    .map_err(|error| {
-                        tracing::warn!(%error, "cannot reach the relay at {}", self.url);
-                        ErrorData::internal_error(
-                            format!("cannot reach the relay at {}", self.url),
-                            None,
-                        )
-                    })?;
-            tokio::spawn(pass_on(pushed, self.client.subscribe()));
+            let agent = Agent::connect(&self.url, &self.token)
+                .await
+                .map_err(|error| {
+                    tracing::warn!(%error, "cannot reach the relay at {}", self.url);
+                    ErrorData::internal_error(
+                        format!("cannot reach the relay at {}", self.url),
+                        None,
+                    )
+                })?;
             *relay = Some(agent);
         }
         Ok(relay)
@@ -110,29 +155,80 @@ impl Bridge {
         unreachable!("the second attempt returns")
     }
 
-    /// Turns the relay's inbox stream into channel notifications to `peer`,
-    /// reconnecting whenever the stream ends, until the peer is gone.
-    async fn relay_inbox(self, peer: Peer<RoleServer>) {
+    /// `follow_channel` and `unfollow_channel`, kept here: the inbox
+    /// stream is opened again with the new set.
+    fn follow(&self, call: &CallToolRequestParams) -> Option<CallToolResult> {
+        let following = match call.name.as_ref() {
+            "follow_channel" => true,
+            "unfollow_channel" => false,
+            _ => return None,
+        };
+        let named = call
+            .arguments
+            .as_ref()
+            .and_then(|args| args.get("channel"))
+            .and_then(|name| name.as_str())
+            .unwrap_or_default();
+        let channel = match Channel::parse(named) {
+            Ok(channel) => channel,
+            Err(error) => return Some(refusal(&error.to_string())),
+        };
+        let changed = self.follows.send_if_modified(|follows| match following {
+            true => follows.insert(channel.clone()),
+            false => follows.remove(&channel),
+        });
+        if changed {
+            tracing::info!(%channel, following, "follows changed; reopening the inbox stream");
+        }
+        let result = Following {
+            channel: channel.to_string(),
+            following,
+        };
+        let value = serde_json::to_value(result).expect("a result serializes");
+        Some(CallToolResult::structured(value))
+    }
+
+    /// Turns the relay's inbox stream into channel notifications to
+    /// `client`, opening it again whenever it ends or the follows change,
+    /// until the client is gone.
+    async fn relay_inbox(self, client: Peer<RoleServer>) {
         let http = reqwest::Client::new();
+        let mut shown = Shown::default();
+        let mut follows = self.follows.subscribe();
         let mut backoff = FIRST_BACKOFF;
         loop {
-            let opened = http
-                .get(format!("{}/api/inbox/stream", self.url))
-                .bearer_auth(&self.token)
-                .send()
-                .await
-                .and_then(reqwest::Response::error_for_status);
-            match opened {
+            let channels: Vec<String> = follows
+                .borrow_and_update()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            // Channel names need no escaping: letters, digits, '.', '_', '-'.
+            let url = match channels.is_empty() {
+                true => format!("{}/api/inbox/stream", self.url),
+                false => format!("{}/api/inbox/stream?follow={}", self.url, channels.join(",")),
+            };
+            let opened = http.get(url).bearer_auth(&self.token).send().await;
+            match opened.and_then(reqwest::Response::error_for_status) {
                 Ok(response) => {
                     tracing::info!("listening to the relay's inbox stream");
                     backoff = FIRST_BACKOFF;
-                    if !deliver(response, &peer).await {
-                        return; // the client is gone
+                    tokio::select! {
+                        delivered = deliver(response, &client, &mut shown) => {
+                            if !delivered {
+                                return; // the client is gone
+                            }
+                            tracing::warn!("the relay's inbox stream ended; reconnecting");
+                            // The relay may have restarted: the next tool
+                            // call opens a new session.
+                            *self.relay.lock().await = None;
+                        }
+                        changed = follows.changed() => {
+                            if changed.is_err() {
+                                return;
+                            }
+                            continue; // at once, with the new follows
+                        }
                     }
-                    tracing::warn!("the relay's inbox stream ended; reconnecting");
-                    // The relay may have restarted: the next tool call opens
-                    // a new session, whose stream carries its pushes.
-                    *self.relay.lock().await = None;
                 }
                 Err(error) => tracing::warn!(
                     %error,
@@ -145,63 +241,97 @@ impl Bridge {
     }
 }
 
-/// Passes each message of an open inbox stream to `peer` as a channel
-/// notification; false once `peer` cannot be written to.
-async fn deliver(response: reqwest::Response, peer: &Peer<RoleServer>) -> bool {
+/// A refusal, in the relay's error shape.
+fn refusal(message: &str) -> CallToolResult {
+    let body = serde_json::json!({ "error": { "code": "bad_request", "message": message } });
+    CallToolResult::error(vec![rmcp::model::ContentBlock::text(body.to_string())])
+}
+
+/// What the bridge has shown Claude Code, the latest few thousand.
+#[derive(Default)]
+struct Shown {
+    ids: HashSet<i64>,
+    order: VecDeque<i64>,
+}
+
+impl Shown {
+    /// Remembers `id`; false if it was shown already.
+    fn first_time(&mut self, id: i64) -> bool {
+        if !self.ids.insert(id) {
+            return false;
+        }
+        self.order.push_back(id);
+        if self.order.len() > SHOWN_REMEMBERED
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.ids.remove(&oldest);
+        }
+        true
+    }
+}
+
+/// One event of the inbox stream: a message, with how many times it was
+/// offered (absent for a followed post).
+#[derive(Deserialize)]
+struct Pushed {
+    #[serde(flatten)]
+    message: MessageView,
+    offer: Option<u32>,
+}
+
+/// Passes each message of an open inbox stream to `client` as a channel
+/// notification, each once; false once `client` cannot be written to.
+async fn deliver(response: reqwest::Response, client: &Peer<RoleServer>, shown: &mut Shown) -> bool {
     let mut events = SseStream::from_bytes_stream(response.bytes_stream());
     while let Some(Ok(event)) = events.next().await {
-        let message = match (event.event.as_deref(), event.data) {
-            (None | Some("message"), Some(data)) => serde_json::from_str::<MessageView>(&data),
+        let pushed = match (event.event.as_deref(), event.data) {
+            (None | Some("message"), Some(data)) => serde_json::from_str::<Pushed>(&data),
             _ => continue, // the notice, a keep-alive
         };
-        let Ok(message) = message else { continue };
-        if !notify(peer, push::channel_params(&message)).await {
+        let Ok(pushed) = pushed else { continue };
+        if !shown.first_time(pushed.message.id) {
+            continue;
+        }
+        let params = push::channel_params(
+            &pushed.message,
+            pushed.offer.is_some(),
+            pushed.offer.unwrap_or(0),
+        );
+        let notification = CustomNotification::new(CHANNEL_NOTIFICATION, Some(params));
+        let sent = client
+            .send_notification(ServerNotification::CustomNotification(notification))
+            .await;
+        if sent.is_err() {
             return false;
         }
     }
     true
 }
 
-/// Passes on what the relay pushes to the bridge's own session, as it
-/// came (a channel notification's params), once Claude Code has
-/// initialized (what comes before waits), until either side is gone.
-async fn pass_on(
-    mut pushed: mpsc::UnboundedReceiver<Value>,
-    mut client: watch::Receiver<Option<Peer<RoleServer>>>,
-) {
-    let Some(client) = client
-        .wait_for(Option::is_some)
-        .await
-        .ok()
-        .and_then(|peer| peer.clone())
-    else {
-        return;
-    };
-    while let Some(params) = pushed.recv().await {
-        if !notify(&client, params).await {
-            return;
-        }
-    }
-}
-
-/// Sends Claude Code one channel notification; false once it is gone.
-async fn notify(client: &Peer<RoleServer>, params: Value) -> bool {
-    let notification = CustomNotification::new(push::CHANNEL_NOTIFICATION, Some(params));
-    client
-        .send_notification(ServerNotification::CustomNotification(notification))
-        .await
-        .is_ok()
-}
-
 impl ServerHandler for Bridge {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(crate::mcp::capabilities())
+        ServerConfig::new(capabilities())
             .with_server_info(Implementation::new(
                 "crosstalk-bridge",
                 env!("CARGO_PKG_VERSION"),
             ))
             // The relay's own: the tools are its tools.
-            .with_instructions(crate::mcp::INSTRUCTIONS)
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    /// Only revisions with the `initialize` handshake, up to the one
+    /// Claude Code shows channel events on.
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&PUSH_REVISION))
+    }
+
+    /// Not offered: a client that discovers would settle on a revision
+    /// without a path for channel events.
+    async fn discover(
+        &self,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
+        Err(ErrorData::method_not_found::<DiscoverRequestMethod>())
     }
 
     async fn list_tools(
@@ -216,7 +346,7 @@ impl ServerHandler for Bridge {
             .client
             .list_all_tools()
             .await;
-        match listed {
+        let answer = match listed {
             Ok(tools) => Ok(ListToolsResult::with_all_items(tools)),
             Err(error) => {
                 *relay = None; // opened again next time
@@ -225,7 +355,20 @@ impl ServerHandler for Bridge {
                     None,
                 ))
             }
+        };
+        drop(relay);
+        // The second list since `initialized` answers the bridge's own
+        // `list_changed`: Claude Code's notification handlers are in place.
+        if self.listed.fetch_add(1, Ordering::AcqRel) + 1 >= 2 {
+            self.client.send_if_modified(|client| match client {
+                Client::Initialized(peer) => {
+                    *client = Client::Ready(peer.clone());
+                    true
+                }
+                _ => false,
+            });
         }
+        answer
     }
 
     async fn call_tool(
@@ -233,11 +376,56 @@ impl ServerHandler for Bridge {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(answer) = self.follow(&request) {
+            return Ok(CallToolResponse::from(answer));
+        }
         self.forward(request).await.map(CallToolResponse::from)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.client.send_replace(Some(context.peer.clone()));
-        tokio::spawn(self.clone().relay_inbox(context.peer));
+        let peer = context.peer.clone();
+        self.client.send_replace(Client::Initialized(peer.clone()));
+        let bridge = self.clone();
+        tokio::spawn(async move {
+            if let Some(peer) = bridge.until_ready(peer).await {
+                tracing::info!("Claude Code listens for channel events");
+                bridge.relay_inbox(peer).await;
+            }
+        });
+    }
+}
+
+impl Bridge {
+    /// Says the tools changed, every [`PROBE_EVERY`], until Claude Code
+    /// lists them a second time (see the module's notes): then it shows
+    /// what it is sent. `None` if it never does within [`PROBE_FOR`] (a
+    /// client that does not show channel events): nothing is pushed, and
+    /// messages wait in the inbox for `check_inbox`.
+    async fn until_ready(&self, peer: Peer<RoleServer>) -> Option<Peer<RoleServer>> {
+        let mut client = self.client.subscribe();
+        let probing = async {
+            let mut every = tokio::time::interval(PROBE_EVERY);
+            loop {
+                every.tick().await;
+                if peer.notify_tool_list_changed().await.is_err() {
+                    return; // the client is gone
+                }
+            }
+        };
+        let ready = client.wait_for(|client| matches!(client, Client::Ready(_)));
+        tokio::select! {
+            ready = ready => match ready.ok().as_deref() {
+                Some(Client::Ready(peer)) => Some(peer.clone()),
+                _ => None,
+            },
+            () = probing => None,
+            () = tokio::time::sleep(PROBE_FOR) => {
+                tracing::warn!(
+                    "the client did not list the tools again after being told they changed: \
+                     it shows no channel events, so nothing is pushed to it (check_inbox works)"
+                );
+                None
+            }
+        }
     }
 }

@@ -274,6 +274,7 @@ pub async fn admin(team: &Team, command: Admin) -> anyhow::Result<()> {
         } => {
             // Before the token exists: it is shown once, with lines that work.
             let url = address.agent_url()?;
+            warn_if_default(&address, &url);
             let added = team.add(&handle, name.as_deref()).await?;
             println!("Added {} ({}).", added.handle, added.name);
             print_connection(&added, &url);
@@ -282,6 +283,7 @@ pub async fn admin(team: &Team, command: Admin) -> anyhow::Result<()> {
             handle, address, ..
         } => {
             let url = address.agent_url()?;
+            warn_if_default(&address, &url);
             let rotated = team.rotate(&handle).await?;
             println!(
                 "New token for {}; the old one no longer works.",
@@ -316,6 +318,27 @@ pub async fn admin(team: &Team, command: Admin) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The service's own configuration, as `deploy/install.sh` writes it.
+const SERVICE_ENV_FILE: &str = "/etc/crosstalk/crosstalk.env";
+
+/// Says so when the address printed is only the default: people given a
+/// loopback address on a server would connect nowhere.
+fn warn_if_default(address: &crate::config::AddressArgs, url: &str) {
+    if !address.is_default() {
+        return;
+    }
+    eprintln!(
+        "warning: nothing names this relay's address (RELAY_PUBLIC_URL, RELAY_DOMAINS, \
+         RELAY_PORT), so the lines below use the default, {url}."
+    );
+    if std::path::Path::new(SERVICE_ENV_FILE).exists() {
+        eprintln!(
+            "         This machine runs the service: use `sudo crosstalk-admin add|rotate …`, \
+             which reads {SERVICE_ENV_FILE}, for lines with its public address."
+        );
+    }
 }
 
 /// The token, shown once, and the two ways to connect Claude Code with it,

@@ -27,6 +27,8 @@
 //! - [`server`]: builds and serves a relay; runs the commands.
 //! - [`cli`], [`demo`]: the command line and the demo conversation.
 //! - [`agent`]: an agent's MCP client, for the demo, benchmarks and tests.
+//! - [`protocol`]: what the MCP server and its clients agree on.
+//! - [`bridge`]: `crosstalk bridge`, a local stdio MCP server for Claude Code.
 #![forbid(unsafe_code)]
 
 pub mod agent;
@@ -40,6 +42,7 @@ pub mod host;
 pub mod layers;
 pub mod mcp;
 pub mod model;
+pub mod protocol;
 pub mod relay;
 pub mod server;
 pub mod state;

@@ -2,6 +2,8 @@
 // - times read "3 min ago", with the exact local time on hover;
 // - a conversation follows new messages live, and the tab's title counts
 //   what arrived while it was hidden;
+// - where an addressed message stands (waiting, shown to their agent,
+//   read, answered) changes live;
 // - forms send in place and show a refusal without losing the text.
 // Message text is never parsed here as markup: new messages arrive as
 // fragments the server rendered and escaped, parsed inert by DOMParser.
@@ -74,11 +76,26 @@
     return fetching;
   }
 
+  // Worded as the server words them (web/views.rs, DeliveryLine).
+  function deliveryLabel(state, to) {
+    if (state === "pushed") return "shown to " + to + "'s agent";
+    return state;
+  }
+
   if (conversation && window.EventSource) {
     var source = new EventSource(conversation.dataset.stream + "?since_id=" + lastId);
     source.addEventListener("message", function (event) {
       var id = Number(event.lastEventId);
       if (id > lastId) catchUp();
+    });
+    source.addEventListener("delivery", function (event) {
+      var update;
+      try { update = JSON.parse(event.data); } catch (e) { return; }
+      var item = document.getElementById("m" + Number(update.id));
+      var shown = item && item.querySelector(".delivery");
+      if (!shown || !update.delivery) return;
+      shown.className = "delivery delivery-" + update.delivery.state;
+      shown.textContent = deliveryLabel(update.delivery.state, shown.dataset.to);
     });
   }
 

@@ -27,6 +27,7 @@ pub fn reads() -> Router<AppState> {
         .route("/api/channels", get(channels))
         .route("/api/channels/{channel}/messages", get(channel_messages))
         .route("/api/threads/{id}", get(thread))
+        .route("/api/messages/{id}", get(message))
         .route("/api/people", get(people))
         .route("/api/search", get(search))
 }
@@ -40,8 +41,13 @@ pub fn waits() -> Router<AppState> {
 pub fn writes() -> Router<AppState> {
     Router::new()
         .route("/api/channels/{channel}/messages", post(post_message))
-        .route("/api/messages", post(send_message))
         .route("/api/status", put(set_status))
+}
+
+/// Sending a direct message, which may wait for the reply
+/// (`wait_for_reply_seconds`): Bearer only.
+pub fn asks() -> Router<AppState> {
+    Router::new().route("/api/messages", post(send_message))
 }
 
 /// Claiming the inbox, which changes it and may wait (or stream): Bearer
@@ -126,8 +132,12 @@ async fn send_message(
     Extension(caller): Extension<Caller>,
     Body(args): Body<args::SendMessage>,
 ) -> Result<(StatusCode, Json<wire::Sent>), ApiError> {
-    let sent = state.relay.send_direct(&caller, args.into()).await?;
-    Ok((StatusCode::CREATED, Json(wire::Sent::from(&sent))))
+    // A client that goes away drops this future, which ends the wait.
+    let (sent, reply) = state
+        .relay
+        .ask(&caller, args.into(), std::future::pending())
+        .await?;
+    Ok((StatusCode::CREATED, Json(wire::Sent::new(&sent, reply.as_ref()))))
 }
 
 async fn check_inbox(
@@ -147,9 +157,22 @@ async fn check_inbox(
     Ok(Json(wire::Messages::new(&messages)))
 }
 
-async fn thread(State(state): State<AppState>, Path(id): Path<i64>) -> ApiResult<wire::Messages> {
-    let messages = state.relay.read_thread(id).await?;
+async fn thread(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+) -> ApiResult<wire::Messages> {
+    let messages = state.relay.read_thread(&caller, id).await?;
     Ok(Json(wire::Messages::new(&messages)))
+}
+
+async fn message(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+) -> ApiResult<wire::OneMessage> {
+    let message = state.relay.message(&caller, id).await?;
+    Ok(Json(wire::OneMessage::new(&message)))
 }
 
 async fn people(State(state): State<AppState>) -> ApiResult<wire::Peers> {

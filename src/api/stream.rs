@@ -9,7 +9,7 @@
 //! the relay shuts down.
 
 use crate::model::Message;
-use crate::relay::{Caller, Feed, NOTICE};
+use crate::relay::{Caller, Feed, NOTICE, Push, Update};
 use crate::state::AppState;
 use crate::wire::{
     ApiError, MessageView,
@@ -64,12 +64,13 @@ pub struct InboxStreamQuery {
 }
 
 /// `GET /api/inbox/stream`: the caller's inbox as it fills, each message
-/// claimed as it is sent (as `check_inbox` claims), so it is handed out
-/// once, here or anywhere else. What waits is sent first, oldest first.
-/// Whatever the stream had not written when the client went away goes back
-/// to the inbox. A reconnecting client needs no `Last-Event-ID`: what it
-/// was sent is its own, and the rest is still waiting. `?follow=a,b` adds
-/// the new posts of those channels, as copies (never claimed).
+/// offered to the stream as it is sent: a push, leased to this stream (see
+/// `relay/push.rs`), with `offer` (1, 2, …) in the event's JSON beside the
+/// message's fields. What waits is sent first, oldest first. When the
+/// client goes away, what it was offered and has not confirmed (read or
+/// answered) is offered again elsewhere at once; a reconnecting client
+/// needs no `Last-Event-ID`. `?follow=a,b` adds the new posts of those
+/// channels, as copies (never leased, no `offer`).
 pub async fn inbox_stream(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -85,7 +86,7 @@ pub async fn inbox_stream(
     let feed = state
         .relay
         .inbox_feed(&caller, query.sender.as_deref(), &follows)?;
-    Ok(sse(feed.map(|push| event(push.message()))))
+    Ok(sse(feed.filter_map(|push| std::future::ready(pushed(&push)))))
 }
 
 /// On reconnect, `Last-Event-ID` is newer than the `since_id` of the URL.
@@ -96,10 +97,20 @@ fn resume_from(headers: &HeaderMap) -> Option<i64> {
         .and_then(|v| v.trim().parse::<i64>().ok())
 }
 
+/// Each new message as a `message` event; a change of where an earlier
+/// one stands as a `delivery` event, `{id, delivery}`, with no `id:` (it
+/// moves no cursor).
 fn events(feed: Feed) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let messages = futures::stream::unfold(feed, |mut feed: Feed| async move {
-        let message = feed.next().await?;
-        Some((event(&message), feed))
+        let event = match feed.next().await? {
+            Update::New(message) => event(&message),
+            Update::Delivery(message) => {
+                let view = MessageView::from(&message);
+                let data = serde_json::json!({ "id": view.id, "delivery": view.delivery });
+                Event::default().event("delivery").data(data.to_string())
+            }
+        };
+        Some((event, feed))
     });
     sse(messages)
 }
@@ -114,6 +125,24 @@ fn sse(
         .chain(messages)
         .map(Ok);
     Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+}
+
+/// An inbox stream's event: the message, and for a message of the inbox
+/// how many times it was offered. (An inbox stream's client is ready from
+/// the start: it is never probed.)
+fn pushed(push: &Push) -> Option<Event> {
+    let message = push.message()?;
+    let mut data = serde_json::to_value(MessageView::from(message)).expect("a message serializes");
+    if let Push::Inbox(message) = push {
+        let offers = message.delivery.map_or(1, |d| d.offers);
+        data["offer"] = offers.into();
+    }
+    Some(
+        Event::default()
+            .id(message.id.to_string())
+            .event("message")
+            .data(data.to_string()),
+    )
 }
 
 fn event(message: &Message) -> Event {

@@ -86,6 +86,15 @@ impl AddressArgs {
         }
     }
 
+    /// Whether nothing names the relay's address (no public URL, domains,
+    /// certificate or port): the URL printed is then only the default.
+    pub fn is_default(&self) -> bool {
+        self.public_url.is_none()
+            && self.domains().is_empty()
+            && self.tls_cert.is_none()
+            && self.port.is_none()
+    }
+
     /// The URL agents are told to use, refused when they could not use it:
     /// one that names no host, or the address that means "every address"
     /// (`0.0.0.0`). A token is shown once; the lines printed with it must work.
@@ -200,6 +209,11 @@ pub struct LimitArgs {
     /// Seconds an MCP session may sit unused before it is ended.
     #[arg(long, env = "RELAY_SESSION_IDLE_SECS", default_value_t = 300)]
     pub session_idle_secs: u64,
+    /// Seconds a pushed message is leased to the stream it was written to:
+    /// unconfirmed by then (not read nor answered by the recipient's
+    /// agent), it is offered again, to another stream or an inbox check.
+    #[arg(long, env = "RELAY_PUSH_LEASE_SECS", default_value_t = 60)]
+    pub push_lease_secs: u64,
     /// Connections one client address may hold open.
     #[arg(long, env = "RELAY_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 512)]
     pub max_connections_per_address: usize,

@@ -254,6 +254,7 @@ impl Config {
             ),
             ("RELAY_MAX_SHARED_SENDERS", limits.max_shared_senders),
             ("RELAY_SESSION_IDLE_SECS", limits.session_idle_secs as usize),
+            ("RELAY_PUSH_LEASE_SECS", limits.push_lease_secs as usize),
             (
                 "RELAY_IDLE_CONNECTION_SECS",
                 limits.idle_connection_secs as usize,
@@ -326,6 +327,7 @@ impl Config {
                 max_waits: limits.max_waits,
                 max_bytes_per_day: limits.max_bytes_per_day,
                 max_shared_senders: limits.max_shared_senders,
+                push_lease: Duration::from_secs(limits.push_lease_secs),
             },
         })
     }

@@ -126,7 +126,7 @@ pub async fn read_body_in_time(
             if says_json && let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
             {
                 return ApiError::bad_request(format!(
-                    "the request body is not valid JSON: {error}"
+                    "the body is not valid JSON: {error}"
                 ))
                 .into_response();
             }

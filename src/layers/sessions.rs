@@ -48,7 +48,7 @@ use std::{
 };
 use tokio_util::sync::CancellationToken;
 
-const SESSION_HEADER: &str = "mcp-session-id";
+use crate::protocol::{HeldSession, SESSION_HEADER, wants_pushes};
 
 /// How long a revoked session's calls in flight have to deliver their
 /// refusal before the session is ended.
@@ -181,10 +181,11 @@ impl SessionOwners {
         }
     }
 
-    /// Takes up a session kept from before a restart, if it is `caller`'s.
-    async fn take_up(&self, session: &HeaderValue, caller: &Caller) -> Result<(), ApiError> {
+    /// Takes up a session kept from before a restart, if it is `caller`'s;
+    /// says whether it did.
+    async fn take_up(&self, session: &HeaderValue, caller: &Caller) -> Result<bool, ApiError> {
         let Ok(id) = session.to_str() else {
-            return Ok(());
+            return Ok(false);
         };
         match self
             .relay
@@ -198,13 +199,13 @@ impl SessionOwners {
                 let mut owned = Owned::new(caller.clone());
                 owned.touched = true;
                 self.owners().insert(session.clone(), owned);
-                Ok(())
+                Ok(true)
             }
             KeptSession::Theirs => Err(ApiError::forbidden(
                 "this MCP session belongs to someone else",
             )),
             // rmcp answers 404: the client starts a new session.
-            KeptSession::Unknown => Ok(()),
+            KeptSession::Unknown => Ok(false),
         }
     }
 
@@ -325,7 +326,7 @@ impl SessionStore for KeptSessions {
 /// the owner of every session opened; counts standalone streams as waits.
 pub async fn bind(
     State(owners): State<Arc<SessionOwners>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let caller = request.extensions().get::<Caller>().cloned();
@@ -336,17 +337,22 @@ pub async fn bind(
         // A session not open here may be kept from before a restart; one
         // neither open nor kept is unknown to rmcp as well (it answers 404).
         // Owners are forgotten only after rmcp has dropped the session.
-        match owners.use_session(session) {
+        let held = match owners.use_session(session) {
             Some(owner) if owner.identity() != caller.identity() => {
                 return ApiError::forbidden("this MCP session belongs to someone else")
                     .into_response();
             }
-            Some(_) => {}
-            None => {
-                if let Err(refused) = owners.take_up(session, caller).await {
-                    return refused.into_response();
-                }
-            }
+            Some(_) => true,
+            None => match owners.take_up(session, caller).await {
+                Ok(taken_up) => taken_up,
+                Err(refused) => return refused.into_response(),
+            },
+        };
+        // Only a session the caller was verified to hold is named to the
+        // tools (follows are kept under it); a header naming any other is
+        // just a header.
+        if held && let Ok(id) = session.to_str() {
+            request.extensions_mut().insert(HeldSession(id.to_owned()));
         }
     }
     // A standalone stream holds a wait slot for as long as it is open.
@@ -414,15 +420,6 @@ pub async fn bind(
         _ => {}
     }
     response
-}
-
-/// Whether the client asked for pushes: `?push=1` on the MCP URL. Only a
-/// client that shows `notifications/claude/channel` to its model may ask (a
-/// pushed message is handed out, and one it ignores would be lost to it):
-/// the line `crosstalk add` prints for Claude Code's channels has it.
-fn wants_pushes(uri: &axum::http::Uri) -> bool {
-    form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
-        .any(|(name, value)| name == "push" && value == "1")
 }
 
 /// Held by a standalone stream's body: frees its wait slot and marks the

@@ -44,6 +44,64 @@ pub struct Message {
     pub created_at: Millis,
     /// From this moment the message is gone from every read.
     pub expires_at: Millis,
+    /// Where it stands with its recipient: present exactly when `to` is.
+    pub delivery: Option<Delivery>,
+}
+
+/// The delivery ledger of a message addressed to a person: when it was
+/// first offered to one of their listening sessions, read by their agent,
+/// and answered. Each time is set once and never cleared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Delivery {
+    /// First written to a listening session (a push): a lease, not yet
+    /// confirmed.
+    pub pushed_at: Option<Millis>,
+    /// Returned by an inbox check, or confirmed by the recipient's agent
+    /// acting on it (reading its thread, answering it).
+    pub read_at: Option<Millis>,
+    /// The recipient replied in its thread (or to it, in a channel).
+    pub answered_at: Option<Millis>,
+    /// How many times it was offered to a stream; a re-offer is the second
+    /// and later.
+    pub offers: u32,
+}
+
+/// Where a message stands, as its sender and the team see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryState {
+    /// Nobody has it yet.
+    Waiting,
+    /// Written to a listening session, not yet confirmed.
+    Pushed,
+    /// Read by the recipient's agent.
+    Read,
+    /// The recipient replied.
+    Answered,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Waiting => "waiting",
+            DeliveryState::Pushed => "pushed",
+            DeliveryState::Read => "read",
+            DeliveryState::Answered => "answered",
+        }
+    }
+}
+
+impl Delivery {
+    pub fn state(&self) -> DeliveryState {
+        if self.answered_at.is_some() {
+            DeliveryState::Answered
+        } else if self.read_at.is_some() {
+            DeliveryState::Read
+        } else if self.pushed_at.is_some() {
+            DeliveryState::Pushed
+        } else {
+            DeliveryState::Waiting
+        }
+    }
 }
 
 /// A person as the team knows them, revoked or not.

@@ -13,6 +13,15 @@ use crate::model::{Channel, Message, now_millis};
 use std::{collections::VecDeque, sync::Arc};
 use tokio::sync::broadcast::{self, error::RecvError};
 
+/// What a feed yields.
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// A message it had not yielded yet.
+    New(Message),
+    /// Where a message it yielded before stands now (its `delivery`).
+    Delivery(Message),
+}
+
 /// What a feed follows.
 enum Followed {
     Channel(Channel),
@@ -106,17 +115,17 @@ impl Relay {
 }
 
 impl Feed {
-    /// The next message, or `None` when the feed ends: the relay is
-    /// shutting down, the caller's token was revoked or replaced, or the
+    /// The next message or update, or `None` when the feed ends: the relay
+    /// is shutting down, the caller's token was revoked or replaced, or the
     /// store cannot be read (logged).
-    pub async fn next(&mut self) -> Option<Message> {
+    pub async fn next(&mut self) -> Option<Update> {
         loop {
             if !self.relay.is_live(&self.caller) {
                 return None;
             }
             if let Some(message) = self.backlog.pop_front() {
                 self.cursor = message.id;
-                return Some(message);
+                return Some(Update::New(message));
             }
             if self.behind {
                 let (messages, more) = match self.relay.after(&self.followed, self.cursor).await {
@@ -137,7 +146,11 @@ impl Feed {
                 woken = self.wake.recv() => match woken {
                     Ok(message) if message.id > self.cursor => {
                         self.cursor = message.id;
-                        return Some(Message::clone(&message));
+                        return Some(Update::New(Message::clone(&message)));
+                    }
+                    // Published again: where it stands changed.
+                    Ok(message) if message.delivery.is_some() => {
+                        return Some(Update::Delivery(Message::clone(&message)));
                     }
                     Ok(_) => {}
                     Err(RecvError::Lagged(_)) => self.behind = true,

@@ -17,14 +17,22 @@ const TOPIC_CAPACITY: usize = 64;
 /// Past this many topics, topics nobody listens to are dropped on subscribe.
 const PRUNE_ABOVE: usize = 1024;
 
-/// A set of named topics; one for inboxes, one for channels.
-#[derive(Default)]
-pub struct Hub {
-    topics: Mutex<HashMap<String, broadcast::Sender<Arc<Message>>>>,
+/// A set of named topics, each carrying `T`: the committed message for
+/// channels and threads, news that something changed for inboxes.
+pub struct Hub<T = Arc<Message>> {
+    topics: Mutex<HashMap<String, broadcast::Sender<T>>>,
 }
 
-impl Hub {
-    pub fn subscribe(&self, topic: &str) -> broadcast::Receiver<Arc<Message>> {
+impl<T> Default for Hub<T> {
+    fn default() -> Self {
+        Hub {
+            topics: Mutex::default(),
+        }
+    }
+}
+
+impl<T: Clone> Hub<T> {
+    pub fn subscribe(&self, topic: &str) -> broadcast::Receiver<T> {
         let mut topics = self.topics.lock().expect("hub lock");
         if topics.len() > PRUNE_ABOVE {
             topics.retain(|_, sender| sender.receiver_count() > 0);
@@ -35,8 +43,14 @@ impl Hub {
             .subscribe()
     }
 
+    /// Whether anyone listens to `topic` now.
+    pub fn has_subscribers(&self, topic: &str) -> bool {
+        let topics = self.topics.lock().expect("hub lock");
+        topics.get(topic).is_some_and(|sender| sender.receiver_count() > 0)
+    }
+
     /// Wakes everyone subscribed to `topic`; a topic nobody listens to is dropped.
-    pub fn publish(&self, topic: &str, message: Arc<Message>) {
+    pub fn publish(&self, topic: &str, message: T) {
         let mut topics = self.topics.lock().expect("hub lock");
         if let Some(sender) = topics.get(topic)
             && sender.send(message).is_err()

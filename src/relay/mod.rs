@@ -28,7 +28,7 @@ mod waits;
 
 pub use credentials::CHECK_EVERY;
 pub use error::{RelayError, RelayResult};
-pub use feed::Feed;
+pub use feed::{Feed, Update};
 pub use push::{Push, PushFeed};
 pub use read::{Conversation, Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer};
 pub use search::{MAX_QUERY_CHARS, MAX_SEARCH_PAGE, SEARCH_PAGE};
@@ -79,6 +79,8 @@ pub struct Settings {
     pub max_bytes_per_day: u64,
     /// Distinct senders the shared token may name.
     pub max_shared_senders: usize,
+    /// How long a push is leased to its stream before it is offered again.
+    pub push_lease: Duration,
 }
 
 /// Who a request acts for.
@@ -128,8 +130,9 @@ pub struct Relay {
     team: Team,
     /// The live tokens, held in memory and kept true.
     credentials: Arc<Credentials>,
-    /// Wakes `check_inbox` waiters, by recipient handle.
-    inboxes: Hub,
+    /// Wakes inbox waiters and push streams, by recipient handle, when a
+    /// message lands in the inbox or is given back to it.
+    inboxes: Hub<()>,
     /// Wakes channel waiters and streams, by channel name.
     channels: Hub,
     /// Wakes thread streams, by thread id.

@@ -1,24 +1,47 @@
-//! Pushes: what lands in a person's inbox, delivered on its own to an open
-//! stream of one of their MCP sessions, and new posts in the channels a
+//! Pushes: what lands in a person's inbox, offered on its own to an open
+//! stream of one of their sessions, and new posts in the channels a
 //! session follows.
 //!
-//! A session's stream drives a [`PushFeed`]. Its task waits on the person's
-//! inbox like `check_inbox` does and claims with the same atomic claim, so
-//! a message is handed out once, whether to a stream or to a call, and two
-//! streams of one person never both get it. A claimed message goes into a
-//! small queue the stream reads; whatever the stream had not taken when it
-//! ends (the client went away) is unclaimed, so it waits in the inbox again
-//! and nothing is lost. When no stream is open nothing is claimed, and when
-//! one opens, what waits is pushed, oldest first.
+//! A push is a lease, never a hand-over: nothing acknowledges what a
+//! client does with a notification (Claude Code's channels have no
+//! acknowledgement, and bytes written to a socket may sit in its buffers
+//! forever). So a stream's task *offers* the person's waiting messages to
+//! it (`Store::offer_inbox`): each is marked pushed and leased to that
+//! stream for the relay's push lease. Until the lease ends, nobody else
+//! takes it; once it ends, unless the recipient's agent confirmed it, it is
+//! taken again by whoever asks first — another live stream of the person,
+//! an inbox check, or the next stream that opens — but never offered twice
+//! in a row to the same stream. What confirms a push is the recipient's
+//! agent acting on it: reading it (`check_inbox` returns only what no lease
+//! holds; `read_thread` and `GET /api/messages/{id}` by the recipient mark
+//! it read) or answering it (a reply in its thread, or to it in a channel).
+//! A stream that ends (its client went away) gives its leases back at once,
+//! and a stream that stops reading holds what it was offered only until the
+//! leases end: whatever sits in its queue past its lease is dropped, not
+//! written. A re-offer says so (`Delivery::offers` > 1).
+//!
+//! Nothing is offered before the stream's client is ready to show it:
+//! Claude Code drops what comes before its handler is in place, and tells
+//! nobody when it is. An MCP session's stream therefore first asks its
+//! client, every [`PROBE_EVERY`], to prove it listens ([`Push::Probe`],
+//! which the edge sends as `notifications/tools/list_changed`); the edge
+//! reports each `tools/list` of the session ([`Relay::tools_listed`]), and
+//! the second since the stream opened is the proof (Claude Code installs
+//! that handler right after its channel handler, and the first list may be
+//! its own). A client that never proves it is never pushed to, and what
+//! waits stays for `check_inbox`. An inbox stream is ready at once.
 //!
 //! Follows are notifications only: a followed channel's new post is copied
-//! to the following session's stream, never claimed, and the follows of a
-//! session end with it.
+//! to the following session's stream, never leased, and the follows of a
+//! session end with it. Follows are keyed by the MCP session the edge
+//! verified the caller holds, and an inbox stream's by its own number, so
+//! nobody can name another's.
 
-use super::{Caller, Identity, MAX_WAIT, Relay, RelayResult, WaitSlot, send::parse_channel};
-use crate::model::{Channel, Handle, Message};
+use super::{Caller, Identity, MAX_WAIT, Relay, RelayError, RelayResult, WaitSlot};
+use super::send::parse_channel;
+use crate::model::{Channel, Handle, Message, Millis, now_millis};
 use std::{
-    collections::{HashMap, HashSet},
+    collections::{HashMap, HashSet, VecDeque},
     future::Future,
     pin::Pin,
     sync::{
@@ -26,59 +49,81 @@ use std::{
         atomic::{AtomicU64, Ordering},
     },
     task::{Context, Poll},
+    time::Duration,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-/// Claimed messages queued for a stream beyond the one it is writing: a
-/// stream that stops reading holds few claimed.
+/// Offered messages queued for a stream beyond the one it is writing: a
+/// stream that stops reading holds few.
 const QUEUED: usize = 8;
 
 /// Followed posts queued for a stream that is not reading: past this, it
 /// misses copies (the channel keeps the posts).
 const FOLLOWED_QUEUED: usize = 64;
 
-/// How many of a person's waiting messages one claim takes for a stream.
-const CLAIM_BATCH: u32 = 16;
+/// How many of a person's waiting messages one offer takes for a stream.
+const OFFER_BATCH: u32 = 16;
+
+/// The most channels one session or stream follows.
+pub const MAX_FOLLOWS: usize = 64;
+
+/// How often, and for how long, a stream asks its client to prove it
+/// listens.
+const PROBE_EVERY: Duration = Duration::from_millis(25);
+const PROBE_FOR: Duration = Duration::from_secs(30);
+
+/// The `tools/list` since a session's stream opened that proves its client
+/// listens.
+const LISTS_TO_PROVE: u32 = 2;
 
 /// What a stream delivers.
 #[derive(Debug, Clone)]
 pub enum Push {
-    /// A message claimed from the person's inbox: theirs now.
+    /// A message of the person's inbox, offered to this stream: leased to
+    /// it, not handed over (see the module's notes).
     Inbox(Message),
-    /// A new post in a channel the session follows: a copy, not claimed.
+    /// A new post in a channel the session follows: a copy, not leased.
     Followed(Arc<Message>),
+    /// A request that the client prove it can show pushes (see the
+    /// module's notes).
+    Probe,
 }
 
 impl Push {
-    pub fn message(&self) -> &Message {
+    /// The message pushed; none for a probe.
+    pub fn message(&self) -> Option<&Message> {
         match self {
-            Push::Inbox(message) => message,
-            Push::Followed(message) => message,
+            Push::Inbox(message) => Some(message),
+            Push::Followed(message) => Some(message),
+            Push::Probe => None,
         }
     }
 }
 
-/// Whose follows a stream carries.
-enum Follows {
-    /// Its MCP session's, which outlive the stream (`follow_channel`).
+/// Whose follows a stream carries, and the name they are kept under.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    /// An MCP session's, which outlive its stream (`follow_channel`). Only
+    /// a session the caller was verified to hold is ever named.
     Session(String),
-    /// Its own, given when it opened, which end with it (an inbox stream).
-    Own(HashSet<Channel>),
+    /// An inbox stream's own, given when it opened, which end with it.
+    Stream(u64),
 }
 
 /// Sessions' follows and open streams.
 #[derive(Default)]
 pub struct Pushes {
-    sessions: Mutex<HashMap<String, SessionPushes>>,
+    feeds: Mutex<HashMap<Key, Subscriber>>,
     /// Numbers streams, so a session's second stream is not closed by the
     /// end of its first.
     streams: AtomicU64,
 }
 
+/// What a session or an inbox stream follows, and its stream.
 #[derive(Default)]
-struct SessionPushes {
-    follows: HashSet<Channel>,
+struct Subscriber {
+    channels: HashSet<Channel>,
     /// The latest stream opened, while it is open.
     stream: Option<OpenStream>,
 }
@@ -87,25 +132,30 @@ struct OpenStream {
     number: u64,
     /// Whose it is: nobody's for an unbound caller.
     person: Option<Handle>,
+    /// Its client can show what it is sent (see the module's notes).
+    ready: watch::Sender<bool>,
+    /// The session's `tools/list` since the stream opened.
+    lists: u32,
     /// Where followed posts go.
     followed: mpsc::Sender<Arc<Message>>,
 }
 
 impl Pushes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionPushes>> {
-        self.sessions.lock().expect("pushes lock")
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Subscriber>> {
+        self.feeds.lock().expect("pushes lock")
     }
 
-    /// Copies a channel post to the streams of the sessions that follow its
-    /// channel, except its sender's and its recipient's (who gets it from
-    /// their inbox).
+    /// Copies a channel post to the ready streams of the sessions that
+    /// follow its channel, except its sender's and its recipient's (who is
+    /// offered it from their inbox).
     fn post(&self, message: &Arc<Message>) {
         let Some(channel) = &message.channel else {
             return;
         };
-        for session in self.lock().values() {
-            if let Some(stream) = &session.stream
-                && session.follows.contains(channel)
+        for follows in self.lock().values() {
+            if let Some(stream) = &follows.stream
+                && follows.channels.contains(channel)
+                && *stream.ready.borrow()
                 && stream.person.as_ref() != Some(&message.from)
                 && (stream.person.is_none() || message.to != stream.person)
             {
@@ -116,18 +166,21 @@ impl Pushes {
         }
     }
 
-    /// People with a stream open now.
+    /// People with a stream open now whose client is ready.
     fn reachable(&self) -> HashSet<Handle> {
         self.lock()
             .values()
-            .filter_map(|s| s.stream.as_ref().and_then(|stream| stream.person.clone()))
+            .filter_map(|f| f.stream.as_ref())
+            .filter(|stream| *stream.ready.borrow())
+            .filter_map(|stream| stream.person.clone())
             .collect()
     }
 }
 
 impl Relay {
-    /// Opens the push stream of `session`, for `caller`: their inbox, and
-    /// the posts of the channels the session follows. An unbound caller (the
+    /// Opens the push stream of the MCP `session` (one the caller holds),
+    /// for `caller`: their inbox, and the posts of the channels the session
+    /// follows, once its client proves it listens. An unbound caller (the
     /// shared token, an open relay) is nobody in particular: only follows
     /// reach its stream.
     pub fn push_feed(self: &Arc<Self>, caller: &Caller, session: &str) -> PushFeed {
@@ -135,12 +188,12 @@ impl Relay {
             Identity::Person(me) => Some(me.clone()),
             Identity::Unbound => None,
         };
-        self.open_feed(caller, person, Follows::Session(session.to_owned()), None)
+        self.open_feed(caller, person, Some(session), None, None)
     }
 
     /// A stream of `caller`'s inbox (as `sender`, for the shared token),
     /// and of the new posts of the channels it `follows`, holding one of
-    /// their wait slots while it lasts.
+    /// their wait slots while it lasts. Its client is ready from the start.
     pub fn inbox_feed(
         self: &Arc<Self>,
         caller: &Caller,
@@ -152,80 +205,120 @@ impl Relay {
             .iter()
             .map(|c| parse_channel(c))
             .collect::<RelayResult<_>>()?;
+        if follows.len() > MAX_FOLLOWS {
+            return Err(too_many_follows());
+        }
         let slot = self.hold_slot(caller)?;
-        Ok(self.open_feed(caller, Some(me), Follows::Own(follows), Some(slot)))
+        Ok(self.open_feed(
+            caller,
+            Some(me),
+            None,
+            Some(follows),
+            Some(slot),
+        ))
     }
 
+    /// A stream of `session`'s follows, or (without one) of its `own`.
     fn open_feed(
         self: &Arc<Self>,
         caller: &Caller,
         person: Option<Handle>,
-        follows: Follows,
+        session: Option<&str>,
+        own: Option<HashSet<Channel>>,
         slot: Option<WaitSlot>,
     ) -> PushFeed {
-        let (claimed_tx, claimed) = mpsc::channel(QUEUED);
+        let (offered_tx, offered) = mpsc::channel(QUEUED);
         let (followed_tx, followed) = mpsc::channel(FOLLOWED_QUEUED);
         let stop = CancellationToken::new();
         let number = self.pushes.streams.fetch_add(1, Ordering::Relaxed);
-        let (session, own) = match follows {
-            Follows::Session(id) => (id, None),
-            Follows::Own(channels) => (format!("stream {number}"), Some(channels)),
+        let key = match session {
+            Some(id) => Key::Session(id.to_owned()),
+            None => Key::Stream(number),
         };
-        let ephemeral = own.is_some();
+        // An inbox stream's client is ready at once; a session's proves it.
+        let (ready, mut is_ready) = watch::channel(session.is_none());
         {
             let mut pushes = self.pushes.lock();
-            let entry = pushes.entry(session.clone()).or_default();
+            let entry = pushes.entry(key.clone()).or_default();
             if let Some(channels) = own {
-                entry.follows = channels;
+                entry.channels = channels;
             }
             entry.stream = Some(OpenStream {
                 number,
                 person: person.clone(),
+                ready,
+                lists: 0,
                 followed: followed_tx,
             });
         }
-        if let Some(me) = &person {
-            let relay = self.clone();
-            let (caller, me, stop) = (caller.clone(), me.clone(), stop.clone());
-            tokio::spawn(async move { relay.claim_for(caller, me, claimed_tx, stop).await });
-        }
+        // Unique across the relay processes on one store, and never one
+        // stream's twice.
+        let holder = random_holder();
+        let relay = self.clone();
+        let (caller, me, task_stop) = (caller.clone(), person.clone(), stop.clone());
+        let probing = !*is_ready.borrow();
+        tokio::spawn(async move {
+            tokio::select! {
+                ready = is_ready.wait_for(|ready| *ready) => if ready.is_err() { return },
+                () = task_stop.cancelled() => return,
+            }
+            if let Some(me) = me {
+                relay.offer_for(caller, me, holder, offered_tx, task_stop).await;
+            }
+        });
         PushFeed {
             relay: self.clone(),
-            session,
+            ephemeral: matches!(key, Key::Stream(_)),
+            key,
             number,
             person,
-            claimed,
+            holder,
+            offered,
             followed,
+            leased: VecDeque::new(),
+            probe: probing.then(|| Probe {
+                every: tokio::time::interval(PROBE_EVERY),
+                until: tokio::time::Instant::now() + PROBE_FOR,
+            }),
             _stop: stop.drop_guard(),
             _slot: slot,
             shutdown: Box::pin(self.shutdown.clone().cancelled_owned()),
-            ephemeral,
         }
     }
 
-    /// Claims `me`'s messages as they arrive and queues them for the
-    /// stream, until it ends; unclaims what it could not queue.
-    async fn claim_for(
+    /// Offers `me`'s messages to the stream `holder` as they arrive (and as
+    /// leases elsewhere end), queueing each with the end of its lease,
+    /// until the stream ends; gives back what it could not queue.
+    async fn offer_for(
         self: Arc<Self>,
         caller: Caller,
         me: Handle,
-        queue: mpsc::Sender<Message>,
+        holder: i64,
+        queue: mpsc::Sender<(Message, Millis)>,
         stop: CancellationToken,
     ) {
+        let lease = self.settings.push_lease.as_millis() as Millis;
         loop {
-            // Never cut off mid-claim (this is its own task): what a claim
-            // takes is queued or unclaimed. Only the wait ends at `stop`.
-            let claimed = self
-                .claim_waiting(&caller, &me, CLAIM_BATCH, MAX_WAIT, stop.cancelled())
+            // Never cut off mid-offer (this is its own task): what an offer
+            // takes is queued or given back. Only the wait ends at `stop`.
+            let offered = self
+                .offer_waiting(&caller, &me, holder, OFFER_BATCH, MAX_WAIT, stop.cancelled())
                 .await;
-            let Ok(claimed) = claimed else {
+            let Ok(offered) = offered else {
                 return; // revoked: its sessions are being ended
             };
-            let mut claimed = claimed.into_iter();
-            while let Some(message) = claimed.next() {
-                if let Err(mpsc::error::SendError(message)) = queue.send(message).await {
-                    let unsent = std::iter::once(message).chain(claimed).collect();
-                    self.unclaim(&me, unsent).await;
+            self.delivery_changed(&offered);
+            let mut offered = offered.into_iter();
+            while let Some(message) = offered.next() {
+                // The lease runs from the offer; `now` is no earlier.
+                let until = now_millis().saturating_add(lease);
+                if let Err(mpsc::error::SendError((message, _))) =
+                    queue.send((message, until)).await
+                {
+                    let unsent = std::iter::once(message.id)
+                        .chain(offered.map(|m| m.id))
+                        .collect();
+                    self.release(&me, holder, unsent).await;
                     return;
                 }
             }
@@ -235,45 +328,61 @@ impl Relay {
         }
     }
 
-    /// Puts claimed messages back in `me`'s inbox, and wakes whoever waits.
-    async fn unclaim(&self, me: &Handle, messages: Vec<Message>) {
-        if messages.is_empty() {
+    /// Ends `holder`'s leases on `ids`, and wakes whoever waits for them.
+    async fn release(&self, me: &Handle, holder: i64, ids: Vec<i64>) {
+        if ids.is_empty() {
             return;
         }
-        let ids: Vec<i64> = messages.iter().map(|m| m.id).collect();
-        match self.store.unclaim_inbox(me, ids).await {
-            Ok(()) => {
-                for message in messages {
-                    self.inboxes.publish(me.as_str(), Arc::new(message));
-                }
-            }
+        match self.store.release_offers(me, holder, ids).await {
+            Ok(()) => self.wake_inbox(me),
             Err(error) => tracing::error!(
                 error = &error as &dyn std::error::Error,
-                "cannot put undelivered pushes back in an inbox"
+                "cannot give back the leases of a push stream that ended"
             ),
         }
     }
 
-    /// New posts in `channel` reach this session's stream.
+    /// The client of the MCP `session` listed its tools: the second time
+    /// since its stream opened, it proves it shows what it is pushed.
+    pub fn tools_listed(&self, session: &str) {
+        let mut pushes = self.pushes.lock();
+        if let Some(stream) = pushes
+            .get_mut(&Key::Session(session.to_owned()))
+            .and_then(|follows| follows.stream.as_mut())
+        {
+            stream.lists += 1;
+            if stream.lists >= LISTS_TO_PROVE {
+                stream.ready.send_if_modified(|ready| !std::mem::replace(ready, true));
+            }
+        }
+    }
+
+    /// New posts in `channel` reach the stream of `session`, an MCP
+    /// session the caller holds.
     pub fn follow_channel(&self, session: &str, channel: &str) -> RelayResult<Channel> {
         let channel = parse_channel(channel)?;
-        self.pushes
-            .lock()
-            .entry(session.to_owned())
-            .or_default()
-            .follows
-            .insert(channel.clone());
+        let mut pushes = self.pushes.lock();
+        let follows = pushes.entry(Key::Session(session.to_owned())).or_default();
+        if follows.channels.len() >= MAX_FOLLOWS && !follows.channels.contains(&channel) {
+            return Err(too_many_follows());
+        }
+        follows.channels.insert(channel.clone());
         Ok(channel)
     }
 
     /// Stops following `channel`; says whether the session followed it.
     pub fn unfollow_channel(&self, session: &str, channel: &str) -> RelayResult<bool> {
         let channel = parse_channel(channel)?;
-        Ok(self
-            .pushes
-            .lock()
-            .get_mut(session)
-            .is_some_and(|s| s.follows.remove(&channel)))
+        let key = Key::Session(session.to_owned());
+        let mut pushes = self.pushes.lock();
+        let Some(follows) = pushes.get_mut(&key) else {
+            return Ok(false);
+        };
+        let followed = follows.channels.remove(&channel);
+        if follows.channels.is_empty() && follows.stream.is_none() {
+            pushes.remove(&key);
+        }
+        Ok(followed)
     }
 
     /// Copies a channel post to the streams that follow its channel.
@@ -285,34 +394,61 @@ impl Relay {
     pub(super) fn forget_pushes(&self, sessions: &[String]) {
         let mut pushes = self.pushes.lock();
         for id in sessions {
-            pushes.remove(id);
+            pushes.remove(&Key::Session(id.clone()));
         }
     }
 
-    /// People who can be reached by push right now.
+    /// People who can be reached by push right now: a stream of theirs is
+    /// open and its client is ready to show what it is sent.
     pub fn reachable(&self) -> HashSet<Handle> {
         self.pushes.reachable()
     }
 
-    /// Push streams open now, for tests and metrics.
+    /// Push streams open now whose client listens, for tests and metrics.
     pub fn push_streams(&self) -> usize {
         self.pushes
             .lock()
             .values()
-            .filter(|s| s.stream.is_some())
+            .filter_map(|f| f.stream.as_ref())
+            .filter(|stream| *stream.ready.borrow())
             .count()
+    }
+
+    /// Sessions and streams whose follows are kept, for tests and metrics.
+    pub fn follow_entries(&self) -> usize {
+        self.pushes.lock().len()
     }
 }
 
+fn too_many_follows() -> RelayError {
+    RelayError::BadInput(format!(
+        "a session follows at most {MAX_FOLLOWS} channels: unfollow one first"
+    ))
+}
+
+/// A stream's lease holder: random, positive, and for practical purposes
+/// never the same twice across every relay process on a store.
+fn random_holder() -> i64 {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).expect("the operating system's random source failed");
+    (u64::from_le_bytes(bytes) >> 1) as i64
+}
+
 /// A session's push stream: what to deliver, in order. Dropping it (the
-/// stream ended) puts what it had not delivered back in the inbox.
+/// stream ended) gives back the leases on what it was offered.
 pub struct PushFeed {
     relay: Arc<Relay>,
-    session: String,
+    key: Key,
     number: u64,
     person: Option<Handle>,
-    claimed: mpsc::Receiver<Message>,
+    holder: i64,
+    offered: mpsc::Receiver<(Message, Millis)>,
     followed: mpsc::Receiver<Arc<Message>>,
+    /// What it delivered whose lease may still run: given back when it ends.
+    leased: VecDeque<(i64, Millis)>,
+    /// Until its client proves it listens: when to ask again, and when to
+    /// stop asking.
+    probe: Option<Probe>,
     _stop: tokio_util::sync::DropGuard,
     /// The wait slot a stream that is not an MCP session's holds.
     _slot: Option<WaitSlot>,
@@ -322,15 +458,39 @@ pub struct PushFeed {
     ephemeral: bool,
 }
 
+struct Probe {
+    every: tokio::time::Interval,
+    until: tokio::time::Instant,
+}
+
 impl futures::Stream for PushFeed {
     type Item = Push;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Push>> {
-        match self.claimed.poll_recv(cx) {
-            Poll::Ready(Some(message)) => return Poll::Ready(Some(Push::Inbox(message))),
-            // The claiming ended: the relay stops, or the token was revoked.
-            Poll::Ready(None) if self.person.is_some() => return Poll::Ready(None),
-            _ => {}
+        let listening = self.is_ready();
+        if let Some(probe) = &mut self.probe {
+            if listening || tokio::time::Instant::now() >= probe.until {
+                self.probe = None;
+            } else if probe.every.poll_tick(cx).is_ready() {
+                return Poll::Ready(Some(Push::Probe));
+            }
+        }
+        loop {
+            match self.offered.poll_recv(cx) {
+                Poll::Ready(Some((message, until))) => {
+                    let now = now_millis();
+                    // Too late: someone else may have it by now.
+                    if now >= until {
+                        continue;
+                    }
+                    self.leased.retain(|&(_, until)| until > now);
+                    self.leased.push_back((message.id, until));
+                    return Poll::Ready(Some(Push::Inbox(message)));
+                }
+                // The offering ended: the relay stops, or the token was revoked.
+                Poll::Ready(None) if self.person.is_some() => return Poll::Ready(None),
+                _ => break,
+            }
         }
         if let Poll::Ready(Some(message)) = self.followed.poll_recv(cx) {
             return Poll::Ready(Some(Push::Followed(message)));
@@ -342,31 +502,44 @@ impl futures::Stream for PushFeed {
     }
 }
 
+impl PushFeed {
+    /// Whether its client has shown it listens.
+    fn is_ready(&self) -> bool {
+        let pushes = self.relay.pushes.lock();
+        pushes
+            .get(&self.key)
+            .and_then(|follows| follows.stream.as_ref())
+            .is_some_and(|stream| stream.number == self.number && *stream.ready.borrow())
+    }
+}
+
 impl Drop for PushFeed {
     fn drop(&mut self) {
         let mut pushes = self.relay.pushes.lock();
-        if let Some(session) = pushes.get_mut(&self.session)
-            && session
+        if let Some(follows) = pushes.get_mut(&self.key)
+            && follows
                 .stream
                 .as_ref()
                 .is_some_and(|s| s.number == self.number)
         {
-            session.stream = None;
-            if session.follows.is_empty() || self.ephemeral {
-                pushes.remove(&self.session);
+            follows.stream = None;
+            if follows.channels.is_empty() || self.ephemeral {
+                pushes.remove(&self.key);
             }
         }
         drop(pushes);
-        // Whatever was claimed and not taken goes back; the claiming task
-        // unclaims what it could not queue once this is closed.
-        self.claimed.close();
-        let mut unsent = Vec::new();
-        while let Ok(message) = self.claimed.try_recv() {
-            unsent.push(message);
+        // What it was offered and did not deliver, and what it delivered
+        // unconfirmed, goes back at once; the offering task gives back what
+        // it could not queue once this is closed.
+        self.offered.close();
+        let mut unsent: Vec<i64> = self.leased.drain(..).map(|(id, _)| id).collect();
+        while let Ok((message, _)) = self.offered.try_recv() {
+            unsent.push(message.id);
         }
         if let (Some(me), false) = (self.person.clone(), unsent.is_empty()) {
             let relay = self.relay.clone();
-            tokio::spawn(async move { relay.unclaim(&me, unsent).await });
+            let holder = self.holder;
+            tokio::spawn(async move { relay.release(&me, holder, unsent).await });
         }
     }
 }

@@ -68,9 +68,66 @@ pub struct Peer {
 }
 
 impl Relay {
-    /// Every live message of a thread, oldest first.
-    pub async fn read_thread(&self, thread_id: i64) -> RelayResult<Vec<Message>> {
+    /// Every live message of a thread, oldest first. What in it is
+    /// addressed to the caller counts as read by their agent.
+    pub async fn read_thread(&self, caller: &Caller, thread_id: i64) -> RelayResult<Vec<Message>> {
+        let messages = self.store.thread(thread_id, now_millis()).await?;
+        self.read_by(caller, messages).await
+    }
+
+    /// Every live message of a thread, oldest first, as the team page
+    /// shows it: a person reading is not their agent reading.
+    pub async fn thread_for_page(&self, thread_id: i64) -> RelayResult<Vec<Message>> {
         Ok(self.store.thread(thread_id, now_millis()).await?)
+    }
+
+    /// One live message, with where it stands; read by the caller's agent
+    /// if it is addressed to them.
+    pub async fn message(&self, caller: &Caller, id: i64) -> RelayResult<Message> {
+        let message = self
+            .store
+            .message(id, now_millis())
+            .await?
+            .ok_or_else(|| RelayError::NotFound(format!("there is no message {id}")))?;
+        Ok(self.read_by(caller, vec![message]).await?.remove(0))
+    }
+
+    /// Marks as read those of `messages` addressed to the caller and not
+    /// read yet (their agent read them), and returns them so.
+    async fn read_by(&self, caller: &Caller, messages: Vec<Message>) -> RelayResult<Vec<Message>> {
+        match &caller.identity {
+            Identity::Person(me) => self.confirm_read(me, messages).await,
+            Identity::Unbound => Ok(messages),
+        }
+    }
+
+    /// Marks those of `messages` addressed to `reader` and unread as read
+    /// now, and returns the messages with their ledgers so.
+    pub(super) async fn confirm_read(
+        &self,
+        reader: &Handle,
+        mut messages: Vec<Message>,
+    ) -> RelayResult<Vec<Message>> {
+        let unread: Vec<i64> = messages
+            .iter()
+            .filter(|m| m.to.as_ref() == Some(reader))
+            .filter(|m| m.delivery.is_some_and(|d| d.read_at.is_none()))
+            .map(|m| m.id)
+            .collect();
+        if unread.is_empty() {
+            return Ok(messages);
+        }
+        let now = now_millis();
+        let confirmed = self.store.confirm_read(reader, unread, now).await?;
+        for message in &mut messages {
+            if let Some(delivery) = &mut message.delivery
+                && confirmed.contains(&message.id)
+            {
+                delivery.read_at = Some(now);
+                self.delivery_changed(std::slice::from_ref(message));
+            }
+        }
+        Ok(messages)
     }
 
     /// Channel messages after `since_id` (default: from the start), oldest

@@ -4,7 +4,7 @@
 use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
 use crate::model::{Channel, Handle, Message, Millis, now_millis};
 use crate::store::{Conversation, NewMessage, RecipientCheck, StoreResult};
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 /// Bodies up to this size are scanned for secrets in place (well under a
 /// tenth of a millisecond); longer ones on the blocking pool.
@@ -24,6 +24,8 @@ pub struct DirectMessage {
     pub thread_id: Option<i64>,
     /// The type label; `None` is NOTE.
     pub kind: Option<String>,
+    /// Wait this many seconds for the recipient's reply (default: none).
+    pub wait_for_reply_seconds: Option<f64>,
 }
 
 /// A post to a channel.
@@ -63,6 +65,40 @@ impl Relay {
             None,
         )
         .await
+    }
+
+    /// Sends a direct message and, when it asks to, waits up to
+    /// `wait_for_reply_seconds` for the recipient's reply in its thread:
+    /// the message, and the reply if it came in time. A reply returned here
+    /// is read by the asker's agent (it is not handed out again by their
+    /// inbox). Returns early, without a reply, when `cancelled` resolves.
+    pub async fn ask(
+        &self,
+        caller: &Caller,
+        message: DirectMessage,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> RelayResult<(Message, Option<Message>)> {
+        let timeout = super::waits::parse_wait(message.wait_for_reply_seconds, Duration::ZERO)?;
+        let slot = self.wait_slot(caller, timeout)?;
+        let sent = self.send_direct(caller, message).await?;
+        let (Some(thread_id), Some(to), Some(_slot)) = (sent.thread_id, sent.to.clone(), slot)
+        else {
+            return Ok((sent, None));
+        };
+        let wake = self.threads.subscribe(&thread_id.to_string());
+        let look = || async {
+            let thread = self.store.thread(thread_id, now_millis()).await?;
+            let reply = thread.into_iter().find(|m| m.id > sent.id && m.from == to);
+            Ok((reply, None))
+        };
+        let reply = self
+            .wait_for(caller, wake, timeout, cancelled, look, Option::is_none)
+            .await?;
+        let reply = match reply {
+            Some(reply) => Some(self.confirm_read(&sent.from, vec![reply]).await?.remove(0)),
+            None => None,
+        };
+        Ok((sent, reply))
     }
 
     /// Posts to a channel; a named recipient also finds it in their inbox.
@@ -119,7 +155,41 @@ impl Relay {
         self.quotas.spend(&stored.from, size, now);
         // Committed: now wake whoever waits for it.
         self.wake(Arc::new(stored.clone()));
+        self.show_answered(&stored).await;
         Ok(stored)
+    }
+
+    /// Tells those who watch a conversation that `reply` answered what was
+    /// sent to its sender there (the store marked them with the reply).
+    async fn show_answered(&self, reply: &Message) {
+        let Some(thread_id) = reply.thread_id else {
+            return; // in a channel, the page shows what reply_to names
+        };
+        if !self.threads.has_subscribers(&thread_id.to_string()) {
+            return;
+        }
+        let Ok(thread) = self.store.thread(thread_id, now_millis()).await else {
+            return; // only what a page shows live; the next read is right
+        };
+        let answered: Vec<Message> = thread
+            .into_iter()
+            .filter(|m| m.to.as_ref() == Some(&reply.from))
+            .filter(|m| m.delivery.is_some_and(|d| d.answered_at == Some(reply.created_at)))
+            .collect();
+        self.delivery_changed(&answered);
+    }
+
+    /// Tells those who watch their conversations that where `messages`
+    /// stand changed: their feeds yield them again, as updates.
+    pub(super) fn delivery_changed(&self, messages: &[Message]) {
+        for message in messages {
+            let message = Arc::new(message.clone());
+            match (&message.channel, message.thread_id) {
+                (Some(channel), _) => self.channels.publish(channel.as_str(), message.clone()),
+                (None, Some(thread_id)) => self.threads.publish(&thread_id.to_string(), message),
+                (None, None) => {}
+            }
+        }
     }
 
     /// Wakes whoever waits for a committed message: its recipient's
@@ -127,7 +197,7 @@ impl Relay {
     /// sessions that follow its channel.
     fn wake(&self, message: Arc<Message>) {
         if let Some(to) = &message.to {
-            self.inboxes.publish(to.as_str(), message.clone());
+            self.wake_inbox(to);
         }
         if let Some(channel) = &message.channel {
             self.channels.publish(channel.as_str(), message.clone());
@@ -136,6 +206,12 @@ impl Relay {
         if let Some(thread_id) = message.thread_id {
             self.threads.publish(&thread_id.to_string(), message);
         }
+    }
+
+    /// Wakes whoever waits on `person`'s inbox: something may be there for
+    /// them to take.
+    pub(super) fn wake_inbox(&self, person: &Handle) {
+        self.inboxes.publish(person.as_str(), ());
     }
 
     /// Wakes this relay's waiters for the messages other relays commit to

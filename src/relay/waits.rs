@@ -8,7 +8,8 @@
 //! tie up the relay with thousands of them.
 
 use super::{Caller, INBOX_BATCH, Page, Relay, RelayError, RelayResult, send::parse_channel};
-use crate::model::{Handle, Message, now_millis};
+use crate::model::{Handle, Message, Millis, now_millis};
+use crate::store::{Offer, StoreFuture};
 use std::{
     collections::HashMap,
     future::Future,
@@ -38,13 +39,16 @@ impl Relay {
         let timeout = parse_wait(timeout_s, INBOX_WAIT)?;
         let me = self.acting_as(caller, sender)?;
         let _slot = self.wait_slot(caller, timeout)?;
-        self.claim_waiting(caller, &me, INBOX_BATCH, timeout, cancelled)
-            .await
+        let claimed = self
+            .claim_waiting(caller, &me, INBOX_BATCH, timeout, cancelled)
+            .await?;
+        self.delivery_changed(&claimed);
+        Ok(claimed)
     }
 
     /// Claims up to `limit` of `me`'s unread messages, waiting up to
-    /// `timeout` for one: `check_inbox`, and the claims of push streams.
-    pub(super) async fn claim_waiting(
+    /// `timeout` for one: `check_inbox`.
+    async fn claim_waiting(
         &self,
         caller: &Caller,
         me: &Handle,
@@ -52,9 +56,58 @@ impl Relay {
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
     ) -> RelayResult<Vec<Message>> {
+        let take = || self.store.claim_inbox(me, now_millis(), limit);
+        self.take_waiting(caller, me, timeout, cancelled, take)
+            .await
+    }
+
+    /// Offers up to `limit` of `me`'s unread messages to the push stream
+    /// `holder`, leased for the relay's push lease, waiting up to `timeout`
+    /// for one.
+    pub(super) async fn offer_waiting(
+        &self,
+        caller: &Caller,
+        me: &Handle,
+        holder: i64,
+        limit: u32,
+        timeout: Duration,
+        cancelled: impl Future<Output = ()>,
+    ) -> RelayResult<Vec<Message>> {
+        let take = || {
+            let now = now_millis();
+            let lease = self.settings.push_lease.as_millis() as Millis;
+            let offer = Offer {
+                holder,
+                now,
+                until: now.saturating_add(lease),
+            };
+            self.store.offer_inbox(me, offer, limit)
+        };
+        self.take_waiting(caller, me, timeout, cancelled, take)
+            .await
+    }
+
+    /// Takes from `me`'s inbox with `take` until it takes something, waking
+    /// when a message lands there or is put back, and when a lease on one
+    /// of them ends (possibly on another relay process: the store says when).
+    async fn take_waiting<'a>(
+        &'a self,
+        caller: &Caller,
+        me: &'a Handle,
+        timeout: Duration,
+        cancelled: impl Future<Output = ()>,
+        take: impl Fn() -> StoreFuture<'a, Vec<Message>>,
+    ) -> RelayResult<Vec<Message>> {
         let wake = self.inboxes.subscribe(me.as_str());
-        let claim = || async { Ok(self.store.claim_inbox(me, now_millis(), limit).await?) };
-        self.wait_for(caller, wake, timeout, cancelled, claim, Vec::is_empty)
+        let look = || async {
+            let taken = take().await?;
+            let again = match taken.is_empty() {
+                true => self.store.next_lease_end(me, now_millis()).await?,
+                false => None,
+            };
+            Ok((taken, again))
+        };
+        self.wait_for(caller, wake, timeout, cancelled, look, Vec::is_empty)
             .await
     }
 
@@ -73,7 +126,7 @@ impl Relay {
         let since_id = since_id.unwrap_or(0);
         let _slot = self.wait_slot(caller, timeout)?;
         let wake = self.channels.subscribe(name.as_str());
-        let look = || self.channel_page(&name, since_id, None);
+        let look = || async { Ok((self.channel_page(&name, since_id, None).await?, None)) };
         self.wait_for(caller, wake, timeout, cancelled, look, |page: &Page| {
             page.messages.is_empty()
         })
@@ -81,14 +134,15 @@ impl Relay {
     }
 
     /// Calls `look` until what it finds is not `empty`, waking when `wake`
-    /// says something was committed, and returns what it last found when
-    /// `timeout` passes, `cancelled` resolves, or the relay stops. Ends with
-    /// 401 when `caller`'s token is revoked or replaced meanwhile: nothing
-    /// committed after that reaches the old token.
-    async fn wait_for<T, Look, Found>(
+    /// says something was committed (or at the time `look` names to look
+    /// again), and returns what it last found when `timeout` passes,
+    /// `cancelled` resolves, or the relay stops. Ends with 401 when
+    /// `caller`'s token is revoked or replaced meanwhile: nothing committed
+    /// after that reaches the old token.
+    pub(super) async fn wait_for<T, W: Clone, Look, Found>(
         &self,
         caller: &Caller,
-        mut wake: tokio::sync::broadcast::Receiver<Arc<Message>>,
+        mut wake: tokio::sync::broadcast::Receiver<W>,
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
         mut look: Look,
@@ -96,15 +150,19 @@ impl Relay {
     ) -> RelayResult<T>
     where
         Look: FnMut() -> Found,
-        Found: Future<Output = RelayResult<T>>,
+        Found: Future<Output = RelayResult<(T, Option<Millis>)>>,
     {
         let deadline = tokio::time::Instant::now() + timeout.min(MAX_WAIT);
         tokio::pin!(cancelled);
         loop {
-            let found = look().await?;
+            let (found, again) = look().await?;
             if !empty(&found) || tokio::time::Instant::now() >= deadline {
                 return Ok(found);
             }
+            let look_again = again.map_or(deadline, |at| {
+                let wait = Duration::from_millis(at.saturating_sub(now_millis()).max(0) as u64);
+                deadline.min(tokio::time::Instant::now() + wait)
+            });
             self.parked.send_modify(|n| *n += 1);
             tokio::select! {
                 // A message (or news that we lagged behind): look again.
@@ -113,7 +171,7 @@ impl Relay {
                         return Ok(found);
                     }
                 }
-                () = tokio::time::sleep_until(deadline) => return Ok(found),
+                () = tokio::time::sleep_until(look_again) => {}
                 () = &mut cancelled => return Ok(found),
                 () = self.shutdown.cancelled() => return Ok(found),
                 () = self.revoked(caller) => return Err(RelayError::Unauthorized(
@@ -124,7 +182,7 @@ impl Relay {
     }
 
     /// A slot for a call that may wait; a call that will not wait needs none.
-    fn wait_slot(&self, caller: &Caller, timeout: Duration) -> RelayResult<Option<WaitSlot>> {
+    pub(super) fn wait_slot(&self, caller: &Caller, timeout: Duration) -> RelayResult<Option<WaitSlot>> {
         if timeout.is_zero() {
             return Ok(None);
         }
@@ -145,7 +203,7 @@ impl Relay {
 
 /// Turns a requested wait in seconds into a duration: negative or not a
 /// number is refused, anything above [`MAX_WAIT`] is clamped.
-fn parse_wait(seconds: Option<f64>, default: Duration) -> RelayResult<Duration> {
+pub(super) fn parse_wait(seconds: Option<f64>, default: Duration) -> RelayResult<Duration> {
     match seconds {
         None => Ok(default.min(MAX_WAIT)),
         Some(s) if s.is_nan() || s < 0.0 => Err(RelayError::BadInput(format!(

@@ -5,7 +5,8 @@
 //! and nothing else of the crate. The rules the core relies on are rules of
 //! this interface, whatever database stands behind it:
 //! - message ids increase strictly across the whole relay and are never reused;
-//! - [`Store::claim_inbox`] is atomic: a message is handed to one claim only;
+//! - [`Store::claim_inbox`] and [`Store::offer_inbox`] are atomic: a message
+//!   is handed to one claim only, and offered to one stream at a time;
 //! - reads never return a message whose `expires_at` has passed;
 //! - a write's future resolves only after the write is committed, so a
 //!   reader that starts afterwards sees it.
@@ -20,7 +21,7 @@ mod summary;
 mod text;
 
 use crate::model::{
-    Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
+    Channel, ChannelSummary, Delivery, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
     TokenHash,
 };
 use std::{future::Future, pin::Pin};
@@ -111,6 +112,16 @@ pub enum RecipientCheck {
     },
 }
 
+/// A push's lease: the stream it goes to, and until when no one else may
+/// take the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offer {
+    /// The stream, unique across the relay processes on the store.
+    pub holder: i64,
+    pub now: Millis,
+    pub until: Millis,
+}
+
 /// An MCP session as kept across restarts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredSession {
@@ -156,12 +167,13 @@ impl NewMessage {
             thread_id,
             channel,
             from: self.from,
-            to: self.to,
             kind: self.kind,
             body: self.body,
             reply_to: self.reply_to,
             created_at: self.created_at,
             expires_at: self.expires_at,
+            delivery: self.to.is_some().then(Delivery::default),
+            to: self.to,
         }
     }
 }
@@ -200,18 +212,46 @@ pub trait Store: Send + Sync + 'static {
     fn presence(&self) -> StoreFuture<'_, Vec<Presence>>;
 
     // Messages.
+    /// Stores a message. A reply also answers, in the same transaction,
+    /// what it replies to (see [`Delivery`]).
     fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message>;
-    /// Claims up to `limit` unread live messages addressed to `recipient`,
-    /// oldest first. Atomic: no message is ever returned by two claims.
+    /// Claims up to `limit` of `recipient`'s live messages that are unread
+    /// and under no running lease, oldest first, and marks them read at
+    /// `now` (an inbox check). Atomic: no message is ever returned by two
+    /// claims, nor by a claim and an offer whose lease runs.
     fn claim_inbox(
         &self,
         recipient: &Handle,
         now: Millis,
         limit: u32,
     ) -> StoreFuture<'_, Vec<Message>>;
-    /// Puts claimed messages back among `recipient`'s unread ones (a push
-    /// that could not be delivered).
-    fn unclaim_inbox(&self, recipient: &Handle, ids: Vec<i64>) -> StoreFuture<'_, ()>;
+    /// Offers up to `limit` of the same messages to the stream
+    /// `offer.holder` (a push), leasing each to it until `offer.until`;
+    /// never one whose last offer was to that same stream. Atomic with
+    /// claims.
+    fn offer_inbox(
+        &self,
+        recipient: &Handle,
+        offer: Offer,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Message>>;
+    /// Ends `holder`'s leases on those of `ids` still unread (its stream
+    /// ended): they may be offered or claimed again at once.
+    fn release_offers(&self, recipient: &Handle, holder: i64, ids: Vec<i64>)
+    -> StoreFuture<'_, ()>;
+    /// The soonest end after `now` of a lease on one of `recipient`'s
+    /// unread messages: when one may be offered or claimed again.
+    fn next_lease_end(&self, recipient: &Handle, now: Millis) -> StoreFuture<'_, Option<Millis>>;
+    /// Marks those of `ids` addressed to `recipient` and not read yet as
+    /// read at `now`; returns which were.
+    fn confirm_read(
+        &self,
+        recipient: &Handle,
+        ids: Vec<i64>,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<i64>>;
+    /// One live message, with its ledger.
+    fn message(&self, id: i64, now: Millis) -> StoreFuture<'_, Option<Message>>;
     /// Every live message of a thread, oldest first; `NotFound` if none.
     fn thread(&self, thread_id: i64, now: Millis) -> StoreFuture<'_, Vec<Message>>;
     /// Live messages of a channel with an id above `since_id`, oldest first.

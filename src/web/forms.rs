@@ -190,7 +190,7 @@ pub async fn reply(
     Form(form): Form<Written>,
 ) -> Result<Response, ApiError> {
     guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
-    let thread = state.relay.read_thread(id).await?;
+    let thread = state.relay.thread_for_page(id).await?;
     let me = caller.account();
     // To whoever else spoke last; to oneself in a thread of one's own.
     let to = thread
@@ -207,6 +207,7 @@ pub async fn reply(
         body: draft.body.clone(),
         thread_id: Some(id),
         kind: non_empty(&draft.kind),
+        wait_for_reply_seconds: None,
     };
     let sent = state.relay.send_direct(&caller, message).await;
     let page = (ConversationPage::Thread(id), draft);
@@ -253,6 +254,7 @@ pub async fn start(
         body: draft.body.clone(),
         thread_id: None,
         kind: non_empty(&draft.kind),
+        wait_for_reply_seconds: None,
     };
     let sent = state.relay.send_direct(&caller, message).await;
     let page = (ConversationPage::Overview, draft);

@@ -495,7 +495,7 @@ pub async fn render_conversation(
         }
         // Not found when it has no live message.
         ConversationPage::Thread(id) => {
-            let messages = relay.read_thread(*id).await?;
+            let messages = relay.thread_for_page(*id).await?;
             let heading = messages
                 .first()
                 .map(|first| markdown::title(&views::visible(&first.body), 100))
@@ -570,7 +570,7 @@ async fn thread_fragment(
     Path(id): Path<i64>,
     Query(after): Query<After>,
 ) -> Result<Response, ApiError> {
-    let mut messages = state.relay.read_thread(id).await?;
+    let mut messages = state.relay.thread_for_page(id).await?;
     messages.retain(|m| m.id > after.after.unwrap_or(0));
     mark_shown(&state.relay, &caller, &messages).await?;
     fragment(&state, &messages).await

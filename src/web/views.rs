@@ -2,7 +2,7 @@
 //! them, and the frame (header and sidebar) around every page.
 
 use super::markdown;
-use crate::model::{ChannelSummary, Handle, Message, Millis};
+use crate::model::{ChannelSummary, Delivery, DeliveryState, Handle, Message, Millis};
 use crate::relay::{Caller, Conversation, Listing, MAX_UNREAD, Peer, Relay, RelayResult, secrets};
 use std::collections::HashMap;
 
@@ -78,6 +78,32 @@ pub struct MessageLine {
     pub reply_to: Option<i64>,
     /// The body, rendered from Markdown and made safe.
     pub html: String,
+    /// Where an addressed message stands with its recipient.
+    pub delivery: Option<DeliveryLine>,
+}
+
+/// An addressed message's delivery, as the page words it. `static/live.js`
+/// words the same states alike when they change while the page is open.
+pub struct DeliveryLine {
+    /// `waiting`, `pushed`, `read` or `answered`: the CSS class.
+    pub state: &'static str,
+    pub label: String,
+}
+
+impl DeliveryLine {
+    fn new(delivery: &Delivery, to: &str) -> DeliveryLine {
+        let state = delivery.state();
+        let label = match state {
+            DeliveryState::Waiting => "waiting".to_owned(),
+            DeliveryState::Pushed => format!("shown to {to}'s agent"),
+            DeliveryState::Read => "read".to_owned(),
+            DeliveryState::Answered => "answered".to_owned(),
+        };
+        DeliveryLine {
+            state: state.as_str(),
+            label,
+        }
+    }
 }
 
 impl MessageLine {
@@ -97,6 +123,12 @@ impl MessageLine {
             when: When::at(message.created_at),
             reply_to: message.reply_to,
             html: markdown::render(&visible(&message.body)),
+            delivery: match (&message.delivery, &message.to) {
+                (Some(delivery), Some(to)) => {
+                    Some(DeliveryLine::new(delivery, &names.name(to.as_str())))
+                }
+                _ => None,
+            },
         }
     }
 }

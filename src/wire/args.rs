@@ -33,6 +33,11 @@ pub struct SendMessage {
     /// Only for the shared relay token: the handle to send as.
     #[schemars(length(max = MAX_HANDLE_LEN))]
     pub sender: Option<String>,
+    /// Seconds to wait for the recipient's reply in the thread: 0 (default,
+    /// do not wait) to 50. The reply comes back as `reply`; at the timeout
+    /// there is none, and it will reach your inbox as usual.
+    #[schemars(range(min = 0, max = MAX_WAIT.as_secs()))]
+    pub wait_for_reply_seconds: Option<f64>,
 }
 
 impl From<SendMessage> for DirectMessage {
@@ -43,6 +48,7 @@ impl From<SendMessage> for DirectMessage {
             body: m.body,
             thread_id: m.thread_id,
             kind: m.kind,
+            wait_for_reply_seconds: m.wait_for_reply_seconds,
         }
     }
 }

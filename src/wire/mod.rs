@@ -14,7 +14,7 @@ pub mod push;
 
 pub use error::ApiError;
 
-use crate::model::{ChannelSummary, Found, Handle, Message, Millis};
+use crate::model::{ChannelSummary, Delivery, DeliveryState, Found, Handle, Message, Millis};
 use crate::relay::{Listing, NOTICE, Page, Peer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,56 @@ pub struct MessageView {
     pub created_at: String,
     /// After this the message is gone from every read.
     pub expires_at: String,
+    /// Where a message addressed to someone stands with them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<DeliveryView>,
+}
+
+/// The delivery ledger of an addressed message, as its sender and the team
+/// see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DeliveryView {
+    /// `waiting` (nobody has it yet), `pushed` (written to a listening
+    /// session of the recipient, not yet confirmed), `read` (their agent
+    /// read it) or `answered` (they replied).
+    pub state: DeliveryStateView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pushed_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered_at: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryStateView {
+    Waiting,
+    Pushed,
+    Read,
+    Answered,
+}
+
+impl From<DeliveryState> for DeliveryStateView {
+    fn from(state: DeliveryState) -> Self {
+        match state {
+            DeliveryState::Waiting => DeliveryStateView::Waiting,
+            DeliveryState::Pushed => DeliveryStateView::Pushed,
+            DeliveryState::Read => DeliveryStateView::Read,
+            DeliveryState::Answered => DeliveryStateView::Answered,
+        }
+    }
+}
+
+impl From<&Delivery> for DeliveryView {
+    fn from(d: &Delivery) -> Self {
+        DeliveryView {
+            state: d.state().into(),
+            pushed_at: d.pushed_at.map(timestamp),
+            read_at: d.read_at.map(timestamp),
+            answered_at: d.answered_at.map(timestamp),
+        }
+    }
 }
 
 impl From<&Message> for MessageView {
@@ -66,6 +116,7 @@ impl From<&Message> for MessageView {
             reply_to: m.reply_to,
             created_at: timestamp(m.created_at),
             expires_at: timestamp(m.expires_at),
+            delivery: m.delivery.as_ref().map(DeliveryView::from),
         }
     }
 }
@@ -116,13 +167,38 @@ pub struct Sent {
     pub message_id: i64,
     /// Reply in this thread with `thread_id`.
     pub thread_id: i64,
+    /// The recipient's reply, when the call waited for one
+    /// (`wait_for_reply_seconds`) and it came in time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply: Option<MessageView>,
+    /// With a reply: it comes from another person's agent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
 }
 
-impl From<&Message> for Sent {
-    fn from(m: &Message) -> Self {
+impl Sent {
+    pub fn new(sent: &Message, reply: Option<&Message>) -> Sent {
         Sent {
-            message_id: m.id,
-            thread_id: m.thread_id.unwrap_or_default(),
+            message_id: sent.id,
+            thread_id: sent.thread_id.unwrap_or_default(),
+            reply: reply.map(MessageView::from),
+            notice: reply.map(|_| NOTICE.to_owned()),
+        }
+    }
+}
+
+/// One message, with the reminder.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct OneMessage {
+    pub message: MessageView,
+    pub notice: String,
+}
+
+impl OneMessage {
+    pub fn new(message: &Message) -> OneMessage {
+        OneMessage {
+            message: MessageView::from(message),
+            notice: NOTICE.to_owned(),
         }
     }
 }

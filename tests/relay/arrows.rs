@@ -16,23 +16,24 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // Leaves.
     ("model", &[]),
     ("host", &[]),
-    ("agent", &[]),
+    ("protocol", &[]),
+    ("agent", &["protocol"]),
     // The store knows only the domain's types.
     ("store", &["model"]),
     // The core knows the domain and the store's trait.
     ("relay", &["model", "store"]),
     ("config", &["model", "relay", "host"]),
-    ("wire", &["model", "relay"]),
-    ("layers", &["model", "relay", "wire", "config", "host"]),
+    ("wire", &["model", "relay", "protocol"]),
+    ("layers", &["model", "relay", "wire", "config", "host", "protocol"]),
     ("state", &["relay", "config", "layers"]),
     // The edges: never the store, the app or the server.
-    ("mcp", &["model", "relay", "state", "wire"]),
+    ("mcp", &["model", "relay", "state", "wire", "protocol"]),
     ("api", &["model", "relay", "state", "wire"]),
     ("web", &["model", "relay", "state", "wire", "host"]),
     ("cli", &["model", "relay", "config", "wire"]),
     ("demo", &["model", "relay", "agent"]),
     // A client of the relay, over its public protocols only.
-    ("bridge", &["agent", "wire", "mcp"]),
+    ("bridge", &["model", "agent", "wire", "protocol"]),
     // Assembly.
     (
         "app",

@@ -3,9 +3,10 @@
 //! makes one test of each per backend), against a fresh, empty store.
 
 use crate::postgres::fresh_database;
-use crosstalk::model::{Channel, Handle, Millis, Token, now_millis};
+use crosstalk::model::{Channel, DeliveryState, Handle, Millis, Token, now_millis};
 use crosstalk::store::{
-    Conversation, NewMessage, PostgresStore, RecipientCheck, SqliteStore, Store, StoreError,
+    Conversation, NewMessage, Offer, PostgresStore, RecipientCheck, SqliteStore, Store,
+    StoreError,
 };
 use std::any::Any;
 use std::collections::BTreeSet;
@@ -52,6 +53,7 @@ contract!(
     ids_only_increase,
     channels_pages_and_summaries,
     a_claim_hands_each_message_out_once,
+    the_ledger_leases_offers_and_answers,
     expired_messages_are_invisible_and_purged,
     unread_counts_follow_read_marks,
     search_finds_every_word_newest_first,
@@ -422,27 +424,146 @@ async fn a_claim_hands_each_message_out_once(store: Arc<dyn Store>) {
         (150, 150),
         "each once, none lost"
     );
-    // Put back, it is claimed again; nobody else's inbox holds it.
-    let back: Vec<i64> = distinct.iter().take(2).copied().collect();
-    store
-        .unclaim_inbox(&handle("bob"), back.clone())
-        .await
-        .unwrap();
+    // Claimed is read: nobody's inbox hands it out again.
     assert!(
         store
-            .claim_inbox(&handle("alice"), now_millis(), 10)
+            .claim_inbox(&handle("bob"), now_millis(), 10)
             .await
             .unwrap()
             .is_empty()
     );
-    let again: Vec<i64> = store
-        .claim_inbox(&handle("bob"), now_millis(), 10)
+    let ledger = store
+        .message(all[0], now_millis())
         .await
         .unwrap()
-        .into_iter()
-        .map(|m| m.id)
-        .collect();
-    assert_eq!(again, back);
+        .unwrap()
+        .delivery
+        .unwrap();
+    assert_eq!(ledger.state(), DeliveryState::Read);
+}
+
+/// The delivery ledger: an offer leases, a running lease holds the message
+/// from claims and other offers, a stream is never offered the same
+/// message twice in a row, a release or an ended lease frees it, a read
+/// confirms it, and a reply answers it.
+async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
+    let bob = handle("bob");
+    let first = store
+        .insert_message(message(Conversation::NewThread, "alice", Some("bob"), "q1"))
+        .await
+        .unwrap();
+    let thread = first.thread_id.unwrap();
+    let second = store
+        .insert_message(message(Conversation::Thread(thread), "alice", Some("bob"), "q2"))
+        .await
+        .unwrap();
+    let state = |id: i64| {
+        let store = store.clone();
+        async move {
+            let m = store.message(id, now_millis()).await.unwrap().unwrap();
+            let d = m.delivery.unwrap();
+            (d.state(), d.offers)
+        }
+    };
+    assert_eq!(state(first.id).await, (DeliveryState::Waiting, 0));
+    let now = now_millis();
+    let lease = |holder, now: Millis| Offer {
+        holder,
+        now,
+        until: now + 10_000,
+    };
+    let offered = store.offer_inbox(&bob, lease(1, now), 1).await.unwrap();
+    assert_eq!(ids(&offered), [first.id], "oldest first, as many as asked");
+    assert_eq!(offered[0].delivery.unwrap().pushed_at, Some(now));
+    assert_eq!(state(first.id).await, (DeliveryState::Pushed, 1));
+    // Leased: another stream and a claim get only the other message.
+    let other = store.offer_inbox(&bob, lease(2, now), 10).await.unwrap();
+    assert_eq!(ids(&other), [second.id]);
+    assert!(store.claim_inbox(&bob, now, 10).await.unwrap().is_empty());
+    assert_eq!(
+        store.next_lease_end(&bob, now).await.unwrap(),
+        Some(now + 10_000)
+    );
+    // Released by its stream: claimable at once; another's release is nothing.
+    store.release_offers(&bob, 1, vec![second.id]).await.unwrap();
+    assert!(store.claim_inbox(&bob, now, 10).await.unwrap().is_empty());
+    store.release_offers(&bob, 1, vec![first.id]).await.unwrap();
+    // Never twice in a row to the same stream; to another, as a re-offer.
+    assert!(store.offer_inbox(&bob, lease(1, now), 10).await.unwrap().is_empty());
+    let again = store.offer_inbox(&bob, lease(3, now), 10).await.unwrap();
+    assert_eq!(ids(&again), [first.id]);
+    assert_eq!(again[0].delivery.unwrap().offers, 2);
+    assert_eq!(again[0].delivery.unwrap().pushed_at, Some(now), "the first push");
+    // Once a lease ends, anyone may take it.
+    let later = now + 10_001;
+    assert_eq!(store.next_lease_end(&bob, later).await.unwrap(), None);
+    let claimed = store.claim_inbox(&bob, later, 10).await.unwrap();
+    assert_eq!(ids(&claimed), [first.id, second.id]);
+    assert_eq!(claimed[0].delivery.unwrap().read_at, Some(later));
+    assert_eq!(state(second.id).await.0, DeliveryState::Read);
+    assert!(store.offer_inbox(&bob, lease(4, later), 10).await.unwrap().is_empty());
+    // A confirmation marks only what was unread, and only the reader's.
+    let third = store
+        .insert_message(message(Conversation::Thread(thread), "alice", Some("bob"), "q3"))
+        .await
+        .unwrap();
+    assert!(store.confirm_read(&handle("carol"), vec![third.id], later).await.unwrap().is_empty());
+    let confirmed = store
+        .confirm_read(&bob, vec![first.id, third.id], later)
+        .await
+        .unwrap();
+    assert_eq!(confirmed, [third.id]);
+    // A reply in the thread answers what it holds for the replier that
+    // was shown or read; one still waiting (unseen) goes on waiting.
+    let unseen = store
+        .insert_message(message(Conversation::Thread(thread), "alice", Some("bob"), "q4"))
+        .await
+        .unwrap();
+    let reply = store
+        .insert_message(message(Conversation::Thread(thread), "bob", Some("alice"), "a"))
+        .await
+        .unwrap();
+    for id in [first.id, second.id, third.id] {
+        let m = store.message(id, now_millis()).await.unwrap().unwrap();
+        let d = m.delivery.unwrap();
+        assert_eq!(
+            (d.state(), d.answered_at),
+            (DeliveryState::Answered, Some(reply.created_at))
+        );
+    }
+    assert_eq!(state(unseen.id).await, (DeliveryState::Waiting, 0));
+    assert_eq!(state(reply.id).await, (DeliveryState::Waiting, 0), "the reply waits for alice");
+    // In a channel, a reply answers only what it replies to.
+    let asked = store
+        .insert_message(message(channel("ops"), "alice", Some("bob"), "c1"))
+        .await
+        .unwrap();
+    let other_post = store
+        .insert_message(message(channel("ops"), "alice", Some("bob"), "c2"))
+        .await
+        .unwrap();
+    let mut answer = message(channel("ops"), "bob", None, "c-answer");
+    answer.reply_to = Some(asked.id);
+    store.insert_message(answer).await.unwrap();
+    assert_eq!(state(asked.id).await.0, DeliveryState::Answered);
+    assert_eq!(state(other_post.id).await.0, DeliveryState::Waiting);
+    // Reads carry the ledger; an unaddressed message has none.
+    let read = store.thread(thread, now_millis()).await.unwrap();
+    assert!(read.iter().all(|m| m.delivery.is_some()));
+    assert_eq!(read.len(), 5);
+    let posts = store
+        .channel_messages(&Channel::parse("ops").unwrap(), 0, 10, now_millis())
+        .await
+        .unwrap();
+    assert_eq!(
+        posts.iter().map(|m| m.delivery.is_some()).collect::<Vec<_>>(),
+        [true, true, false]
+    );
+    assert!(store.message(i64::MAX, now_millis()).await.unwrap().is_none());
+}
+
+fn ids(messages: &[crosstalk::model::Message]) -> Vec<i64> {
+    messages.iter().map(|m| m.id).collect()
 }
 
 async fn expired_messages_are_invisible_and_purged(store: Arc<dyn Store>) {

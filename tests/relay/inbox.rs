@@ -78,7 +78,7 @@ async fn four_sessions_of_one_person_receive_each_of_forty_messages_once() {
     );
     assert_eq!(unique.len(), TOTAL);
     assert_eq!(
-        app.count("SELECT count(*) FROM inbox WHERE claimed_at IS NULL"),
+        app.count("SELECT count(*) FROM inbox WHERE read_at IS NULL"),
         0
     );
 }

@@ -434,7 +434,9 @@ async fn migrate_to_postgres_copies_people_and_live_messages_keeping_ids() {
         |conn, sql| conn.execute(sql, []).unwrap(),
     );
     let thread_path = format!("/api/threads/{thread}");
-    let (_, thread_before) = get(&sqlite, &thread_path, &alice).await;
+    // Read as bob, whose message in it was claimed: reading the thread as
+    // alice would mark her waiting answer read.
+    let (_, thread_before) = get(&sqlite, &thread_path, &bob).await;
     let db = sqlite.db.clone();
     sqlite.running.stop().await.unwrap();
 
@@ -462,7 +464,7 @@ async fn migrate_to_postgres_copies_people_and_live_messages_keeping_ids() {
     // A relay on PostgreSQL: the same tokens, ids, thread and inboxes.
     let url: crosstalk::config::DatabaseUrl = database.parse().unwrap();
     let relay = spawn_app_with(|config| config.database_url = Some(url)).await;
-    let (status, thread_after) = get(&relay, &thread_path, &alice).await;
+    let (status, thread_after) = get(&relay, &thread_path, &bob).await;
     assert_eq!(status, 200);
     assert_eq!(thread_after, thread_before);
     let (_, channel) = get(&relay, "/api/channels/ops/messages?since_id=0", &bob).await;

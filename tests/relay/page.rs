@@ -483,7 +483,21 @@ async fn a_thread_streams_live_and_resumes_after_the_last_event() {
     let url = format!("{}/api/threads/{id}/stream", app.url());
     let mut stream = SseReader::new(http().get(&url).bearer_auth(&alice).send().await.unwrap());
     assert_eq!(stream.next().await.event.as_deref(), Some("notice"));
-    assert_eq!(stream.message().await["body"], "which migration?");
+    let question = stream.message().await;
+    assert_eq!(question["body"], "which migration?");
+    assert_eq!(question["delivery"], json!({ "state": "waiting" }));
+    // Alice's agent reads it: the stream says where it stands now.
+    get(&app, "/api/inbox", &alice).await;
+    let delivery = |event: crate::support::SseEvent, state: &str| {
+        assert_eq!(event.event.as_deref(), Some("delivery"), "{event:?}");
+        assert_eq!(event.id, None, "an update moves no cursor");
+        let update: Value = serde_json::from_str(&event.data).unwrap();
+        assert_eq!(
+            (&update["id"], &update["delivery"]["state"]),
+            (&question["id"], &json!(state))
+        );
+    };
+    delivery(stream.next().await, "read");
     post(
         &app,
         "/api/messages",
@@ -502,6 +516,8 @@ async fn a_thread_streams_live_and_resumes_after_the_last_event() {
     .await;
     let live = stream.message().await;
     assert_eq!(live["body"], "0042");
+    delivery(stream.next().await, "answered");
+    // Bob's reply answers nothing: his agent was never shown 0042.
     assert_eq!(stream.message().await["body"], "thanks");
     drop(stream);
 

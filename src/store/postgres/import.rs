@@ -131,13 +131,16 @@ pub async fn import(to: &PostgresStore, from: &Path, now: Millis) -> StoreResult
         [id: i64, created: i64],
     );
     copy!(
-        "SELECT message_id, recipient, claimed_at FROM inbox i \
+        // The ledger, without leases: a stopped relay has no streams.
+        "SELECT message_id, recipient, read_at, pushed_at, answered_at, offers FROM inbox i \
          WHERE message_id > ?1 AND EXISTS (SELECT 1 FROM messages m \
              WHERE m.id = i.message_id AND m.expires_at > ?3) \
          ORDER BY message_id LIMIT ?2",
-        "INSERT INTO inbox (message_id, recipient, claimed_at) \
-         SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[])",
-        [id: i64, recipient: String, claimed: Option<i64>],
+        "INSERT INTO inbox (message_id, recipient, read_at, pushed_at, answered_at, offers) \
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], \
+                              $5::bigint[], $6::integer[])",
+        [id: i64, recipient: String, read: Option<i64>, pushed: Option<i64>,
+         answered: Option<i64>, offers: i32],
         now
     );
     copy!(

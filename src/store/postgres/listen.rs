@@ -8,7 +8,7 @@
 //! above the last seen id the same way: a notification lost meanwhile
 //! loses no wake-up.
 
-use super::messages::{MESSAGE_COLUMNS, message_from_row};
+use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
 use crate::model::Message;
 use crate::store::StoreResult;
 use futures::StreamExt;
@@ -110,7 +110,8 @@ where
     client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
     let after = client
         .prepare(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id > $1 ORDER BY id LIMIT $2"
+            "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+             WHERE m.id > $1 ORDER BY m.id LIMIT $2"
         ))
         .await?;
     tracing::debug!("listening for other relays' messages");

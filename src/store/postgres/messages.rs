@@ -2,26 +2,46 @@
 //! `search.rs`, in PostgreSQL).
 
 use super::{Db, handle, maybe_channel, maybe_handle, row};
-use crate::model::{Channel, Found, Handle, Message, Millis};
+use crate::model::{Channel, Delivery, Found, Handle, Message, Millis};
 use crate::store::text::{CLOSE, OPEN, excerpt, words};
-use crate::store::{Conversation, NewMessage, RecipientCheck, StoreError, StoreResult};
+use crate::store::{Conversation, NewMessage, Offer, RecipientCheck, StoreError, StoreResult};
 use tokio_postgres::Row;
 
-pub(super) const MESSAGE_COLUMNS: &str =
-    "id, thread_id, channel, sender, recipient, type, body, reply_to, created_at, expires_at";
+/// A message's columns, with its delivery ledger: select them from
+/// `messages m` [`INBOX_JOIN`].
+pub(super) const MESSAGE_COLUMNS: &str = "m.id, m.thread_id, m.channel, m.sender, m.recipient, \
+     m.type, m.body, m.reply_to, m.created_at, m.expires_at, \
+     i.pushed_at, i.read_at, i.answered_at, i.offers";
+
+/// Joins a message (as `m`) to its recipient's inbox row (as `i`), if any.
+pub(super) const INBOX_JOIN: &str =
+    "LEFT JOIN inbox i ON i.recipient = m.recipient AND i.message_id = m.id";
 
 pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
+    let to = maybe_handle(row, 4)?;
+    let delivery = match to {
+        Some(_) => Some(Delivery {
+            pushed_at: row.try_get(10)?,
+            read_at: row.try_get(11)?,
+            answered_at: row.try_get(12)?,
+            offers: row
+                .try_get::<_, Option<i32>>(13)?
+                .map_or(0, |n| n.max(0) as u32),
+        }),
+        None => None,
+    };
     Ok(Message {
         id: row.try_get(0)?,
         thread_id: row.try_get(1)?,
         channel: maybe_channel(row, 2)?,
         from: handle(row, 3)?,
-        to: maybe_handle(row, 4)?,
+        to,
         kind: row.try_get(5)?,
         body: row.try_get(6)?,
         reply_to: row.try_get(7)?,
         created_at: row.try_get(8)?,
         expires_at: row.try_get(9)?,
+        delivery,
     })
 }
 
@@ -136,6 +156,7 @@ pub(super) async fn insert(db: &impl Db, new: NewMessage) -> StoreResult<Message
         )
         .await?;
     }
+    answer(db, &new, thread_id).await?;
     match (channel_name, thread_id) {
         (Some(channel), _) => {
             super::summaries::count_in_channel(db, channel, id, new.created_at).await?
@@ -148,9 +169,46 @@ pub(super) async fn insert(db: &impl Db, new: NewMessage) -> StoreResult<Message
     Ok(new.stored(id, thread_id, channel))
 }
 
-/// Claims, in the caller's transaction: the rows are locked as they are
-/// chosen, and rows another claim holds are skipped, so no two claims (on
-/// any instance) return the same message.
+/// A reply marks what it answers: in a thread, every message of it to the
+/// replier that their agent was shown or read (one still waiting may have
+/// come a moment before the reply, unseen: it goes on waiting); in a
+/// channel, the message it replies to, if it was to them.
+async fn answer(db: &impl Db, new: &NewMessage, thread_id: Option<i64>) -> StoreResult<()> {
+    let (from, now) = (new.from.as_str(), &new.created_at);
+    match (thread_id, new.reply_to, &new.conversation) {
+        (_, _, Conversation::NewThread) => {}
+        (Some(thread_id), _, _) => {
+            db.exec(
+                "UPDATE inbox SET answered_at = $3, read_at = coalesce(read_at, $3) \
+                 WHERE recipient = $1 AND answered_at IS NULL \
+                 AND (pushed_at IS NOT NULL OR read_at IS NOT NULL) AND message_id IN \
+                     (SELECT id FROM messages WHERE thread_id = $2)",
+                &[&from, &thread_id, now],
+            )
+            .await?;
+        }
+        (None, Some(reply_to), _) => {
+            db.exec(
+                "UPDATE inbox SET answered_at = $3, read_at = coalesce(read_at, $3) \
+                 WHERE recipient = $1 AND message_id = $2 AND answered_at IS NULL",
+                &[&from, &reply_to, now],
+            )
+            .await?;
+        }
+        (None, None, _) => {}
+    }
+    Ok(())
+}
+
+/// What an inbox row must be for a claim or an offer to take it: unread,
+/// its message live, and no stream's lease on it running. The rows are
+/// locked as they are chosen, and rows another claim holds are skipped, so
+/// no two claims (on any instance) take the same message.
+const TAKEABLE: &str = "SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
+     WHERE i.recipient = $1 AND i.read_at IS NULL AND m.expires_at > $2 \
+     AND (i.lease_until IS NULL OR i.lease_until <= $2)";
+
+/// Claims, in the caller's transaction.
 pub(super) async fn claim_inbox(
     db: &impl Db,
     recipient: &Handle,
@@ -159,50 +217,140 @@ pub(super) async fn claim_inbox(
 ) -> StoreResult<Vec<Message>> {
     let claimed = db
         .rows(
-            "UPDATE inbox SET claimed_at = $2 WHERE recipient = $1 AND claimed_at IS NULL \
-             AND message_id IN ( \
-                 SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
-                 WHERE i.recipient = $1 AND i.claimed_at IS NULL AND m.expires_at > $2 \
-                 ORDER BY i.message_id LIMIT $3 FOR UPDATE OF i SKIP LOCKED) \
-             RETURNING message_id",
+            &format!(
+                "UPDATE inbox SET read_at = $2, lease_until = NULL \
+                 WHERE recipient = $1 AND message_id IN ( \
+                     {TAKEABLE} ORDER BY i.message_id LIMIT $3 FOR UPDATE OF i SKIP LOCKED) \
+                 RETURNING message_id"
+            ),
             &[&recipient.as_str(), &now, &i64::from(limit)],
         )
         .await?;
-    let ids: Vec<i64> = claimed
+    by_ids(db, &ids_of(&claimed)?).await
+}
+
+/// Offers, in the caller's transaction.
+pub(super) async fn offer_inbox(
+    db: &impl Db,
+    recipient: &Handle,
+    offer: Offer,
+    limit: u32,
+) -> StoreResult<Vec<Message>> {
+    let offered = db
+        .rows(
+            &format!(
+                "UPDATE inbox SET pushed_at = coalesce(pushed_at, $2), lease_until = $4, \
+                     push_holder = $5, offers = offers + 1 \
+                 WHERE recipient = $1 AND message_id IN ( \
+                     {TAKEABLE} AND i.push_holder IS DISTINCT FROM $5 \
+                     ORDER BY i.message_id LIMIT $3 FOR UPDATE OF i SKIP LOCKED) \
+                 RETURNING message_id"
+            ),
+            &[
+                &recipient.as_str(),
+                &offer.now,
+                &i64::from(limit),
+                &offer.until,
+                &offer.holder,
+            ],
+        )
+        .await?;
+    by_ids(db, &ids_of(&offered)?).await
+}
+
+fn ids_of(rows: &[Row]) -> StoreResult<Vec<i64>> {
+    Ok(rows
         .iter()
         .map(|row| row.try_get(0))
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, _>>()?)
+}
+
+/// Messages by id, oldest first, with their ledgers as they are now.
+async fn by_ids(db: &impl Db, ids: &[i64]) -> StoreResult<Vec<Message>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
     messages_from(
         &db.rows(
-            &format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE id = ANY($1) ORDER BY id"),
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+                 WHERE m.id = ANY($1) ORDER BY m.id"
+            ),
             &[&ids],
         )
         .await?,
     )
 }
 
-pub(super) async fn unclaim_inbox(
+pub(super) async fn release_offers(
     db: &impl Db,
     recipient: &Handle,
+    holder: i64,
     ids: &[i64],
 ) -> StoreResult<()> {
     db.exec(
-        "UPDATE inbox SET claimed_at = NULL WHERE recipient = $1 AND message_id = ANY($2)",
-        &[&recipient.as_str(), &ids],
+        "UPDATE inbox SET lease_until = NULL \
+         WHERE recipient = $1 AND message_id = ANY($2) AND push_holder = $3 AND read_at IS NULL",
+        &[&recipient.as_str(), &ids, &holder],
     )
     .await?;
     Ok(())
+}
+
+pub(super) async fn next_lease_end(
+    db: &impl Db,
+    recipient: &Handle,
+    now: Millis,
+) -> StoreResult<Option<Millis>> {
+    Ok(row(
+        db,
+        "SELECT min(lease_until) FROM inbox \
+         WHERE recipient = $1 AND read_at IS NULL AND lease_until > $2",
+        &[&recipient.as_str(), &now],
+    )
+    .await?
+    .map(|row| row.try_get(0))
+    .transpose()?
+    .flatten())
+}
+
+pub(super) async fn confirm_read(
+    db: &impl Db,
+    recipient: &Handle,
+    ids: &[i64],
+    now: Millis,
+) -> StoreResult<Vec<i64>> {
+    let confirmed = db
+        .rows(
+            "UPDATE inbox SET read_at = $3, lease_until = NULL \
+             WHERE recipient = $1 AND message_id = ANY($2) AND read_at IS NULL \
+             RETURNING message_id",
+            &[&recipient.as_str(), &ids, &now],
+        )
+        .await?;
+    ids_of(&confirmed)
+}
+
+pub(super) async fn message(db: &impl Db, id: i64, now: Millis) -> StoreResult<Option<Message>> {
+    db.rows(
+        &format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+             WHERE m.id = $1 AND m.expires_at > $2"
+        ),
+        &[&id, &now],
+    )
+    .await?
+    .first()
+    .map(message_from_row)
+    .transpose()
 }
 
 pub(super) async fn thread(db: &impl Db, thread_id: i64, now: Millis) -> StoreResult<Vec<Message>> {
     let messages = messages_from(
         &db.rows(
             &format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages \
-                 WHERE thread_id = $1 AND expires_at > $2 ORDER BY id"
+                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+                 WHERE m.thread_id = $1 AND m.expires_at > $2 ORDER BY m.id"
             ),
             &[&thread_id, &now],
         )
@@ -226,8 +374,8 @@ pub(super) async fn in_channel(
     messages_from(
         &db.rows(
             &format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages \
-                 WHERE channel = $1 AND id > $2 AND expires_at > $3 ORDER BY id LIMIT $4"
+                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+                 WHERE m.channel = $1 AND m.id > $2 AND m.expires_at > $3 ORDER BY m.id LIMIT $4"
             ),
             &[&channel.as_str(), &since_id, &now, &i64::from(limit)],
         )
@@ -244,8 +392,8 @@ pub(super) async fn recent_in_channel(
     let mut messages = messages_from(
         &db.rows(
             &format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages \
-                 WHERE channel = $1 AND expires_at > $2 ORDER BY id DESC LIMIT $3"
+                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+                 WHERE m.channel = $1 AND m.expires_at > $2 ORDER BY m.id DESC LIMIT $3"
             ),
             &[&channel.as_str(), &now, &i64::from(limit)],
         )
@@ -282,10 +430,10 @@ pub(super) async fn search(
     let rows = db
         .rows(
             &format!(
-                "SELECT {MESSAGE_COLUMNS}, ts_headline('simple', body, q, $5) \
-                 FROM messages, to_tsquery('simple', $1) q \
-                 WHERE words @@ q AND id < $2 AND expires_at > $3 \
-                 ORDER BY id DESC LIMIT $4"
+                "SELECT {MESSAGE_COLUMNS}, ts_headline('simple', m.body, q, $5) \
+                 FROM to_tsquery('simple', $1) q, messages m {INBOX_JOIN} \
+                 WHERE m.words @@ q AND m.id < $2 AND m.expires_at > $3 \
+                 ORDER BY m.id DESC LIMIT $4"
             ),
             &[
                 &query,
@@ -300,7 +448,7 @@ pub(super) async fn search(
         .map(|row| {
             Ok(Found {
                 message: message_from_row(row)?,
-                excerpt: excerpt(row.try_get(10)?),
+                excerpt: excerpt(row.try_get(14)?),
             })
         })
         .collect()

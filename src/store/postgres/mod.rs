@@ -29,7 +29,7 @@ mod writer;
 pub use import::{Copied, import};
 pub use schema::MIGRATIONS;
 
-use super::{NewMessage, StoreError, StoreFuture, StoreResult, StoredSession};
+use super::{NewMessage, Offer, StoreError, StoreFuture, StoreResult, StoredSession};
 use crate::model::{
     Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
     TokenHash,
@@ -433,11 +433,54 @@ impl super::Store for PostgresStore {
         })
     }
 
-    fn unclaim_inbox(&self, recipient: &Handle, ids: Vec<i64>) -> StoreFuture<'_, ()> {
+    fn offer_inbox(
+        &self,
+        recipient: &Handle,
+        offer: Offer,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let recipient = recipient.clone();
+        Box::pin(async move {
+            transaction!(self, |tx| messages::offer_inbox(
+                &tx, &recipient, offer, limit
+            )
+            .await?)
+        })
+    }
+
+    fn release_offers(
+        &self,
+        recipient: &Handle,
+        holder: i64,
+        ids: Vec<i64>,
+    ) -> StoreFuture<'_, ()> {
+        let recipient = recipient.clone();
+        Box::pin(async move {
+            messages::release_offers(&*self.client().await?, &recipient, holder, &ids).await
+        })
+    }
+
+    fn next_lease_end(&self, recipient: &Handle, now: Millis) -> StoreFuture<'_, Option<Millis>> {
         let recipient = recipient.clone();
         Box::pin(
-            async move { messages::unclaim_inbox(&*self.client().await?, &recipient, &ids).await },
+            async move { messages::next_lease_end(&*self.client().await?, &recipient, now).await },
         )
+    }
+
+    fn confirm_read(
+        &self,
+        recipient: &Handle,
+        ids: Vec<i64>,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<i64>> {
+        let recipient = recipient.clone();
+        Box::pin(async move {
+            messages::confirm_read(&*self.client().await?, &recipient, &ids, now).await
+        })
+    }
+
+    fn message(&self, id: i64, now: Millis) -> StoreFuture<'_, Option<Message>> {
+        Box::pin(async move { messages::message(&*self.client().await?, id, now).await })
     }
 
     fn thread(&self, thread_id: i64, now: Millis) -> StoreFuture<'_, Vec<Message>> {

@@ -128,7 +128,21 @@ BEGIN
 END $$;
 CREATE TRIGGER people_sessions_ended AFTER UPDATE OF token_hash, revoked_at ON people
     FOR EACH ROW EXECUTE FUNCTION sessions_ended();
-"#];
+"#,
+    r#"
+-- The delivery ledger (relay/push.rs): a claimed message was read; a push
+-- is a lease (lease_until, push_holder: the stream offered it last), never
+-- a hand-over; a reply answers. Each time is set once.
+ALTER TABLE inbox RENAME COLUMN claimed_at TO read_at;
+ALTER TABLE inbox ADD COLUMN pushed_at bigint;
+ALTER TABLE inbox ADD COLUMN answered_at bigint;
+ALTER TABLE inbox ADD COLUMN lease_until bigint;
+ALTER TABLE inbox ADD COLUMN push_holder bigint;
+ALTER TABLE inbox ADD COLUMN offers integer NOT NULL DEFAULT 0;
+DROP INDEX inbox_unclaimed;
+CREATE INDEX inbox_unread ON inbox(recipient, message_id) WHERE read_at IS NULL;
+"#,
+];
 
 /// Brings the schema up to the last step, under the migration lock, in one
 /// transaction.

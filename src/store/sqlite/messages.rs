@@ -1,24 +1,42 @@
 //! Messages, threads, inboxes and the channel and thread overviews.
 
-use crate::model::{Channel, Handle, Message, Millis};
-use crate::store::{Conversation, NewMessage, RecipientCheck, StoreError, StoreResult};
-use rusqlite::{Connection, params};
+use crate::model::{Channel, Delivery, Handle, Message, Millis};
+use crate::store::{Conversation, NewMessage, Offer, RecipientCheck, StoreError, StoreResult};
+use rusqlite::{Connection, OptionalExtension, params};
 
-pub(super) const MESSAGE_COLUMNS: &str =
-    "id, thread_id, channel, sender, recipient, type, body, reply_to, created_at, expires_at";
+/// A message's columns, with its delivery ledger: select them from
+/// `messages m` [`INBOX_JOIN`].
+pub(super) const MESSAGE_COLUMNS: &str = "m.id, m.thread_id, m.channel, m.sender, m.recipient, \
+     m.type, m.body, m.reply_to, m.created_at, m.expires_at, \
+     i.pushed_at, i.read_at, i.answered_at, i.offers";
+
+/// Joins a message (as `m`) to its recipient's inbox row (as `i`), if any.
+pub(super) const INBOX_JOIN: &str =
+    "LEFT JOIN inbox i ON i.recipient = m.recipient AND i.message_id = m.id";
 
 pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
+    let to: Option<Handle> = row.get(4)?;
+    let delivery = match to {
+        Some(_) => Some(Delivery {
+            pushed_at: row.get(10)?,
+            read_at: row.get(11)?,
+            answered_at: row.get(12)?,
+            offers: row.get::<_, Option<u32>>(13)?.unwrap_or(0),
+        }),
+        None => None,
+    };
     Ok(Message {
         id: row.get(0)?,
         thread_id: row.get(1)?,
         channel: row.get(2)?,
         from: row.get(3)?,
-        to: row.get(4)?,
+        to,
         kind: row.get(5)?,
         body: row.get(6)?,
         reply_to: row.get(7)?,
         created_at: row.get(8)?,
         expires_at: row.get(9)?,
+        delivery,
     })
 }
 
@@ -118,6 +136,7 @@ pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message>
         conn.prepare_cached("INSERT INTO inbox (recipient, message_id) VALUES (?1, ?2)")?
             .execute(params![recipient, id])?;
     }
+    answer(conn, &new, thread_id)?;
     match (&channel, thread_id) {
         (Some(channel), _) => {
             super::summaries::count_in_channel(conn, channel, id, new.created_at)?
@@ -130,6 +149,40 @@ pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message>
     Ok(new.stored(id, thread_id, channel))
 }
 
+/// A reply marks what it answers: in a thread, every message of it to the
+/// replier that their agent was shown or read (one still waiting may have
+/// come a moment before the reply, unseen: it goes on waiting); in a
+/// channel, the message it replies to, if it was to them.
+fn answer(conn: &Connection, new: &NewMessage, thread_id: Option<i64>) -> StoreResult<()> {
+    let now = new.created_at;
+    match (thread_id, new.reply_to, &new.conversation) {
+        (_, _, Conversation::NewThread) => {}
+        (Some(thread_id), _, _) => {
+            conn.prepare_cached(
+                "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
+                 WHERE recipient = ?1 AND answered_at IS NULL \
+                 AND (pushed_at IS NOT NULL OR read_at IS NOT NULL) AND message_id IN \
+                     (SELECT id FROM messages WHERE thread_id = ?2)",
+            )?
+            .execute(params![new.from, thread_id, now])?;
+        }
+        (None, Some(reply_to), _) => {
+            conn.prepare_cached(
+                "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
+                 WHERE recipient = ?1 AND message_id = ?2 AND answered_at IS NULL",
+            )?
+            .execute(params![new.from, reply_to, now])?;
+        }
+        (None, None, _) => {}
+    }
+    Ok(())
+}
+
+/// What an inbox row must be for a claim or an offer to take it: unread,
+/// its message live, and no stream's lease on it running.
+const TAKEABLE: &str = "i.recipient = ?1 AND i.read_at IS NULL AND m.expires_at > ?2 \
+     AND (i.lease_until IS NULL OR i.lease_until <= ?2)";
+
 pub(super) fn claim_inbox(
     conn: &Connection,
     recipient: &Handle,
@@ -139,44 +192,120 @@ pub(super) fn claim_inbox(
     // The writer runs one job at a time, and the UPDATE both finds and marks
     // the rows, so no two claims can return the same message.
     let ids: Vec<i64> = conn
-        .prepare_cached(
-            "UPDATE inbox SET claimed_at = ?2 WHERE recipient = ?1 AND message_id IN ( \
+        .prepare_cached(&format!(
+            "UPDATE inbox SET read_at = ?2, lease_until = NULL \
+             WHERE recipient = ?1 AND message_id IN ( \
                  SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
-                 WHERE i.recipient = ?1 AND i.claimed_at IS NULL AND m.expires_at > ?2 \
-                 ORDER BY i.message_id LIMIT ?3) \
-             RETURNING message_id",
-        )?
+                 WHERE {TAKEABLE} ORDER BY i.message_id LIMIT ?3) \
+             RETURNING message_id"
+        ))?
         .query_map(params![recipient, now, limit], |row| row.get(0))?
         .collect::<Result<_, _>>()?;
+    by_ids(conn, &ids)
+}
+
+pub(super) fn offer_inbox(
+    conn: &Connection,
+    recipient: &Handle,
+    offer: Offer,
+    limit: u32,
+) -> StoreResult<Vec<Message>> {
+    let ids: Vec<i64> = conn
+        .prepare_cached(&format!(
+            "UPDATE inbox SET pushed_at = coalesce(pushed_at, ?2), lease_until = ?4, \
+                 push_holder = ?5, offers = offers + 1 \
+             WHERE recipient = ?1 AND message_id IN ( \
+                 SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
+                 WHERE {TAKEABLE} AND i.push_holder IS NOT ?5 \
+                 ORDER BY i.message_id LIMIT ?3) \
+             RETURNING message_id"
+        ))?
+        .query_map(
+            params![recipient, offer.now, limit, offer.until, offer.holder],
+            |row| row.get(0),
+        )?
+        .collect::<Result<_, _>>()?;
+    by_ids(conn, &ids)
+}
+
+pub(super) fn release_offers(
+    conn: &Connection,
+    recipient: &Handle,
+    holder: i64,
+    ids: &[i64],
+) -> StoreResult<()> {
+    let mut release = conn.prepare_cached(
+        "UPDATE inbox SET lease_until = NULL \
+         WHERE recipient = ?1 AND message_id = ?2 AND push_holder = ?3 AND read_at IS NULL",
+    )?;
+    for id in ids {
+        release.execute(params![recipient, id, holder])?;
+    }
+    Ok(())
+}
+
+pub(super) fn next_lease_end(
+    conn: &Connection,
+    recipient: &Handle,
+    now: Millis,
+) -> StoreResult<Option<Millis>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT min(lease_until) FROM inbox \
+             WHERE recipient = ?1 AND read_at IS NULL AND lease_until > ?2",
+        )?
+        .query_row(params![recipient, now], |row| row.get(0))?)
+}
+
+pub(super) fn confirm_read(
+    conn: &Connection,
+    recipient: &Handle,
+    ids: &[i64],
+    now: Millis,
+) -> StoreResult<Vec<i64>> {
+    let mut confirm = conn.prepare_cached(
+        "UPDATE inbox SET read_at = ?3, lease_until = NULL \
+         WHERE recipient = ?1 AND message_id = ?2 AND read_at IS NULL",
+    )?;
+    let mut confirmed = Vec::new();
+    for &id in ids {
+        if confirm.execute(params![recipient, id, now])? > 0 {
+            confirmed.push(id);
+        }
+    }
+    Ok(confirmed)
+}
+
+/// Messages by id, oldest first, with their ledgers as they are now.
+fn by_ids(conn: &Connection, ids: &[i64]) -> StoreResult<Vec<Message>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
     let mut statement = conn.prepare_cached(&format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN (SELECT value FROM json_each(?1)) \
-         ORDER BY id"
+        "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+         WHERE m.id IN (SELECT value FROM json_each(?1)) ORDER BY m.id"
     ))?;
-    let list = serde_json::to_string(&ids).expect("ids serialize");
+    let list = serde_json::to_string(ids).expect("ids serialize");
     let messages = statement
         .query_map([list], message_from_row)?
         .collect::<Result<_, _>>()?;
     Ok(messages)
 }
 
-pub(super) fn unclaim_inbox(conn: &Connection, recipient: &Handle, ids: &[i64]) -> StoreResult<()> {
-    let mut unclaim = conn.prepare_cached(
-        "UPDATE inbox SET claimed_at = NULL WHERE recipient = ?1 AND message_id = ?2",
-    )?;
-    for id in ids {
-        unclaim.execute(params![recipient, id])?;
-    }
-    Ok(())
+pub(super) fn message(conn: &Connection, id: i64, now: Millis) -> StoreResult<Option<Message>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} WHERE m.id = ?1 AND m.expires_at > ?2"
+        ))?
+        .query_row(params![id, now], message_from_row)
+        .optional()?)
 }
 
 pub(super) fn thread(conn: &Connection, thread_id: i64, now: Millis) -> StoreResult<Vec<Message>> {
     let messages: Vec<Message> = conn
         .prepare_cached(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages \
-             WHERE thread_id = ?1 AND expires_at > ?2 ORDER BY id"
+            "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+             WHERE m.thread_id = ?1 AND m.expires_at > ?2 ORDER BY m.id"
         ))?
         .query_map(params![thread_id, now], message_from_row)?
         .collect::<Result<_, _>>()?;
@@ -197,8 +326,8 @@ pub(super) fn in_channel(
 ) -> StoreResult<Vec<Message>> {
     Ok(conn
         .prepare_cached(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages \
-             WHERE channel = ?1 AND id > ?2 AND expires_at > ?3 ORDER BY id LIMIT ?4"
+            "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+             WHERE m.channel = ?1 AND m.id > ?2 AND m.expires_at > ?3 ORDER BY m.id LIMIT ?4"
         ))?
         .query_map(params![channel, since_id, now, limit], message_from_row)?
         .collect::<Result<_, _>>()?)
@@ -212,8 +341,8 @@ pub(super) fn recent_in_channel(
 ) -> StoreResult<Vec<Message>> {
     let mut messages: Vec<Message> = conn
         .prepare_cached(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages \
-             WHERE channel = ?1 AND expires_at > ?2 ORDER BY id DESC LIMIT ?3"
+            "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+             WHERE m.channel = ?1 AND m.expires_at > ?2 ORDER BY m.id DESC LIMIT ?3"
         ))?
         .query_map(params![channel, now, limit], message_from_row)?
         .collect::<Result<_, _>>()?;

@@ -18,7 +18,7 @@ mod writer;
 pub use copy::{ServingLock, backup, lock_for_serving, restore};
 pub use schema::MIGRATIONS;
 
-use super::{NewMessage, PURGE_BATCH, StoreError, StoreFuture, StoreResult, StoredSession};
+use super::{NewMessage, Offer, PURGE_BATCH, StoreError, StoreFuture, StoreResult, StoredSession};
 use crate::model::{
     Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
     TokenHash,
@@ -260,9 +260,43 @@ impl super::Store for SqliteStore {
         self.write(move |conn| messages::claim_inbox(conn, &recipient, now, limit))
     }
 
-    fn unclaim_inbox(&self, recipient: &Handle, ids: Vec<i64>) -> StoreFuture<'_, ()> {
+    fn offer_inbox(
+        &self,
+        recipient: &Handle,
+        offer: Offer,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Message>> {
         let recipient = recipient.clone();
-        self.write(move |conn| messages::unclaim_inbox(conn, &recipient, &ids))
+        self.write(move |conn| messages::offer_inbox(conn, &recipient, offer, limit))
+    }
+
+    fn release_offers(
+        &self,
+        recipient: &Handle,
+        holder: i64,
+        ids: Vec<i64>,
+    ) -> StoreFuture<'_, ()> {
+        let recipient = recipient.clone();
+        self.write(move |conn| messages::release_offers(conn, &recipient, holder, &ids))
+    }
+
+    fn next_lease_end(&self, recipient: &Handle, now: Millis) -> StoreFuture<'_, Option<Millis>> {
+        let recipient = recipient.clone();
+        self.read(move |conn| messages::next_lease_end(conn, &recipient, now))
+    }
+
+    fn confirm_read(
+        &self,
+        recipient: &Handle,
+        ids: Vec<i64>,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<i64>> {
+        let recipient = recipient.clone();
+        self.write(move |conn| messages::confirm_read(conn, &recipient, &ids, now))
+    }
+
+    fn message(&self, id: i64, now: Millis) -> StoreFuture<'_, Option<Message>> {
+        self.read(move |conn| messages::message(conn, id, now))
     }
 
     fn thread(&self, thread_id: i64, now: Millis) -> StoreFuture<'_, Vec<Message>> {

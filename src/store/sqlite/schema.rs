@@ -276,6 +276,19 @@ CREATE TABLE kept (
     value  BLOB NOT NULL
 ) WITHOUT ROWID;
 "#,
+    r#"
+-- The delivery ledger (relay/push.rs): a claimed message was read; a push
+-- is a lease (lease_until, push_holder: the stream offered it last), never
+-- a hand-over; a reply answers. Each time is set once.
+ALTER TABLE inbox RENAME COLUMN claimed_at TO read_at;
+ALTER TABLE inbox ADD COLUMN pushed_at INTEGER;
+ALTER TABLE inbox ADD COLUMN answered_at INTEGER;
+ALTER TABLE inbox ADD COLUMN lease_until INTEGER;
+ALTER TABLE inbox ADD COLUMN push_holder INTEGER;
+ALTER TABLE inbox ADD COLUMN offers INTEGER NOT NULL DEFAULT 0;
+DROP INDEX inbox_unclaimed;
+CREATE INDEX inbox_unread ON inbox(recipient, message_id) WHERE read_at IS NULL;
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.

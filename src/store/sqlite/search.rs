@@ -1,6 +1,6 @@
 //! Full-text search over message bodies (SQLite's FTS5).
 
-use super::messages::{MESSAGE_COLUMNS, message_from_row};
+use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
 use crate::model::{Found, Millis};
 use crate::store::StoreResult;
 use crate::store::text::{excerpt, words};
@@ -130,11 +130,6 @@ pub(super) fn search(
         )?
         .query_map([before / GENERATION], |row| row.get(0))?
         .collect::<Result<_, _>>()?;
-    let columns: String = MESSAGE_COLUMNS
-        .split(", ")
-        .map(|c| format!("m.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ");
     let mut found = Vec::new();
     for n in generations {
         let wanted = limit as usize - found.len();
@@ -143,8 +138,8 @@ pub(super) fn search(
         }
         let table = generation_table(n);
         let sql = format!(
-            "SELECT {columns}, snippet({table}, 0, char(2), char(3), '…', 24) \
-             FROM {table} f JOIN messages m ON m.id = f.rowid \
+            "SELECT {MESSAGE_COLUMNS}, snippet({table}, 0, char(2), char(3), '…', 24) \
+             FROM {table} f JOIN messages m ON m.id = f.rowid {INBOX_JOIN} \
              WHERE {table} MATCH ?1 AND f.rowid < ?2 AND m.expires_at > ?3 \
              ORDER BY f.rowid DESC LIMIT ?4"
         );
@@ -153,7 +148,7 @@ pub(super) fn search(
             .query_map(params![query, before, now, wanted as i64], |row| {
                 Ok(Found {
                     message: message_from_row(row)?,
-                    excerpt: excerpt(&row.get::<_, String>(10)?),
+                    excerpt: excerpt(&row.get::<_, String>(14)?),
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;
