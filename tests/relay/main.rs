@@ -5,6 +5,7 @@ mod answers;
 mod arrows;
 mod browser;
 mod chrome;
+mod claude;
 mod cli;
 mod connections;
 mod contract;

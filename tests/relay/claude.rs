@@ -1,0 +1,685 @@
+//! The real Claude Code CLI (pinned in `tests/clients/package.json`), run
+//! as a teammate runs it: interactive, in tmux, with a fresh HOME, the
+//! bridge entry `crosstalk add` prints in the project's `.mcp.json` (or the
+//! `crosstalk` plugin from this repository's marketplace), and its default
+//! protocol negotiation. Its model is a fake Anthropic Messages API on
+//! loopback that streams the real event format, records what the model is
+//! sent, and answers a `<channel>` event the way a model would: it finds
+//! crosstalk's `send_message` with Claude Code's tool search (a fresh
+//! session defers MCP tools) and answers in the thread.
+//!
+//! Offline, Claude Code's remote feature flags are absent; the test seeds
+//! what the online flags give (`cachedGrowthBookFeatures` in
+//! `~/.claude.json`: `tengu_harbor`, channels on; `tengu_harbor_ledger`,
+//! the allowlist of channel plugins, naming this repository's plugin). It
+//! also accepts what a new user accepts once: onboarding, the API key, the
+//! folder's trust, the project's MCP server.
+//!
+//! Needs `tmux` and `npm ci --prefix tests/clients` (`.ci/run` does both);
+//! without them it says SKIPPED, except under CI, where it fails.
+//!
+//! Rerun: `npm ci --prefix tests/clients && cargo test --test relay claude`.
+
+use crate::support::{Mcp, TestApp, get, spawn_app};
+use axum::{Json, Router, extract::State, response::IntoResponse, routing::post};
+use serde_json::{Value, json};
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+/// How long Claude Code may take to start, show a screen, or answer.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The pinned CLI, or `None` (after saying SKIPPED) outside CI.
+fn claude_code() -> Option<PathBuf> {
+    let installed = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients/node_modules/@anthropic-ai/claude-code-linux-x64/claude");
+    let tmux = Command::new("tmux").arg("-V").output().is_ok();
+    if installed.exists() && tmux {
+        return Some(installed);
+    }
+    let missing = "Claude Code (npm ci --prefix tests/clients) or tmux is not installed";
+    if std::env::var_os("CI").is_some() {
+        panic!("{missing}: .ci/run installs them");
+    }
+    eprintln!("SKIPPED: {missing}; this test fails under CI");
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes_back() {
+    let Some(claude) = claude_code() else { return };
+    let app = spawn_app().await;
+    let alice_token = app.add_person("alice").await;
+    let bob_token = app.add_person("bob").await;
+    let model = FakeModel::start().await;
+    let mut bob = ClaudeCode::new(&claude, &model, &app, &bob_token, Install::McpJson);
+    bob.start();
+    bob.confirm_development_channels();
+    until_reachable(&app, "bob").await;
+
+    // An idle session, nobody typing: the question reaches the model, and
+    // its answer comes back in the same call (wait_for_reply_seconds).
+    let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
+    let asked = Instant::now();
+    let sent = ask(&alice, "which port does staging use?").await;
+    println!("send -> answer through Claude Code: {:?}", asked.elapsed());
+    let (id, thread_id) = (id_of(&sent, "message_id"), id_of(&sent, "thread_id"));
+    answered_in_thread(&sent["reply"], id, thread_id);
+    let shown = model.channel_turn(id).expect("the model was shown the question");
+    assert!(
+        shown.contains(&format!(
+            "<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
+             message_id=\"{id}\" thread_id=\"{thread_id}\" to=\"bob\" type=\"NOTE\">"
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("which port does staging use?"), "{shown}");
+    assert!(
+        shown.contains("answer with crosstalk's send_message tool"),
+        "the first event says how to answer: {shown}"
+    );
+    assert_eq!(state_of(&app, id, &alice_token).await, "answered");
+
+    // A second question.
+    let sent = ask(&alice, "and which database?").await;
+    answered_in_thread(
+        &sent["reply"],
+        id_of(&sent, "message_id"),
+        id_of(&sent, "thread_id"),
+    );
+
+    // One sent while Claude Code was not running waits, and comes at its
+    // next start.
+    bob.stop();
+    let waited = send(&alice, "sent while you were away").await;
+    bob.start();
+    bob.confirm_development_channels();
+    let answer = reply_in_inbox(&alice).await;
+    answered_in_thread(
+        &answer,
+        id_of(&waited, "message_id"),
+        id_of(&waited, "thread_id"),
+    );
+
+    // A relay restart: the bridge reconnects.
+    let app = app.restart().await;
+    until_reachable(&app, "bob").await;
+    let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
+    let sent = ask(&alice, "after the restart?").await;
+    answered_in_thread(
+        &sent["reply"],
+        id_of(&sent, "message_id"),
+        id_of(&sent, "thread_id"),
+    );
+    bob.stop();
+
+    // Through the plugin, allowlisted: no screen to confirm at all.
+    let mut bob = ClaudeCode::new(&claude, &model, &app, &bob_token, Install::Plugin);
+    bob.start();
+    until_reachable(&app, "bob").await;
+    let sent = ask(&alice, "through the plugin?").await;
+    let id = id_of(&sent, "message_id");
+    answered_in_thread(&sent["reply"], id, id_of(&sent, "thread_id"));
+    let shown = model.channel_turn(id).unwrap();
+    assert!(
+        shown.contains("<channel source=\"plugin:crosstalk:crosstalk\""),
+        "{shown}"
+    );
+    bob.stop();
+}
+
+/// Sends alice's question to bob and waits for his answer in the same call.
+async fn ask(alice: &Mcp, question: &str) -> Value {
+    alice
+        .call(
+            "send_message",
+            json!({ "to": "bob", "body": question, "wait_for_reply_seconds": 50 }),
+        )
+        .await
+        .ok()
+}
+
+async fn send(alice: &Mcp, question: &str) -> Value {
+    alice
+        .call("send_message", json!({ "to": "bob", "body": question }))
+        .await
+        .ok()
+}
+
+/// The next message in alice's inbox, waited for.
+async fn reply_in_inbox(alice: &Mcp) -> Value {
+    let inbox = alice
+        .call("check_inbox", json!({ "timeout_seconds": 50 }))
+        .await
+        .ok();
+    inbox["messages"][0].clone()
+}
+
+fn id_of(value: &Value, field: &str) -> i64 {
+    value[field].as_i64().unwrap_or_else(|| panic!("{field} in {value}"))
+}
+
+/// The fake model answers message `id` with "answer to ID", in its thread.
+fn answered_in_thread(reply: &Value, id: i64, thread_id: i64) {
+    assert_eq!(reply["from"], "bob", "{reply}");
+    assert_eq!(reply["thread_id"], thread_id, "{reply}");
+    assert_eq!(reply["body"], format!("answer to {id}"), "{reply}");
+}
+
+async fn state_of(app: &TestApp, id: i64, token: &str) -> Value {
+    let (_, read) = get(app, &format!("/api/messages/{id}"), token).await;
+    read["message"]["delivery"]["state"].clone()
+}
+
+/// Waits until `handle`'s agent can be pushed to: its bridge proved that
+/// Claude Code listens and opened its stream (which then parks, waking
+/// this to look).
+async fn until_reachable(app: &TestApp, handle: &str) {
+    let relay = app.running.state.relay.clone();
+    let mut parked = relay.parked_waits();
+    tokio::time::timeout(PATIENCE, async {
+        while !relay.reachable().iter().any(|h| h.as_str() == handle) {
+            parked.changed().await.unwrap();
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{handle} never became reachable by push"));
+}
+
+/// How Claude Code is given crosstalk.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Install {
+    /// The project's `.mcp.json`, as `crosstalk add` prints it, and
+    /// `--dangerously-load-development-channels server:crosstalk`.
+    McpJson,
+    /// This repository's marketplace and plugin, and
+    /// `--channels plugin:crosstalk@crosstalk`.
+    Plugin,
+}
+
+/// One person's Claude Code, in its own HOME and project, in tmux.
+struct ClaudeCode {
+    claude: PathBuf,
+    home: tempfile::TempDir,
+    project: PathBuf,
+    /// The tmux server's socket: one per session, never the user's.
+    socket: String,
+    env: Vec<(String, String)>,
+    args: Vec<String>,
+}
+
+/// The key the fake model accepts; approved in `~/.claude.json` by its
+/// last 20 characters.
+const API_KEY: &str = "sk-ant-api03-crosstalk-test-key-not-a-real-one-000000000000-AAAA";
+
+impl ClaudeCode {
+    fn new(
+        claude: &Path,
+        model: &FakeModel,
+        app: &TestApp,
+        token: &str,
+        install: Install,
+    ) -> ClaudeCode {
+        let home = tempfile::tempdir().unwrap();
+        let project = home.path().join("project");
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        let bin_dir = Path::new(env!("CARGO_BIN_EXE_crosstalk")).parent().unwrap();
+        let env = vec![
+            ("PATH".into(), format!("{}:/usr/bin:/bin", bin_dir.display())),
+            ("HOME".into(), home.path().display().to_string()),
+            ("TERM".into(), "xterm-256color".into()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("USER".into(), "root".into()),
+            ("SHELL".into(), "/bin/bash".into()),
+            // Claude Code refuses some things as root outside a sandbox.
+            ("IS_SANDBOX".into(), "1".into()),
+            ("DISABLE_AUTOUPDATER".into(), "1".into()),
+            ("ANTHROPIC_BASE_URL".into(), model.url.clone()),
+            ("ANTHROPIC_API_KEY".into(), API_KEY.into()),
+            ("CROSSTALK_URL".into(), app.url()),
+            ("CROSSTALK_TOKEN".into(), token.into()),
+        ];
+        let key20 = &API_KEY[API_KEY.len() - 20..];
+        let mut features = json!({ "tengu_harbor": true });
+        let (server, args) = match install {
+            Install::McpJson => (
+                "crosstalk",
+                vec![
+                    "--allowedTools".into(),
+                    "mcp__crosstalk__send_message".into(),
+                    "--dangerously-load-development-channels".into(),
+                    "server:crosstalk".into(),
+                ],
+            ),
+            Install::Plugin => {
+                features["tengu_harbor_ledger"] =
+                    json!([{ "marketplace": "crosstalk", "plugin": "crosstalk" }]);
+                (
+                    "plugin:crosstalk:crosstalk",
+                    vec![
+                        "--allowedTools".into(),
+                        "mcp__plugin_crosstalk_crosstalk__send_message".into(),
+                        "--channels".into(),
+                        "plugin:crosstalk@crosstalk".into(),
+                    ],
+                )
+            }
+        };
+        let settings = json!({
+            "hasCompletedOnboarding": true,
+            "lastOnboardingVersion": "2.1.332",
+            "theme": "dark",
+            "customApiKeyResponses": { "approved": [key20], "rejected": [] },
+            "cachedGrowthBookFeatures": features,
+            "projects": { project.display().to_string(): {
+                "hasTrustDialogAccepted": true,
+                "hasCompletedProjectOnboarding": true,
+                "enabledMcpjsonServers": [server],
+            } },
+        });
+        write_json(&home.path().join(".claude.json"), &settings);
+        write_json(
+            &home.path().join(".claude/settings.json"),
+            &json!({ "enableAllProjectMcpServers": true, "enabledMcpjsonServers": [server] }),
+        );
+        let code = ClaudeCode {
+            claude: claude.to_owned(),
+            socket: format!("crosstalk-test-{}", std::process::id()),
+            home,
+            project,
+            env,
+            args,
+        };
+        match install {
+            Install::McpJson => code.write_mcp_json(),
+            Install::Plugin => code.install_plugin(),
+        }
+        code
+    }
+
+    /// The entry `crosstalk add` prints, in the project's `.mcp.json`.
+    fn write_mcp_json(&self) {
+        let entry = json!({ "mcpServers": { "crosstalk": {
+            "command": "crosstalk",
+            "args": ["bridge"],
+            "env": {
+                "CROSSTALK_URL": self.var("CROSSTALK_URL"),
+                "CROSSTALK_TOKEN": "${CROSSTALK_TOKEN}",
+            },
+        } } });
+        write_json(&self.project.join(".mcp.json"), &entry);
+    }
+
+    /// `claude plugin marketplace add` this repository, then `claude
+    /// plugin install crosstalk@crosstalk`.
+    fn install_plugin(&self) {
+        let repository = env!("CARGO_MANIFEST_DIR");
+        for args in [
+            vec!["plugin", "marketplace", "add", repository],
+            vec!["plugin", "install", "crosstalk@crosstalk"],
+        ] {
+            let done = Command::new(&self.claude)
+                .args(&args)
+                .env_clear()
+                .envs(self.env.iter().cloned())
+                .current_dir(&self.project)
+                .output()
+                .unwrap();
+            assert!(
+                done.status.success(),
+                "claude {}: {}{}",
+                args.join(" "),
+                String::from_utf8_lossy(&done.stdout),
+                String::from_utf8_lossy(&done.stderr)
+            );
+        }
+    }
+
+    fn var(&self, name: &str) -> String {
+        self.env.iter().find(|(n, _)| n == name).unwrap().1.clone()
+    }
+
+    fn tmux(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    /// Starts Claude Code in a detached tmux session, as a person would in
+    /// a terminal (its debug log beside the HOME).
+    fn start(&mut self) {
+        let mut line = vec![shell_quote(&self.claude.display().to_string())];
+        line.push("--debug-file".into());
+        line.push(shell_quote(
+            &self.home.path().join("debug.log").display().to_string(),
+        ));
+        line.extend(self.args.iter().map(|a| shell_quote(a)));
+        let env: Vec<String> = self
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k}={}", shell_quote(v)))
+            .collect();
+        let script = format!(
+            "cd {} && exec env -i {} {}",
+            shell_quote(&self.project.display().to_string()),
+            env.join(" "),
+            line.join(" ")
+        );
+        let started = self.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "claude",
+            "-x",
+            "200",
+            "-y",
+            "50",
+            &script,
+        ]);
+        assert!(started.status.success(), "{started:?}");
+    }
+
+    /// The screen as a person sees it now.
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "claude"]).stdout)
+            .into_owned()
+    }
+
+    /// Waits until the screen shows `text` (a terminal has no event to
+    /// wait on: its screen is read every 100 ms).
+    fn until_screen(&self, text: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        while !self.screen().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "the screen never showed {text:?}:\n{}\n{}",
+                self.screen(),
+                self.debug_log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The development channels warning: its default, "I am using this for
+    /// local development", with Enter (pressed again while the screen
+    /// stays: one pressed as it paints can be lost).
+    fn confirm_development_channels(&self) {
+        const WARNING: &str = "I am using this for local development";
+        self.until_screen(WARNING);
+        let deadline = Instant::now() + PATIENCE;
+        while self.screen().contains(WARNING) {
+            assert!(Instant::now() < deadline, "{}", self.screen());
+            self.tmux(&["send-keys", "-t", "claude", "Enter"]);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    fn debug_log(&self) -> String {
+        std::fs::read_to_string(self.home.path().join("debug.log")).unwrap_or_default()
+    }
+
+    /// Ends Claude Code (its bridge ends with it).
+    fn stop(&mut self) {
+        self.tmux(&["kill-server"]);
+    }
+}
+
+impl Drop for ClaudeCode {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn write_json(path: &Path, value: &Value) {
+    std::fs::write(path, serde_json::to_vec_pretty(value).unwrap()).unwrap();
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "'\\''"))
+}
+
+/// A fake Anthropic Messages API: what the model is sent, and a model that
+/// answers channel events.
+struct FakeModel {
+    url: String,
+    /// Every request to `/v1/messages`, as sent.
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl FakeModel {
+    async fn start() -> FakeModel {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let app = Router::new()
+            .route("/v1/messages", post(messages))
+            .route(
+                "/v1/messages/count_tokens",
+                post(|| async { Json(json!({ "input_tokens": 1000 })) }),
+            )
+            .with_state(requests.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        FakeModel { url, requests }
+    }
+
+    /// The text of the first turn the model was shown that carries message
+    /// `id` as a channel event.
+    fn channel_turn(&self, id: i64) -> Option<String> {
+        let marker = format!("message_id=\"{id}\"");
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|request| latest_user_text(request))
+            .find(|text| text.contains("<channel source=") && text.contains(&marker))
+    }
+}
+
+async fn messages(
+    State(requests): State<Arc<Mutex<Vec<Value>>>>,
+    Json(request): Json<Value>,
+) -> impl IntoResponse {
+    requests.lock().unwrap().push(request.clone());
+    let answer = decide(&request);
+    let stream = request["stream"].as_bool().unwrap_or(false);
+    let message = assistant_message(&request, answer);
+    if !stream {
+        return Json(message).into_response();
+    }
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+        events(&message),
+    )
+        .into_response()
+}
+
+/// What the fake model says.
+enum Answer {
+    Text(String),
+    Tool(String, Value),
+}
+
+/// A model that answers the newest channel event in its turn: it loads
+/// crosstalk's `send_message` with the tool search when the tool is
+/// deferred, then answers in the event's thread; and says little else.
+fn decide(request: &Value) -> Answer {
+    let tools: Vec<&str> = request["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    if tools.is_empty() {
+        // A side request: a title, a summary, a permission classifier.
+        return Answer::Text("<block>no".into());
+    }
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let Some(latest) = messages.iter().rev().find(|m| m["role"] == "user") else {
+        return Answer::Text("OK.".into());
+    };
+    // The result of one of its own tool calls.
+    if let Some(result) = latest["content"]
+        .as_array()
+        .and_then(|blocks| blocks.iter().find(|b| b["type"] == "tool_result"))
+    {
+        let called = messages
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .find(|b| b["type"] == "tool_use" && b["id"] == result["tool_use_id"]);
+        let name = called.and_then(|c| c["name"].as_str()).unwrap_or_default();
+        if name == "ToolSearch" {
+            let event = messages
+                .iter()
+                .rev()
+                .filter(|m| m["role"] == "user")
+                .filter_map(|m| latest_text(m).and_then(|t| newest_channel(&t)))
+                .next();
+            if let Some((source, attributes)) = event {
+                return answer_event(&source, &attributes, &tools);
+            }
+        }
+        return Answer::Text("Sent.".into());
+    }
+    match latest_text(latest).and_then(|text| newest_channel(&text)) {
+        Some((source, attributes)) => answer_event(&source, &attributes, &tools),
+        None => Answer::Text("OK.".into()),
+    }
+}
+
+/// `send_message` in the event's thread, or the tool search for it.
+fn answer_event(source: &str, attributes: &[(String, String)], tools: &[&str]) -> Answer {
+    let get = |name: &str| {
+        attributes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let server: String = source
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .collect();
+    let tool = format!("mcp__{server}__send_message");
+    if !tools.contains(&tool.as_str()) {
+        return Answer::Tool(
+            "ToolSearch".into(),
+            json!({ "query": format!("select:{tool}"), "max_results": 5 }),
+        );
+    }
+    let thread_id: i64 = get("thread_id").parse().unwrap_or_default();
+    Answer::Tool(
+        tool,
+        json!({
+            "to": get("from"),
+            "thread_id": thread_id,
+            "body": format!("answer to {}", get("message_id")),
+        }),
+    )
+}
+
+/// The text of a user turn: its text blocks and tool results.
+fn latest_text(message: &Value) -> Option<String> {
+    match &message["content"] {
+        Value::String(text) => Some(text.clone()),
+        Value::Array(blocks) => Some(
+            blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
+    }
+}
+
+fn latest_user_text(request: &Value) -> Option<String> {
+    request["messages"]
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(latest_text)
+}
+
+/// The source and attributes of the last `<channel …>` tag in `text`.
+fn newest_channel(text: &str) -> Option<(String, Vec<(String, String)>)> {
+    let tag = regex::Regex::new(r#"<channel ([^>]*)>"#).unwrap();
+    let attribute = regex::Regex::new(r#"(\w+)="([^"]*)""#).unwrap();
+    let last = tag.captures_iter(text).last()?;
+    let attributes: Vec<(String, String)> = attribute
+        .captures_iter(&last[1])
+        .map(|a| (a[1].to_owned(), a[2].to_owned()))
+        .collect();
+    let source = attributes.iter().find(|(n, _)| n == "source")?.1.clone();
+    Some((source, attributes))
+}
+
+fn assistant_message(request: &Value, answer: Answer) -> Value {
+    let (content, stop) = match answer {
+        Answer::Text(text) => (json!([{ "type": "text", "text": text }]), "end_turn"),
+        Answer::Tool(name, input) => (
+            json!([{ "type": "tool_use", "id": format!("toolu_{}", unique()), "name": name, "input": input }]),
+            "tool_use",
+        ),
+    };
+    json!({
+        "id": format!("msg_{}", unique()),
+        "type": "message",
+        "role": "assistant",
+        "model": request["model"],
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": null,
+        "usage": { "input_tokens": 10, "output_tokens": 5,
+                   "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0 },
+    })
+}
+
+fn unique() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("{:024}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The message as the Messages API streams it.
+fn events(message: &Value) -> String {
+    let mut out = String::new();
+    let mut event = |name: &str, data: Value| {
+        out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+    };
+    let mut start = message.clone();
+    start["content"] = json!([]);
+    start["stop_reason"] = Value::Null;
+    event(
+        "message_start",
+        json!({ "type": "message_start", "message": start }),
+    );
+    for (index, block) in message["content"].as_array().unwrap().iter().enumerate() {
+        match block["type"].as_str() {
+            Some("text") => {
+                event("content_block_start", json!({ "type": "content_block_start", "index": index, "content_block": { "type": "text", "text": "" } }));
+                event("content_block_delta", json!({ "type": "content_block_delta", "index": index, "delta": { "type": "text_delta", "text": block["text"] } }));
+            }
+            _ => {
+                event("content_block_start", json!({ "type": "content_block_start", "index": index, "content_block": { "type": "tool_use", "id": block["id"], "name": block["name"], "input": {} } }));
+                event("content_block_delta", json!({ "type": "content_block_delta", "index": index, "delta": { "type": "input_json_delta", "partial_json": block["input"].to_string() } }));
+            }
+        }
+        event(
+            "content_block_stop",
+            json!({ "type": "content_block_stop", "index": index }),
+        );
+    }
+    event(
+        "message_delta",
+        json!({ "type": "message_delta", "delta": { "stop_reason": message["stop_reason"], "stop_sequence": null }, "usage": { "output_tokens": 5 } }),
+    );
+    event("message_stop", json!({ "type": "message_stop" }));
+    out
+}
