@@ -205,7 +205,11 @@ impl Bridge {
             // Channel names need no escaping: letters, digits, '.', '_', '-'.
             let url = match channels.is_empty() {
                 true => format!("{}/api/inbox/stream", self.url),
-                false => format!("{}/api/inbox/stream?follow={}", self.url, channels.join(",")),
+                false => format!(
+                    "{}/api/inbox/stream?follow={}",
+                    self.url,
+                    channels.join(",")
+                ),
             };
             let opened = http.get(url).bearer_auth(&self.token).send().await;
             match opened.and_then(reqwest::Response::error_for_status) {
@@ -281,7 +285,11 @@ struct Pushed {
 
 /// Passes each message of an open inbox stream to `client` as a channel
 /// notification, each once; false once `client` cannot be written to.
-async fn deliver(response: reqwest::Response, client: &Peer<RoleServer>, shown: &mut Shown) -> bool {
+async fn deliver(
+    response: reqwest::Response,
+    client: &Peer<RoleServer>,
+    shown: &mut Shown,
+) -> bool {
     let mut events = SseStream::from_bytes_stream(response.bytes_stream());
     while let Some(Ok(event)) = events.next().await {
         let pushed = match (event.event.as_deref(), event.data) {

@@ -137,7 +137,10 @@ async fn send_message(
         .relay
         .ask(&caller, args.into(), std::future::pending())
         .await?;
-    Ok((StatusCode::CREATED, Json(wire::Sent::new(&sent, reply.as_ref()))))
+    Ok((
+        StatusCode::CREATED,
+        Json(wire::Sent::new(&sent, reply.as_ref())),
+    ))
 }
 
 async fn check_inbox(

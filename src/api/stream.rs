@@ -86,7 +86,9 @@ pub async fn inbox_stream(
     let feed = state
         .relay
         .inbox_feed(&caller, query.sender.as_deref(), &follows)?;
-    Ok(sse(feed.filter_map(|push| std::future::ready(pushed(&push)))))
+    Ok(sse(
+        feed.filter_map(|push| std::future::ready(pushed(&push)))
+    ))
 }
 
 /// On reconnect, `Last-Event-ID` is newer than the `since_id` of the URL.

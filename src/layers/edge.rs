@@ -125,10 +125,8 @@ pub async fn read_body_in_time(
                 .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
             if says_json && let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
             {
-                return ApiError::bad_request(format!(
-                    "the body is not valid JSON: {error}"
-                ))
-                .into_response();
+                return ApiError::bad_request(format!("the body is not valid JSON: {error}"))
+                    .into_response();
             }
             next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
                 .await

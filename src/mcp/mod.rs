@@ -7,18 +7,17 @@
 
 mod schema;
 
+use crate::protocol::{HeldSession, INSTRUCTIONS, capabilities, wants_pushes};
 use crate::relay::{Caller, Relay, RelayError};
 use crate::state::AppState;
-use crate::protocol::{HeldSession, INSTRUCTIONS, capabilities, wants_pushes};
 use crate::wire::{self, ApiError, args};
 use rmcp::{
-    ErrorData, Json, ServerHandler,
+    ErrorData, Json, RoleServer, ServerHandler,
     handler::server::{
         common::{AsRequestContext, FromContextPart},
         router::tool::ToolRouter,
         tool::ToolCallContext,
     },
-    RoleServer,
     model::{
         ContentBlock, DiscoverRequestMethod, DiscoverResult, Implementation, IntoContents,
         ListToolsResult, PaginatedRequestParams, ServerConfig,
@@ -378,7 +377,10 @@ impl ServerHandler for RelayTools {
     /// Refused to a client that asked for pushes: one that discovers
     /// settles on 2026-07-28, which has no path for channel events (Claude
     /// Code then skips them); refused, it falls back to `initialize`.
-    async fn discover(&self, context: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
         if asks_for_pushes(&context) {
             return Err(ErrorData::method_not_found::<DiscoverRequestMethod>());
         }

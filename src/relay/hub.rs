@@ -46,7 +46,9 @@ impl<T: Clone> Hub<T> {
     /// Whether anyone listens to `topic` now.
     pub fn has_subscribers(&self, topic: &str) -> bool {
         let topics = self.topics.lock().expect("hub lock");
-        topics.get(topic).is_some_and(|sender| sender.receiver_count() > 0)
+        topics
+            .get(topic)
+            .is_some_and(|sender| sender.receiver_count() > 0)
     }
 
     /// Wakes everyone subscribed to `topic`; a topic nobody listens to is dropped.

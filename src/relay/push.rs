@@ -37,8 +37,8 @@
 //! verified the caller holds, and an inbox stream's by its own number, so
 //! nobody can name another's.
 
-use super::{Caller, Identity, MAX_WAIT, Relay, RelayError, RelayResult, WaitSlot};
 use super::send::parse_channel;
+use super::{Caller, Identity, MAX_WAIT, Relay, RelayError, RelayResult, WaitSlot};
 use crate::model::{Channel, Handle, Message, Millis, now_millis};
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -82,7 +82,7 @@ const LISTS_TO_PROVE: u32 = 2;
 pub enum Push {
     /// A message of the person's inbox, offered to this stream: leased to
     /// it, not handed over (see the module's notes).
-    Inbox(Message),
+    Inbox(Box<Message>),
     /// A new post in a channel the session follows: a copy, not leased.
     Followed(Arc<Message>),
     /// A request that the client prove it can show pushes (see the
@@ -209,13 +209,7 @@ impl Relay {
             return Err(too_many_follows());
         }
         let slot = self.hold_slot(caller)?;
-        Ok(self.open_feed(
-            caller,
-            Some(me),
-            None,
-            Some(follows),
-            Some(slot),
-        ))
+        Ok(self.open_feed(caller, Some(me), None, Some(follows), Some(slot)))
     }
 
     /// A stream of `session`'s follows, or (without one) of its `own`.
@@ -263,7 +257,9 @@ impl Relay {
                 () = task_stop.cancelled() => return,
             }
             if let Some(me) = me {
-                relay.offer_for(caller, me, holder, offered_tx, task_stop).await;
+                relay
+                    .offer_for(caller, me, holder, offered_tx, task_stop)
+                    .await;
             }
         });
         PushFeed {
@@ -302,7 +298,14 @@ impl Relay {
             // Never cut off mid-offer (this is its own task): what an offer
             // takes is queued or given back. Only the wait ends at `stop`.
             let offered = self
-                .offer_waiting(&caller, &me, holder, OFFER_BATCH, MAX_WAIT, stop.cancelled())
+                .offer_waiting(
+                    &caller,
+                    &me,
+                    holder,
+                    OFFER_BATCH,
+                    MAX_WAIT,
+                    stop.cancelled(),
+                )
                 .await;
             let Ok(offered) = offered else {
                 return; // revoked: its sessions are being ended
@@ -352,7 +355,9 @@ impl Relay {
         {
             stream.lists += 1;
             if stream.lists >= LISTS_TO_PROVE {
-                stream.ready.send_if_modified(|ready| !std::mem::replace(ready, true));
+                stream
+                    .ready
+                    .send_if_modified(|ready| !std::mem::replace(ready, true));
             }
         }
     }
@@ -485,7 +490,7 @@ impl futures::Stream for PushFeed {
                     }
                     self.leased.retain(|&(_, until)| until > now);
                     self.leased.push_back((message.id, until));
-                    return Poll::Ready(Some(Push::Inbox(message)));
+                    return Poll::Ready(Some(Push::Inbox(Box::new(message))));
                 }
                 // The offering ended: the relay stops, or the token was revoked.
                 Poll::Ready(None) if self.person.is_some() => return Poll::Ready(None),

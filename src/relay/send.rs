@@ -174,7 +174,10 @@ impl Relay {
         let answered: Vec<Message> = thread
             .into_iter()
             .filter(|m| m.to.as_ref() == Some(&reply.from))
-            .filter(|m| m.delivery.is_some_and(|d| d.answered_at == Some(reply.created_at)))
+            .filter(|m| {
+                m.delivery
+                    .is_some_and(|d| d.answered_at == Some(reply.created_at))
+            })
             .collect();
         self.delivery_changed(&answered);
     }

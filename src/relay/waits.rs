@@ -182,7 +182,11 @@ impl Relay {
     }
 
     /// A slot for a call that may wait; a call that will not wait needs none.
-    pub(super) fn wait_slot(&self, caller: &Caller, timeout: Duration) -> RelayResult<Option<WaitSlot>> {
+    pub(super) fn wait_slot(
+        &self,
+        caller: &Caller,
+        timeout: Duration,
+    ) -> RelayResult<Option<WaitSlot>> {
         if timeout.is_zero() {
             return Ok(None);
         }

@@ -21,8 +21,8 @@ mod summary;
 mod text;
 
 use crate::model::{
-    Channel, ChannelSummary, Delivery, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
-    TokenHash,
+    Channel, ChannelSummary, Delivery, Found, Handle, Message, Millis, Person, Presence,
+    ThreadSummary, TokenHash,
 };
 use std::{future::Future, pin::Pin};
 

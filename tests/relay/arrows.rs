@@ -24,7 +24,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("relay", &["model", "store"]),
     ("config", &["model", "relay", "host"]),
     ("wire", &["model", "relay", "protocol"]),
-    ("layers", &["model", "relay", "wire", "config", "host", "protocol"]),
+    (
+        "layers",
+        &["model", "relay", "wire", "config", "host", "protocol"],
+    ),
     ("state", &["relay", "config", "layers"]),
     // The edges: never the store, the app or the server.
     ("mcp", &["model", "relay", "state", "wire", "protocol"]),

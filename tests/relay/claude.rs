@@ -69,7 +69,9 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     println!("send -> answer through Claude Code: {:?}", asked.elapsed());
     let (id, thread_id) = (id_of(&sent, "message_id"), id_of(&sent, "thread_id"));
     answered_in_thread(&sent["reply"], id, thread_id);
-    let shown = model.channel_turn(id).expect("the model was shown the question");
+    let shown = model
+        .channel_turn(id)
+        .expect("the model was shown the question");
     assert!(
         shown.contains(&format!(
             "<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
@@ -160,7 +162,9 @@ async fn reply_in_inbox(alice: &Mcp) -> Value {
 }
 
 fn id_of(value: &Value, field: &str) -> i64 {
-    value[field].as_i64().unwrap_or_else(|| panic!("{field} in {value}"))
+    value[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{field} in {value}"))
 }
 
 /// The fake model answers message `id` with "answer to ID", in its thread.
@@ -206,7 +210,8 @@ struct ClaudeCode {
     claude: PathBuf,
     home: tempfile::TempDir,
     project: PathBuf,
-    /// The tmux server's socket: one per session, never the user's.
+    /// The tmux server's socket: a new one for each start (a server that
+    /// was just killed may still hold the old one), never the user's.
     socket: String,
     env: Vec<(String, String)>,
     args: Vec<String>,
@@ -230,7 +235,10 @@ impl ClaudeCode {
         std::fs::create_dir_all(&project).unwrap();
         let bin_dir = Path::new(env!("CARGO_BIN_EXE_crosstalk")).parent().unwrap();
         let env = vec![
-            ("PATH".into(), format!("{}:/usr/bin:/bin", bin_dir.display())),
+            (
+                "PATH".into(),
+                format!("{}:/usr/bin:/bin", bin_dir.display()),
+            ),
             ("HOME".into(), home.path().display().to_string()),
             ("TERM".into(), "xterm-256color".into()),
             ("LANG".into(), "C.UTF-8".into()),
@@ -289,7 +297,7 @@ impl ClaudeCode {
         );
         let code = ClaudeCode {
             claude: claude.to_owned(),
-            socket: format!("crosstalk-test-{}", std::process::id()),
+            socket: String::new(),
             home,
             project,
             env,
@@ -355,6 +363,10 @@ impl ClaudeCode {
     /// Starts Claude Code in a detached tmux session, as a person would in
     /// a terminal (its debug log beside the HOME).
     fn start(&mut self) {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static STARTS: AtomicU64 = AtomicU64::new(0);
+        let n = STARTS.fetch_add(1, Ordering::Relaxed);
+        self.socket = format!("crosstalk-test-{}-{n}", std::process::id());
         let mut line = vec![shell_quote(&self.claude.display().to_string())];
         line.push("--debug-file".into());
         line.push(shell_quote(
@@ -427,7 +439,9 @@ impl ClaudeCode {
 
     /// Ends Claude Code (its bridge ends with it).
     fn stop(&mut self) {
-        self.tmux(&["kill-server"]);
+        if !self.socket.is_empty() {
+            self.tmux(&["kill-server"]);
+        }
     }
 }
 
@@ -477,7 +491,7 @@ impl FakeModel {
             .lock()
             .unwrap()
             .iter()
-            .filter_map(|request| latest_user_text(request))
+            .filter_map(latest_user_text)
             .find(|text| text.contains("<channel source=") && text.contains(&marker))
     }
 }
@@ -563,7 +577,13 @@ fn answer_event(source: &str, attributes: &[(String, String)], tools: &[&str]) -
     };
     let server: String = source
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let tool = format!("mcp__{server}__send_message");
     if !tools.contains(&tool.as_str()) {
@@ -663,12 +683,24 @@ fn events(message: &Value) -> String {
     for (index, block) in message["content"].as_array().unwrap().iter().enumerate() {
         match block["type"].as_str() {
             Some("text") => {
-                event("content_block_start", json!({ "type": "content_block_start", "index": index, "content_block": { "type": "text", "text": "" } }));
-                event("content_block_delta", json!({ "type": "content_block_delta", "index": index, "delta": { "type": "text_delta", "text": block["text"] } }));
+                event(
+                    "content_block_start",
+                    json!({ "type": "content_block_start", "index": index, "content_block": { "type": "text", "text": "" } }),
+                );
+                event(
+                    "content_block_delta",
+                    json!({ "type": "content_block_delta", "index": index, "delta": { "type": "text_delta", "text": block["text"] } }),
+                );
             }
             _ => {
-                event("content_block_start", json!({ "type": "content_block_start", "index": index, "content_block": { "type": "tool_use", "id": block["id"], "name": block["name"], "input": {} } }));
-                event("content_block_delta", json!({ "type": "content_block_delta", "index": index, "delta": { "type": "input_json_delta", "partial_json": block["input"].to_string() } }));
+                event(
+                    "content_block_start",
+                    json!({ "type": "content_block_start", "index": index, "content_block": { "type": "tool_use", "id": block["id"], "name": block["name"], "input": {} } }),
+                );
+                event(
+                    "content_block_delta",
+                    json!({ "type": "content_block_delta", "index": index, "delta": { "type": "input_json_delta", "partial_json": block["input"].to_string() } }),
+                );
             }
         }
         event(

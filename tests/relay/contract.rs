@@ -5,8 +5,7 @@
 use crate::postgres::fresh_database;
 use crosstalk::model::{Channel, DeliveryState, Handle, Millis, Token, now_millis};
 use crosstalk::store::{
-    Conversation, NewMessage, Offer, PostgresStore, RecipientCheck, SqliteStore, Store,
-    StoreError,
+    Conversation, NewMessage, Offer, PostgresStore, RecipientCheck, SqliteStore, Store, StoreError,
 };
 use std::any::Any;
 use std::collections::BTreeSet;
@@ -454,7 +453,12 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
         .unwrap();
     let thread = first.thread_id.unwrap();
     let second = store
-        .insert_message(message(Conversation::Thread(thread), "alice", Some("bob"), "q2"))
+        .insert_message(message(
+            Conversation::Thread(thread),
+            "alice",
+            Some("bob"),
+            "q2",
+        ))
         .await
         .unwrap();
     let state = |id: i64| {
@@ -485,15 +489,28 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
         Some(now + 10_000)
     );
     // Released by its stream: claimable at once; another's release is nothing.
-    store.release_offers(&bob, 1, vec![second.id]).await.unwrap();
+    store
+        .release_offers(&bob, 1, vec![second.id])
+        .await
+        .unwrap();
     assert!(store.claim_inbox(&bob, now, 10).await.unwrap().is_empty());
     store.release_offers(&bob, 1, vec![first.id]).await.unwrap();
     // Never twice in a row to the same stream; to another, as a re-offer.
-    assert!(store.offer_inbox(&bob, lease(1, now), 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .offer_inbox(&bob, lease(1, now), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let again = store.offer_inbox(&bob, lease(3, now), 10).await.unwrap();
     assert_eq!(ids(&again), [first.id]);
     assert_eq!(again[0].delivery.unwrap().offers, 2);
-    assert_eq!(again[0].delivery.unwrap().pushed_at, Some(now), "the first push");
+    assert_eq!(
+        again[0].delivery.unwrap().pushed_at,
+        Some(now),
+        "the first push"
+    );
     // Once a lease ends, anyone may take it.
     let later = now + 10_001;
     assert_eq!(store.next_lease_end(&bob, later).await.unwrap(), None);
@@ -501,13 +518,30 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
     assert_eq!(ids(&claimed), [first.id, second.id]);
     assert_eq!(claimed[0].delivery.unwrap().read_at, Some(later));
     assert_eq!(state(second.id).await.0, DeliveryState::Read);
-    assert!(store.offer_inbox(&bob, lease(4, later), 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .offer_inbox(&bob, lease(4, later), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // A confirmation marks only what was unread, and only the reader's.
     let third = store
-        .insert_message(message(Conversation::Thread(thread), "alice", Some("bob"), "q3"))
+        .insert_message(message(
+            Conversation::Thread(thread),
+            "alice",
+            Some("bob"),
+            "q3",
+        ))
         .await
         .unwrap();
-    assert!(store.confirm_read(&handle("carol"), vec![third.id], later).await.unwrap().is_empty());
+    assert!(
+        store
+            .confirm_read(&handle("carol"), vec![third.id], later)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let confirmed = store
         .confirm_read(&bob, vec![first.id, third.id], later)
         .await
@@ -516,11 +550,21 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
     // A reply in the thread answers what it holds for the replier that
     // was shown or read; one still waiting (unseen) goes on waiting.
     let unseen = store
-        .insert_message(message(Conversation::Thread(thread), "alice", Some("bob"), "q4"))
+        .insert_message(message(
+            Conversation::Thread(thread),
+            "alice",
+            Some("bob"),
+            "q4",
+        ))
         .await
         .unwrap();
     let reply = store
-        .insert_message(message(Conversation::Thread(thread), "bob", Some("alice"), "a"))
+        .insert_message(message(
+            Conversation::Thread(thread),
+            "bob",
+            Some("alice"),
+            "a",
+        ))
         .await
         .unwrap();
     for id in [first.id, second.id, third.id] {
@@ -532,7 +576,11 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
         );
     }
     assert_eq!(state(unseen.id).await, (DeliveryState::Waiting, 0));
-    assert_eq!(state(reply.id).await, (DeliveryState::Waiting, 0), "the reply waits for alice");
+    assert_eq!(
+        state(reply.id).await,
+        (DeliveryState::Waiting, 0),
+        "the reply waits for alice"
+    );
     // In a channel, a reply answers only what it replies to.
     let asked = store
         .insert_message(message(channel("ops"), "alice", Some("bob"), "c1"))
@@ -556,10 +604,19 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(
-        posts.iter().map(|m| m.delivery.is_some()).collect::<Vec<_>>(),
+        posts
+            .iter()
+            .map(|m| m.delivery.is_some())
+            .collect::<Vec<_>>(),
         [true, true, false]
     );
-    assert!(store.message(i64::MAX, now_millis()).await.unwrap().is_none());
+    assert!(
+        store
+            .message(i64::MAX, now_millis())
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 fn ids(messages: &[crosstalk::model::Message]) -> Vec<i64> {

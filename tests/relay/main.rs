@@ -10,6 +10,7 @@ mod cli;
 mod connections;
 mod contract;
 mod conversation;
+mod delivery;
 mod hardening;
 mod identity;
 mod inbox;

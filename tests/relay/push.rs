@@ -26,20 +26,6 @@ async fn listening(app: &TestApp, token: &str) -> (Mcp, UnboundedReceiver<Value>
     listening
 }
 
-/// Waits until `n` push streams are open (each parks its claim when it
-/// opens, which wakes this to look again).
-async fn until_push_streams(app: &TestApp, n: usize) {
-    let relay = app.running.state.relay.clone();
-    let mut parked = relay.parked_waits();
-    tokio::time::timeout(PATIENCE, async {
-        while relay.push_streams() < n {
-            parked.changed().await.unwrap();
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("{n} push streams did not open"));
-}
-
 /// A direct message from `agent`; what `send_message` answered.
 async fn send(agent: &Mcp, to: &str, body: impl Into<String>) -> Value {
     let body = body.into();
@@ -180,7 +166,8 @@ async fn a_message_is_pushed_to_a_listening_session_and_leased_to_it() {
 }
 
 #[tokio::test]
-async fn of_two_listening_sessions_of_one_person_one_gets_each_message_and_the_other_what_the_first_left() {
+async fn of_two_listening_sessions_of_one_person_one_gets_each_message_and_the_other_what_the_first_left()
+ {
     let app = spawn_app().await;
     let alice = app.mcp(&app.add_person("alice").await).await;
     let bob_token = app.add_person("bob").await;
@@ -235,7 +222,10 @@ async fn of_two_listening_sessions_of_one_person_one_gets_each_message_and_the_o
     assert_eq!(again, firsts);
     second.close().await.unwrap();
     assert!(first_pushes.recv().await.is_none());
-    assert!(second_pushes.recv().await.is_none(), "nothing came a third time");
+    assert!(
+        second_pushes.recv().await.is_none(),
+        "nothing came a third time"
+    );
     // Never read, and still there for bob's next agent.
     assert_eq!(
         app.count("SELECT count(*) FROM inbox WHERE read_at IS NULL"),
@@ -269,7 +259,10 @@ async fn with_no_stream_open_a_message_waits_and_is_pushed_when_one_opens() {
     // A listening session opens: what waited comes, oldest first.
     let (_bob, mut pushes) = Mcp::listening(&app.url(), &bob_token).await.unwrap();
     for n in 0..3 {
-        assert_eq!(body_of(&next_push(&mut pushes).await), format!("waiting {n}"));
+        assert_eq!(
+            body_of(&next_push(&mut pushes).await),
+            format!("waiting {n}")
+        );
     }
     assert_eq!(
         plain.call("check_inbox", json!({})).await.ok()["messages"],
@@ -325,7 +318,10 @@ async fn what_a_stream_was_offered_and_nobody_confirmed_goes_back_when_it_ends()
             .await
             .ok();
         let messages = inbox["messages"].as_array().unwrap();
-        assert!(!messages.is_empty(), "the unconfirmed came back: {claimed:?}");
+        assert!(
+            !messages.is_empty(),
+            "the unconfirmed came back: {claimed:?}"
+        );
         claimed.extend(messages.iter().map(|m| m["id"].as_i64().unwrap()));
     }
     claimed.sort();
@@ -552,7 +548,10 @@ async fn the_bridge_forwards_tools_and_pushes_the_inbox_across_a_relay_restart()
         .unwrap();
     assert_eq!(followed.structured_content.unwrap()["following"], true);
     let refused = bridge
-        .call_tool(call("follow_channel", json!({ "channel": "not a channel!" })))
+        .call_tool(call(
+            "follow_channel",
+            json!({ "channel": "not a channel!" }),
+        ))
         .await
         .unwrap();
     assert_eq!(refused.is_error, Some(true));

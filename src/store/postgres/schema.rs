@@ -12,7 +12,8 @@ use crate::store::{StoreError, StoreResult};
 use deadpool_postgres::Client;
 
 /// The schema, one step per version; a step never changes once released.
-pub const MIGRATIONS: &[&str] = &[r#"
+pub const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE people (
     id          bigserial PRIMARY KEY,
     handle      text NOT NULL UNIQUE,
