@@ -341,8 +341,8 @@ fn warn_if_default(address: &crate::config::AddressArgs, url: &str) {
     }
 }
 
-/// The token, shown once, and the two ways to connect Claude Code with it,
-/// each followed by the launch flag that turns pushes on.
+/// The token, shown once, and the ways to connect Claude Code with it: the
+/// plugin or the bridge for pushes, or HTTP; each with its launch line.
 fn print_connection(new: &NewToken, public_url: &str) {
     let url = format!("{public_url}/mcp");
     let (handle, token) = (&new.handle, new.token.expose());
@@ -350,18 +350,24 @@ fn print_connection(new: &NewToken, public_url: &str) {
         "\nToken for {handle} (shown only now; keep it somewhere safe):\n\n    {token}\n\n\
          Connect Claude Code over HTTP:\n\n    \
          claude mcp add --transport http crosstalk {url} --header \"Authorization: Bearer {token}\"\n\n\
-         Or through the local bridge (the crosstalk binary on that machine), which Claude Code\n\
-         starts itself: put this in the project's .mcp.json, with CROSSTALK_TOKEN set to the token\n\
-         in your environment (not RELAY_TOKEN: that is the server's shared token, which may act as anyone):\n\n\
+         To have teammates' questions arrive in a running session by themselves (Claude Code's\n\
+         channels, a research preview), use the local bridge: the crosstalk binary on that\n\
+         machine, which Claude Code starts itself. Put the address and the token in the\n\
+         environment (CROSSTALK_TOKEN, not RELAY_TOKEN: that is the server's shared token,\n\
+         which may act as anyone):\n\n    \
+         export CROSSTALK_URL={public_url} CROSSTALK_TOKEN={token}\n\n\
+         Then either the crosstalk plugin, from a checkout of crosstalk (its .claude-plugin/):\n\n    \
+         claude plugin marketplace add PATH-TO-CROSSTALK && claude plugin install crosstalk@crosstalk\n    \
+         claude --allowedTools mcp__plugin_crosstalk_crosstalk__send_message \\\n        \
+         --dangerously-load-development-channels plugin:crosstalk@crosstalk\n\n\
+         or this in the project's .mcp.json:\n\n\
          {{\n  \"mcpServers\": {{\n    \"crosstalk\": {{\n      \"command\": \"crosstalk\",\n      \
          \"args\": [\"bridge\"],\n      \"env\": {{ \"CROSSTALK_URL\": \"{public_url}\", \
-         \"CROSSTALK_TOKEN\": \"${{CROSSTALK_TOKEN}}\" }}\n    }}\n  }}\n}}\n\n\
-         To have teammates' messages pushed into a running session (Claude Code's channels, a\n\
-         research preview), launch Claude Code with:\n\n    \
-         claude --dangerously-load-development-channels server:crosstalk\n\n\
-         Through the bridge that is all. Over HTTP, also end the URL with ?push=1 ({url}?push=1),\n\
-         and only for sessions launched with that flag: one without it would not show what is pushed.\n\
-         (Claude Code 2.1.332 negotiates MCP's 2026-07-28 revision over HTTP, which has no way to\n\
-         push: use the bridge with it.)"
+         \"CROSSTALK_TOKEN\": \"${{CROSSTALK_TOKEN}}\" }}\n    }}\n  }}\n}}\n\n    \
+         claude --allowedTools mcp__crosstalk__send_message \\\n        \
+         --dangerously-load-development-channels server:crosstalk\n\n\
+         (--allowedTools lets the answer go out without a prompt; leave it out to approve each.\n\
+         Over HTTP, ending the URL with ?push=1 ({url}?push=1) and launching with\n\
+         --dangerously-load-development-channels server:crosstalk does the same without the bridge.)"
     );
 }

@@ -119,6 +119,19 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     );
     bob.stop();
 
+    // Straight over HTTP (`/mcp?push=1`), as `crosstalk add` prints it.
+    let mut bob = ClaudeCode::new(&claude, &model, &app, &bob_token, Install::Http);
+    bob.start();
+    bob.confirm_development_channels();
+    until_reachable(&app, "bob").await;
+    let sent = ask(&alice, "over http?").await;
+    answered_in_thread(
+        &sent["reply"],
+        id_of(&sent, "message_id"),
+        id_of(&sent, "thread_id"),
+    );
+    bob.stop();
+
     // Through the plugin, allowlisted: no screen to confirm at all.
     let mut bob = ClaudeCode::new(&claude, &model, &app, &bob_token, Install::Plugin);
     bob.start();
@@ -200,6 +213,9 @@ enum Install {
     /// The project's `.mcp.json`, as `crosstalk add` prints it, and
     /// `--dangerously-load-development-channels server:crosstalk`.
     McpJson,
+    /// The same, with the relay's `/mcp?push=1` over HTTP instead of the
+    /// bridge.
+    Http,
     /// This repository's marketplace and plugin, and
     /// `--channels plugin:crosstalk@crosstalk`.
     Plugin,
@@ -255,7 +271,7 @@ impl ClaudeCode {
         let key20 = &API_KEY[API_KEY.len() - 20..];
         let mut features = json!({ "tengu_harbor": true });
         let (server, args) = match install {
-            Install::McpJson => (
+            Install::McpJson | Install::Http => (
                 "crosstalk",
                 vec![
                     "--allowedTools".into(),
@@ -305,6 +321,7 @@ impl ClaudeCode {
         };
         match install {
             Install::McpJson => code.write_mcp_json(),
+            Install::Http => code.write_mcp_json_http(),
             Install::Plugin => code.install_plugin(),
         }
         code
@@ -319,6 +336,17 @@ impl ClaudeCode {
                 "CROSSTALK_URL": self.var("CROSSTALK_URL"),
                 "CROSSTALK_TOKEN": "${CROSSTALK_TOKEN}",
             },
+        } } });
+        write_json(&self.project.join(".mcp.json"), &entry);
+    }
+
+    /// The HTTP entry `crosstalk add` prints (`claude mcp add --transport
+    /// http … --header …`), as `.mcp.json` holds it.
+    fn write_mcp_json_http(&self) {
+        let entry = json!({ "mcpServers": { "crosstalk": {
+            "type": "http",
+            "url": format!("{}/mcp?push=1", self.var("CROSSTALK_URL")),
+            "headers": { "Authorization": "Bearer ${CROSSTALK_TOKEN}" },
         } } });
         write_json(&self.project.join(".mcp.json"), &entry);
     }

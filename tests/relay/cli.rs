@@ -32,8 +32,23 @@ async fn add_prints_the_token_once_with_ready_to_paste_connections() {
     assert!(printed.contains(
         "\"env\": { \"CROSSTALK_URL\": \"https://relay.example.com\", \"CROSSTALK_TOKEN\": \"${CROSSTALK_TOKEN}\" }"
     ));
-    assert!(printed.contains("claude --dangerously-load-development-channels server:crosstalk"));
+    assert!(printed.contains("--dangerously-load-development-channels server:crosstalk"));
     assert!(printed.contains("https://relay.example.com/mcp?push=1"));
+    // The plugin, and the launch line that lets its answer go out.
+    assert!(
+        printed.contains("claude plugin install crosstalk@crosstalk"),
+        "{printed}"
+    );
+    assert!(printed.contains("--dangerously-load-development-channels plugin:crosstalk@crosstalk"));
+    assert!(printed.contains("--allowedTools mcp__plugin_crosstalk_crosstalk__send_message"));
+    assert!(printed.contains(&format!(
+        "export CROSSTALK_URL=https://relay.example.com CROSSTALK_TOKEN={token}"
+    )));
+    // An address was named: no warning.
+    assert!(
+        !String::from_utf8_lossy(&output.stderr).contains("warning"),
+        "{output:?}"
+    );
     // The token is stored only as its hash.
     let stored: Vec<u8> = app.sql(
         "SELECT token_hash FROM people WHERE handle = 'dana'",
@@ -59,6 +74,23 @@ async fn add_prints_the_token_once_with_ready_to_paste_connections() {
         people.lines().nth(1).unwrap().starts_with("dana "),
         "{people}"
     );
+}
+
+#[tokio::test]
+async fn add_and_rotate_warn_when_they_print_only_the_default_address() {
+    let app = spawn_app().await;
+    for args in [&["add", "erin"][..], &["rotate", "erin"][..]] {
+        let output = crosstalk(&app.db, args);
+        let warned = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            warned.contains(
+                "warning: nothing names this relay's address (RELAY_PUBLIC_URL, RELAY_DOMAINS, \
+                 RELAY_PORT), so the lines below use the default, http://127.0.0.1:8787."
+            ),
+            "{warned}"
+        );
+        assert!(stdout(&output).contains("http://127.0.0.1:8787/mcp"));
+    }
 }
 
 #[tokio::test]
