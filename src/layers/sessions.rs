@@ -28,6 +28,7 @@
 //!   the client to start anew. [`upkeep`] records which sessions were used
 //!   and forgets idle ones.
 
+use crate::protocol::{HeldSession, SESSION_HEADER, wants_pushes};
 use crate::relay::{Caller, KeptSession, Relay, WaitSlot};
 use crate::wire::{self, ApiError};
 use axum::body::Bytes;
@@ -47,8 +48,6 @@ use std::{
     time::{Duration, Instant},
 };
 use tokio_util::sync::CancellationToken;
-
-use crate::protocol::{HeldSession, SESSION_HEADER, wants_pushes};
 
 /// How long a revoked session's calls in flight have to deliver their
 /// refusal before the session is ended.

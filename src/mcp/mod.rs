@@ -204,8 +204,9 @@ impl RelayTools {
         Ok(Json(wire::Sent::new(&sent, reply.as_ref())))
     }
 
-    /// Receive the messages sent to you that you have not received yet. Each
-    /// message is handed out once. With timeout_seconds, waits for one to arrive.
+    /// Receive the messages sent to you that your agent has not read yet, each
+    /// once (one pushed to a session of yours comes here only if that session
+    /// did not act on it in time). With timeout_seconds, waits for one to arrive.
     #[tool]
     async fn check_inbox(
         &self,
@@ -226,7 +227,8 @@ impl RelayTools {
         Ok(Json(wire::Messages::new(&messages)))
     }
 
-    /// Read every message of a thread, oldest first.
+    /// Read every message of a thread, oldest first. Each message addressed to
+    /// someone says where it stands (delivery: waiting, pushed, read, answered).
     #[tool]
     async fn read_thread(
         &self,

@@ -151,6 +151,16 @@ async fn the_team_page_in_a_real_browser() {
         replies[0]["body"],
         "Migration **0042**, in `migrations/0042_billing.sql`."
     );
+    // Bob's agent read it: the page says so, live.
+    chrome
+        .until("document.querySelector('li.message:last-child .delivery').textContent === 'read'")
+        .await;
+    assert_eq!(
+        chrome
+            .eval("document.querySelector('li.message:last-child .delivery').className")
+            .await,
+        "delivery delivery-read"
+    );
     chrome.screenshot(&shots.join("thread.png")).await;
 
     // A pasted cloud key is refused on the page, the text kept, nothing stored.

@@ -540,3 +540,50 @@ async fn a_thread_streams_live_and_resumes_after_the_last_event() {
         .unwrap();
     assert_eq!(unknown.status(), 404);
 }
+
+#[tokio::test]
+async fn a_thread_page_shows_where_each_addressed_message_stands() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let id = thread(&app, &bob).await;
+    let path = format!("/threads/{id}");
+    let shown = |html: &str| {
+        html.split("<span class=\"delivery ")
+            .nth(1)
+            .and_then(|rest| rest.split("</span>").next())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (_, html) = page(&app, &path, &bob).await;
+    assert_eq!(shown(&html), "delivery-waiting\" data-to=\"ALICE\">waiting");
+    // Offered to alice's inbox stream: shown to her agent.
+    let stream = http()
+        .get(format!("{}/api/inbox/stream", app.url()))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap();
+    let mut stream = SseReader::new(stream);
+    stream.next().await;
+    stream.message().await;
+    let (_, html) = page(&app, &path, &bob).await;
+    assert_eq!(
+        shown(&html),
+        "delivery-pushed\" data-to=\"ALICE\">shown to ALICE&#39;s agent"
+    );
+    // Alice reading the page is not her agent reading it.
+    page(&app, &path, &alice).await;
+    let (_, html) = page(&app, &path, &bob).await;
+    assert!(shown(&html).starts_with("delivery-pushed"));
+    // Her agent answers: answered.
+    post(
+        &app,
+        "/api/messages",
+        &alice,
+        json!({ "to": "bob", "thread_id": id, "body": "0042" }),
+    )
+    .await;
+    let (_, html) = page(&app, &path, &bob).await;
+    assert_eq!(shown(&html), "delivery-answered\" data-to=\"ALICE\">answered");
+}

@@ -1,7 +1,8 @@
 //! Pushes: a message sent to someone whose agent listens (an MCP session
-//! opened with `?push=1`, with its standalone stream open) reaches that
-//! session as a `notifications/claude/channel` notification on its own,
-//! handed out once; with no stream open it waits in the inbox.
+//! opened with `?push=1`, with its standalone stream open and its client
+//! shown to listen) reaches that session as a `notifications/claude/channel`
+//! notification on its own, leased to it; with no stream open it waits in
+//! the inbox. (The leases' ends and losses: `delivery.rs`.)
 
 use crate::support::{Mcp, TestApp, get, spawn_app};
 use crosstalk::relay::Push;
