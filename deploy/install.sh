@@ -61,6 +61,18 @@ while [ $# -gt 0 ]; do
     esac
 done
 
+# Values that go into the configuration are checked, not trusted: a name
+# is DNS labels (a comma-separated list of them), an address is one line
+# with one @ and no shell or configuration syntax.
+if [ -n "$domain" ] && { [ "$(printf '%s' "$domain" | wc -l)" -ne 0 ] || ! printf '%s' "$domain" | grep -Eqx '([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(,([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*'; }; then
+    echo "install.sh: --domain $domain is not a DNS name (letters, digits, '-' and '.')" >&2
+    exit 2
+fi
+if [ -n "$email" ] && { [ "$(printf '%s' "$email" | wc -l)" -ne 0 ] || ! printf '%s' "$email" | grep -Eqx '[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}'; }; then
+    echo "install.sh: --email $email is not an email address" >&2
+    exit 2
+fi
+
 if [ "$purge" = true ] && [ "$uninstall" = false ]; then
     echo "install.sh: --purge goes with --uninstall" >&2
     exit 2
@@ -165,6 +177,14 @@ fi
 
 if [ -z "$binary" ]; then
     binary="$checkout/target/release/crosstalk"
+    # Never a build as root in a checkout someone else could write: its
+    # build scripts would run as root.
+    if [ "$(id -u)" -eq 0 ] && { [ "$(stat -c %u "$checkout")" -ne 0 ] ||
+        [ -n "$(find "$checkout" -maxdepth 2 -perm /022 ! -type l -print -quit)" ]; }; then
+        echo "install.sh: will not build as root in $checkout, which others can write:" >&2
+        echo "  build it as its owner (cargo build --release), then: sudo $0 --binary $binary ..." >&2
+        exit 1
+    fi
     if [ "$dry_run" = true ]; then
         say "would build $binary with cargo"
     else
@@ -198,7 +218,7 @@ fi
 
 # set_var NAME VALUE: sets a variable in the configuration, if it differs.
 set_var() {
-    if grep -qx "$1=$2" "$env_file" 2>/dev/null; then
+    if grep -qxF "$1=$2" "$env_file" 2>/dev/null; then
         return 0
     fi
     changed=$((changed + 1))
@@ -206,11 +226,20 @@ set_var() {
         say "would set $1 in $env_file"
         return 0
     fi
-    if grep -q "^#\{0,1\}$1=" "$env_file"; then
-        sed -i "s|^#\{0,1\}$1=.*|$1=$2|" "$env_file"
-    else
-        printf '%s=%s\n' "$1" "$2" >> "$env_file"
-    fi
+    # The value as it is (awk reads it from the environment, where nothing
+    # is interpreted), in place of the line that sets or suggests it; the
+    # file keeps its owner and mode.
+    edited="$env_file.new.$$"
+    NAME="$1" VALUE="$2" awk '
+        BEGIN { line = ENVIRON["NAME"] "=" ENVIRON["VALUE"] }
+        !done && (index($0, ENVIRON["NAME"] "=") == 1 || index($0, "#" ENVIRON["NAME"] "=") == 1) {
+            print line; done = 1; next
+        }
+        { print }
+        END { if (!done) print line }
+    ' "$env_file" > "$edited"
+    cat "$edited" > "$env_file"
+    rm -f "$edited"
     say "set $1 in $env_file"
 }
 if [ -n "$domain" ]; then

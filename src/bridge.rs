@@ -74,8 +74,11 @@ const PROBE_FOR: Duration = Duration::from_secs(30);
 const SHOWN_REMEMBERED: usize = 4096;
 
 /// Serves MCP on stdin/stdout until the client closes it. It answers at
-/// once, whether or not the relay can be reached yet.
+/// once, whether or not the relay can be reached yet. A relay that is not
+/// `https://` is refused unless it is on this machine: the token would
+/// travel in the clear.
 pub async fn run(url: String, token: String) -> anyhow::Result<()> {
+    check_url(&url)?;
     let bridge = Bridge {
         url: url.trim_end_matches('/').to_owned(),
         token,
@@ -87,6 +90,23 @@ pub async fn run(url: String, token: String) -> anyhow::Result<()> {
     let running = bridge.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
     Ok(())
+}
+
+/// `https://` anywhere, `http://` only to a loopback host.
+fn check_url(url: &str) -> anyhow::Result<()> {
+    let host = crate::host::url_host(url)
+        .ok_or_else(|| anyhow::anyhow!("CROSSTALK_URL {url:?} is not an http(s):// URL"))?;
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if url.starts_with("https://") || loopback {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "CROSSTALK_URL {url:?} is plain http to another machine: the token would travel in \
+         the clear. Use the relay's https:// address."
+    )
 }
 
 /// Where Claude Code stands.

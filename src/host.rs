@@ -24,6 +24,20 @@ pub fn authority(raw: &str) -> Option<HostPort> {
 
 fn host_port(authority: &Authority) -> Option<HostPort> {
     let host = authority.host();
+    // What follows the host is nothing or `:digits` (`http` reads the host
+    // of `127.0.0.1:80.evil.example` as `127.0.0.1`, with no port).
+    // (No user info: then the authority starts with the host.)
+    let rest = match authority.as_str().contains('@') {
+        true => return None,
+        false => authority.as_str().get(host.len()..).unwrap_or_default(),
+    };
+    let port_ok = match rest.strip_prefix(':') {
+        None => rest.is_empty(),
+        Some(port) => port.parse::<u16>().is_ok(),
+    };
+    if !port_ok {
+        return None;
+    }
     let host = host
         .strip_prefix('[')
         .and_then(|h| h.strip_suffix(']'))
@@ -171,6 +185,12 @@ mod tests {
         assert_eq!(authority("[::1]:80").unwrap().host, "::1");
         assert_eq!(authority("localhost").unwrap().port, None);
         assert_eq!(authority("bad host"), None);
+        // What follows the host is a port or nothing.
+        assert_eq!(authority("127.0.0.1:18787.evil.example"), None);
+        assert_eq!(authority("127.0.0.1:"), None);
+        assert_eq!(authority("127.0.0.1:99999"), None);
+        assert_eq!(authority("user@127.0.0.1:80"), None);
+        assert_eq!(authority("[::1]:8787").unwrap().port, Some(8787));
         assert!(is_dns_name("relay.example.com"));
         assert!(!is_dns_name("relay.example.com:443"));
         assert!(!is_dns_name("https://relay.example.com"));

@@ -60,10 +60,24 @@ pub async fn check_host(
     request: Request,
     next: Next,
 ) -> Response {
+    // One name, well formed: a second Host header, or a port that is not
+    // a number, could make two readers of the request disagree.
+    if request
+        .headers()
+        .get_all(header::HOST)
+        .iter()
+        .nth(1)
+        .is_some()
+    {
+        return ApiError::bad_request("a request has one Host header").into_response();
+    }
+    let named = request_authority(&request);
+    if named.is_some_and(|raw| host::authority(raw).is_none()) {
+        return ApiError::bad_request("the Host header is not a host name and a port")
+            .into_response();
+    }
     if let Some(allowed) = &policy.allowed_hosts {
-        let host = request_authority(&request)
-            .and_then(host::authority)
-            .map(|a| a.host);
+        let host = named.and_then(host::authority).map(|a| a.host);
         if !host.as_ref().is_some_and(|h| allowed.contains(h)) {
             return ApiError::forbidden(format!(
                 "this relay does not answer for {:?}; use {}",

@@ -16,31 +16,76 @@ use pulldown_cmark_escape::{escape_href, escape_html};
 /// Code blocks longer than this are folded.
 pub const COLLAPSE_LINES: usize = 15;
 
-/// `body` as safe HTML.
+/// How much HTML a body may become: a small multiple of its length.
+/// Markdown can expand far past it (a table pads every short row to its
+/// header's width, and pulldown-cmark caps that per table, not per body):
+/// past the bound the body is shown as it was written, escaped.
+pub fn html_budget(body: &str) -> usize {
+    body.len().saturating_mul(4).saturating_add(4096)
+}
+
+/// `body` as safe HTML, at most [`html_budget`] bytes of it (past that,
+/// the body as escaped preformatted text, which is bounded by its length).
 pub fn render(body: &str) -> String {
+    let mut html = Budgeted {
+        html: String::with_capacity(body.len() * 3 / 2),
+        left: html_budget(body),
+    };
+    match html::write_html_fmt(&mut html, safe_events(body)) {
+        Ok(()) => html.html,
+        Err(_) => as_written(body),
+    }
+}
+
+/// The body as written: escaped, preformatted, wrapped.
+fn as_written(body: &str) -> String {
+    let mut escaped = String::with_capacity(body.len() + 32);
+    let _ = escape_html(&mut escaped, body);
+    format!("<pre class=\"as-written\">{escaped}</pre>")
+}
+
+/// A `fmt::Write` that refuses to grow past its budget, so a body that
+/// would render huge stops rendering at once instead of at the end.
+struct Budgeted {
+    html: String,
+    left: usize,
+}
+
+impl std::fmt::Write for Budgeted {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.left = self.left.checked_sub(s.len()).ok_or(std::fmt::Error)?;
+        self.html.push_str(s);
+        Ok(())
+    }
+}
+
+/// pulldown-cmark's events for `body`, with everything that may not reach
+/// the page turned into what may (see the module's notes), one at a time.
+fn safe_events(body: &str) -> impl Iterator<Item = Event<'_>> {
     let options =
         Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS;
-    let mut events = Vec::new();
     // Inside an image: its alt text is gathered, not rendered.
     let mut image: Option<(String, String)> = None;
     // Inside a code block: its language and text, rendered at its end.
     let mut code: Option<(String, String)> = None;
     // Per open link: whether it was kept (so its end closes an <a>).
     let mut links: Vec<bool> = Vec::new();
-    for event in Parser::new_ext(body, options) {
+    Parser::new_ext(body, options).filter_map(move |event| {
         if let Some((_, text)) = &mut code {
-            match event {
-                Event::Text(t) => text.push_str(&t),
+            return match event {
+                Event::Text(t) => {
+                    text.push_str(&t);
+                    None
+                }
                 Event::End(TagEnd::CodeBlock) => {
                     let (language, text) = code.take().unwrap_or_default();
-                    events.push(Event::Html(code_block(&language, &text).into()));
+                    Some(Event::Html(code_block(&language, &text).into()))
                 }
-                _ => {}
-            }
-            continue;
+                _ => None,
+            };
         }
         if let Some((_, alt)) = &mut image {
-            match event {
+            return match event {
                 Event::End(TagEnd::Image) => {
                     let (url, alt) = image.take().unwrap_or_default();
                     let label = if alt.is_empty() {
@@ -48,17 +93,19 @@ pub fn render(body: &str) -> String {
                     } else {
                         alt
                     };
-                    events.push(Event::Html(
+                    Some(Event::Html(
                         link_to(&url, &format!("[image: {label}]")).into(),
-                    ));
+                    ))
                 }
-                Event::Text(t) | Event::Code(t) => alt.push_str(&t),
-                _ => {}
-            }
-            continue;
+                Event::Text(t) | Event::Code(t) => {
+                    alt.push_str(&t);
+                    None
+                }
+                _ => None,
+            };
         }
         match event {
-            Event::Html(raw) | Event::InlineHtml(raw) => events.push(Event::Text(raw)),
+            Event::Html(raw) | Event::InlineHtml(raw) => Some(Event::Text(raw)),
             Event::Start(Tag::CodeBlock(kind)) => {
                 let language = match kind {
                     CodeBlockKind::Fenced(info) => {
@@ -67,9 +114,11 @@ pub fn render(body: &str) -> String {
                     CodeBlockKind::Indented => String::new(),
                 };
                 code = Some((language, String::new()));
+                None
             }
             Event::Start(Tag::Image { dest_url, .. }) => {
                 image = Some((dest_url.to_string(), String::new()));
+                None
             }
             Event::Start(Tag::Link {
                 link_type,
@@ -77,27 +126,23 @@ pub fn render(body: &str) -> String {
                 ..
             }) => {
                 let kept = allowed(&dest_url, link_type);
-                if kept {
+                links.push(kept);
+                kept.then(|| {
                     let url = if link_type == LinkType::Email {
                         format!("mailto:{dest_url}")
                     } else {
                         dest_url.to_string()
                     };
-                    events.push(Event::Html(open_link(&url).into()));
-                }
-                links.push(kept);
+                    Event::Html(open_link(&url).into())
+                })
             }
-            Event::End(TagEnd::Link) => {
-                if links.pop().unwrap_or(false) {
-                    events.push(Event::Html(CowStr::Borrowed("</a>")));
-                }
-            }
-            other => events.push(other),
+            Event::End(TagEnd::Link) => links
+                .pop()
+                .unwrap_or(false)
+                .then_some(Event::Html(CowStr::Borrowed("</a>"))),
+            other => Some(other),
         }
-    }
-    let mut html = String::with_capacity(body.len() * 3 / 2);
-    html::push_html(&mut html, events.into_iter());
-    html
+    })
 }
 
 /// The first block of `body` as plain text (no markup), at most about
@@ -204,6 +249,26 @@ mod tests {
             "The upgrade of the schema…"
         );
         assert_eq!(title("```\ncode first\n```", 30), "code first");
+    }
+
+    #[test]
+    fn a_body_that_would_render_huge_is_shown_as_written() {
+        // One-cell rows under wide, aligned headers: each row padded.
+        let header: String = (0..400).map(|_| "|h").collect::<String>() + "|\n";
+        let rule: String = (0..400).map(|_| "|:-").collect::<String>() + "|\n";
+        let table = header + &rule + &"|x|\n".repeat(40);
+        let body = table.repeat(20);
+        let body = &body[..body.len().min(64 * 1024)];
+        let html = render(body);
+        assert!(html.len() <= html_budget(body), "{}", html.len());
+        assert!(
+            html.starts_with("<pre class=\"as-written\">|h|h"),
+            "{}",
+            &html[..80]
+        );
+        // An ordinary table renders as one.
+        let small = render("| a | b |\n|---|---|\n| 1 | 2 |\n");
+        assert!(small.starts_with("<table>"), "{small}");
     }
 
     #[test]

@@ -36,7 +36,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("cli", &["model", "relay", "config", "wire"]),
     ("demo", &["model", "relay", "agent"]),
     // A client of the relay, over its public protocols only.
-    ("bridge", &["model", "agent", "wire", "protocol"]),
+    ("bridge", &["model", "host", "agent", "wire", "protocol"]),
     // Assembly.
     (
         "app",

@@ -317,3 +317,68 @@ async fn no_body_reaches_the_log_at_any_level_and_serve_says_which_credentials_c
         assert!(!log.contains(secret), "{secret:?} reached the log");
     }
 }
+
+/// The status line of a raw HTTP/1.1 request.
+async fn raw_status(app: &crate::support::TestApp, request: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(app.running.addr)
+        .await
+        .unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = within("an answer", stream.read(&mut answer)).await.unwrap();
+    String::from_utf8_lossy(&answer[..n])
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_request_names_one_well_formed_host() {
+    let app = spawn_app().await;
+    let token = app.add_person("alice").await;
+    let port = app.running.addr.port();
+    let ask = |hosts: &str| {
+        format!(
+            "GET /api/people HTTP/1.1\r\n{hosts}Authorization: Bearer {token}\r\n\
+             Connection: close\r\n\r\n"
+        )
+    };
+    let good = raw_status(&app, &ask(&format!("Host: 127.0.0.1:{port}\r\n"))).await;
+    assert_eq!(good, "HTTP/1.1 200 OK");
+    for hosts in [
+        format!("Host: 127.0.0.1:{port}\r\nHost: evil.example\r\n"),
+        format!("Host: 127.0.0.1:{port}.evil.example\r\n"),
+        "Host: 127.0.0.1:port\r\n".to_owned(),
+    ] {
+        let refused = raw_status(&app, &ask(&hosts)).await;
+        assert_eq!(refused, "HTTP/1.1 400 Bad Request", "{hosts:?}");
+    }
+}
+
+#[test]
+fn the_bridge_refuses_plain_http_to_another_machine() {
+    let run = |url: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+            .arg("bridge")
+            .env("CROSSTALK_URL", url)
+            .env("CROSSTALK_TOKEN", "xtalk_not_a_real_token")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let refused = run("http://relay.example.com");
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("the token would travel in the clear"),
+        "{said}"
+    );
+    assert!(!said.contains("xtalk_not_a_real_token"));
+    // Loopback is this machine: allowed (it ends when its stdin does).
+    for url in ["http://127.0.0.1:1", "http://localhost:1", "http://[::1]:1"] {
+        let allowed = run(url);
+        let said = String::from_utf8_lossy(&allowed.stderr);
+        assert!(!said.contains("in the clear"), "{url}: {said}");
+    }
+}

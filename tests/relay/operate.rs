@@ -547,3 +547,85 @@ async fn a_database_from_the_first_schema_is_upgraded_at_start() {
         .unwrap();
     assert_eq!(version, crosstalk::store::sqlite::MIGRATIONS.len());
 }
+
+#[tokio::test]
+async fn a_backup_never_writes_through_a_link_at_its_destination() {
+    let app = spawn_app().await;
+    app.add_person("alice").await;
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("elsewhere.db");
+    let link = dir.path().join("backup.db");
+    // A dangling link: it names a file that does not exist yet.
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let db = app.db.to_str().unwrap().to_owned();
+    let refused = crosstalk_with(
+        &[("RELAY_DB", db.as_str())],
+        &["backup", link.to_str().unwrap()],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("exists already (a file or a link)"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(!target.exists(), "nothing was written through the link");
+    // A new path is made, the relay's user's alone.
+    let fresh = dir.path().join("fresh.db");
+    let made = crosstalk_with(
+        &[("RELAY_DB", db.as_str())],
+        &["backup", fresh.to_str().unwrap()],
+    );
+    assert!(made.status.success(), "{}", stderr(&made));
+    let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn install_refuses_values_that_would_corrupt_the_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for (flag, value) in [
+        ("--email", "a&b@example.com"),
+        ("--email", "ops@example.com\\nRELAY_ALLOW_PLAIN_HTTP=1"),
+        ("--email", "ops@example.com\nRELAY_ALLOW_PLAIN_HTTP=1"),
+        ("--domain", "relay.example.com|evil"),
+        ("--domain", "relay.example.com\nRELAY_TOKEN=x"),
+    ] {
+        let output = Command::new("sh")
+            .arg(repo().join("deploy/install.sh"))
+            .args(["--root", root.to_str().unwrap()])
+            .args(["--binary", env!("CARGO_BIN_EXE_crosstalk"), flag, value])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{flag} {value:?}");
+        assert!(stderr(&output).contains("is not"), "{}", stderr(&output));
+        assert_eq!(
+            std::fs::read_dir(root).unwrap().count(),
+            0,
+            "nothing changed"
+        );
+    }
+    // A good value is written as it is, once, in place of the example's line.
+    install(
+        root,
+        &[
+            "--email",
+            "ops+relay@example.com",
+            "--domain",
+            "a.example.com,b.example.com",
+        ],
+    );
+    let env = std::fs::read_to_string(root.join("etc/crosstalk/crosstalk.env")).unwrap();
+    assert_eq!(
+        env.lines()
+            .filter(|l| l.starts_with("RELAY_ACME_EMAIL="))
+            .collect::<Vec<_>>(),
+        ["RELAY_ACME_EMAIL=ops+relay@example.com"]
+    );
+    assert!(
+        env.lines()
+            .any(|l| l == "RELAY_DOMAINS=a.example.com,b.example.com"),
+        "{env}"
+    );
+    assert!(!env.contains("RELAY_ALLOW_PLAIN_HTTP=1"));
+}

@@ -585,5 +585,8 @@ async fn a_thread_page_shows_where_each_addressed_message_stands() {
     )
     .await;
     let (_, html) = page(&app, &path, &bob).await;
-    assert_eq!(shown(&html), "delivery-answered\" data-to=\"ALICE\">answered");
+    assert_eq!(
+        shown(&html),
+        "delivery-answered\" data-to=\"ALICE\">answered"
+    );
 }

@@ -76,17 +76,37 @@ pub fn backup(db: &Path, to: &Path) -> StoreResult<()> {
             db.display()
         )));
     }
-    if to.exists() {
-        return Err(StoreError::Conflict(format!(
-            "{} exists already: give a new path, so no copy is overwritten",
+    // Made here, new (never through a link, even a dangling one: O_EXCL),
+    // and opened without following one: nothing that was at the path, or
+    // is put there meanwhile, is written through.
+    let exists = || {
+        StoreError::Conflict(format!(
+            "{} exists already (a file or a link): give a new path, so nothing is overwritten",
             to.display()
-        )));
+        ))
+    };
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(to)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => exists(),
+                _ => StoreError::backend(format!("cannot create {}", to.display()), e),
+            })?;
     }
     let source = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(|e| StoreError::backend(format!("cannot open {}", db.display()), e))?;
     source.busy_timeout(std::time::Duration::from_secs(5))?;
-    let mut copy = Connection::open(to)
-        .map_err(|e| StoreError::backend(format!("cannot create {}", to.display()), e))?;
+    let mut copy = Connection::open_with_flags(
+        to,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| StoreError::backend(format!("cannot create {}", to.display()), e))?;
     restrict(to)?;
     copy_all(&source, &mut copy).map_err(|e| StoreError::backend("copying the database", e))?;
     copy.pragma_update(None, "journal_mode", "DELETE")?;
