@@ -64,9 +64,7 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     // An idle session, nobody typing: the question reaches the model, and
     // its answer comes back in the same call (wait_for_reply_seconds).
     let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
-    let asked = Instant::now();
-    let sent = ask(&alice, "which port does staging use?").await;
-    println!("send -> answer through Claude Code: {:?}", asked.elapsed());
+    let sent = ask(&alice, &model, "which port does staging use?").await;
     let (id, thread_id) = (id_of(&sent, "message_id"), id_of(&sent, "thread_id"));
     answered_in_thread(&sent["reply"], id, thread_id);
     let shown = model
@@ -87,7 +85,7 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     assert_eq!(state_of(&app, id, &alice_token).await, "answered");
 
     // A second question.
-    let sent = ask(&alice, "and which database?").await;
+    let sent = ask(&alice, &model, "and which database?").await;
     answered_in_thread(
         &sent["reply"],
         id_of(&sent, "message_id"),
@@ -111,7 +109,7 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     let app = app.restart().await;
     until_reachable(&app, "bob").await;
     let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
-    let sent = ask(&alice, "after the restart?").await;
+    let sent = ask(&alice, &model, "after the restart?").await;
     answered_in_thread(
         &sent["reply"],
         id_of(&sent, "message_id"),
@@ -124,7 +122,7 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     bob.start();
     bob.confirm_development_channels();
     until_reachable(&app, "bob").await;
-    let sent = ask(&alice, "over http?").await;
+    let sent = ask(&alice, &model, "over http?").await;
     answered_in_thread(
         &sent["reply"],
         id_of(&sent, "message_id"),
@@ -136,7 +134,7 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     let mut bob = ClaudeCode::new(&claude, &model, &app, &bob_token, Install::Plugin);
     bob.start();
     until_reachable(&app, "bob").await;
-    let sent = ask(&alice, "through the plugin?").await;
+    let sent = ask(&alice, &model, "through the plugin?").await;
     let id = id_of(&sent, "message_id");
     answered_in_thread(&sent["reply"], id, id_of(&sent, "thread_id"));
     let shown = model.channel_turn(id).unwrap();
@@ -147,15 +145,25 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     bob.stop();
 }
 
-/// Sends alice's question to bob and waits for his answer in the same call.
-async fn ask(alice: &Mcp, question: &str) -> Value {
-    alice
+/// Sends alice's question to bob and waits for his answer in the same call;
+/// prints how long until the model was shown it, and until the answer.
+async fn ask(alice: &Mcp, model: &FakeModel, question: &str) -> Value {
+    let asked = Instant::now();
+    let sent = alice
         .call(
             "send_message",
             json!({ "to": "bob", "body": question, "wait_for_reply_seconds": 50 }),
         )
         .await
-        .ok()
+        .ok();
+    let answered = asked.elapsed();
+    if let Some(shown) = model.shown_at(id_of(&sent, "message_id")) {
+        println!(
+            "{question:?}: send -> shown to the model {:?}, send -> answer {answered:?}",
+            shown.duration_since(asked)
+        );
+    }
+    sent
 }
 
 async fn send(alice: &Mcp, question: &str) -> Value {
@@ -491,8 +499,8 @@ fn shell_quote(text: &str) -> String {
 /// answers channel events.
 struct FakeModel {
     url: String,
-    /// Every request to `/v1/messages`, as sent.
-    requests: Arc<Mutex<Vec<Value>>>,
+    /// Every request to `/v1/messages`, as sent, and when it came.
+    requests: Arc<Mutex<Vec<(Instant, Value)>>>,
 }
 
 impl FakeModel {
@@ -519,16 +527,27 @@ impl FakeModel {
             .lock()
             .unwrap()
             .iter()
-            .filter_map(latest_user_text)
+            .filter_map(|(_, request)| latest_user_text(request))
             .find(|text| text.contains("<channel source=") && text.contains(&marker))
+    }
+
+    /// When the model was first shown message `id`.
+    fn shown_at(&self, id: i64) -> Option<Instant> {
+        let marker = format!("message_id=\"{id}\"");
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, request)| latest_user_text(request).is_some_and(|t| t.contains(&marker)))
+            .map(|(at, _)| *at)
     }
 }
 
 async fn messages(
-    State(requests): State<Arc<Mutex<Vec<Value>>>>,
+    State(requests): State<Arc<Mutex<Vec<(Instant, Value)>>>>,
     Json(request): Json<Value>,
 ) -> impl IntoResponse {
-    requests.lock().unwrap().push(request.clone());
+    requests.lock().unwrap().push((Instant::now(), request.clone()));
     let answer = decide(&request);
     let stream = request["stream"].as_bool().unwrap_or(false);
     let message = assistant_message(&request, answer);
