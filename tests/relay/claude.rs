@@ -547,7 +547,10 @@ async fn messages(
     State(requests): State<Arc<Mutex<Vec<(Instant, Value)>>>>,
     Json(request): Json<Value>,
 ) -> impl IntoResponse {
-    requests.lock().unwrap().push((Instant::now(), request.clone()));
+    requests
+        .lock()
+        .unwrap()
+        .push((Instant::now(), request.clone()));
     let answer = decide(&request);
     let stream = request["stream"].as_bool().unwrap_or(false);
     let message = assistant_message(&request, answer);
