@@ -495,12 +495,15 @@ fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))
 }
 
+/// What the model was sent, and when.
+type Requests = Arc<Mutex<Vec<(Instant, Value)>>>;
+
 /// A fake Anthropic Messages API: what the model is sent, and a model that
 /// answers channel events.
 struct FakeModel {
     url: String,
     /// Every request to `/v1/messages`, as sent, and when it came.
-    requests: Arc<Mutex<Vec<(Instant, Value)>>>,
+    requests: Requests,
 }
 
 impl FakeModel {
@@ -544,7 +547,7 @@ impl FakeModel {
 }
 
 async fn messages(
-    State(requests): State<Arc<Mutex<Vec<(Instant, Value)>>>>,
+    State(requests): State<Requests>,
     Json(request): Json<Value>,
 ) -> impl IntoResponse {
     requests
