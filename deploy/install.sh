@@ -218,7 +218,8 @@ fi
 
 # set_var NAME VALUE: sets a variable in the configuration, if it differs.
 set_var() {
-    if grep -qxF "$1=$2" "$env_file" 2>/dev/null; then
+    if grep -qxF "$1=$2" "$env_file" 2>/dev/null &&
+        [ "$(grep -c "^#\{0,1\}$1=" "$env_file")" -eq 1 ]; then
         return 0
     fi
     changed=$((changed + 1))
@@ -229,15 +230,19 @@ set_var() {
     # The value as it is (awk reads it from the environment, where nothing
     # is interpreted), in place of the line that sets or suggests it; the
     # file keeps its owner and mode.
+    # Every line that sets or suggests it goes; the value takes the first's
+    # place. The copy is made readable by root alone.
     edited="$env_file.new.$$"
-    NAME="$1" VALUE="$2" awk '
+    (umask 077 && NAME="$1" VALUE="$2" awk '
         BEGIN { line = ENVIRON["NAME"] "=" ENVIRON["VALUE"] }
-        !done && (index($0, ENVIRON["NAME"] "=") == 1 || index($0, "#" ENVIRON["NAME"] "=") == 1) {
-            print line; done = 1; next
+        index($0, ENVIRON["NAME"] "=") == 1 || index($0, "#" ENVIRON["NAME"] "=") == 1 {
+            if (!done) print line
+            done = 1
+            next
         }
         { print }
         END { if (!done) print line }
-    ' "$env_file" > "$edited"
+    ' "$env_file" > "$edited")
     cat "$edited" > "$env_file"
     rm -f "$edited"
     say "set $1 in $env_file"

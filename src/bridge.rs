@@ -279,10 +279,14 @@ struct Shown {
 }
 
 impl Shown {
-    /// Remembers `id`; false if it was shown already.
-    fn first_time(&mut self, id: i64) -> bool {
+    fn contains(&self, id: i64) -> bool {
+        self.ids.contains(&id)
+    }
+
+    /// Remembers that `id` was written to Claude Code.
+    fn remember(&mut self, id: i64) {
         if !self.ids.insert(id) {
-            return false;
+            return;
         }
         self.order.push_back(id);
         if self.order.len() > SHOWN_REMEMBERED
@@ -290,7 +294,6 @@ impl Shown {
         {
             self.ids.remove(&oldest);
         }
-        true
     }
 }
 
@@ -317,7 +320,7 @@ async fn deliver(
             _ => continue, // the notice, a keep-alive
         };
         let Ok(pushed) = pushed else { continue };
-        if !shown.first_time(pushed.message.id) {
+        if shown.contains(pushed.message.id) {
             continue;
         }
         let params = push::channel_params(
@@ -332,6 +335,9 @@ async fn deliver(
         if sent.is_err() {
             return false;
         }
+        // Only once written: a write cut short (the stream reopened for new
+        // follows) leaves it to be shown when it is offered again.
+        shown.remember(pushed.message.id);
     }
     true
 }

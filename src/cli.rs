@@ -127,6 +127,10 @@ pub enum Admin {
         handle: String,
         #[command(flatten)]
         database: Database,
+        /// The relay's identities from the environment, to say when the
+        /// handle also has one (which revoking cannot cut off).
+        #[arg(long, env = "RELAY_PARTICIPANTS", hide_env_values = true, hide = true)]
+        participants: Option<String>,
     },
     /// List people: handle, name, created, last seen, revoked.
     People {
@@ -291,8 +295,24 @@ pub async fn admin(team: &Team, command: Admin) -> anyhow::Result<()> {
             );
             print_connection(&rotated, &url);
         }
-        Admin::Revoke { handle, .. } => {
+        Admin::Revoke {
+            handle,
+            participants,
+            ..
+        } => {
             let revoked = team.revoke(&handle).await?;
+            // Only the ids of `id:token,id:token`; the tokens are never read.
+            let from_environment = participants
+                .iter()
+                .flat_map(|list| list.split(','))
+                .filter_map(|entry| entry.split_once(':').map(|(id, _)| id.trim()))
+                .any(|id| id == revoked.as_str());
+            if from_environment {
+                anyhow::bail!(
+                    "Revoked {revoked}'s token, but {revoked} also has an identity in \
+                     RELAY_PARTICIPANTS, which still works: remove it there and restart the relay."
+                );
+            }
             println!("Revoked {revoked}: their token no longer works.");
         }
         Admin::People { .. } => {

@@ -6,7 +6,7 @@
 
 mod stream;
 
-use crate::relay::Caller;
+use crate::relay::{Caller, Reader};
 use crate::state::AppState;
 use crate::wire::{
     self, ApiError, args,
@@ -15,7 +15,7 @@ use crate::wire::{
 use axum::{
     Extension, Json, Router,
     extract::State,
-    http::StatusCode,
+    http::{HeaderMap, StatusCode},
     routing::{get, post, put},
 };
 
@@ -163,19 +163,38 @@ async fn check_inbox(
 async fn thread(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
     Path(id): Path<i64>,
 ) -> ApiResult<wire::Messages> {
-    let messages = state.relay.read_thread(&caller, id).await?;
+    let messages = state
+        .relay
+        .read_thread(&caller, id, reader(&headers))
+        .await?;
     Ok(Json(wire::Messages::new(&messages)))
 }
 
 async fn message(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
     Path(id): Path<i64>,
 ) -> ApiResult<wire::OneMessage> {
-    let message = state.relay.message(&caller, id).await?;
+    let message = state.relay.message(&caller, id, reader(&headers)).await?;
     Ok(Json(wire::OneMessage::new(&message)))
+}
+
+/// Who reads: a person, with the team page's Basic credentials (their
+/// browser), or an agent, with a Bearer token.
+fn reader(headers: &HeaderMap) -> Reader {
+    let basic = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split_whitespace().next())
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("basic"));
+    match basic {
+        true => Reader::Person,
+        false => Reader::Agent,
+    }
 }
 
 async fn people(State(state): State<AppState>) -> ApiResult<wire::Peers> {

@@ -264,6 +264,13 @@ impl Config {
                 return Err(ConfigError(format!("{name} must be positive")));
             }
         }
+        // A lease past a day would hold an unconfirmed message from everyone
+        // else that long.
+        if limits.push_lease_secs > 86_400 {
+            return Err(ConfigError(
+                "RELAY_PUSH_LEASE_SECS is at most 86400 (a day)".into(),
+            ));
+        }
         let allowed_origins = args
             .allowed_origins
             .iter()

@@ -8,7 +8,7 @@
 mod schema;
 
 use crate::protocol::{HeldSession, INSTRUCTIONS, capabilities, wants_pushes};
-use crate::relay::{Caller, Relay, RelayError};
+use crate::relay::{Caller, Reader, Relay, RelayError};
 use crate::state::AppState;
 use crate::wire::{self, ApiError, args};
 use rmcp::{
@@ -236,7 +236,10 @@ impl RelayTools {
         Parameters(args): Parameters<args::ReadThread>,
     ) -> ToolResult<wire::Messages> {
         let args = args?;
-        let messages = self.relay.read_thread(&caller, args.thread_id).await?;
+        let messages = self
+            .relay
+            .read_thread(&caller, args.thread_id, Reader::Agent)
+            .await?;
         Ok(Json(wire::Messages::new(&messages)))
     }
 

@@ -33,6 +33,8 @@ pub const CHECK_EVERY: Duration = Duration::from_millis(250);
 struct Snapshot {
     revision: Option<u64>,
     people: HashMap<TokenHash, Handle>,
+    /// Anyone, revoked or not, was ever added.
+    anyone_added: bool,
 }
 
 pub(super) struct Credentials {
@@ -97,6 +99,19 @@ impl Credentials {
         Ok(!self.store.has_people().await?)
     }
 
+    /// Whether the shared token may speak as `handle`: someone on the team
+    /// (a live person or a participant), or anyone while the team has
+    /// nobody at all (a relay run on the shared token alone, as the channel
+    /// relay was).
+    pub(super) fn may_be_named(&self, handle: &Handle) -> bool {
+        if self.settings.participants.iter().any(|(h, _)| h == handle) {
+            return true;
+        }
+        let snapshot = self.snapshot.read().expect("credentials lock");
+        (!snapshot.anyone_added && self.settings.participants.is_empty())
+            || snapshot.people.values().any(|h| h == handle)
+    }
+
     /// Whether the credential `caller` was let in with still holds.
     pub(super) fn is_live(&self, caller: &Caller) -> bool {
         let snapshot = self.snapshot.read().expect("credentials lock");
@@ -119,10 +134,13 @@ impl Credentials {
         if self.snapshot.read().expect("credentials lock").revision == Some(revision) {
             return Ok(false);
         }
-        let people = self.store.live_tokens().await?.into_iter().collect();
+        let people: HashMap<TokenHash, Handle> =
+            self.store.live_tokens().await?.into_iter().collect();
+        let anyone_added = !people.is_empty() || self.store.has_people().await?;
         {
             let mut snapshot = self.snapshot.write().expect("credentials lock");
             snapshot.people = people;
+            snapshot.anyone_added = anyone_added;
             snapshot.revision = Some(revision);
         }
         self.changes.send_replace(revision);

@@ -30,14 +30,16 @@ pub use credentials::CHECK_EVERY;
 pub use error::{RelayError, RelayResult};
 pub use feed::{Feed, Update};
 pub use push::{MAX_FOLLOWS, Push, PushFeed};
-pub use read::{Conversation, Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer};
+pub use read::{
+    Conversation, Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer, Reader,
+};
 pub use search::{MAX_QUERY_CHARS, MAX_SEARCH_PAGE, SEARCH_PAGE};
 pub use send::{ChannelPost, DirectMessage, MAX_KIND_CHARS};
 pub use sessions::KeptSession;
 pub use team::{MAX_NAME_CHARS, MAX_STATUS_CHARS, NewToken, Team};
 pub use waits::{CHANNEL_WAIT, INBOX_WAIT, MAX_WAIT, WaitSlot};
 
-use crate::model::{Handle, TokenHash, now_millis};
+use crate::model::{Handle, Millis, TokenHash, now_millis};
 use crate::store::Store;
 use credentials::Credentials;
 use hub::Hub;
@@ -47,7 +49,7 @@ use std::{sync::Arc, time::Duration};
 use tokio_util::sync::CancellationToken;
 use waits::WaitSlots;
 
-/// The most messages one inbox claim hands out; the rest wait for the next.
+/// The most messages one inbox check takes; the rest wait for the next.
 pub const INBOX_BATCH: u32 = 100;
 /// The most messages one channel read returns.
 pub const MAX_PAGE: u32 = 500;
@@ -81,6 +83,13 @@ pub struct Settings {
     pub max_shared_senders: usize,
     /// How long a push is leased to its stream before it is offered again.
     pub push_lease: Duration,
+}
+
+impl Settings {
+    /// The push lease, in the store's unit.
+    pub fn push_lease_millis(&self) -> Millis {
+        Millis::try_from(self.push_lease.as_millis()).unwrap_or(Millis::MAX)
+    }
 }
 
 /// Who a request acts for.
@@ -285,6 +294,13 @@ impl Relay {
             (Identity::Unbound, Some(named)) => {
                 let handle =
                     Handle::parse(named).map_err(|e| RelayError::bad_field("sender", e))?;
+                // Never as someone revoked or never added: recipients could
+                // not tell.
+                if !self.credentials.may_be_named(&handle) {
+                    return Err(RelayError::Forbidden(format!(
+                        "the shared token speaks only as someone on the team, and {handle} is not"
+                    )));
+                }
                 self.quotas.shared_sender(&handle)?;
                 self.presence.touch(&handle, now_millis());
                 Ok(handle)

@@ -65,6 +65,9 @@ const FOLLOWED_QUEUED: usize = 64;
 /// How many of a person's waiting messages one offer takes for a stream.
 const OFFER_BATCH: u32 = 16;
 
+/// How long a push stream whose store failed waits before it offers again.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
 /// The most channels one session or stream follows.
 pub const MAX_FOLLOWS: usize = 64;
 
@@ -283,8 +286,10 @@ impl Relay {
     }
 
     /// Offers `me`'s messages to the stream `holder` as they arrive (and as
-    /// leases elsewhere end), queueing each with the end of its lease,
-    /// until the stream ends; gives back what it could not queue.
+    /// leases elsewhere end), queueing each with the end of its lease as
+    /// the store holds it, until the stream ends; gives back what it could
+    /// not queue. A store that fails (a database away) is tried again after
+    /// a pause: the stream stays and its pushes resume.
     async fn offer_for(
         self: Arc<Self>,
         caller: Caller,
@@ -293,7 +298,6 @@ impl Relay {
         queue: mpsc::Sender<(Message, Millis)>,
         stop: CancellationToken,
     ) {
-        let lease = self.settings.push_lease.as_millis() as Millis;
         loop {
             // Never cut off mid-offer (this is its own task): what an offer
             // takes is queued or given back. Only the wait ends at `stop`.
@@ -307,14 +311,24 @@ impl Relay {
                     stop.cancelled(),
                 )
                 .await;
-            let Ok(offered) = offered else {
-                return; // revoked: its sessions are being ended
+            let (offered, until) = match offered {
+                Ok(offered) => offered,
+                // Revoked: its sessions are being ended.
+                Err(RelayError::Unauthorized(_)) => return,
+                Err(error) => {
+                    tracing::warn!(
+                        error = &error as &dyn std::error::Error,
+                        "a push stream cannot offer its inbox; trying again"
+                    );
+                    tokio::select! {
+                        () = tokio::time::sleep(RETRY_AFTER) => continue,
+                        () = stop.cancelled() => return,
+                    }
+                }
             };
             self.delivery_changed(&offered);
             let mut offered = offered.into_iter();
             while let Some(message) = offered.next() {
-                // The lease runs from the offer; `now` is no earlier.
-                let until = now_millis().saturating_add(lease);
                 if let Err(mpsc::error::SendError((message, _))) =
                     queue.send((message, until)).await
                 {
@@ -407,16 +421,6 @@ impl Relay {
     /// open and its client is ready to show what it is sent.
     pub fn reachable(&self) -> HashSet<Handle> {
         self.pushes.reachable()
-    }
-
-    /// Push streams open now whose client listens, for tests and metrics.
-    pub fn push_streams(&self) -> usize {
-        self.pushes
-            .lock()
-            .values()
-            .filter_map(|f| f.stream.as_ref())
-            .filter(|stream| *stream.ready.borrow())
-            .count()
     }
 
     /// Sessions and streams whose follows are kept, for tests and metrics.

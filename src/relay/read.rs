@@ -47,6 +47,15 @@ impl Conversation<'_> {
     }
 }
 
+/// Who reads: the caller's agent, whose reading confirms what was pushed
+/// to it, or the person themselves (the team page's credentials), whose
+/// reading leaves it for their agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reader {
+    Agent,
+    Person,
+}
+
 /// Messages after a cursor, and the cursor to use next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
@@ -69,35 +78,45 @@ pub struct Peer {
 
 impl Relay {
     /// Every live message of a thread, oldest first. What in it is
-    /// addressed to the caller counts as read by their agent.
-    pub async fn read_thread(&self, caller: &Caller, thread_id: i64) -> RelayResult<Vec<Message>> {
+    /// addressed to the caller counts as read when their agent reads it.
+    pub async fn read_thread(
+        &self,
+        caller: &Caller,
+        thread_id: i64,
+        reader: Reader,
+    ) -> RelayResult<Vec<Message>> {
         let messages = self.store.thread(thread_id, now_millis()).await?;
-        self.read_by(caller, messages).await
+        self.read_by(caller, reader, messages).await
     }
 
     /// Every live message of a thread, oldest first, as the team page
-    /// shows it: a person reading is not their agent reading.
+    /// shows it (a person reading).
     pub async fn thread_for_page(&self, thread_id: i64) -> RelayResult<Vec<Message>> {
         Ok(self.store.thread(thread_id, now_millis()).await?)
     }
 
-    /// One live message, with where it stands; read by the caller's agent
-    /// if it is addressed to them.
-    pub async fn message(&self, caller: &Caller, id: i64) -> RelayResult<Message> {
+    /// One live message, with where it stands; read, if it is addressed to
+    /// the caller and their agent reads it.
+    pub async fn message(&self, caller: &Caller, id: i64, reader: Reader) -> RelayResult<Message> {
         let message = self
             .store
             .message(id, now_millis())
             .await?
             .ok_or_else(|| RelayError::NotFound(format!("there is no message {id}")))?;
-        Ok(self.read_by(caller, vec![message]).await?.remove(0))
+        Ok(self.read_by(caller, reader, vec![message]).await?.remove(0))
     }
 
     /// Marks as read those of `messages` addressed to the caller and not
-    /// read yet (their agent read them), and returns them so.
-    async fn read_by(&self, caller: &Caller, messages: Vec<Message>) -> RelayResult<Vec<Message>> {
-        match &caller.identity {
-            Identity::Person(me) => self.confirm_read(me, messages).await,
-            Identity::Unbound => Ok(messages),
+    /// read yet, when their agent reads them, and returns them so.
+    async fn read_by(
+        &self,
+        caller: &Caller,
+        reader: Reader,
+        messages: Vec<Message>,
+    ) -> RelayResult<Vec<Message>> {
+        match (&caller.identity, reader) {
+            (Identity::Person(me), Reader::Agent) => self.confirm_read(me, messages).await,
+            _ => Ok(messages),
         }
     }
 

@@ -56,14 +56,14 @@ impl Relay {
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
     ) -> RelayResult<Vec<Message>> {
-        let take = || self.store.claim_inbox(me, now_millis(), limit);
+        let take = |now| self.store.claim_inbox(me, now, limit);
         self.take_waiting(caller, me, timeout, cancelled, take)
             .await
     }
 
     /// Offers up to `limit` of `me`'s unread messages to the push stream
     /// `holder`, leased for the relay's push lease, waiting up to `timeout`
-    /// for one.
+    /// for one; with when their lease ends, as the store holds it.
     pub(super) async fn offer_waiting(
         &self,
         caller: &Caller,
@@ -72,37 +72,42 @@ impl Relay {
         limit: u32,
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
-    ) -> RelayResult<Vec<Message>> {
-        let take = || {
-            let now = now_millis();
-            let lease = self.settings.push_lease.as_millis() as Millis;
+    ) -> RelayResult<(Vec<Message>, Millis)> {
+        let until = std::sync::atomic::AtomicI64::new(0);
+        let take = |now: Millis| {
             let offer = Offer {
                 holder,
                 now,
-                until: now.saturating_add(lease),
+                until: now.saturating_add(self.settings.push_lease_millis()),
             };
+            until.store(offer.until, std::sync::atomic::Ordering::Relaxed);
             self.store.offer_inbox(me, offer, limit)
         };
-        self.take_waiting(caller, me, timeout, cancelled, take)
-            .await
+        let offered = self
+            .take_waiting(caller, me, timeout, cancelled, take)
+            .await?;
+        Ok((offered, until.into_inner()))
     }
 
-    /// Takes from `me`'s inbox with `take` until it takes something, waking
-    /// when a message lands there or is put back, and when a lease on one
-    /// of them ends (possibly on another relay process: the store says when).
+    /// Takes from `me`'s inbox with `take` (given the time it takes at)
+    /// until it takes something, waking when a message lands there or is
+    /// given back, and when a lease on one of them ends (possibly on another
+    /// relay process: the store says when). A lease that ends after the
+    /// take is found by the same `now`, so none is missed in between.
     async fn take_waiting<'a>(
         &'a self,
         caller: &Caller,
         me: &'a Handle,
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
-        take: impl Fn() -> StoreFuture<'a, Vec<Message>>,
+        take: impl Fn(Millis) -> StoreFuture<'a, Vec<Message>>,
     ) -> RelayResult<Vec<Message>> {
         let wake = self.inboxes.subscribe(me.as_str());
         let look = || async {
-            let taken = take().await?;
+            let now = now_millis();
+            let taken = take(now).await?;
             let again = match taken.is_empty() {
-                true => self.store.next_lease_end(me, now_millis()).await?,
+                true => self.store.next_lease_end(me, now).await?,
                 false => None,
             };
             Ok((taken, again))

@@ -128,12 +128,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// The log filter when `RUST_LOG` says nothing.
-pub const DEFAULT_LOG: &str = "crosstalk=info,rustls_acme=info,warn";
+/// (ACME's own progress shows too: `rustls_acme` is held at info, below.)
+pub const DEFAULT_LOG: &str = "crosstalk=info,warn";
 
-/// Libraries that log what passes through them (message bodies, headers) at
-/// their debug and trace levels; they are held at info whatever `RUST_LOG`
-/// asks, so no body or credential reaches the log at any level.
-const CAPPED_LOGS: &[&str] = &["rmcp", "h2", "hyper", "hyper_util", "reqwest", "tower_http"];
+/// Libraries that log what passes through them (message bodies, headers,
+/// a statement's parameters: bodies, token hashes, keys, the ACME account)
+/// at their debug and trace levels; they are held at info whatever
+/// `RUST_LOG` asks, so no body, credential or key reaches the log at any
+/// level.
+const CAPPED_LOGS: &[&str] = &[
+    "rmcp",
+    "h2",
+    "hyper",
+    "hyper_util",
+    "reqwest",
+    "tower_http",
+    "tokio_postgres",
+    "postgres_protocol",
+    "deadpool_postgres",
+    "rustls_acme",
+];
 
 /// The log filter for what `RUST_LOG` asked for: its directives for the
 /// capped libraries are dropped, and theirs capped at info.
@@ -468,7 +482,12 @@ mod tests {
     fn the_log_filter_caps_libraries_that_log_bodies() {
         assert_eq!(
             log_filter(Some("trace")),
-            "trace,rmcp=info,h2=info,hyper=info,hyper_util=info,reqwest=info,tower_http=info"
+            "trace,rmcp=info,h2=info,hyper=info,hyper_util=info,reqwest=info,tower_http=info,\
+             tokio_postgres=info,postgres_protocol=info,deadpool_postgres=info,rustls_acme=info"
+        );
+        assert!(
+            log_filter(Some("debug,tokio_postgres=trace")).contains("tokio_postgres=info"),
+            "statements' parameters are bodies and keys"
         );
         assert!(!log_filter(Some("debug,rmcp=trace,rmcp::transport=debug")).contains("trace"));
         assert!(log_filter(None).starts_with(DEFAULT_LOG));

@@ -92,6 +92,17 @@ impl From<DeliveryState> for DeliveryStateView {
     }
 }
 
+impl From<DeliveryStateView> for DeliveryState {
+    fn from(state: DeliveryStateView) -> Self {
+        match state {
+            DeliveryStateView::Waiting => DeliveryState::Waiting,
+            DeliveryStateView::Pushed => DeliveryState::Pushed,
+            DeliveryStateView::Read => DeliveryState::Read,
+            DeliveryStateView::Answered => DeliveryState::Answered,
+        }
+    }
+}
+
 impl From<&Delivery> for DeliveryView {
     fn from(d: &Delivery) -> Self {
         DeliveryView {

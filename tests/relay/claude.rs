@@ -59,7 +59,7 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     let mut bob = ClaudeCode::new(&claude, &model, &app, &bob_token, Install::McpJson);
     bob.start();
     bob.confirm_development_channels();
-    until_reachable(&app, "bob").await;
+    until_reachable(&app, "bob", &bob).await;
 
     // An idle session, nobody typing: the question reaches the model, and
     // its answer comes back in the same call (wait_for_reply_seconds).
@@ -107,7 +107,7 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
 
     // A relay restart: the bridge reconnects.
     let app = app.restart().await;
-    until_reachable(&app, "bob").await;
+    until_reachable(&app, "bob", &bob).await;
     let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
     let sent = ask(&alice, &model, "after the restart?").await;
     answered_in_thread(
@@ -121,7 +121,7 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     let mut bob = ClaudeCode::new(&claude, &model, &app, &bob_token, Install::Http);
     bob.start();
     bob.confirm_development_channels();
-    until_reachable(&app, "bob").await;
+    until_reachable(&app, "bob", &bob).await;
     let sent = ask(&alice, &model, "over http?").await;
     answered_in_thread(
         &sent["reply"],
@@ -133,7 +133,7 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     // Through the plugin, allowlisted: no screen to confirm at all.
     let mut bob = ClaudeCode::new(&claude, &model, &app, &bob_token, Install::Plugin);
     bob.start();
-    until_reachable(&app, "bob").await;
+    until_reachable(&app, "bob", &bob).await;
     let sent = ask(&alice, &model, "through the plugin?").await;
     let id = id_of(&sent, "message_id");
     answered_in_thread(&sent["reply"], id, id_of(&sent, "thread_id"));
@@ -202,17 +202,23 @@ async fn state_of(app: &TestApp, id: i64, token: &str) -> Value {
 
 /// Waits until `handle`'s agent can be pushed to: its bridge proved that
 /// Claude Code listens and opened its stream (which then parks, waking
-/// this to look).
-async fn until_reachable(app: &TestApp, handle: &str) {
+/// this to look). After a relay restart the bridge may be in its backoff
+/// (at most 30 s) when the relay comes back: the wait allows for it.
+async fn until_reachable(app: &TestApp, handle: &str, claude: &ClaudeCode) {
     let relay = app.running.state.relay.clone();
     let mut parked = relay.parked_waits();
-    tokio::time::timeout(PATIENCE, async {
+    let reached = tokio::time::timeout(PATIENCE * 2, async {
         while !relay.reachable().iter().any(|h| h.as_str() == handle) {
             parked.changed().await.unwrap();
         }
     })
-    .await
-    .unwrap_or_else(|_| panic!("{handle} never became reachable by push"));
+    .await;
+    assert!(
+        reached.is_ok(),
+        "{handle} never became reachable by push; the screen:\n{}\nthe bridge and Claude Code:\n{}",
+        claude.screen(),
+        claude.logs()
+    );
 }
 
 /// How Claude Code is given crosstalk.
@@ -473,6 +479,25 @@ impl ClaudeCode {
         std::fs::read_to_string(self.home.path().join("debug.log")).unwrap_or_default()
     }
 
+    /// The end of Claude Code's debug log and of its MCP servers' logs (the
+    /// bridge's stderr is there), for a failure's message.
+    fn logs(&self) -> String {
+        let mut logs = tail(&self.debug_log(), 40);
+        let cache = self.home.path().join(".cache/claude-cli-nodejs");
+        let mut stack = vec![cache];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if let Ok(text) = std::fs::read_to_string(&path) {
+                    logs.push_str(&format!("\n== {}\n{}", path.display(), tail(&text, 30)));
+                }
+            }
+        }
+        logs
+    }
+
     /// Ends Claude Code (its bridge ends with it).
     fn stop(&mut self) {
         if !self.socket.is_empty() {
@@ -485,6 +510,12 @@ impl Drop for ClaudeCode {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The last `lines` lines of `text`.
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 fn write_json(path: &Path, value: &Value) {

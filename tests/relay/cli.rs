@@ -311,3 +311,29 @@ fn add_prints_the_https_address_of_the_first_domain() {
         "{printed}"
     );
 }
+
+#[tokio::test]
+async fn revoke_says_when_an_identity_from_the_environment_still_works() {
+    let app = spawn_app().await;
+    stdout(&crosstalk(&app.db, &["add", "bob"]));
+    let output = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .args(["revoke", "bob"])
+        .env("RELAY_DB", &app.db)
+        .env(
+            "RELAY_PARTICIPANTS",
+            "ci:ci-token-0123456789abcdefghijklmnopqrstuv,bob:bob-token-0123456789abcdefghijklmnopqrs",
+        )
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "it does not claim bob is cut off");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains(
+            "Revoked bob's token, but bob also has an identity in RELAY_PARTICIPANTS, which \
+             still works: remove it there and restart the relay."
+        ),
+        "{said}"
+    );
+    assert!(!said.contains("bob-token"), "never the token");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("no longer works"));
+}

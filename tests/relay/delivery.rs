@@ -260,6 +260,21 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     );
     assert_eq!(offered["delivery"], delivery(&app, id, &alice_token).await);
     assert_eq!(offered["delivery"]["state"], "pushed");
+    // Bob himself reading it in his browser (the page's Basic credentials)
+    // leaves it for his agent.
+    for path in [
+        format!("/api/threads/{thread}"),
+        format!("/api/messages/{id}"),
+    ] {
+        let read = http()
+            .get(format!("{}{path}", app.url()))
+            .basic_auth("bob", Some(&bob_token))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), 200);
+    }
+    assert_eq!(delivery(&app, id, &alice_token).await["state"], "pushed");
     let (_, read) = get(&app, &format!("/api/threads/{thread}"), &bob_token).await;
     assert_eq!(read["messages"][0]["delivery"]["state"], "read");
     post(

@@ -19,13 +19,18 @@ struct Instance {
 
 impl Instance {
     fn start(database: &str) -> Instance {
+        Instance::logging(database, "crosstalk=info")
+    }
+
+    /// A relay process logging as `RUST_LOG=filter` asks.
+    fn logging(database: &str, filter: &str) -> Instance {
         crosstalk::tls::install_crypto_provider();
         let dir = tempfile::tempdir().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
             .args(["serve", "--port", "0"])
             .env("RELAY_DB", dir.path().join("unused.db"))
             .env("RELAY_DATABASE_URL", database)
-            .env("RUST_LOG", "crosstalk=info")
+            .env("RUST_LOG", filter)
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
@@ -603,4 +608,49 @@ async fn a_session_whose_relay_stopped_is_taken_up_by_another() {
         ..on_a.with_token(&tokens[0])
     };
     assert_eq!(back_on_a.post(ping(5)).send().await.unwrap().status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_body_or_key_reaches_the_log_on_postgresql_at_any_level() {
+    let Some(database) = fresh_database().await else {
+        return;
+    };
+    let tokens = add_people(&database, &["alice", "bob"]).await;
+    let relay = Instance::logging(&database, "trace");
+    let marker = "body-marker-5e1f0c";
+    let sent = send(
+        &relay.url,
+        &tokens[0],
+        "bob",
+        &format!("the {marker} is here"),
+    )
+    .await;
+    assert_eq!(sent.status(), 201);
+    assert_eq!(claim(&relay.url, &tokens[1], 0).await.len(), 1);
+    // The page signs its forms with a key the store keeps.
+    let page = http()
+        .get(format!("{}/", relay.url))
+        .basic_auth("bob", Some(&tokens[1]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let log = relay.log();
+    assert!(
+        log.contains("TRACE") || log.contains("DEBUG"),
+        "the log was verbose"
+    );
+    assert!(!log.contains(marker), "a body reached the log");
+    for token in &tokens {
+        assert!(!log.contains(token.as_str()), "a token reached the log");
+    }
+    // Nor the key, as a statement's parameter would show it.
+    let store = crosstalk::store::PostgresStore::connect(&database)
+        .await
+        .unwrap();
+    let key = crosstalk::store::Store::key(&store, "page").await.unwrap();
+    assert!(
+        !log.contains(&format!("{key:?}")),
+        "the page's key reached the log"
+    );
 }

@@ -47,7 +47,8 @@ async fn participants_are_bound_to_their_ids_and_the_shared_token_names_a_sender
         .tool_error();
     assert_eq!(refused["error"]["code"], "forbidden");
 
-    // The shared token must name a sender, and may name anyone.
+    // The shared token must name a sender: someone on the team, a person
+    // or a participant, never someone revoked or never added.
     let (status, body) = post(
         &app,
         "/api/channels/builds/messages",
@@ -59,12 +60,26 @@ async fn participants_are_bound_to_their_ids_and_the_shared_token_names_a_sender
         (status, body["error"]["code"].clone()),
         (400, json!("bad_request"))
     );
+    let (status, body) = post(
+        &app,
+        "/api/channels/builds/messages",
+        SHARED,
+        json!({ "body": "deployed", "sender": "deploy-bot" }),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["message"].as_str()),
+        (
+            403,
+            Some("the shared token speaks only as someone on the team, and deploy-bot is not")
+        )
+    );
     assert_eq!(
         post(
             &app,
             "/api/channels/builds/messages",
             SHARED,
-            json!({ "body": "deployed", "sender": "deploy-bot" })
+            json!({ "body": "deployed", "sender": "ci" })
         )
         .await
         .0,
@@ -74,7 +89,7 @@ async fn participants_are_bound_to_their_ids_and_the_shared_token_names_a_sender
     shared
         .call(
             "post_message",
-            json!({ "channel": "builds", "body": "via mcp", "sender": "deploy-bot" }),
+            json!({ "channel": "builds", "body": "via mcp", "sender": "alice" }),
         )
         .await
         .ok();
@@ -110,5 +125,21 @@ async fn participants_are_bound_to_their_ids_and_the_shared_token_names_a_sender
             .map(Result::unwrap)
             .collect()
     });
-    assert_eq!(senders, ["ci", "deploy-bot", "deploy-bot", "alice"]);
+    assert_eq!(senders, ["ci", "ci", "alice", "alice"]);
+    // Revoked, a person is no one the shared token may speak as.
+    app.running
+        .state
+        .relay
+        .team()
+        .revoke("alice")
+        .await
+        .unwrap();
+    let refused = shared
+        .call(
+            "post_message",
+            json!({ "channel": "builds", "body": "as a revoked one", "sender": "alice" }),
+        )
+        .await
+        .tool_error();
+    assert_eq!(refused["error"]["code"], "forbidden");
 }

@@ -170,7 +170,7 @@ pub(super) async fn insert(db: &impl Db, new: NewMessage) -> StoreResult<Message
 }
 
 /// A reply marks what it answers: in a thread, every message of it to the
-/// replier that their agent was shown or read (one still waiting may have
+/// replier that was pushed to their agent or read (one still waiting may have
 /// come a moment before the reply, unseen: it goes on waiting); in a
 /// channel, the message it replies to, if it was to them.
 async fn answer(db: &impl Db, new: &NewMessage, thread_id: Option<i64>) -> StoreResult<()> {
@@ -208,6 +208,13 @@ const TAKEABLE: &str = "SELECT i.message_id FROM inbox i JOIN messages m ON m.id
      WHERE i.recipient = $1 AND i.read_at IS NULL AND m.expires_at > $2 \
      AND (i.lease_until IS NULL OR i.lease_until <= $2)";
 
+/// The row's own part of [`TAKEABLE`], checked again as the row is
+/// updated: what a concurrent claim changed after the rows were chosen is
+/// never taken twice. The rows are chosen once, in a CTE (an `IN` subquery
+/// with a `LIMIT` may be run again per row).
+const STILL_TAKEABLE: &str =
+    "inbox.read_at IS NULL AND (inbox.lease_until IS NULL OR inbox.lease_until <= $2)";
+
 /// Claims, in the caller's transaction.
 pub(super) async fn claim_inbox(
     db: &impl Db,
@@ -218,10 +225,12 @@ pub(super) async fn claim_inbox(
     let claimed = db
         .rows(
             &format!(
-                "UPDATE inbox SET read_at = $2, lease_until = NULL \
-                 WHERE recipient = $1 AND message_id IN ( \
-                     {TAKEABLE} ORDER BY i.message_id LIMIT $3 FOR UPDATE OF i SKIP LOCKED) \
-                 RETURNING message_id"
+                "WITH taken AS ({TAKEABLE} ORDER BY i.message_id LIMIT $3 \
+                     FOR UPDATE OF i SKIP LOCKED) \
+                 UPDATE inbox SET read_at = $2, lease_until = NULL FROM taken \
+                 WHERE inbox.recipient = $1 AND inbox.message_id = taken.message_id \
+                 AND {STILL_TAKEABLE} \
+                 RETURNING inbox.message_id"
             ),
             &[&recipient.as_str(), &now, &i64::from(limit)],
         )
@@ -239,12 +248,13 @@ pub(super) async fn offer_inbox(
     let offered = db
         .rows(
             &format!(
-                "UPDATE inbox SET pushed_at = coalesce(pushed_at, $2), lease_until = $4, \
-                     push_holder = $5, offers = offers + 1 \
-                 WHERE recipient = $1 AND message_id IN ( \
-                     {TAKEABLE} AND i.push_holder IS DISTINCT FROM $5 \
+                "WITH taken AS ({TAKEABLE} AND i.push_holder IS DISTINCT FROM $5 \
                      ORDER BY i.message_id LIMIT $3 FOR UPDATE OF i SKIP LOCKED) \
-                 RETURNING message_id"
+                 UPDATE inbox SET pushed_at = coalesce(pushed_at, $2), lease_until = $4, \
+                     push_holder = $5, offers = offers + 1 FROM taken \
+                 WHERE inbox.recipient = $1 AND inbox.message_id = taken.message_id \
+                 AND {STILL_TAKEABLE} \
+                 RETURNING inbox.message_id"
             ),
             &[
                 &recipient.as_str(),

@@ -97,6 +97,16 @@ pub fn backup(db: &Path, to: &Path) -> StoreResult<()> {
                 _ => StoreError::backend(format!("cannot create {}", to.display()), e),
             })?;
     }
+    let copied = copy_into(db, to);
+    if copied.is_err() {
+        // Nothing half-made is left to refuse the next try.
+        let _ = std::fs::remove_file(to);
+    }
+    copied
+}
+
+/// Copies the live database at `db` into the new, empty file `to`.
+fn copy_into(db: &Path, to: &Path) -> StoreResult<()> {
     let source = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(|e| StoreError::backend(format!("cannot open {}", db.display()), e))?;
     source.busy_timeout(std::time::Duration::from_secs(5))?;

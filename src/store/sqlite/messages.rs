@@ -150,7 +150,7 @@ pub(super) fn insert(conn: &Connection, new: NewMessage) -> StoreResult<Message>
 }
 
 /// A reply marks what it answers: in a thread, every message of it to the
-/// replier that their agent was shown or read (one still waiting may have
+/// replier that was pushed to their agent or read (one still waiting may have
 /// come a moment before the reply, unseen: it goes on waiting); in a
 /// channel, the message it replies to, if it was to them.
 fn answer(conn: &Connection, new: &NewMessage, thread_id: Option<i64>) -> StoreResult<()> {
