@@ -78,7 +78,8 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///      401, so a browser asks for credentials;
 ///    - credentials (Bearer, Basic or `?token=`, as the group accepts) with
 ///      the rate limits;
-///    - (pages only) a credential this browser signed out with is refused;
+///    - (pages and the API groups that take Basic) a credential this
+///      browser signed out with is refused;
 ///    - the MCP session binding (`/mcp` only), then reading the body within
 ///      the request timeout (`/mcp` and `POST /api/messages`: their calls
 ///      may wait);
@@ -94,6 +95,7 @@ pub fn router(state: AppState) -> Router {
                 relay: state.relay.clone(),
                 limits: state.limits.clone(),
                 trusted_proxies: trusted_proxies.clone(),
+                forwarded_header: state.config.forwarded_header,
                 accept,
             },
             auth::require,
@@ -105,6 +107,9 @@ pub fn router(state: AppState) -> Router {
     };
     let at_once = || middleware::from_fn_with_state(deadline, edge::request_timeout);
     let hosts = HostPolicy::new(&state.config);
+    // A credential a browser signed out with is refused wherever Basic is
+    // taken, not on the pages alone.
+    let signed_out = || middleware::from_fn_with_state(state.clone(), web::signed_out);
 
     // Within a router, the layer added last runs first.
     let mcp = Router::new()
@@ -133,10 +138,15 @@ pub fn router(state: AppState) -> Router {
         .merge(mcp)
         .merge(
             api::reads()
+                .route_layer(signed_out())
                 .route_layer(at_once())
                 .route_layer(credentials(Accept::BearerOrBasic)),
         )
-        .merge(api::waits().route_layer(credentials(Accept::BearerOrBasic)))
+        .merge(
+            api::waits()
+                .route_layer(signed_out())
+                .route_layer(credentials(Accept::BearerOrBasic)),
+        )
         .merge(
             api::writes()
                 .route_layer(at_once())
@@ -151,13 +161,14 @@ pub fn router(state: AppState) -> Router {
                 .route_layer(credentials(Accept::Bearer)),
         )
         .merge(api::inbox().route_layer(credentials(Accept::Bearer)))
-        .merge(api::streams().route_layer(credentials(Accept::Stream)))
+        .merge(
+            api::streams()
+                .route_layer(signed_out())
+                .route_layer(credentials(Accept::Stream)),
+        )
         .merge(
             web::pages()
-                .route_layer(middleware::from_fn_with_state(
-                    state.clone(),
-                    web::signed_out,
-                ))
+                .route_layer(signed_out())
                 .route_layer(at_once())
                 .route_layer(credentials(Accept::BearerOrBasic))
                 .route_layer(middleware::from_fn_with_state(
@@ -191,6 +202,7 @@ pub fn router(state: AppState) -> Router {
             AddressQuota {
                 limits: state.limits.clone(),
                 trusted_proxies: trusted_proxies.clone(),
+                forwarded_header: state.config.forwarded_header,
             },
             auth::count_anonymous,
         ));

@@ -62,6 +62,26 @@ pub fn is_dns_name(name: &str) -> bool {
     authority(name).is_some_and(|h| h.port.is_none() && h.host == name && !name.contains('@'))
 }
 
+/// The header a trusted proxy appends the client's address to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For`.
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=`.
+    Forwarded,
+}
+
+impl ForwardedHeader {
+    pub fn parse(name: &str) -> Option<ForwardedHeader> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "x-forwarded-for" => Some(ForwardedHeader::XForwardedFor),
+            "forwarded" => Some(ForwardedHeader::Forwarded),
+            _ => None,
+        }
+    }
+}
+
 /// A browser origin, `scheme://host:port`, with the scheme's default port
 /// made explicit so `https://a` and `https://a:443` compare equal.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +127,18 @@ impl Origin {
     pub fn served(tls: bool, authority: &str) -> Option<Origin> {
         let scheme = if tls { "https" } else { "http" };
         Origin::parse(&format!("{scheme}://{authority}"))
+    }
+
+    /// Whether this is the origin of the relay's own page: the one it
+    /// serves the request under (`authority`, over TLS or not), or the one
+    /// it is published at (`RELAY_PUBLIC_URL`'s), which behind a proxy that
+    /// terminates TLS is `https://` while the relay itself speaks plain HTTP.
+    pub fn is_own(&self, tls: bool, authority: Option<&str>, published: Option<&Origin>) -> bool {
+        published == Some(self)
+            || authority
+                .and_then(|authority| Origin::served(tls, authority))
+                .as_ref()
+                == Some(self)
     }
 }
 

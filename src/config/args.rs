@@ -169,6 +169,16 @@ pub struct ServeArgs {
     /// `Forwarded` header names the client's address.
     #[arg(long, env = "RELAY_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<String>,
+    /// The header those proxies append the client's address to:
+    /// `x-forwarded-for` (nginx, Caddy, Traefik, HAProxy's `option
+    /// forwardfor`) or `forwarded` (RFC 7239: HAProxy's `option forwarded`).
+    /// Only that one is read: the other passes through from the client.
+    #[arg(
+        long,
+        env = "RELAY_FORWARDED_HEADER",
+        default_value = "x-forwarded-for"
+    )]
+    pub forwarded_header: String,
     /// Serve plain HTTP on a non-loopback address (`1`): only for a private
     /// network behind a proxy that terminates TLS.
     #[arg(long, env = "RELAY_ALLOW_PLAIN_HTTP", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]

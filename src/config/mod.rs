@@ -8,7 +8,7 @@ mod checks;
 
 pub use args::{AddressArgs, Database, LimitArgs, ServeArgs, TlsArgs};
 
-use crate::host::{self, Cidr, Origin};
+use crate::host::{self, Cidr, ForwardedHeader, Origin};
 use crate::model::TokenHash;
 use crate::relay::Settings;
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
@@ -151,6 +151,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// How agents reach the relay (printed by `add`; names the allowed host).
     pub public_url: String,
+    /// The origin of the team page as people reach it: `public_url`'s.
+    pub page_origin: Option<Origin>,
     /// Browser origins allowed on /mcp and /api, besides the relay's own.
     pub allowed_origins: Vec<Origin>,
     /// Host names (without ports) requests may name; `None` accepts any,
@@ -164,6 +166,8 @@ pub struct Config {
     pub http_listen: Option<SocketAddr>,
     /// Proxies whose forwarding headers name the client's address.
     pub trusted_proxies: Vec<Cidr>,
+    /// The one forwarding header those proxies append to.
+    pub forwarded_header: ForwardedHeader,
     /// Rate limits.
     pub limits: Limits,
     /// How long a request that does not wait or stream may take.
@@ -285,6 +289,13 @@ impl Config {
                 })
             })
             .collect::<Result<_, _>>()?;
+        let forwarded_header = ForwardedHeader::parse(&args.forwarded_header).ok_or_else(|| {
+            ConfigError(format!(
+                "RELAY_FORWARDED_HEADER is {:?}: use x-forwarded-for or forwarded, the \
+                     header your proxy appends the client's address to",
+                args.forwarded_header
+            ))
+        })?;
         let trusted_proxies = args
             .trusted_proxies
             .iter()
@@ -303,6 +314,7 @@ impl Config {
             db,
             database_url: args.database.database_url.clone(),
             listen,
+            page_origin: Origin::parse(&args.address.public_url()),
             public_url: args.address.public_url(),
             allowed_origins,
             allowed_hosts,
@@ -310,6 +322,7 @@ impl Config {
             allow_plain_http: args.allow_plain_http,
             http_listen: http_port.map(|port| SocketAddr::new(listen.ip(), port)),
             trusted_proxies,
+            forwarded_header,
             limits: Limits {
                 per_credential: Rate::new(limits.rate_per_credential, limits.burst_per_credential),
                 per_address: Rate::new(limits.rate_per_address, limits.burst_per_address),

@@ -13,7 +13,7 @@ use super::{
     client,
     limits::{Limited, RateLimits},
 };
-use crate::host::Cidr;
+use crate::host::{Cidr, ForwardedHeader};
 use crate::relay::{Caller, Relay, RelayError};
 use crate::wire::ApiError;
 use axum::{
@@ -85,11 +85,7 @@ pub fn presented_token(request: &Request, accept: Accept) -> Result<Option<Strin
             // A browser attaches Basic credentials to any request for this
             // site, whichever page starts it (CSRF): take them only from the
             // relay's own pages.
-            let fetched_from = request
-                .headers()
-                .get("sec-fetch-site")
-                .and_then(|v| v.to_str().ok());
-            if matches!(fetched_from, Some("cross-site" | "same-site")) {
+            if fetched_from_elsewhere(request) {
                 return Err(Refused::CrossSite);
             }
             if accept == Accept::Bearer {
@@ -106,7 +102,22 @@ pub fn presented_token(request: &Request, accept: Accept) -> Result<Option<Strin
     {
         return Ok(Some(token));
     }
+    // No credential: only an open relay takes such a request, and another
+    // site's page must not make a visitor's browser take it there (an
+    // `<img>` that empties an inbox).
+    if fetched_from_elsewhere(request) {
+        return Err(Refused::CrossSite);
+    }
     Ok(None)
+}
+
+/// Whether a browser says another site's page started the request.
+fn fetched_from_elsewhere(request: &Request) -> bool {
+    let fetched_from = request
+        .headers()
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok());
+    matches!(fetched_from, Some("cross-site" | "same-site"))
 }
 
 /// The password of HTTP Basic credentials; the user name is ignored.
@@ -169,6 +180,7 @@ pub struct Credentials {
     pub relay: Arc<Relay>,
     pub limits: Arc<RateLimits>,
     pub trusted_proxies: Arc<[Cidr]>,
+    pub forwarded_header: ForwardedHeader,
     pub accept: Accept,
 }
 
@@ -180,7 +192,11 @@ pub async fn require(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let address = client::address(&request, &credentials.trusted_proxies);
+    let address = client::address(
+        &request,
+        &credentials.trusted_proxies,
+        credentials.forwarded_header,
+    );
     let presented = presented_token(&request, credentials.accept);
     match authenticate(&credentials, presented, address).await {
         Ok(caller) => {
@@ -200,6 +216,7 @@ pub async fn require(
 pub struct AddressQuota {
     pub limits: Arc<RateLimits>,
     pub trusted_proxies: Arc<[Cidr]>,
+    pub forwarded_header: ForwardedHeader,
 }
 
 /// Counts a request that takes no credentials (`/healthz`) against its
@@ -209,7 +226,7 @@ pub async fn count_anonymous(
     request: Request,
     next: Next,
 ) -> Response {
-    let address = client::address(&request, &quota.trusted_proxies);
+    let address = client::address(&request, &quota.trusted_proxies, quota.forwarded_header);
     match quota.limits.anonymous(address) {
         Ok(()) => next.run(request).await,
         Err(limited) => ApiError::from(Refused::from(limited)).into_response(),

@@ -30,6 +30,8 @@ pub struct HostPolicy {
     allowed_origins: Vec<Origin>,
     /// Named in refusals, so a person knows which address to use.
     public_url: String,
+    /// The page's origin as published (`RELAY_PUBLIC_URL`'s).
+    page_origin: Option<Origin>,
     /// Whether the relay's own pages are `https://`.
     tls: bool,
 }
@@ -40,6 +42,7 @@ impl HostPolicy {
             allowed_hosts: config.allowed_hosts.clone(),
             allowed_origins: config.allowed_origins.clone(),
             public_url: config.public_url.clone(),
+            page_origin: config.page_origin.clone(),
             tls: config.tls.is_on(),
         })
     }
@@ -99,9 +102,10 @@ pub async fn check_origin(
         return next.run(request).await;
     };
     let origin = origin.to_str().unwrap_or("");
-    let own = request_authority(&request).and_then(|a| Origin::served(policy.tls, a));
+    let authority = request_authority(&request);
     let allowed = Origin::parse(origin).is_some_and(|presented| {
-        Some(&presented) == own.as_ref() || policy.allowed_origins.contains(&presented)
+        presented.is_own(policy.tls, authority, policy.page_origin.as_ref())
+            || policy.allowed_origins.contains(&presented)
     });
     if allowed {
         next.run(request).await

@@ -89,14 +89,18 @@ async fn guard(
     if let Some(origin) = headers.get(header::ORIGIN) {
         // Only the page's own origin: not even the origins allowed to call
         // the API (they authenticate with Bearer tokens, never forms).
-        let tls = state.config.tls.is_on();
-        let own = uri
+        let authority = uri
             .authority()
             .map(|a| a.as_str())
-            .or_else(|| headers.get(header::HOST).and_then(|h| h.to_str().ok()))
-            .and_then(|authority| Origin::served(tls, authority));
-        let sent = origin.to_str().ok().and_then(Origin::parse);
-        if own.is_none() || sent != own {
+            .or_else(|| headers.get(header::HOST).and_then(|h| h.to_str().ok()));
+        let tls = state.config.tls.is_on();
+        let published = state.config.page_origin.as_ref();
+        let own = origin
+            .to_str()
+            .ok()
+            .and_then(Origin::parse)
+            .is_some_and(|sent| sent.is_own(tls, authority, published));
+        if !own {
             return Err(cross_site());
         }
     }

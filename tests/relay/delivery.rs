@@ -42,6 +42,19 @@ async fn raw_inbox_stream(app: &TestApp, token: &str) -> tokio::net::TcpStream {
     stream
 }
 
+/// A direct message to bob over REST; what the relay answered.
+async fn to_bob(app: &TestApp, token: &str, body: &str) -> Value {
+    let (status, sent) = post(
+        app,
+        "/api/messages",
+        token,
+        json!({ "to": "bob", "body": body }),
+    )
+    .await;
+    assert_eq!(status, 201, "{sent}");
+    sent
+}
+
 /// Where message `id` stands, as alice (its sender) sees it.
 async fn delivery(app: &TestApp, id: i64, alice: &str) -> Value {
     let (status, read) = get(app, &format!("/api/messages/{id}"), alice).await;
@@ -230,13 +243,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
 
     // Over REST: sent, offered to the inbox stream, read with the thread,
     // answered.
-    let (_, sent) = post(
-        &app,
-        "/api/messages",
-        &alice_token,
-        json!({ "to": "bob", "body": "over rest?" }),
-    )
-    .await;
+    let sent = to_bob(&app, &alice_token, "over rest?").await;
     let (id, thread) = (
         sent["message_id"].as_i64().unwrap(),
         sent["thread_id"].as_i64().unwrap(),
@@ -292,13 +299,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     drop(stream);
 
     // Read by an inbox check, never pushed: no pushed_at.
-    let (_, sent) = post(
-        &app,
-        "/api/messages",
-        &alice_token,
-        json!({ "to": "bob", "body": "checked?" }),
-    )
-    .await;
+    let sent = to_bob(&app, &alice_token, "checked?").await;
     let id = sent["message_id"].as_i64().unwrap();
     let (_, inbox) = get(&app, "/api/inbox", &bob_token).await;
     let claimed = &inbox["messages"].as_array().unwrap()[..];
@@ -569,13 +570,7 @@ async fn nothing_is_pushed_to_a_client_that_never_shows_it_listens() {
         .auth_header(bob_token.clone());
     let deaf = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
     deaf.list_all_tools().await.unwrap();
-    let (_, sent) = post(
-        &app,
-        "/api/messages",
-        &alice_token,
-        json!({ "to": "bob", "body": "anyone listening?" }),
-    )
-    .await;
+    let sent = to_bob(&app, &alice_token, "anyone listening?").await;
     let id = sent["message_id"].as_i64().unwrap();
     let (_, peers) = get(&app, "/api/people", &alice_token).await;
     assert_eq!(peers["peers"][1]["reachable_by_push"], false);

@@ -382,3 +382,74 @@ fn the_bridge_refuses_plain_http_to_another_machine() {
         assert!(!said.contains("in the clear"), "{url}: {said}");
     }
 }
+
+#[tokio::test]
+async fn another_sites_page_cannot_take_an_open_relays_inbox() {
+    // An open relay: on loopback, nobody added, no token needed.
+    let app = spawn_app().await;
+    let agent = crate::support::Mcp::connect(&app.url(), "").await.unwrap();
+    agent
+        .call(
+            "send_message",
+            json!({ "to": "bob", "body": "for bob", "sender": "alice" }),
+        )
+        .await
+        .ok();
+    // A page elsewhere loads the inbox as an image, or opens its stream.
+    for path in ["/api/inbox?sender=bob", "/api/inbox/stream?sender=bob"] {
+        let response = crate::support::http()
+            .get(format!("{}{path}", app.url()))
+            .header("sec-fetch-site", "cross-site")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 403, "{path}");
+    }
+    // Nothing was taken: bob's agent still finds it.
+    let inbox = agent
+        .call("check_inbox", json!({ "sender": "bob" }))
+        .await
+        .ok();
+    assert_eq!(inbox["messages"][0]["body"], "for bob");
+}
+
+#[tokio::test]
+async fn a_browser_that_signed_out_is_refused_on_the_api_too() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let browser = crate::support::browser();
+    let signed_out = browser
+        .get(format!("{}/signout", app.url()))
+        .basic_auth("alice", Some(&alice))
+        .send()
+        .await
+        .unwrap();
+    let cookie = signed_out.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    for path in [
+        "/",
+        "/api/people",
+        "/api/channels",
+        "/api/threads/1",
+        "/api/search?q=x",
+        "/api/channels/ops/wait?timeout_s=0",
+        "/api/channels/ops/stream",
+    ] {
+        let response = browser
+            .get(format!("{}{path}", app.url()))
+            .basic_auth("alice", Some(&alice))
+            .header("cookie", &cookie)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 401, "{path}");
+    }
+    // An agent with the token as Bearer is not a browser that signed out.
+    let (status, _) = crate::support::get(&app, "/api/people", &alice).await;
+    assert_eq!(status, 200);
+}

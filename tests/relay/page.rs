@@ -590,3 +590,53 @@ async fn a_thread_page_shows_where_each_addressed_message_stands() {
         "delivery-answered\" data-to=\"ALICE\">answered"
     );
 }
+
+#[tokio::test]
+async fn a_form_behind_a_proxy_that_terminates_tls_is_the_pages_own() {
+    // The relay speaks plain HTTP behind the proxy; people reach it at
+    // RELAY_PUBLIC_URL, so their browser's Origin is that one, https.
+    // (A participant, so a relay with a public name has a credential.)
+    let app = crate::support::spawn_app_with_flags(&[
+        "--public-url",
+        "https://relay.example.com",
+        "--participants",
+        "ci:ci-token-0123456789abcdefghijklmnopqrstuv",
+    ])
+    .await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let id = thread(&app, &bob).await;
+    let path = format!("/threads/{id}");
+    let proxied = [("host", "relay.example.com")];
+    let html = browser()
+        .get(format!("{}{path}", app.url()))
+        .basic_auth("x", Some(&alice))
+        .header("host", "relay.example.com")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let token = form_token(&html);
+    let form = [("body", "through the proxy"), ("csrf", token.as_str())];
+    let from = |origin: &'static str| {
+        let mut headers = proxied.to_vec();
+        headers.extend([("origin", origin), ("sec-fetch-site", "same-origin")]);
+        headers
+    };
+    let sent = submit(
+        &app,
+        &path,
+        &alice,
+        &form,
+        &from("https://relay.example.com"),
+    )
+    .await;
+    assert_eq!(sent.status(), 303, "{}", sent.text().await.unwrap());
+    // Still only the page's own.
+    let refused = submit(&app, &path, &alice, &form, &from("https://evil.example")).await;
+    assert_eq!(refused.status(), 403);
+    let inbox = get(&app, "/api/inbox", &bob).await.1;
+    assert_eq!(inbox["messages"][0]["body"], "through the proxy");
+}

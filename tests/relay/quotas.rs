@@ -85,6 +85,37 @@ async fn forwarded_addresses_count_only_from_trusted_proxies() {
 }
 
 #[tokio::test]
+async fn behind_a_forwarded_only_proxy_a_clients_own_xff_chooses_nothing() {
+    let app = spawn_app_with(|config| {
+        config.limits.per_address = Rate::new(1, 2);
+        config.trusted_proxies = vec![Cidr::parse("127.0.0.1/32").unwrap()];
+        config.forwarded_header = crosstalk::host::ForwardedHeader::Forwarded;
+    })
+    .await;
+    // The proxy appends `Forwarded: for=` the client; the client's own
+    // X-Forwarded-For, a new address each time, passes through it.
+    let mut statuses = Vec::new();
+    for n in 0..4 {
+        let status = http()
+            .get(format!("{}/api/people", app.url()))
+            .bearer_auth("xtalk_guess")
+            .header("x-forwarded-for", format!("198.51.100.{n}"))
+            .header("forwarded", "for=203.0.113.5")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        statuses.push(status);
+    }
+    assert_eq!(
+        statuses,
+        [401, 401, 429, 429],
+        "counted against 203.0.113.5"
+    );
+}
+
+#[tokio::test]
 async fn a_person_past_their_daily_bytes_gets_429_and_nothing_is_stored() {
     let app = spawn_app_with(|config| config.settings.max_bytes_per_day = 100).await;
     let alice = app.add_person("alice").await;
