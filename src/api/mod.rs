@@ -165,12 +165,13 @@ async fn thread(
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     Path(id): Path<i64>,
-) -> ApiResult<wire::Messages> {
-    let messages = state
+    Query(page): Query<args::ThreadPage>,
+) -> ApiResult<wire::ThreadMessages> {
+    let page = state
         .relay
-        .read_thread(&caller, id, reader(&headers))
+        .read_thread(&caller, id, page.since_id, page.limit, reader(&headers))
         .await?;
-    Ok(Json(wire::Messages::new(&messages)))
+    Ok(Json(wire::ThreadMessages::from(&page)))
 }
 
 async fn message(

@@ -227,20 +227,28 @@ impl RelayTools {
         Ok(Json(wire::Messages::new(&messages)))
     }
 
-    /// Read every message of a thread, oldest first. Each message addressed to
-    /// someone says where it stands (delivery: waiting, pushed, read, answered).
+    /// Read a thread's messages, oldest first, a page at a time (a long
+    /// thread says next_since_id: pass it as since_id). Each message
+    /// addressed to someone says where it stands (delivery: waiting,
+    /// pushed, read, answered).
     #[tool]
     async fn read_thread(
         &self,
         CallerOf(caller): CallerOf,
         Parameters(args): Parameters<args::ReadThread>,
-    ) -> ToolResult<wire::Messages> {
+    ) -> ToolResult<wire::ThreadMessages> {
         let args = args?;
-        let messages = self
+        let page = self
             .relay
-            .read_thread(&caller, args.thread_id, Reader::Agent)
+            .read_thread(
+                &caller,
+                args.thread_id,
+                args.page.since_id,
+                args.page.limit,
+                Reader::Agent,
+            )
             .await?;
-        Ok(Json(wire::Messages::new(&messages)))
+        Ok(Json(wire::ThreadMessages::from(&page)))
     }
 
     /// List the teammates on this relay with their status and when their agent was last seen.

@@ -68,12 +68,11 @@ impl Relay {
         since_id: Option<i64>,
     ) -> RelayResult<Feed> {
         let wake = self.threads.subscribe(&thread_id.to_string());
-        // NotFound when it has no live message; else the backlog, read once.
-        let mut backlog = self.store.thread(thread_id, now_millis()).await?;
         let mut feed = self.feed(caller, Followed::Thread(thread_id), wake, since_id)?;
-        backlog.retain(|m| m.id > feed.cursor);
+        // NotFound when it has no live message; else its first page.
+        let (backlog, more) = self.after(&feed.followed, feed.cursor).await?;
         feed.backlog = backlog.into();
-        feed.behind = false;
+        feed.behind = more;
         Ok(feed)
     }
 
@@ -106,9 +105,12 @@ impl Relay {
                 (page.messages, more)
             }
             Followed::Thread(id) => {
-                let mut messages = self.store.thread(*id, now_millis()).await?;
-                messages.retain(|m| m.id > cursor);
-                (messages, false)
+                let messages = self
+                    .store
+                    .thread(*id, cursor, MAX_PAGE, now_millis())
+                    .await?;
+                let more = messages.len() as u32 == MAX_PAGE;
+                (messages, more)
             }
         })
     }

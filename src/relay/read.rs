@@ -56,6 +56,14 @@ pub enum Reader {
     Person,
 }
 
+/// A page of a thread, and where the next starts when more follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadPage {
+    pub messages: Vec<Message>,
+    /// Pass as `since_id` for the next page; `None` on the last.
+    pub next_since_id: Option<i64>,
+}
+
 /// Messages after a cursor, and the cursor to use next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
@@ -77,22 +85,41 @@ pub struct Peer {
 }
 
 impl Relay {
-    /// Every live message of a thread, oldest first. What in it is
-    /// addressed to the caller counts as read when their agent reads it.
+    /// A thread's live messages after `since_id` (default: from the
+    /// start), oldest first, at most `limit` (default and most:
+    /// [`MAX_PAGE`]). What in it is addressed to the caller counts as read
+    /// when their agent reads it.
     pub async fn read_thread(
         &self,
         caller: &Caller,
         thread_id: i64,
+        since_id: Option<i64>,
+        limit: Option<u32>,
         reader: Reader,
-    ) -> RelayResult<Vec<Message>> {
-        let messages = self.store.thread(thread_id, now_millis()).await?;
-        self.read_by(caller, reader, messages).await
+    ) -> RelayResult<ThreadPage> {
+        let limit = limit.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
+        let since_id = since_id.unwrap_or(0);
+        let messages = self
+            .store
+            .thread(thread_id, since_id, limit, now_millis())
+            .await?;
+        let next_since_id = (messages.len() as u32 == limit)
+            .then(|| messages.last().map(|m| m.id))
+            .flatten();
+        let messages = self.read_by(caller, reader, messages).await?;
+        Ok(ThreadPage {
+            messages,
+            next_since_id,
+        })
     }
 
-    /// Every live message of a thread, oldest first, as the team page
-    /// shows it (a person reading).
+    /// The newest live messages of a thread (at most [`MAX_PAGE`]), oldest
+    /// first, as the team page shows it (a person reading).
     pub async fn thread_for_page(&self, thread_id: i64) -> RelayResult<Vec<Message>> {
-        Ok(self.store.thread(thread_id, now_millis()).await?)
+        Ok(self
+            .store
+            .thread_recent(thread_id, MAX_PAGE, now_millis())
+            .await?)
     }
 
     /// One live message, with where it stands; read, if it is addressed to

@@ -87,8 +87,11 @@ impl Relay {
         };
         let wake = self.threads.subscribe(&thread_id.to_string());
         let look = || async {
-            let thread = self.store.thread(thread_id, now_millis()).await?;
-            let reply = thread.into_iter().find(|m| m.id > sent.id && m.from == to);
+            let after = self
+                .store
+                .thread(thread_id, sent.id, super::MAX_PAGE, now_millis())
+                .await?;
+            let reply = after.into_iter().find(|m| m.from == to);
             Ok((reply, None))
         };
         let reply = self
@@ -168,7 +171,11 @@ impl Relay {
         if !self.threads.has_subscribers(&thread_id.to_string()) {
             return;
         }
-        let Ok(thread) = self.store.thread(thread_id, now_millis()).await else {
+        let recent = self
+            .store
+            .thread_recent(thread_id, super::MAX_PAGE, now_millis())
+            .await;
+        let Ok(thread) = recent else {
             return; // only what a page shows live; the next read is right
         };
         let answered: Vec<Message> = thread

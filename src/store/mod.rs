@@ -252,8 +252,23 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreFuture<'_, Vec<i64>>;
     /// One live message, with its ledger.
     fn message(&self, id: i64, now: Millis) -> StoreFuture<'_, Option<Message>>;
-    /// Every live message of a thread, oldest first; `NotFound` if none.
-    fn thread(&self, thread_id: i64, now: Millis) -> StoreFuture<'_, Vec<Message>>;
+    /// Live messages of a thread with an id above `since_id`, oldest
+    /// first, at most `limit`; `NotFound` if the thread has no live message.
+    fn thread(
+        &self,
+        thread_id: i64,
+        since_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>>;
+    /// The newest `limit` live messages of a thread, oldest first;
+    /// `NotFound` if it has none.
+    fn thread_recent(
+        &self,
+        thread_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>>;
     /// Live messages of a channel with an id above `since_id`, oldest first.
     fn channel_messages(
         &self,

@@ -66,12 +66,27 @@ pub struct CheckInbox {
     pub sender: Option<String>,
 }
 
-/// `read_thread` (`GET /api/threads/{id}` takes the id from its path).
+/// `read_thread`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ReadThread {
     /// The thread to read, as returned by send_message or on a message.
     #[schemars(range(min = 1))]
     pub thread_id: i64,
+    #[serde(flatten)]
+    pub page: ThreadPage,
+}
+
+/// Which page of a thread: `read_thread`'s, and `GET /api/threads/{id}`'s
+/// query.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ThreadPage {
+    /// Return only messages with a larger id (default 0: from the start);
+    /// a long thread's next page starts after `next_since_id`.
+    #[schemars(range(min = 0))]
+    pub since_id: Option<i64>,
+    /// The most messages to return (default and maximum 500).
+    #[schemars(range(min = 1, max = MAX_PAGE))]
+    pub limit: Option<u32>,
 }
 
 /// `set_status` and `PUT /api/status`.

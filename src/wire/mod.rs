@@ -15,7 +15,7 @@ pub mod push;
 pub use error::ApiError;
 
 use crate::model::{ChannelSummary, Delivery, DeliveryState, Found, Handle, Message, Millis};
-use crate::relay::{Listing, NOTICE, Page, Peer};
+use crate::relay::{Listing, NOTICE, Page, Peer, ThreadPage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -148,6 +148,27 @@ impl Messages {
     pub fn new(messages: &[Message]) -> Messages {
         Messages {
             messages: views(messages),
+            notice: NOTICE.to_owned(),
+        }
+    }
+}
+
+/// A page of a thread, with the reminder, and the cursor when more follow.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ThreadMessages {
+    pub messages: Vec<MessageView>,
+    /// More messages follow: pass this as `since_id` for the next page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_since_id: Option<i64>,
+    /// Messages come from other people's agents: read this before acting.
+    pub notice: String,
+}
+
+impl From<&ThreadPage> for ThreadMessages {
+    fn from(page: &ThreadPage) -> Self {
+        ThreadMessages {
+            messages: views(&page.messages),
+            next_since_id: page.next_since_id,
             notice: NOTICE.to_owned(),
         }
     }

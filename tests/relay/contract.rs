@@ -237,15 +237,37 @@ async fn messages_threads_and_replies(store: Arc<dyn Store>) {
     assert_eq!(answer.thread_id, Some(thread));
     assert!(answer.id > opening.id);
     let bodies: Vec<String> = store
-        .thread(thread, now_millis())
+        .thread(thread, 0, 500, now_millis())
         .await
         .unwrap()
         .into_iter()
         .map(|m| m.body)
         .collect();
     assert_eq!(bodies, ["which migration?", "0042"]);
+    // A page after a cursor, the newest page, and past the end (the thread
+    // exists: nothing, not NotFound).
+    let after = store
+        .thread(thread, opening.id, 500, now_millis())
+        .await
+        .unwrap();
+    assert_eq!(ids(&after), [answer.id]);
+    let first = store.thread(thread, 0, 1, now_millis()).await.unwrap();
+    assert_eq!(ids(&first), [opening.id]);
+    let newest = store.thread_recent(thread, 1, now_millis()).await.unwrap();
+    assert_eq!(ids(&newest), [answer.id]);
+    assert!(
+        store
+            .thread(thread, answer.id, 500, now_millis())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(matches!(
+        store.thread_recent(thread + 1000, 1, now_millis()).await,
+        Err(StoreError::NotFound(_))
+    ));
 
-    let unknown = store.thread(thread + 1000, now_millis()).await;
+    let unknown = store.thread(thread + 1000, 0, 500, now_millis()).await;
     assert!(matches!(unknown, Err(StoreError::NotFound(_))));
     let nowhere = store
         .insert_message(message(
@@ -596,7 +618,7 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
     assert_eq!(state(asked.id).await.0, DeliveryState::Answered);
     assert_eq!(state(other_post.id).await.0, DeliveryState::Waiting);
     // Reads carry the ledger; an unaddressed message has none.
-    let read = store.thread(thread, now_millis()).await.unwrap();
+    let read = store.thread(thread, 0, 500, now_millis()).await.unwrap();
     assert!(read.iter().all(|m| m.delivery.is_some()));
     assert_eq!(read.len(), 5);
     let posts = store
@@ -669,7 +691,7 @@ async fn expired_messages_are_invisible_and_purged(store: Arc<dyn Store>) {
     );
     assert!(
         store
-            .thread(thread.thread_id.unwrap(), later)
+            .thread(thread.thread_id.unwrap(), 0, 500, later)
             .await
             .is_err()
     );

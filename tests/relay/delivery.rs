@@ -107,7 +107,26 @@ async fn a_stream_that_stops_reading_and_one_that_dies_lose_nothing() {
     let mut offered_before = 0;
     // What the live stream was offered, and the how-manyth offer each was.
     let mut offers = Vec::new();
-    let bob = Mcp::connect(&app.url(), &bob_token).await.unwrap();
+    let bob = std::sync::Arc::new(Mcp::connect(&app.url(), &bob_token).await.unwrap());
+    // Bob's other agent checks its inbox again and again, each call to its
+    // end (a call cut off after its claim would take what nobody is shown).
+    let (found, mut checks) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let checking = tokio::spawn({
+        let bob = bob.clone();
+        async move {
+            loop {
+                let inbox = bob
+                    .call("check_inbox", json!({ "timeout_seconds": 2 }))
+                    .await
+                    .ok();
+                for message in inbox["messages"].as_array().unwrap() {
+                    if found.send(message.clone()).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
     let arrived = |streamed: &Vec<i64>, checked: &Vec<i64>| {
         streamed
             .iter()
@@ -134,16 +153,15 @@ async fn a_stream_that_stops_reading_and_one_that_dies_lose_nothing() {
                 get(&app, &format!("/api/messages/{id}"), &bob_token).await;
                 streamed.push(id);
             }
-            inbox = bob.call("check_inbox", json!({ "timeout_seconds": 2 })) => {
-                for message in inbox.ok()["messages"].as_array().unwrap() {
-                    if message["delivery"].get("pushed_at").is_some() {
-                        offered_before += 1;
-                    }
-                    checked.push(message["id"].as_i64().unwrap());
+            Some(message) = checks.recv() => {
+                if message["delivery"].get("pushed_at").is_some() {
+                    offered_before += 1;
                 }
+                checked.push(message["id"].as_i64().unwrap());
             }
         }
     }
+    checking.abort();
     let distinct: BTreeSet<i64> = streamed.iter().chain(&checked).copied().collect();
     assert_eq!(distinct, sent, "none lost");
     // An inbox check never hands one out twice. One the live stream got
@@ -582,4 +600,66 @@ async fn nothing_is_pushed_to_a_client_that_never_shows_it_listens() {
     let (_, inbox) = get(&app, "/api/inbox", &bob_token).await;
     assert_eq!(inbox["messages"][0]["id"], id);
     deaf.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_long_thread_is_read_a_page_at_a_time() {
+    let app = spawn_app().await;
+    let alice_token = app.add_person("alice").await;
+    let bob_token = app.add_person("bob").await;
+    let first = to_bob(&app, &alice_token, "reply 0").await;
+    let thread = first["thread_id"].as_i64().unwrap();
+    const REPLIES: usize = 1_000;
+    for n in 1..REPLIES {
+        let (status, _) = post(
+            &app,
+            "/api/messages",
+            &alice_token,
+            json!({ "to": "bob", "thread_id": thread, "body": format!("reply {n}") }),
+        )
+        .await;
+        assert_eq!(status, 201);
+    }
+    // REST: 500 at most, then from the cursor.
+    let (_, page) = get(&app, &format!("/api/threads/{thread}"), &alice_token).await;
+    assert_eq!(page["messages"].as_array().unwrap().len(), 500);
+    let next = page["next_since_id"].as_i64().expect("more follow");
+    assert_eq!(page["messages"][499]["id"], next);
+    let (_, rest) = get(
+        &app,
+        &format!("/api/threads/{thread}?since_id={next}&limit=499"),
+        &alice_token,
+    )
+    .await;
+    assert_eq!(rest["messages"].as_array().unwrap().len(), 499);
+    let (_, end) = get(
+        &app,
+        &format!("/api/threads/{thread}?since_id={}", rest["next_since_id"]),
+        &alice_token,
+    )
+    .await;
+    assert_eq!(end["messages"].as_array().unwrap().len(), 1);
+    assert!(end.get("next_since_id").is_none(), "the last page");
+    assert_eq!(end["messages"][0]["body"], format!("reply {}", REPLIES - 1));
+    // MCP, the same.
+    let bob = Mcp::connect(&app.url(), &bob_token).await.unwrap();
+    let page = bob
+        .call("read_thread", json!({ "thread_id": thread, "limit": 10 }))
+        .await
+        .ok();
+    assert_eq!(page["messages"].as_array().unwrap().len(), 10);
+    assert_eq!(page["messages"][0]["body"], "reply 0");
+    assert!(page["next_since_id"].is_i64());
+    let (status, refused) = get(&app, &format!("/api/threads/{thread}?limit=0"), &bob_token).await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (200, &Value::Null),
+        "{refused}"
+    );
+    // The page shows the newest 500.
+    let (status, html) =
+        crate::support::page(&app, &format!("/threads/{thread}"), &bob_token).await;
+    assert_eq!(status, 200);
+    assert_eq!(html.matches("class=\"message\"").count(), 500);
+    assert!(html.contains("reply 999") && !html.contains(">reply 499<"));
 }

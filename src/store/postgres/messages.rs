@@ -355,23 +355,67 @@ pub(super) async fn message(db: &impl Db, id: i64, now: Millis) -> StoreResult<O
     .transpose()
 }
 
-pub(super) async fn thread(db: &impl Db, thread_id: i64, now: Millis) -> StoreResult<Vec<Message>> {
+pub(super) async fn thread(
+    db: &impl Db,
+    thread_id: i64,
+    since_id: i64,
+    limit: u32,
+    now: Millis,
+) -> StoreResult<Vec<Message>> {
     let messages = messages_from(
         &db.rows(
             &format!(
                 "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
-                 WHERE m.thread_id = $1 AND m.expires_at > $2 ORDER BY m.id"
+                 WHERE m.thread_id = $1 AND m.id > $2 AND m.expires_at > $3 \
+                 ORDER BY m.id LIMIT $4"
             ),
-            &[&thread_id, &now],
+            &[&thread_id, &since_id, &now, &i64::from(limit)],
         )
         .await?,
     )?;
     if messages.is_empty() {
-        return Err(StoreError::NotFound(format!(
-            "there is no thread {thread_id}"
-        )));
+        thread_exists(db, thread_id, now).await?;
     }
     Ok(messages)
+}
+
+pub(super) async fn thread_recent(
+    db: &impl Db,
+    thread_id: i64,
+    limit: u32,
+    now: Millis,
+) -> StoreResult<Vec<Message>> {
+    let mut messages = messages_from(
+        &db.rows(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+                 WHERE m.thread_id = $1 AND m.expires_at > $2 ORDER BY m.id DESC LIMIT $3"
+            ),
+            &[&thread_id, &now, &i64::from(limit)],
+        )
+        .await?,
+    )?;
+    if messages.is_empty() {
+        thread_exists(db, thread_id, now).await?;
+    }
+    messages.reverse();
+    Ok(messages)
+}
+
+/// `NotFound` unless the thread has a live message.
+async fn thread_exists(db: &impl Db, thread_id: i64, now: Millis) -> StoreResult<()> {
+    let live = row(
+        db,
+        "SELECT 1 FROM messages WHERE thread_id = $1 AND expires_at > $2 LIMIT 1",
+        &[&thread_id, &now],
+    )
+    .await?;
+    match live {
+        Some(_) => Ok(()),
+        None => Err(StoreError::NotFound(format!(
+            "there is no thread {thread_id}"
+        ))),
+    }
 }
 
 pub(super) async fn in_channel(

@@ -483,8 +483,27 @@ impl super::Store for PostgresStore {
         Box::pin(async move { messages::message(&*self.client().await?, id, now).await })
     }
 
-    fn thread(&self, thread_id: i64, now: Millis) -> StoreFuture<'_, Vec<Message>> {
-        Box::pin(async move { messages::thread(&*self.client().await?, thread_id, now).await })
+    fn thread(
+        &self,
+        thread_id: i64,
+        since_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        Box::pin(async move {
+            messages::thread(&*self.client().await?, thread_id, since_id, limit, now).await
+        })
+    }
+
+    fn thread_recent(
+        &self,
+        thread_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        Box::pin(async move {
+            messages::thread_recent(&*self.client().await?, thread_id, limit, now).await
+        })
     }
 
     fn channel_messages(

@@ -301,20 +301,57 @@ pub(super) fn message(conn: &Connection, id: i64, now: Millis) -> StoreResult<Op
         .optional()?)
 }
 
-pub(super) fn thread(conn: &Connection, thread_id: i64, now: Millis) -> StoreResult<Vec<Message>> {
+pub(super) fn thread(
+    conn: &Connection,
+    thread_id: i64,
+    since_id: i64,
+    limit: u32,
+    now: Millis,
+) -> StoreResult<Vec<Message>> {
     let messages: Vec<Message> = conn
         .prepare_cached(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
-             WHERE m.thread_id = ?1 AND m.expires_at > ?2 ORDER BY m.id"
+             WHERE m.thread_id = ?1 AND m.id > ?2 AND m.expires_at > ?3 ORDER BY m.id LIMIT ?4"
         ))?
-        .query_map(params![thread_id, now], message_from_row)?
+        .query_map(params![thread_id, since_id, now, limit], message_from_row)?
         .collect::<Result<_, _>>()?;
     if messages.is_empty() {
-        return Err(StoreError::NotFound(format!(
-            "there is no thread {thread_id}"
-        )));
+        thread_exists(conn, thread_id, now)?;
     }
     Ok(messages)
+}
+
+pub(super) fn thread_recent(
+    conn: &Connection,
+    thread_id: i64,
+    limit: u32,
+    now: Millis,
+) -> StoreResult<Vec<Message>> {
+    let mut messages: Vec<Message> = conn
+        .prepare_cached(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+             WHERE m.thread_id = ?1 AND m.expires_at > ?2 ORDER BY m.id DESC LIMIT ?3"
+        ))?
+        .query_map(params![thread_id, now, limit], message_from_row)?
+        .collect::<Result<_, _>>()?;
+    if messages.is_empty() {
+        thread_exists(conn, thread_id, now)?;
+    }
+    messages.reverse();
+    Ok(messages)
+}
+
+/// `NotFound` unless the thread has a live message.
+fn thread_exists(conn: &Connection, thread_id: i64, now: Millis) -> StoreResult<()> {
+    let live = conn
+        .prepare_cached("SELECT 1 FROM messages WHERE thread_id = ?1 AND expires_at > ?2 LIMIT 1")?
+        .exists(params![thread_id, now])?;
+    match live {
+        true => Ok(()),
+        false => Err(StoreError::NotFound(format!(
+            "there is no thread {thread_id}"
+        ))),
+    }
 }
 
 pub(super) fn in_channel(

@@ -299,8 +299,23 @@ impl super::Store for SqliteStore {
         self.read(move |conn| messages::message(conn, id, now))
     }
 
-    fn thread(&self, thread_id: i64, now: Millis) -> StoreFuture<'_, Vec<Message>> {
-        self.read(move |conn| messages::thread(conn, thread_id, now))
+    fn thread(
+        &self,
+        thread_id: i64,
+        since_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        self.read(move |conn| messages::thread(conn, thread_id, since_id, limit, now))
+    }
+
+    fn thread_recent(
+        &self,
+        thread_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        self.read(move |conn| messages::thread_recent(conn, thread_id, limit, now))
     }
 
     fn channel_messages(
