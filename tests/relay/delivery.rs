@@ -261,7 +261,15 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
 
     // Over REST: sent, offered to the inbox stream, read with the thread,
     // answered.
-    let sent = to_bob(&app, &alice_token, "over rest?").await;
+    // (To dave, whom no session of bob's closing a moment ago can touch.)
+    let dave_token = app.add_person("dave").await;
+    let (_, sent) = post(
+        &app,
+        "/api/messages",
+        &alice_token,
+        json!({ "to": "dave", "body": "over rest?" }),
+    )
+    .await;
     let (id, thread) = (
         sent["message_id"].as_i64().unwrap(),
         sent["thread_id"].as_i64().unwrap(),
@@ -272,7 +280,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     );
     let stream = http()
         .get(format!("{}/api/inbox/stream", app.url()))
-        .bearer_auth(&bob_token)
+        .bearer_auth(&dave_token)
         .send()
         .await
         .unwrap();
@@ -285,7 +293,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     );
     assert_eq!(offered["delivery"], delivery(&app, id, &alice_token).await);
     assert_eq!(offered["delivery"]["state"], "pushed");
-    // Bob himself reading it in his browser (the page's Basic credentials)
+    // Dave himself reading it in his browser (the page's Basic credentials)
     // leaves it for his agent.
     for path in [
         format!("/api/threads/{thread}"),
@@ -293,19 +301,19 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     ] {
         let read = http()
             .get(format!("{}{path}", app.url()))
-            .basic_auth("bob", Some(&bob_token))
+            .basic_auth("dave", Some(&dave_token))
             .send()
             .await
             .unwrap();
         assert_eq!(read.status(), 200);
     }
     assert_eq!(delivery(&app, id, &alice_token).await["state"], "pushed");
-    let (_, read) = get(&app, &format!("/api/threads/{thread}"), &bob_token).await;
+    let (_, read) = get(&app, &format!("/api/threads/{thread}"), &dave_token).await;
     assert_eq!(read["messages"][0]["delivery"]["state"], "read");
     post(
         &app,
         "/api/messages",
-        &bob_token,
+        &dave_token,
         json!({ "to": "alice", "body": "yes", "thread_id": thread }),
     )
     .await;
@@ -316,10 +324,18 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     );
     drop(stream);
 
-    // Read by an inbox check, never pushed: no pushed_at.
-    let sent = to_bob(&app, &alice_token, "checked?").await;
+    // Read by an inbox check, never pushed (carol has no stream): no
+    // pushed_at.
+    let carol_token = app.add_person("carol").await;
+    let (_, sent) = post(
+        &app,
+        "/api/messages",
+        &alice_token,
+        json!({ "to": "carol", "body": "checked?" }),
+    )
+    .await;
     let id = sent["message_id"].as_i64().unwrap();
-    let (_, inbox) = get(&app, "/api/inbox", &bob_token).await;
+    let (_, inbox) = get(&app, "/api/inbox", &carol_token).await;
     let claimed = &inbox["messages"].as_array().unwrap()[..];
     assert_eq!(claimed.len(), 1, "{inbox}");
     assert_eq!(claimed[0]["id"], id);
@@ -604,7 +620,8 @@ async fn nothing_is_pushed_to_a_client_that_never_shows_it_listens() {
 
 #[tokio::test]
 async fn a_long_thread_is_read_a_page_at_a_time() {
-    let app = spawn_app().await;
+    // A thousand posts in a row, past a credential's rate: no limit here.
+    let app = spawn_app_with(|config| config.limits.per_credential = None).await;
     let alice_token = app.add_person("alice").await;
     let bob_token = app.add_person("bob").await;
     let first = to_bob(&app, &alice_token, "reply 0").await;
