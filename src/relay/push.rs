@@ -13,8 +13,9 @@
 //! an inbox check, or the next stream that opens — but never offered twice
 //! in a row to the same stream. What confirms a push is the recipient's
 //! agent acting on it: reading it (`check_inbox` returns only what no lease
-//! holds; `read_thread` and `GET /api/messages/{id}` by the recipient mark
-//! it read) or answering it (a reply in its thread, or to it in a channel).
+//! holds; `read_thread` and `GET /api/messages/{id}` by the recipient's
+//! agent mark it read, not the person with the page's credentials) or
+//! answering it (a reply in its thread, or to it in a channel).
 //! A stream that ends (its client went away) gives its leases back at once,
 //! and a stream that stops reading holds what it was offered only until the
 //! leases end: whatever sits in its queue past its lease is dropped, not
