@@ -134,23 +134,26 @@ fn sse(
 /// the start: it is never probed.)
 fn pushed(push: &Push) -> Option<Event> {
     let message = push.message()?;
-    let mut data = serde_json::to_value(MessageView::from(message)).expect("a message serializes");
+    let mut data = view(message);
     if let Push::Inbox(message) = push {
-        let offers = message.delivery.map_or(1, |d| d.offers);
-        data["offer"] = offers.into();
+        data["offer"] = message.delivery.map_or(1, |d| d.offers).into();
     }
-    Some(
-        Event::default()
-            .id(message.id.to_string())
-            .event("message")
-            .data(data.to_string()),
-    )
+    Some(message_event(message.id, data))
+}
+
+/// A message as its stream's JSON.
+fn view(message: &Message) -> serde_json::Value {
+    serde_json::to_value(MessageView::from(message)).expect("a message serializes")
+}
+
+/// A `message` event: `id:` the message's id, the data as given.
+fn message_event(id: i64, data: serde_json::Value) -> Event {
+    Event::default()
+        .id(id.to_string())
+        .event("message")
+        .data(data.to_string())
 }
 
 fn event(message: &Message) -> Event {
-    let data = serde_json::to_string(&MessageView::from(message)).expect("a message serializes");
-    Event::default()
-        .id(message.id.to_string())
-        .event("message")
-        .data(data)
+    message_event(message.id, view(message))
 }

@@ -477,11 +477,18 @@ impl futures::Stream for PushFeed {
     type Item = Push;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Push>> {
-        let listening = self.is_ready();
-        if let Some(probe) = &mut self.probe {
-            if listening || tokio::time::Instant::now() >= probe.until {
+        // Only while probing: once its client listens, a poll takes no lock.
+        if self.probe.is_some() {
+            let done = self.is_ready()
+                || self
+                    .probe
+                    .as_ref()
+                    .is_some_and(|probe| tokio::time::Instant::now() >= probe.until);
+            if done {
                 self.probe = None;
-            } else if probe.every.poll_tick(cx).is_ready() {
+            } else if let Some(probe) = &mut self.probe
+                && probe.every.poll_tick(cx).is_ready()
+            {
                 return Poll::Ready(Some(Push::Probe));
             }
         }

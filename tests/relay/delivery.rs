@@ -42,13 +42,13 @@ async fn raw_inbox_stream(app: &TestApp, token: &str) -> tokio::net::TcpStream {
     stream
 }
 
-/// A direct message to bob over REST; what the relay answered.
-async fn to_bob(app: &TestApp, token: &str, body: &str) -> Value {
+/// A direct message over REST; what the relay answered.
+async fn send_to(app: &TestApp, token: &str, to: &str, body: &str) -> Value {
     let (status, sent) = post(
         app,
         "/api/messages",
         token,
-        json!({ "to": "bob", "body": body }),
+        json!({ "to": to, "body": body }),
     )
     .await;
     assert_eq!(status, 201, "{sent}");
@@ -263,13 +263,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     // answered.
     // (To dave, whom no session of bob's closing a moment ago can touch.)
     let dave_token = app.add_person("dave").await;
-    let (_, sent) = post(
-        &app,
-        "/api/messages",
-        &alice_token,
-        json!({ "to": "dave", "body": "over rest?" }),
-    )
-    .await;
+    let sent = send_to(&app, &alice_token, "dave", "over rest?").await;
     let (id, thread) = (
         sent["message_id"].as_i64().unwrap(),
         sent["thread_id"].as_i64().unwrap(),
@@ -327,13 +321,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     // Read by an inbox check, never pushed (carol has no stream): no
     // pushed_at.
     let carol_token = app.add_person("carol").await;
-    let (_, sent) = post(
-        &app,
-        "/api/messages",
-        &alice_token,
-        json!({ "to": "carol", "body": "checked?" }),
-    )
-    .await;
+    let sent = send_to(&app, &alice_token, "carol", "checked?").await;
     let id = sent["message_id"].as_i64().unwrap();
     let (_, inbox) = get(&app, "/api/inbox", &carol_token).await;
     let claimed = &inbox["messages"].as_array().unwrap()[..];
@@ -604,7 +592,7 @@ async fn nothing_is_pushed_to_a_client_that_never_shows_it_listens() {
         .auth_header(bob_token.clone());
     let deaf = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
     deaf.list_all_tools().await.unwrap();
-    let sent = to_bob(&app, &alice_token, "anyone listening?").await;
+    let sent = send_to(&app, &alice_token, "bob", "anyone listening?").await;
     let id = sent["message_id"].as_i64().unwrap();
     let (_, peers) = get(&app, "/api/people", &alice_token).await;
     assert_eq!(peers["peers"][1]["reachable_by_push"], false);
@@ -624,7 +612,7 @@ async fn a_long_thread_is_read_a_page_at_a_time() {
     let app = spawn_app_with(|config| config.limits.per_credential = None).await;
     let alice_token = app.add_person("alice").await;
     let bob_token = app.add_person("bob").await;
-    let first = to_bob(&app, &alice_token, "reply 0").await;
+    let first = send_to(&app, &alice_token, "bob", "reply 0").await;
     let thread = first["thread_id"].as_i64().unwrap();
     const REPLIES: usize = 1_000;
     for n in 1..REPLIES {
