@@ -236,21 +236,14 @@ impl Bridge {
                 Ok(response) => {
                     tracing::info!("listening to the relay's inbox stream");
                     backoff = FIRST_BACKOFF;
-                    tokio::select! {
-                        delivered = deliver(response, &client, &mut shown) => {
-                            if !delivered {
-                                return; // the client is gone
-                            }
+                    match deliver(response, &client, &mut shown, &mut follows).await {
+                        Ended::ClientGone => return,
+                        Ended::FollowsChanged => continue, // at once, with the new follows
+                        Ended::Stream => {
                             tracing::warn!("the relay's inbox stream ended; reconnecting");
                             // The relay may have restarted: the next tool
                             // call opens a new session.
                             *self.relay.lock().await = None;
-                        }
-                        changed = follows.changed() => {
-                            if changed.is_err() {
-                                return;
-                            }
-                            continue; // at once, with the new follows
                         }
                     }
                 }
@@ -306,15 +299,40 @@ struct Pushed {
     offer: Option<u32>,
 }
 
+/// Why [`deliver`] stopped.
+enum Ended {
+    /// The relay's stream ended: open it again after a backoff.
+    Stream,
+    /// The follows changed: open it again at once, with them.
+    FollowsChanged,
+    /// Claude Code cannot be written to, or the bridge is ending.
+    ClientGone,
+}
+
 /// Passes each message of an open inbox stream to `client` as a channel
-/// notification, each once; false once `client` cannot be written to.
+/// notification, each once, until the stream ends or the follows change.
+///
+/// Only the wait for the next event gives way to a change of follows: a
+/// notification being written is finished and remembered first, so one
+/// that reached Claude Code is never shown again when the stream reopens.
 async fn deliver(
     response: reqwest::Response,
     client: &Peer<RoleServer>,
     shown: &mut Shown,
-) -> bool {
+    follows: &mut watch::Receiver<BTreeSet<Channel>>,
+) -> Ended {
     let mut events = SseStream::from_bytes_stream(response.bytes_stream());
-    while let Some(Ok(event)) = events.next().await {
+    loop {
+        let event = tokio::select! {
+            event = events.next() => event,
+            changed = follows.changed() => return match changed {
+                Ok(()) => Ended::FollowsChanged,
+                Err(_) => Ended::ClientGone,
+            },
+        };
+        let Some(Ok(event)) = event else {
+            return Ended::Stream;
+        };
         let pushed = match (event.event.as_deref(), event.data) {
             (None | Some("message"), Some(data)) => serde_json::from_str::<Pushed>(&data),
             _ => continue, // the notice, a keep-alive
@@ -333,13 +351,10 @@ async fn deliver(
             .send_notification(ServerNotification::CustomNotification(notification))
             .await;
         if sent.is_err() {
-            return false;
+            return Ended::ClientGone;
         }
-        // Only once written: a write cut short (the stream reopened for new
-        // follows) leaves it to be shown when it is offered again.
         shown.remember(pushed.message.id);
     }
-    true
 }
 
 impl ServerHandler for Bridge {
