@@ -199,6 +199,21 @@ const SECRETS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "a user and password",
+        &[
+            "curl -u deploy:{A12} https://ci.internal/api",
+            "curl --user=ci:{A16} -X POST https://ci.internal/build",
+        ],
+    ),
+    (
+        "a key assignment",
+        &[
+            "SESSION_KEY={A40}",
+            "ENCRYPTION_KEY={H64}",
+            "SIGNING_KEY: \"{B43}\"",
+        ],
+    ),
+    (
         "a password assignment",
         &[
             "PGPASSWORD={A12} psql -h db app",
@@ -289,6 +304,253 @@ fn harmless(rng: &mut Rng) -> Vec<String> {
         ));
     }
     corpus
+}
+
+/// Careless pastes of real configuration, each with freshly generated
+/// values: what people put in a chat when they are in a hurry.
+fn config_pastes(rng: &mut Rng) -> Vec<(&'static str, String)> {
+    use base64::{Engine, engine::general_purpose::STANDARD};
+    let mut bytes = |n: usize| (0..n).map(|_| rng.next() as u8).collect::<Vec<u8>>();
+    let pem = |label: &str, bytes: &mut dyn FnMut(usize) -> Vec<u8>| {
+        let body = STANDARD.encode(bytes(600));
+        let lines: Vec<&str> = body
+            .as_bytes()
+            .chunks(64)
+            .map(|l| std::str::from_utf8(l).unwrap())
+            .collect();
+        format!(
+            "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+            lines.join("\n")
+        )
+    };
+    let cert = STANDARD.encode(pem("CERTIFICATE", &mut bytes));
+    let rsa = STANDARD.encode(pem("RSA PRIVATE KEY", &mut bytes));
+    let ec = STANDARD.encode(pem("EC PRIVATE KEY", &mut bytes));
+    let pkcs8 = STANDARD.encode(pem("PRIVATE KEY", &mut bytes));
+    // A key's DER body: the fixed bytes that open each kind, then random.
+    let mut der = |head: &[u8]| {
+        let mut der = head.to_vec();
+        der.extend(bytes(180));
+        STANDARD.encode(der)
+    };
+    let rsa_pkcs8 = der(&[
+        0x30, 0x82, 0x04, 0xbd, 0x02, 0x01, 0x00, 0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86,
+        0xf7, 0x0d, 0x01, 0x01, 0x01, 0x05, 0x00, 0x04, 0x82, 0x04, 0xa7,
+    ]);
+    let rsa_pkcs1 = der(&[
+        0x30, 0x82, 0x04, 0xa3, 0x02, 0x01, 0x00, 0x02, 0x82, 0x01, 0x01, 0x00,
+    ]);
+    let ec_sec1 = der(&[0x30, 0x77, 0x02, 0x01, 0x01, 0x04, 0x20]);
+    let ed25519 = der(&[
+        0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04,
+        0x20,
+    ]);
+    let app_key = STANDARD.encode(bytes(32));
+    let mut fill = |template: &str| rng.fill(template);
+    let basic = |user: &str, password: &str| STANDARD.encode(format!("{user}:{password}"));
+    let kubeconfig = |user_data: &str| {
+        format!(
+            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {cert}\n    \
+             server: https://127.0.0.1:6443\n  name: kind-dev\nusers:\n- name: kind-dev\n  user:\n{user_data}"
+        )
+    };
+    let mut pastes = vec![
+        (
+            "a private key",
+            kubeconfig(&format!(
+                "    client-certificate-data: {cert}\n    client-key-data: {rsa}\n"
+            )),
+        ),
+        (
+            "a private key",
+            kubeconfig(&format!("    client-key-data: {ec}\n")),
+        ),
+        (
+            "a private key",
+            format!(
+                "{{\"users\":[{{\"name\":\"admin\",\"user\":{{\"client-key-data\":\"{pkcs8}\"}}}}]}}"
+            ),
+        ),
+    ];
+    // Unquoted `.env` values with each symbol a generator puts in.
+    for symbol in ['!', '&', '*', '(', ')', '[', ']', '{', '}', '|'] {
+        pastes.push((
+            "a password assignment",
+            format!(
+                "DB_HOST=db.internal\nDB_USER=app\nDB_PASSWORD={}{symbol}{}\nDB_NAME=app",
+                fill("{A5}"),
+                fill("{A6}")
+            ),
+        ));
+    }
+    let password = |fill: &mut dyn FnMut(&str) -> String| {
+        format!("{}!{}&{}", fill("{A4}"), fill("{A4}"), fill("{A3}"))
+    };
+    let (p1, p2, p3, p4) = (
+        password(&mut fill),
+        password(&mut fill),
+        password(&mut fill),
+        password(&mut fill),
+    );
+    let (p5, p6, p7) = (
+        password(&mut fill),
+        password(&mut fill),
+        password(&mut fill),
+    );
+    pastes.extend([
+        (
+            "a password assignment",
+            format!("services:\n  db:\n    image: postgres:16\n    environment:\n      POSTGRES_PASSWORD: {p1}\n"),
+        ),
+        (
+            "a password assignment",
+            format!("    environment:\n      - MYSQL_ROOT_PASSWORD={}*{}\n", fill("{A6}"), fill("{A5}")),
+        ),
+        (
+            "a password assignment",
+            format!(
+                "\"ConnectionStrings\": {{\n  \"DefaultConnection\": \"Server=tcp:acme.database.windows.net,1433;\
+                 Database=app;User ID=app;Password={p2};Encrypt=True;\"\n}}"
+            ),
+        ),
+        (
+            "a password assignment",
+            format!("Data Source=db01;Initial Catalog=Orders;User Id=sa;Password={p3};"),
+        ),
+        (
+            "a password assignment",
+            format!("ConnectionStrings__Default=Host=db;Username=app;Password={p4};"),
+        ),
+        ("a password assignment", format!("spring.datasource.url=jdbc:postgresql://db/app\nspring.datasource.password={p5}")),
+        ("a password assignment", format!("redis:\n  host: cache\n  password: {p6}\n")),
+        ("a key assignment", format!("SESSION_KEY={}", fill("{A40}"))),
+        ("a key assignment", format!("ENCRYPTION_KEY={}", fill("{H64}"))),
+        ("a key assignment", format!("export MASTER_KEY={}", fill("{H32}"))),
+        ("a key assignment", format!("JWT_SIGNING_KEY=\"{}\"", fill("{A48}"))),
+        ("a key assignment", format!("APP_KEY=base64:{app_key}")),
+        (
+            "a key assignment",
+            format!("APP_NAME=Shop\nAPP_ENV=production\nAPP_KEY=base64:{}\nAPP_DEBUG=false", STANDARD.encode(fill("{A32}"))),
+        ),
+        (
+            "a user and password",
+            format!("curl -H \"Authorization: Basic {}\" https://ci.internal/api/json", basic("deploy", &fill("{A14}"))),
+        ),
+        (
+            "a user and password",
+            format!("GET /api/v1/builds HTTP/1.1\nHost: ci.internal\nAuthorization: Basic {}\nAccept: */*", basic("svc-build", &p7)),
+        ),
+        (
+            "a user and password",
+            format!("curl -u deploy:{} https://nexus.internal/repository/releases/", fill("{A12}")),
+        ),
+        (
+            "a user and password",
+            format!("curl --user \"ci-bot:{}!{}\" -X POST https://jenkins.internal/job/deploy/build", fill("{A6}"), fill("{A6}")),
+        ),
+        (
+            "a user and password",
+            format!("curl -fsS -u 'svc_build:{}' https://artifacts.internal/upload", fill("{A14}")),
+        ),
+        (
+            "a password assignment",
+            format!("curl https://acme.openai.azure.com/openai/deployments/gpt/chat -H \"api-key: {}\"", fill("{H32}")),
+        ),
+        (
+            "a password assignment",
+            format!("POST /v1/events HTTP/1.1\nHost: api.vendor.io\nX-API-Key: {}\n", fill("{A32}")),
+        ),
+        (
+            "a password assignment",
+            format!("curl -H 'x-api-key: {}' https://api.vendor.io/v2/items", fill("{B40}")),
+        ),
+        (
+            "a user and password",
+            format!(
+                "{{\n  \"auths\": {{\n    \"registry.acme.io\": {{\n      \"auth\": \"{}\"\n    }}\n  }}\n}}",
+                basic("robot$ci", &fill("{A20}"))
+            ),
+        ),
+        (
+            "a user and password",
+            format!(
+                "{{\"auths\":{{\"https://index.docker.io/v1/\":{{\"auth\":\"{}\",\"email\":\"ops@acme.io\"}}}}}}",
+                basic("acmeops", &fill("{A16}"))
+            ),
+        ),
+        ("a private key", rsa_pkcs8),
+        ("a private key", rsa_pkcs1),
+        ("a private key", ec_sec1),
+        ("a private key", ed25519),
+        ("a GitLab token", format!("GITLAB_TOKEN is glpat-{}", fill("{L20}"))),
+        ("an npm token", format!("//registry.npmjs.org/ uses npm_{}", fill("{L36}"))),
+        ("a HashiCorp Vault token", format!("VAULT_TOKEN is hvs.{}", fill("{L28}"))),
+    ]);
+    pastes
+}
+
+/// What the scanner once refused and must not: values that are numbers,
+/// identifiers, paths or names of things, and encoded text that is no
+/// credential.
+fn harmless_config() -> Vec<String> {
+    use base64::{Engine, engine::general_purpose::STANDARD};
+    let cert = STANDARD
+        .encode("-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----\n");
+    [
+        "SERVER_AUTH = '1.3.6.1.5.5.7.3.1'".to_owned(),
+        "pub const IFLA_INET6_TOKEN: u32 = 7;\nIFLA_INET6_TOKEN = _bindgen_ty_7::IFLA_INET6_TOKEN".to_owned(),
+        "\"AWS::ApiGateway::ApiKey\": \"48205d4ffd7feba3\"".to_owned(),
+        format!("clusters:\n- cluster:\n    certificate-authority-data: {cert}\n    server: https://10.0.0.1:6443"),
+        "docker run --rm -u 1000:1000 -v $PWD:/src app".to_owned(),
+        "sudo -u postgres:postgres psql".to_owned(),
+        "sort_key: \"created_at\"".to_owned(),
+        "cache_key = \"v2_users_by_team\"".to_owned(),
+        "idempotency_key: \"8e03978e-40d5-43e8-bc93-6894a57f9324\"".to_owned(),
+        "private_key = \"/etc/ssl/private/server.key\"".to_owned(),
+        "password: \"auth.password.reset_link\"".to_owned(),
+        "Authorization: Basic dXNlcjpwYXNzd29yZA==".to_owned(),
+        "\"auth\": \"dXNlcm5hbWU6cGFzc3dvcmQ=\"".to_owned(),
+        "PUBLIC_KEY=MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE".to_owned(),
+        "password = derive_key(seed, salt, 100_000)".to_owned(),
+        "let token = md5(input);".to_owned(),
+        "DB_PASSWORD=$(cat /run/secrets/db_password)".to_owned(),
+        "TOKEN_FILE=/var/run/secrets/kubernetes.io/serviceaccount/token".to_owned(),
+    ]
+    .into()
+}
+
+#[test]
+fn secret_corpus_careless_config_pastes_are_refused() {
+    let mut rng = Rng(0x0c0f_f1e5_7a57_e5ed);
+    let pastes = config_pastes(&mut rng);
+    let missed: Vec<String> = pastes
+        .iter()
+        .filter(|(kind, paste)| find_secret(paste) != Some(kind))
+        .map(|(kind, paste)| format!("{kind}: {paste:?} -> {:?}", find_secret(paste)))
+        .collect();
+    let harmless = harmless_config();
+    let refused: Vec<String> = harmless
+        .iter()
+        .filter_map(|text| find_secret(text).map(|kind| format!("{text:?} as {kind}")))
+        .collect();
+    println!(
+        "config pastes refused: {} of {}; harmless refused: {} of {}",
+        pastes.len() - missed.len(),
+        pastes.len(),
+        refused.len(),
+        harmless.len()
+    );
+    assert!(
+        missed.is_empty(),
+        "stored or misnamed:\n{}",
+        missed.join("\n")
+    );
+    assert!(pastes.len() >= 42, "the issue's 42 shapes, at least");
+    assert!(
+        refused.is_empty(),
+        "refused harmless text:\n{}",
+        refused.join("\n")
+    );
 }
 
 #[test]

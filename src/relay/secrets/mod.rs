@@ -48,9 +48,14 @@ static SCANNER: LazyLock<Scanner> = LazyLock::new(|| {
     }
 });
 
-/// Every kind of secret the scanner knows, in the order it checks them.
+/// Every kind of secret the scanner knows, each once (some kinds have
+/// several shapes), in the order it checks them.
 pub fn kinds() -> impl Iterator<Item = &'static str> {
-    PATTERNS.iter().map(|p| p.kind)
+    PATTERNS
+        .iter()
+        .enumerate()
+        .filter(|(at, pattern)| PATTERNS[..*at].iter().all(|p| p.kind != pattern.kind))
+        .map(|(_, pattern)| pattern.kind)
 }
 
 /// Returns the kind of the first likely secret in `text`, if any.
@@ -220,7 +225,7 @@ mod tests {
             ("a DigitalOcean token", format!("dop_v1_{}", hex(64)), "dop_v1_ tokens"),
             ("a HashiCorp Vault token", format!("hvs.{}", b64(90)), "hvs.token_lookup is an endpoint"),
             ("a GitHub token", format!("ghp_{}", b64(36)), "ghp_ tokens are classic PATs"),
-            ("a GitLab token", format!("glpat-{}", b64(20)), "glpat-token-rotation-guide-for-everyone"),
+            ("a GitLab token", format!("glpat-{}", b64(20)), "glpat- tokens expire after a year"),
             ("an Atlassian API token", format!("ATATT3{}", b64(180)), "ATATT3 prefixes Atlassian tokens"),
             ("a Slack token", format!("xoxb-1234567890-{}", b64(24)), "xoxb-bot-tokens-explained-in-the-docs"),
             (
@@ -281,9 +286,19 @@ mod tests {
                 "Authorization: Bearer $TOKEN",
             ),
             (
+                "a user and password",
+                "curl -u deploy:Zx81mQ2pLk9w https://ci.internal".into(),
+                "docker run -u 1000:1000 app",
+            ),
+            (
                 "a password assignment",
                 "password=hunter2hunter2".into(),
                 "password = os.environ[\"DB_PASSWORD\"]",
+            ),
+            (
+                "a key assignment",
+                format!("SESSION_KEY={}", b64(32)),
+                "sort_key: \"created_at_2024\"",
             ),
         ]
     }

@@ -22,6 +22,12 @@ fn always(_: &str) -> bool {
 
 /// The table. Order matters only for which kind a message with several
 /// secrets is refused for: the more specific kinds come first.
+///
+/// A prefix that is the provider's alone (`glpat-`, `hvs.`, `npm_`) is
+/// enough: what follows it is not tested for randomness, which a random
+/// value fails now and then (a GitLab token's 20 characters hold no digit
+/// one time in thirty). Short or common prefixes (`sk-`, `SK`, `cio`) get
+/// the second look of [`values::random`].
 pub(super) static PATTERNS: &[Pattern] = &[
     // This relay's own tokens.
     Pattern {
@@ -33,6 +39,21 @@ pub(super) static PATTERNS: &[Pattern] = &[
     Pattern {
         kind: "a private key",
         regex: r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-[0-9]+:",
+        plausible: always,
+    },
+    // The same, base64-encoded (a kubeconfig's `client-key-data`)...
+    Pattern {
+        kind: "a private key",
+        regex: r"LS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}",
+        plausible: values::encoded_private_key,
+    },
+    // ...or a key's DER body pasted without its PEM lines: RSA (PKCS#8
+    // and PKCS#1), EC (PKCS#8 and SEC1) and Ed25519, each by the fixed
+    // bytes that open it (a version of 0 or 1, then the algorithm), which
+    // public keys and certificates do not share.
+    Pattern {
+        kind: "a private key",
+        regex: r"(?-u:\b)(?:MII[A-Za-z0-9+/]{3}IBA(?:DANBgkqhkiG9w0BAQEFAAS|AKC)|MIG[A-Za-z0-9+/]AgEAMB[A-Za-z0-9+/]GByqGSM49AgE|MHcCAQEEI|MIGkAgEBBD|MIHcAgEBBEI|MC4CAQAwBQYDK2VwBCIEI)[A-Za-z0-9+/]{16,}",
         plausible: always,
     },
     // Cloud providers.
@@ -69,7 +90,7 @@ pub(super) static PATTERNS: &[Pattern] = &[
     Pattern {
         kind: "a HashiCorp Vault token",
         regex: r"(?-u:\b)hv[sb]\.[A-Za-z0-9_-]{24,}",
-        plausible: values::mixed,
+        plausible: always,
     },
     // Source hosts and CI.
     Pattern {
@@ -80,7 +101,7 @@ pub(super) static PATTERNS: &[Pattern] = &[
     Pattern {
         kind: "a GitLab token",
         regex: r"(?-u:\b)gl(?:pat|dt|rt|cbt|ptt|ft|oas)-[A-Za-z0-9_-]{20,}",
-        plausible: values::mixed,
+        plausible: always,
     },
     Pattern {
         kind: "an Atlassian API token",
@@ -91,7 +112,7 @@ pub(super) static PATTERNS: &[Pattern] = &[
     Pattern {
         kind: "a Slack token",
         regex: r"(?-u:\b)x(?:ox[abposr]|app)-[A-Za-z0-9-]{10,}",
-        plausible: values::mixed,
+        plausible: values::random,
     },
     Pattern {
         kind: "a Slack webhook URL",
@@ -137,7 +158,7 @@ pub(super) static PATTERNS: &[Pattern] = &[
     Pattern {
         kind: "a Twilio API key",
         regex: r"(?-u:\b)SK[0-9a-f]{32}(?-u:\b)",
-        plausible: values::mixed,
+        plausible: values::random,
     },
     // AI providers.
     Pattern {
@@ -148,7 +169,7 @@ pub(super) static PATTERNS: &[Pattern] = &[
     Pattern {
         kind: "an OpenAI API key",
         regex: r"(?-u:\b)sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{32,}|(?-u:\b)sk-[A-Za-z0-9]{40,}(?-u:\b)",
-        plausible: values::mixed,
+        plausible: values::random,
     },
     Pattern {
         kind: "a Hugging Face token",
@@ -158,18 +179,18 @@ pub(super) static PATTERNS: &[Pattern] = &[
     Pattern {
         kind: "a Groq API key",
         regex: r"(?-u:\b)gsk_[A-Za-z0-9]{48,}(?-u:\b)",
-        plausible: values::mixed,
+        plausible: always,
     },
     Pattern {
         kind: "a Replicate token",
         regex: r"(?-u:\b)r8_[A-Za-z0-9]{37}(?-u:\b)",
-        plausible: values::mixed,
+        plausible: always,
     },
     // Package registries.
     Pattern {
         kind: "an npm token",
         regex: r"(?-u:\b)npm_[A-Za-z0-9]{36}(?-u:\b)",
-        plausible: values::mixed,
+        plausible: always,
     },
     Pattern {
         kind: "a PyPI token",
@@ -184,7 +205,7 @@ pub(super) static PATTERNS: &[Pattern] = &[
     Pattern {
         kind: "a crates.io token",
         regex: r"(?-u:\b)cio[A-Za-z0-9]{32}(?-u:\b)",
-        plausible: values::mixed,
+        plausible: values::random,
     },
     Pattern {
         kind: "a Docker Hub token",
@@ -194,7 +215,7 @@ pub(super) static PATTERNS: &[Pattern] = &[
     Pattern {
         kind: "a NuGet key",
         regex: r"(?-u:\b)oy2[a-z0-9]{43}(?-u:\b)",
-        plausible: values::mixed,
+        plausible: values::random,
     },
     // Generic shapes.
     Pattern {
@@ -209,7 +230,9 @@ pub(super) static PATTERNS: &[Pattern] = &[
     },
     Pattern {
         kind: "an npm registry token",
-        regex: r#"(?i)_auth(?:Token)?\s*=\s*["']?[^\s"']{8,}"#,
+        // At a line's start or after the registry's `:`, as `.npmrc` has
+        // it: `SERVER_AUTH = '…'` is somebody's constant.
+        regex: r#"(?im)(?:^|:)\s*_auth(?:Token)?\s*=\s*["']?[^\s"']{8,}"#,
         plausible: values::assigned_literal,
     },
     Pattern {
@@ -222,9 +245,37 @@ pub(super) static PATTERNS: &[Pattern] = &[
         regex: r"(?i)(?-u:\b)authorization\s*:\s*bearer\s+[A-Za-z0-9._~+/-]{16,}=*",
         plausible: values::bearer,
     },
+    // `user:password`, base64-encoded (`Authorization: Basic`, a Docker
+    // `config.json` `auth`) or on a command line (`curl -u`).
+    Pattern {
+        kind: "a user and password",
+        regex: r"(?i)(?-u:\b)authorization\s*:\s*basic\s+[A-Za-z0-9+/]{8,}={0,2}",
+        plausible: values::encoded_credentials,
+    },
+    Pattern {
+        kind: "a user and password",
+        regex: r#""auth"\s*:\s*"[A-Za-z0-9+/]{8,}={0,2}""#,
+        plausible: values::encoded_credentials,
+    },
+    Pattern {
+        kind: "a user and password",
+        regex: r#"(?m)(?:^|\s)(?:-u|--user)(?:\s+|=)["']?[A-Za-z0-9._@+-]+:[^\s"']{4,}"#,
+        plausible: values::command_line_credentials,
+    },
     Pattern {
         kind: "a password assignment",
-        regex: r#"(?i)(?-u:\b)(?:[a-z0-9]+[_-])*(?:[a-z]*pass(?:word|wd|phrase)?|pwd|secret|client_?secret|secret_?key|api_?key|apikey|access_?key|auth_?token|access_?token|private_?key|token)["']?\s*(?:=>|:=|:|=)\s*(?:"[^"\n]*"|'[^'\n]*'|`[^`\n]*`|[^\s"'`,;]+)"#,
+        // A name that is part of a path (`AWS::ApiGateway::ApiKey`), or a
+        // URL's query (`?token=`), is matched with what says so, so that
+        // the second look can tell.
+        regex: r#"(?i)(?:[?&]|(?-u:\b))(?:[a-z0-9]+(?:[_-]|::))*(?:[a-z]*pass(?:word|wd|phrase)?|pwd|secret|client[_-]?secret|secret[_-]?key|api[_-]?key|apikey|access[_-]?key|auth[_-]?token|access[_-]?token|private[_-]?key|token)["']?\s*(?:=>|:=|:|=)\s*(?:"[^"\n]*"|'[^'\n]*'|`[^`\n]*`|[^\s"'`,;]+)"#,
         plausible: values::assigned_literal,
+    },
+    // `SESSION_KEY=`, `ENCRYPTION_KEY=`, Laravel's `APP_KEY=base64:…`:
+    // keys of every other name, where only a generated value counts
+    // (`cache_key = "v2_users"` is a name).
+    Pattern {
+        kind: "a key assignment",
+        regex: r#"(?i)(?-u:\b)(?:[a-z0-9]+(?:[_-]|::))+key["']?\s*(?:=>|:=|:|=)\s*(?:"[^"\n]*"|'[^'\n]*'|`[^`\n]*`|[^\s"'`,;]+)"#,
+        plausible: values::assigned_key,
     },
 ];

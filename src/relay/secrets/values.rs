@@ -8,16 +8,77 @@
 //! like a literal secret: long enough, not a placeholder, and, when it is
 //! not quoted, shaped like generated text rather than like code or words.
 
+use base64::{Engine, engine::general_purpose::STANDARD};
+
 /// The shortest literal value that counts as a secret.
 const MIN_LITERAL: usize = 8;
 
-/// Generated tokens mix letters and digits; hyphenated words rarely do.
-/// Used where a prefix alone could start a word (`sk-learn-…`).
-pub(super) fn mixed(matched: &str) -> bool {
+/// The random part of a prefixed token (after its first `-`, `_` or `.`)
+/// looks generated: letters mixed with digits, or upper and lower case
+/// changing often, as random text does whether or not it happens to hold a
+/// digit. Hyphenated words (`sk-learn-…`, `glpat-token-rotation-guide`)
+/// and capitalised ones (`TokenRotationGuide`) do not.
+pub(super) fn random(matched: &str) -> bool {
     let tail = matched
         .split_once(['-', '_', '.'])
         .map_or(matched, |(_, tail)| tail);
-    tail.chars().any(|c| c.is_ascii_digit()) && tail.chars().any(|c| c.is_ascii_alphabetic())
+    let digit = tail.chars().any(|c| c.is_ascii_digit());
+    let letters = tail.chars().filter(char::is_ascii_alphabetic).count();
+    letters > 0 && (digit || case_changes(tail) * 3 >= letters)
+}
+
+/// How often consecutive letters change case.
+fn case_changes(text: &str) -> usize {
+    let letters: Vec<bool> = text
+        .chars()
+        .filter(char::is_ascii_alphabetic)
+        .map(|c| c.is_ascii_uppercase())
+        .collect();
+    letters.windows(2).filter(|pair| pair[0] != pair[1]).count()
+}
+
+/// Base64 that opens a PEM block: a private key's, not a certificate's.
+pub(super) fn encoded_private_key(matched: &str) -> bool {
+    // Enough for `-----BEGIN ENCRYPTED PRIVATE KEY-----`, in whole groups.
+    let head = &matched[..matched.len().min(72) / 4 * 4];
+    STANDARD
+        .decode(head)
+        .is_ok_and(|pem| pem.windows(11).any(|w| w == b"PRIVATE KEY"))
+}
+
+/// Base64 of `user:password` (a Basic header, a Docker `auth`): it decodes
+/// to text with a user and a password that is no placeholder or word
+/// (`user:password` is every document's example).
+pub(super) fn encoded_credentials(matched: &str) -> bool {
+    let encoded = matched
+        .trim_end_matches('"')
+        .rsplit(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=')))
+        .next()
+        .unwrap_or("");
+    let Some(text) = STANDARD
+        .decode(encoded)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+    else {
+        return false;
+    };
+    text.split_once(':').is_some_and(|(user, password)| {
+        !user.is_empty() && !password.contains(char::is_control) && credible_password(password)
+    })
+}
+
+/// `-u user:password` on a command line: a generated-looking password
+/// (`-u 1000:1000` is a uid and gid, `-u admin:admin` a default).
+pub(super) fn command_line_credentials(matched: &str) -> bool {
+    let given = matched.trim_end_matches(['"', '\'']);
+    given
+        .split_once(':')
+        .is_some_and(|(_, password)| credible_password(password) && generated(password))
+}
+
+/// Long enough to be someone's password, and no placeholder or word.
+fn credible_password(password: &str) -> bool {
+    password.len() >= 6 && !placeholder(password) && !plain_word(password)
 }
 
 /// "scheme://user:PASSWORD@host": a password that is not a placeholder or
@@ -59,25 +120,78 @@ pub(super) fn bearer(matched: &str) -> bool {
 }
 
 /// `key = value`, `key: "value"`, `key => value`: the value is a literal
-/// secret. Quoted values need only be long and no placeholder or prose;
-/// bare values must also look generated.
+/// secret. Quoted values need only be long and no placeholder, prose or
+/// reference; bare values must also look generated and not like code.
 pub(super) fn assigned_literal(matched: &str) -> bool {
-    let Some(raw) = value_of(matched) else {
+    if let Some(parameter) = matched.strip_prefix(['?', '&']) {
+        return query_literal(parameter);
+    }
+    let Some((value, quoted)) = literal_value(matched) else {
         return false;
     };
+    if quoted {
+        // A quoted word ("incorrect", "password") is prose; a long phrase
+        // (correct-horse-battery-staple) may be a passphrase.
+        return generated(value) || (value.len() >= 16 && !plain_word(value) && !number(value));
+    }
+    !code(value, env_style(matched)) && generated(value)
+}
+
+/// Named as an environment variable is (`DB_PASSWORD=`): upper case.
+fn env_style(matched: &str) -> bool {
+    let name = matched
+        .split([':', '=', '"', '\'', ' ', '\t'])
+        .next()
+        .unwrap_or("");
+    name.contains(|c: char| c.is_ascii_uppercase())
+        && !name.contains(|c: char| c.is_ascii_lowercase())
+}
+
+/// `?token=…` in a URL: a long generated value. Short ones are the
+/// public tokens of badges (`badge.svg?token=3KA3R2D9fV`); an OAuth
+/// access token or a signature is long.
+fn query_literal(parameter: &str) -> bool {
+    let value = value_of(parameter).unwrap_or("");
+    let value = value.split(['&', '#', ')', ']', '>']).next().unwrap_or("");
+    value.len() >= 16 && !placeholder(value) && generated(value)
+}
+
+/// `SESSION_KEY=…`, `APP_KEY=base64:…`: a key of any other name, which
+/// counts only when its value is random text, such as a generated key is
+/// (a name that is a key of some table, `sort_key: "created_at"`, is not).
+pub(super) fn assigned_key(matched: &str) -> bool {
+    let name = matched
+        .split([':', '=', '"', '\'', ' ', '\t'])
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    if name.contains("public") || name.contains("publishable") {
+        return false;
+    }
+    let Some((value, _)) = literal_value(matched) else {
+        return false;
+    };
+    let value = value.strip_prefix("base64:").unwrap_or(value);
+    value.len() >= 16 && !uuid(value) && !code(value, true) && generated(value) && changeable(value)
+}
+
+/// The literal an assignment gives, and whether it was quoted: none when
+/// the name is part of a path (`AWS::ApiGateway::ApiKey`), the value too
+/// short, a placeholder, or more than one word.
+fn literal_value(matched: &str) -> Option<(&str, bool)> {
+    let raw = value_of(matched)?;
+    if matched[..matched.len() - raw.len()].contains("::") {
+        return None;
+    }
     let (value, quoted) = match raw.chars().next() {
         Some(q @ ('"' | '\'' | '`')) => (raw.trim_matches(q), true),
         _ => (raw, false),
     };
-    if value.len() < MIN_LITERAL || placeholder(value) || value.contains(char::is_whitespace) {
-        return false;
-    }
-    if quoted {
-        // A quoted word ("incorrect", "password") is prose; a long phrase
-        // (correct-horse-battery-staple) may be a passphrase.
-        return generated(value) || (value.len() >= 16 && !plain_word(value));
-    }
-    !code(value) && generated(value)
+    let literal = value.len() >= MIN_LITERAL
+        && !placeholder(value)
+        && !value.contains(char::is_whitespace)
+        && !reference(value);
+    literal.then_some((value, quoted))
 }
 
 /// The value after the assignment operator of a match.
@@ -92,15 +206,120 @@ fn value_of(matched: &str) -> Option<&str> {
     Some(matched[at..].trim())
 }
 
-/// Looks like code rather than a value: a call, a type, a path, a
-/// reference, an attribute or an expression.
-fn code(value: &str) -> bool {
-    value.contains([
-        '(', ')', '[', ']', '<', '>', '{', '}', '!', '&', '*', '|', '\\',
-    ]) || value.contains("::")
-        || value.contains("->")
-        || (identifier(value) && value.contains('.'))
-        || (identifier(value) && !value.contains(|c: char| c.is_ascii_digit()))
+/// Looks like code rather than a value: a call, an index, a generic type,
+/// a macro, a reference, a path or a member. Symbols alone do not make
+/// code: generated passwords hold `!`, `&`, `*` and brackets too
+/// (`Hx7!kd9Qz2Lm`), so a symbol counts only where code puts it, after a
+/// name that reads as one (`self._get_param(`, `Option<String>`,
+/// `Token![:]`) or closed again (`md5(x)`). Where the name is an
+/// environment variable's (`DB_PASSWORD=`), a `.env` file or a compose
+/// file, whose values are never calls, only paths and members count.
+fn code(value: &str, env_style: bool) -> bool {
+    if value.contains("::") || value.contains("->") || value.contains("=>") {
+        return true;
+    }
+    // `self.token`, `settings.CLIENT_SECRET`, `token_stream`.
+    if identifier(value) && (value.contains('.') || !value.contains(|c: char| c.is_ascii_digit())) {
+        return true;
+    }
+    if env_style {
+        return false;
+    }
+    if value.starts_with(['(', '|']) {
+        return true; // a tuple, a closure
+    }
+    // A reference to, a dereference or a negation of a name: `&Token`.
+    let named = value.trim_start_matches(['&', '*', '!']);
+    let end = named
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$')))
+        .unwrap_or(named.len());
+    let (name, rest) = named.split_at(end);
+    if rest.is_empty() {
+        return named.len() < value.len() && reads_as_name(name);
+    }
+    // A macro's `!` comes before what it opens.
+    let opened = rest
+        .strip_prefix('!')
+        .filter(|r| r.starts_with(['(', '[', '{']))
+        .unwrap_or(rest);
+    let closer = match opened.as_bytes()[0] {
+        b'(' => Some(')'),
+        b'[' => Some(']'),
+        b'{' if opened.len() < rest.len() => Some('}'),
+        b'<' => Some('>'),
+        // Rust's `?`, or the end of a parameter list or type.
+        b'?' | b')' | b']' | b'>' => None,
+        _ => return false,
+    };
+    let closed = closer.is_some_and(|closer| opened[1..].contains(closer));
+    reads_as_name(name) || closed
+}
+
+/// A name as people write them: words of letters, each perhaps ending in
+/// digits (`get_param`, `sha256`, `TokenTree`, `XMLHttpRequest`), not a
+/// random run (`Hx7`, `kD9x`), whose case changes after single letters.
+fn reads_as_name(name: &str) -> bool {
+    let words_then_digits = name.split(['.', '_', '$']).all(|word| {
+        let letters = word.trim_end_matches(|c: char| c.is_ascii_digit());
+        letters.chars().all(|c| c.is_ascii_alphabetic())
+    });
+    // A lone lower-case letter between others (`H·x·7`), past the first.
+    let bytes = name.as_bytes();
+    let lone_lower = (1..bytes.len()).any(|at| {
+        bytes[at].is_ascii_lowercase()
+            && !bytes[at - 1].is_ascii_lowercase()
+            && bytes[at - 1] != b'_'
+            && bytes
+                .get(at + 1)
+                .is_some_and(|next| !next.is_ascii_lowercase())
+    });
+    name.len() >= 3 && words_then_digits && !lone_lower
+}
+
+/// Names something rather than being a value: a file path (`/etc/ssl/…`,
+/// `./config/secret.json`), a dotted key (`auth.password.reset`) or a
+/// module path; each made of words, where a random value is not.
+fn reference(value: &str) -> bool {
+    let path = value.starts_with(['/', '~']) || value.starts_with("./") || value.starts_with("../");
+    let dotted = identifier(value) && value.contains('.');
+    (path || dotted || value.contains("::"))
+        && value
+            .split(['/', '.', ':', '\\'])
+            .all(|part| !changeable(part) || part.len() < 4)
+}
+
+/// Only digits and dots: a version, an address or an OID
+/// (`1.3.6.1.5.5.7.3.1`), not a secret.
+fn number(value: &str) -> bool {
+    value.chars().all(|c| c.is_ascii_digit() || c == '.')
+}
+
+/// `8e03978e-40d5-43e8-bc93-6894a57f9324`: an id.
+fn uuid(value: &str) -> bool {
+    let groups: Vec<&str> = value.split('-').collect();
+    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// Changes kind (lower, upper, digit) at least once every four letters
+/// and digits, as random text does and words and names do not
+/// (`user-profile-2024` changes once in 15, `v2_users_by_team` twice in
+/// 13). Symbols are left out: they separate words as often as they are
+/// random.
+fn changeable(value: &str) -> bool {
+    let kinds: Vec<u8> = value
+        .chars()
+        .filter_map(|c| match c {
+            'a'..='z' => Some(0),
+            'A'..='Z' => Some(1),
+            '0'..='9' => Some(2),
+            _ => None,
+        })
+        .collect();
+    let changes = kinds.windows(2).filter(|pair| pair[0] != pair[1]).count();
+    !kinds.is_empty() && changes * 4 >= kinds.len()
 }
 
 fn identifier(value: &str) -> bool {
