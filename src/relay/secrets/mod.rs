@@ -74,9 +74,21 @@ pub fn find_secret(text: &str) -> Option<&'static str> {
         let pattern = &PATTERNS[index];
         scanner.each[index]
             .find_iter(text)
-            .any(|m| (pattern.plausible)(m.as_str()))
+            .any(|m| !stand_in(m.as_str()) && (pattern.plausible)(m.as_str()))
             .then_some(pattern.kind)
     })
+}
+
+/// A documentation's stand-in, not a secret: six or more of one letter or
+/// digit in a row (`ghp_PersonalAccessToken01245678900000000`,
+/// `T00000000/B00000000/XXXXXXXX…`). Random text of any secret's alphabet
+/// does that about once in fifty million 36-character values.
+fn stand_in(matched: &str) -> bool {
+    const RUN: usize = 6;
+    let bytes = matched.as_bytes();
+    bytes
+        .windows(RUN)
+        .any(|run| run[0].is_ascii_alphanumeric() && run.iter().all(|b| *b == run[0]))
 }
 
 /// Characters that change nothing a reader sees: zero-width spaces and
