@@ -384,11 +384,11 @@ mod tests {
     fn realistic_pastes_are_caught() {
         for (paste, kind) in [
             (
-                "{\"AccessKey\": {\"UserName\": \"ci\", \"AccessKeyId\": \"AKIAZZZZZZZZZZZZZZZZ\", \"SecretAccessKey\": \"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\"}}",
+                "{\"AccessKey\": {\"UserName\": \"ci\", \"AccessKeyId\": \"AKIA2E0A8F3B244C9986\", \"SecretAccessKey\": \"wJalrXUtnFEMI/K7MDENG/bPxRfiCY7q2Zk9Lm3x\"}}",
                 "an AWS access key id",
             ),
             (
-                "\"SecretAccessKey\": \"wJalrXUtnFEMI/K7MDENG/bPxRfiCYzzzzzzzzzz\"",
+                "\"SecretAccessKey\": \"wJalrXUtnFEMI/K7MDENG/bPxRfiCY7q2Zk9Lm3x\"",
                 "an AWS secret access key",
             ),
             ("PGPASSWORD=s3cr3tPa55 psql -h db", "a password assignment"),
