@@ -6,7 +6,7 @@
 //! configuration lists them.
 
 use http::uri::{Authority, Uri};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
 /// A host, lowercase and without brackets, and the port if one was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,6 +182,19 @@ impl Cidr {
             }
             _ => false,
         }
+    }
+}
+
+/// The client a connection or request is counted as: an IPv4 address as
+/// it is, an IPv6 one by its /64, which one client usually holds whole
+/// (an IPv4-mapped IPv6 address is its IPv4 address).
+pub fn client_group(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX))),
+        },
+        v4 => v4,
     }
 }
 

@@ -87,10 +87,47 @@ pub struct ConfigError(pub String);
 pub struct Connections {
     /// Open at once on the whole relay.
     pub max: usize,
-    /// Open at once from one client address (not counted for trusted proxies).
+    /// Open at once from one client address (an IPv6 /64; not counted for
+    /// trusted proxies).
     pub per_address: usize,
+    /// Of `max`, how many may be open that no credential has vouched for
+    /// yet (no request authenticated on them: TLS unfinished, nothing sent,
+    /// or only anonymous requests). The rest is room kept for the team.
+    pub unauthenticated: usize,
+    /// Of those, how many one client address may hold.
+    pub unauthenticated_per_address: usize,
     /// A connection with no byte in either direction for this long is closed.
     pub idle: Duration,
+}
+
+impl Connections {
+    /// The caps, with the budgets of connections not yet vouched for taken
+    /// from them: a quarter of all, and an eighth of one address's. Eight
+    /// addresses that open all they may and send nothing hold half of that
+    /// quarter; what is left of it takes the team's new connections, and
+    /// three quarters stay for connections a credential vouched for.
+    pub fn new(max: usize, per_address: usize, idle: Duration) -> Connections {
+        Connections {
+            max,
+            per_address,
+            unauthenticated: (max / 4).max(1),
+            unauthenticated_per_address: (per_address / 8).max(1),
+            idle,
+        }
+    }
+
+    /// The port-80 redirector's own small budget: it takes no credential
+    /// (nothing there is ever vouched for) and answers each connection with
+    /// a redirect, so it needs little, and never takes the relay's room.
+    pub fn redirector(idle: Duration) -> Connections {
+        Connections {
+            max: 256,
+            per_address: 16,
+            unauthenticated: 256,
+            unauthenticated_per_address: 16,
+            idle,
+        }
+    }
 }
 
 /// Bounds on MCP sessions.
@@ -328,11 +365,11 @@ impl Config {
                 per_address: Rate::new(limits.rate_per_address, limits.burst_per_address),
             },
             request_timeout: Duration::from_secs(limits.request_timeout_secs),
-            connections: Connections {
-                max: limits.max_connections,
-                per_address: limits.max_connections_per_address,
-                idle: Duration::from_secs(limits.idle_connection_secs),
-            },
+            connections: Connections::new(
+                limits.max_connections,
+                limits.max_connections_per_address,
+                Duration::from_secs(limits.idle_connection_secs),
+            ),
             sessions: Sessions {
                 max_per_person: limits.max_sessions_per_person,
                 idle: Duration::from_secs(limits.session_idle_secs),

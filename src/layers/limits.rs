@@ -13,13 +13,14 @@
 //! [`MAX_KEYS`], so it stays bounded however many addresses appear.
 
 use crate::config::{Limits, Rate};
+use crate::host::client_group;
 use governor::{
     DefaultKeyedRateLimiter, Quota, RateLimiter,
     clock::{Clock, DefaultClock},
 };
 use std::{
     collections::HashMap,
-    net::{IpAddr, Ipv6Addr},
+    net::IpAddr,
     sync::Mutex,
     time::{Duration, Instant},
 };
@@ -57,17 +58,6 @@ pub struct RateLimits {
 
 fn quota(rate: Rate) -> Quota {
     Quota::per_second(rate.per_second).allow_burst(rate.burst)
-}
-
-/// The key of a client address: IPv4 as it is, IPv6 by its /64.
-fn address_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX))),
-        },
-        v4 => v4,
-    }
 }
 
 impl RateLimits {
@@ -108,7 +98,7 @@ impl RateLimits {
 
     /// Refuses an address that recently ran out of its quota.
     pub fn not_blocked(&self, ip: IpAddr) -> Result<(), Limited> {
-        let key = address_key(ip);
+        let key = client_group(ip);
         let blocked = self.blocked.lock().expect("blocked addresses lock");
         match blocked.get(&key) {
             Some(until) if *until > Instant::now() => Err(Limited::new(
@@ -124,7 +114,7 @@ impl RateLimits {
         let Some(limiter) = &self.per_address else {
             return Ok(());
         };
-        let key = address_key(ip);
+        let key = client_group(ip);
         if let Err(not_until) = limiter.check_key(&key) {
             let wait = not_until.wait_time_from(self.clock.now());
             let mut blocked = self.blocked.lock().expect("blocked addresses lock");
@@ -178,10 +168,10 @@ mod tests {
         let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
         let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
         let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
-        assert_eq!(address_key(a), address_key(b));
-        assert_ne!(address_key(a), address_key(c));
+        assert_eq!(client_group(a), client_group(b));
+        assert_ne!(client_group(a), client_group(c));
         let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
-        assert_eq!(address_key(mapped), "192.0.2.7".parse::<IpAddr>().unwrap());
+        assert_eq!(client_group(mapped), "192.0.2.7".parse::<IpAddr>().unwrap());
     }
 
     #[test]

@@ -1,16 +1,25 @@
 //! Bounds on connections, enforced as they are accepted:
 //!
-//! - a cap on connections per client address (a trusted proxy's are not
-//!   counted: its clients are many), and one on all connections. A
-//!   connection past a cap is answered, request by request, with a clear
-//!   429 or 503 in the API's error shape, and closed soon after;
+//! - a cap on connections per client (an IPv4 address, an IPv6 /64; a
+//!   trusted proxy's are not counted: its clients are many), and one on
+//!   all connections;
+//! - a budget, well below the cap, for connections no credential has
+//!   vouched for yet (TLS unfinished, nothing sent, or only anonymous
+//!   requests so far), with a share of it per client. When the budget is
+//!   full, the oldest such connection with nothing in flight is closed to
+//!   make room, so idle connections from a few addresses can never keep
+//!   the team's new ones out, and the rest of the cap stays for
+//!   connections a request authenticated on (`auth::Vouch`);
+//! - past a cap, a connection is answered, request by request, with a
+//!   clear 429 or 503 in the API's error shape, and closed soon after;
 //! - an idle timeout: a connection with no request in flight for
 //!   [`Connections::idle`] is closed. It counts requests, not bytes, so an
 //!   HTTP/2 connection kept alive by pings but doing nothing is still idle,
 //!   and a long-poll or a stream keeps its connection however quiet it is.
 
 use crate::config::Connections;
-use crate::host::Cidr;
+use crate::host::{Cidr, client_group};
+use crate::layers::auth::Vouch;
 use crate::wire::ApiError;
 use axum::{
     body::{Body, HttpBody},
@@ -18,16 +27,17 @@ use axum::{
     response::IntoResponse,
 };
 use axum_server::accept::Accept;
+use futures::task::AtomicWaker;
 use hyper::body::Incoming;
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     future::{Future, Ready},
     io,
     net::IpAddr,
     pin::Pin,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     task::{Context, Poll},
     time::Duration,
@@ -52,7 +62,66 @@ pub struct ConnectionBounds {
 #[derive(Default)]
 struct Open {
     total: usize,
-    by_address: HashMap<IpAddr, usize>,
+    /// Every connection of each client.
+    by_client: HashMap<IpAddr, usize>,
+    /// The connections nobody has vouched for, oldest first.
+    unvouched: BTreeMap<u64, Unvouched>,
+    unvouched_by_client: HashMap<IpAddr, usize>,
+    next_id: u64,
+}
+
+struct Unvouched {
+    client: Option<IpAddr>,
+    activity: Arc<Activity>,
+}
+
+/// Adds one to a client's count.
+fn count_in(counts: &mut HashMap<IpAddr, usize>, client: Option<IpAddr>) {
+    if let Some(client) = client {
+        *counts.entry(client).or_insert(0) += 1;
+    }
+}
+
+/// Takes one from a client's count, forgetting clients at zero.
+fn count_out(counts: &mut HashMap<IpAddr, usize>, client: Option<IpAddr>) {
+    if let Some(client) = client
+        && let Some(count) = counts.get_mut(&client)
+    {
+        *count -= 1;
+        if *count == 0 {
+            counts.remove(&client);
+        }
+    }
+}
+
+impl Open {
+    /// Stops counting connection `id` among the unvouched, if it was.
+    fn vouched(&mut self, id: u64) -> bool {
+        match self.unvouched.remove(&id) {
+            Some(unvouched) => {
+                count_out(&mut self.unvouched_by_client, unvouched.client);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Closes the oldest unvouched connection with nothing in flight and
+    /// stops counting it at all; false if every one is busy.
+    fn evict_oldest_idle(&mut self) -> bool {
+        let oldest = self
+            .unvouched
+            .iter()
+            .find(|(_, u)| u.activity.in_flight.load(Ordering::Acquire) == 0)
+            .map(|(id, _)| *id);
+        let Some(id) = oldest else { return false };
+        let evicted = self.unvouched.remove(&id).expect("just found");
+        count_out(&mut self.unvouched_by_client, evicted.client);
+        count_out(&mut self.by_client, evicted.client);
+        self.total -= 1;
+        evicted.activity.evict();
+        true
+    }
 }
 
 impl ConnectionBounds {
@@ -64,63 +133,105 @@ impl ConnectionBounds {
         })
     }
 
-    /// Counts a new connection from `peer`, or says why it is refused.
-    fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Ticket, ApiError> {
-        let counted = !self.trusted_proxies.iter().any(|c| c.contains(peer));
+    /// Counts a new connection from `peer` as not vouched for, or says why
+    /// it is refused. To make room it may close the oldest idle connection
+    /// nobody vouched for.
+    fn admit(self: &Arc<Self>, peer: IpAddr, activity: &Arc<Activity>) -> Result<Ticket, ApiError> {
+        let limits = &self.limits;
+        let trusted = self.trusted_proxies.iter().any(|c| c.contains(peer));
+        let client = (!trusted).then(|| client_group(peer));
         let mut open = self.open.lock().expect("connections lock");
-        if open.total >= self.limits.max {
+        let of_client = |counts: &HashMap<IpAddr, usize>| {
+            client.and_then(|c| counts.get(&c).copied()).unwrap_or(0)
+        };
+        if of_client(&open.by_client) >= limits.per_address {
+            return Err(too_many_from_one(format!(
+                "this address has {} connections open, the most one client may; close some, or \
+                 reuse them",
+                limits.per_address
+            )));
+        }
+        if of_client(&open.unvouched_by_client) >= limits.unauthenticated_per_address {
+            return Err(too_many_from_one(format!(
+                "this address has {} connections open that no credential has been sent on, the \
+                 most one client may; send a request on them, or close some",
+                limits.unauthenticated_per_address
+            )));
+        }
+        let full = |open: &Open| {
+            open.total >= limits.max || open.unvouched.len() >= limits.unauthenticated
+        };
+        // Full: make room by closing the oldest idle stranger, if that is
+        // enough (it is not when the team's connections fill the relay).
+        if full(&open) && (!open.evict_oldest_idle() || full(&open)) {
             return Err(ApiError {
                 retry_after: Some(5),
                 ..ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "overloaded",
-                    format!(
-                        "the relay has {} connections open, its limit; try again shortly",
-                        self.limits.max
-                    ),
+                    match open.total >= limits.max {
+                        true => format!(
+                            "the relay has {} connections open, its limit; try again shortly",
+                            limits.max
+                        ),
+                        false => format!(
+                            "the relay has {} connections open that no credential has been \
+                             sent on, its limit for those, and all are busy; try again shortly",
+                            limits.unauthenticated
+                        ),
+                    },
                 )
             });
         }
-        if counted {
-            let mine = open.by_address.entry(peer).or_insert(0);
-            if *mine >= self.limits.per_address {
-                return Err(ApiError::rate_limited(
-                    format!(
-                        "this address has {} connections open, the most one client may; close \
-                         some, or reuse them",
-                        self.limits.per_address
-                    ),
-                    Duration::from_secs(5),
-                ));
-            }
-            *mine += 1;
-        }
+        let id = open.next_id;
+        open.next_id += 1;
         open.total += 1;
+        count_in(&mut open.by_client, client);
+        count_in(&mut open.unvouched_by_client, client);
+        open.unvouched.insert(
+            id,
+            Unvouched {
+                client,
+                activity: activity.clone(),
+            },
+        );
         Ok(Ticket {
             bounds: self.clone(),
-            counted: counted.then_some(peer),
+            id,
+            client,
+            activity: activity.clone(),
         })
+    }
+
+    /// Counts connection `id` among those a credential vouched for.
+    fn vouch(&self, id: u64) {
+        self.open.lock().expect("connections lock").vouched(id);
     }
 }
 
-/// A counted connection; dropping it (the connection closing) uncounts it.
+/// A 429 for a client past its own share.
+fn too_many_from_one(message: String) -> ApiError {
+    ApiError::rate_limited(message, Duration::from_secs(5))
+}
+
+/// A counted connection; dropping it (the connection closing) uncounts it,
+/// unless it was closed to make room and uncounted then.
 struct Ticket {
     bounds: Arc<ConnectionBounds>,
-    counted: Option<IpAddr>,
+    id: u64,
+    client: Option<IpAddr>,
+    activity: Arc<Activity>,
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
         let mut open = self.bounds.open.lock().expect("connections lock");
-        open.total -= 1;
-        if let Some(peer) = self.counted
-            && let Some(mine) = open.by_address.get_mut(&peer)
-        {
-            *mine -= 1;
-            if *mine == 0 {
-                open.by_address.remove(&peer);
-            }
+        if self.activity.evicted.load(Ordering::Acquire) {
+            return;
         }
+        open.vouched(self.id);
+        open.total -= 1;
+        count_out(&mut open.by_client, self.client);
     }
 }
 
@@ -152,10 +263,18 @@ impl Bounded {
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr()?.ip();
         let activity = Arc::new(Activity::default());
-        let (ticket, refusal, idle) = match self.bounds.admit(peer) {
+        let (ticket, refusal, idle) = match self.bounds.admit(peer, &activity) {
             Ok(ticket) => (Some(ticket), None, self.bounds.limits.idle),
             Err(refusal) => (None, Some(refusal), REFUSED_LINGER),
         };
+        let vouch = ticket.as_ref().map(|ticket| {
+            let (bounds, id) = (Arc::downgrade(&ticket.bounds), ticket.id);
+            Vouch::new(move || {
+                if let Some(bounds) = bounds.upgrade() {
+                    bounds.vouch(id);
+                }
+            })
+        });
         let io = IdleClose {
             inner: stream,
             idle,
@@ -169,15 +288,20 @@ impl Bounded {
                 inner: service,
                 activity,
                 refusal,
+                vouch,
             },
         ))
     }
 }
 
-/// Requests in flight on one connection, and when the last one ended.
+/// Requests in flight on one connection, when the last one ended, and
+/// whether it was closed to make room.
 struct Activity {
     in_flight: AtomicUsize,
     last_ended: Mutex<Instant>,
+    evicted: AtomicBool,
+    /// The connection's reader, woken when it is evicted.
+    reader: AtomicWaker,
 }
 
 impl Default for Activity {
@@ -185,11 +309,19 @@ impl Default for Activity {
         Activity {
             in_flight: AtomicUsize::new(0),
             last_ended: Mutex::new(Instant::now()),
+            evicted: AtomicBool::new(false),
+            reader: AtomicWaker::new(),
         }
     }
 }
 
 impl Activity {
+    /// Closes the connection: its next read ends.
+    fn evict(&self) {
+        self.evicted.store(true, Ordering::Release);
+        self.reader.wake();
+    }
+
     /// When the connection, if nothing starts meanwhile, becomes idle; `None`
     /// while a request is in flight.
     fn idle_at(&self, idle: Duration) -> Option<Instant> {
@@ -249,6 +381,10 @@ impl<T: AsyncRead + Unpin> AsyncRead for IdleClose<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        self.activity.reader.register(cx.waker());
+        if self.activity.evicted.load(Ordering::Acquire) {
+            return Poll::Ready(Ok(())); // closed to make room
+        }
         match Pin::new(&mut self.inner).poll_read(cx, buf) {
             Poll::Pending if self.expired(cx) => Poll::Ready(Ok(())),
             other => other,
@@ -294,6 +430,8 @@ pub struct Tracked<S> {
     inner: S,
     activity: Arc<Activity>,
     refusal: Option<ApiError>,
+    /// Put on each request, for a credential to vouch for the connection.
+    vouch: Option<Vouch>,
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -312,7 +450,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+    fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
         if let Some(refusal) = &self.refusal {
             let mut response = refusal.clone().into_response();
             if request.version() < Version::HTTP_2 {
@@ -321,6 +459,9 @@ where
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             return Box::pin(std::future::ready(Ok(response)));
+        }
+        if let Some(vouch) = &self.vouch {
+            request.extensions_mut().insert(vouch.clone());
         }
         let in_flight = InFlight::start(&self.activity);
         let response = self.inner.call(request);

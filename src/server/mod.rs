@@ -18,7 +18,7 @@ pub use database::{open_store, open_team};
 pub use listen::{FIRST_REQUEST_TIMEOUT, HEADER_READ_TIMEOUT, MAX_HEADER_BYTES, SHUTDOWN_GRACE};
 
 use crate::cli::{Cli, Command};
-use crate::config::{Config, ConfigError, Tls};
+use crate::config::{Config, ConfigError, Connections, Tls};
 use crate::layers::{
     limits::{self, RateLimits},
     sessions::{self, SessionOwners, SessionPolicy},
@@ -374,7 +374,12 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
     let redirect_addr = match config.http_listen {
         Some(http_listen) => {
             let (server, bound) = listen::listen(http_listen, &shutdown)?;
-            let server = server.acceptor(bounded.clone());
+            let server = server.acceptor(Bounded {
+                bounds: ConnectionBounds::new(
+                    Connections::redirector(config.connections.idle),
+                    config.trusted_proxies.clone(),
+                ),
+            });
             let app = tls::redirect_router(&config, addr.port()).into_make_service();
             tokio::spawn(async move { server.serve(app).await });
             Some(bound)

@@ -1,7 +1,7 @@
 //! Bounded connections and sessions, tried with a kept HTTP/2 client (h2c,
 //! prior knowledge) and raw MCP sessions.
 
-use crate::support::{RawSession, TestApp, http, spawn_app_with};
+use crate::support::{RawSession, TestApp, http, spawn_app, spawn_app_with};
 use crosstalk::config::Rate;
 use serde_json::{Value, json};
 use std::{net::SocketAddr, time::Duration};
@@ -32,6 +32,19 @@ impl H2 {
         let request = http::Request::get(format!("{}{path}", app.url()))
             .body(())
             .unwrap();
+        self.send(request).await
+    }
+
+    /// A GET with a Bearer token.
+    async fn get_as(&mut self, app: &TestApp, path: &str, token: &str) -> (u16, Value) {
+        let request = http::Request::get(format!("{}{path}", app.url()))
+            .header("authorization", format!("Bearer {token}"))
+            .body(())
+            .unwrap();
+        self.send(request).await
+    }
+
+    async fn send(&mut self, request: http::Request<()>) -> (u16, Value) {
         let client = self
             .client
             .clone()
@@ -82,12 +95,19 @@ async fn connections_are_capped_per_address_and_in_total_with_a_clear_refusal() 
     let app = spawn_app_with(|config| {
         config.connections.per_address = 2;
         config.connections.max = 4;
+        config.connections.unauthenticated = 4;
+        config.connections.unauthenticated_per_address = 2;
     })
     .await;
+    let alice = app.add_person("alice").await;
+    // Connections a credential vouched for: nothing makes room from them.
     let mut held = Vec::new();
     for _ in 0..2 {
         let mut connection = H2::connect(&app, [127, 0, 0, 1]).await;
-        assert_eq!(connection.get(&app, "/healthz").await.0, 200);
+        assert_eq!(
+            connection.get_as(&app, "/api/channels", &alice).await.0,
+            200
+        );
         held.push(connection);
     }
     let mut third = H2::connect(&app, [127, 0, 0, 1]).await;
@@ -102,17 +122,96 @@ async fn connections_are_capped_per_address_and_in_total_with_a_clear_refusal() 
         "{body}"
     );
     // Another address is not refused for this one's connections...
-    let mut elsewhere = H2::connect(&app, [127, 0, 0, 2]).await;
-    assert_eq!(elsewhere.get(&app, "/healthz").await.0, 200);
-    held.push(elsewhere);
-    let mut fourth = H2::connect(&app, [127, 0, 0, 3]).await;
-    assert_eq!(fourth.get(&app, "/healthz").await.0, 200);
-    held.push(fourth);
+    for local in [[127, 0, 0, 2], [127, 0, 0, 3]] {
+        let mut elsewhere = H2::connect(&app, local).await;
+        assert_eq!(elsewhere.get_as(&app, "/api/channels", &alice).await.0, 200);
+        held.push(elsewhere);
+    }
     // ...until the relay as a whole is full.
     let mut over = H2::connect(&app, [127, 0, 0, 4]).await;
     let (status, body) = over.get(&app, "/healthz").await;
     assert_eq!(status, 503);
     assert_eq!(body["error"]["code"], "overloaded");
+}
+
+/// Opens `count` TCP connections from `local` that send nothing.
+async fn idle_sockets(app: &TestApp, local: [u8; 4], count: usize) -> Vec<tokio::net::TcpStream> {
+    let mut sockets = Vec::with_capacity(count);
+    for _ in 0..count {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from((local, 0))).unwrap();
+        sockets.push(socket.connect(app.running.addr).await.unwrap());
+    }
+    sockets
+}
+
+/// The attack, with the default caps (4,096 connections, 512 per
+/// address): eight addresses open all the connections they may and send
+/// nothing. Each gets only its share of the budget for connections nobody
+/// has vouched for, and a teammate's request is answered.
+#[tokio::test]
+async fn idle_connections_from_eight_addresses_leave_a_valid_token_answered() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let limits = app.running.state.config.connections;
+    assert_eq!(
+        (limits.max, limits.per_address),
+        (4096, 512),
+        "the defaults"
+    );
+    let mut idle = Vec::new();
+    for last in 2..10 {
+        idle.push(idle_sockets(&app, [127, 0, 0, last], limits.per_address).await);
+        // The relay has counted them: the address's next one is refused.
+        let (status, body) = H2::connect(&app, [127, 0, 0, last])
+            .await
+            .get(&app, "/healthz")
+            .await;
+        assert_eq!(status, 429, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no credential has been sent on"),
+            "{body}"
+        );
+    }
+    let mut teammate = H2::connect(&app, [127, 0, 0, 1]).await;
+    let (status, body) = teammate.get_as(&app, "/api/channels", &alice).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// Past the budget for connections nobody has vouched for, from however
+/// many addresses, the oldest idle one is closed to make room, and a
+/// connection a credential vouched for is never the one closed.
+#[tokio::test]
+async fn a_full_budget_of_strangers_makes_room_by_closing_the_oldest_idle_one() {
+    let app = spawn_app_with(|config| {
+        config.connections.unauthenticated = 4;
+        config.connections.unauthenticated_per_address = 2;
+    })
+    .await;
+    let alice = app.add_person("alice").await;
+    let mut strangers = Vec::new();
+    for last in [2, 2, 3, 3] {
+        strangers.push(H2::connect(&app, [127, 0, 0, last]).await);
+    }
+    let mut teammate = H2::connect(&app, [127, 0, 0, 1]).await;
+    assert_eq!(teammate.get_as(&app, "/api/channels", &alice).await.0, 200);
+    let oldest = strangers.remove(0);
+    tokio::time::timeout(Duration::from_secs(10), oldest.closed)
+        .await
+        .expect("the oldest idle stranger is closed to make room")
+        .unwrap();
+    // More strangers come; the teammate's connection stays.
+    for last in [4, 4, 5, 5, 6, 6] {
+        strangers.push(H2::connect(&app, [127, 0, 0, last]).await);
+        assert_eq!(
+            strangers.last_mut().unwrap().get(&app, "/healthz").await.0,
+            200
+        );
+    }
+    assert_eq!(teammate.get_as(&app, "/api/channels", &alice).await.0, 200);
 }
 
 #[tokio::test]

@@ -136,6 +136,28 @@ async fn certificate_files_serve_http2_with_hsts_and_a_redirect() {
         response.headers()["location"],
         format!("https://localhost:{port}/api/people?since=1")
     );
+
+    // The redirector has a small budget of its own: one address that fills
+    // it is refused there, and the relay itself is untouched.
+    let mut idle = Vec::new();
+    for _ in 0..16 {
+        idle.push(tokio::net::TcpStream::connect(redirect).await.unwrap());
+    }
+    let first_line = |mut socket: tokio::net::TcpStream| async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        socket
+            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let _ = socket.read_to_end(&mut answer).await;
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        answer.lines().next().unwrap_or_default().to_owned()
+    };
+    let refused = first_line(tokio::net::TcpStream::connect(redirect).await.unwrap()).await;
+    assert_eq!(refused, "HTTP/1.1 429 Too Many Requests");
+    let (status, ..) = fetch(&client, &format!("https://localhost:{port}/healthz")).await;
+    assert_eq!(status, 200);
     running.stop().await.unwrap();
 }
 
