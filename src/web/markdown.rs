@@ -12,6 +12,10 @@
 
 use pulldown_cmark::{CodeBlockKind, CowStr, Event, LinkType, Options, Parser, Tag, TagEnd, html};
 use pulldown_cmark_escape::{escape_href, escape_html};
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, LazyLock, Mutex, PoisonError},
+};
 
 /// Code blocks longer than this are folded.
 pub const COLLAPSE_LINES: usize = 15;
@@ -24,9 +28,53 @@ pub fn html_budget(body: &str) -> usize {
     body.len().saturating_mul(4).saturating_add(4096)
 }
 
+/// Bodies rendered lately, by their text: a body renders the same on every
+/// page and fragment that shows it, so only its first showing pays.
+static RENDERED: LazyLock<Mutex<Rendered>> = LazyLock::new(Mutex::default);
+
+/// What [`RENDERED`] may hold, bodies and their HTML together.
+const RENDERED_BYTES: usize = 32 << 20;
+
+#[derive(Default)]
+struct Rendered {
+    html: HashMap<Arc<str>, Arc<str>>,
+    /// Oldest first, the next to go.
+    order: VecDeque<Arc<str>>,
+    bytes: usize,
+}
+
+impl Rendered {
+    fn insert(&mut self, body: Arc<str>, html: Arc<str>) {
+        let size = body.len() + html.len();
+        while self.bytes + size > RENDERED_BYTES
+            && let Some(oldest) = self.order.pop_front()
+        {
+            if let Some(gone) = self.html.remove(&oldest) {
+                self.bytes -= oldest.len() + gone.len();
+            }
+        }
+        if self.html.insert(body.clone(), html).is_none() {
+            self.order.push_back(body);
+            self.bytes += size;
+        }
+    }
+}
+
+/// `body` as safe HTML (see [`render_uncached`]), from [`RENDERED`] when it
+/// was rendered lately.
+pub fn render(body: &str) -> Arc<str> {
+    let cache = || RENDERED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(html) = cache().html.get(body) {
+        return html.clone();
+    }
+    let html: Arc<str> = render_uncached(body).into();
+    cache().insert(body.into(), html.clone());
+    html
+}
+
 /// `body` as safe HTML, at most [`html_budget`] bytes of it (past that,
 /// the body as escaped preformatted text, which is bounded by its length).
-pub fn render(body: &str) -> String {
+fn render_uncached(body: &str) -> String {
     let mut html = Budgeted {
         html: String::with_capacity(body.len() * 3 / 2),
         left: html_budget(body),
@@ -38,7 +86,7 @@ pub fn render(body: &str) -> String {
 }
 
 /// The body as written: escaped, preformatted, wrapped.
-fn as_written(body: &str) -> String {
+pub fn as_written(body: &str) -> String {
     let mut escaped = String::with_capacity(body.len() + 32);
     let _ = escape_html(&mut escaped, body);
     format!("<pre class=\"as-written\">{escaped}</pre>")
@@ -319,7 +367,7 @@ mod tests {
         assert!(!html.contains("```"));
         let short = render("```\nfn main() {}\n```");
         assert_eq!(
-            short,
+            &*short,
             "<pre tabindex=\"0\"><code>fn main() {}\n</code></pre>"
         );
     }

@@ -286,9 +286,16 @@ async fn sign_in(request: Request) -> Response {
 #[error("rendering a page failed")]
 struct RenderError(#[source] askama::Error);
 
-fn render(page: impl Template) -> Result<Response, ApiError> {
-    let html = page
-        .render()
+/// Builds a page and renders it on a blocking thread, never on the async
+/// workers: a page of long messages takes milliseconds to render (its
+/// Markdown the first time, its template every time), and `/healthz`,
+/// streams and every other request must not wait behind it.
+async fn render<T: Template>(
+    build: impl FnOnce() -> T + Send + 'static,
+) -> Result<Response, ApiError> {
+    let html = tokio::task::spawn_blocking(move || build().render())
+        .await
+        .map_err(|e| ApiError::internal(&e))?
         .map_err(|e| ApiError::internal(&RenderError(e)))?;
     Ok(Html(html).into_response())
 }
@@ -440,7 +447,7 @@ async fn render_overview(
     }));
     // Channels and threads together, by latest activity.
     lines.sort_by_key(|(last_id, _)| std::cmp::Reverse(*last_id));
-    render(OverviewPage {
+    render(move || OverviewPage {
         assets: &ASSETS,
         frame,
         conversations: lines.into_iter().map(|(_, line)| line).collect(),
@@ -453,6 +460,7 @@ async fn render_overview(
         error,
         draft,
     })
+    .await
 }
 
 async fn thread(
@@ -528,7 +536,7 @@ pub async fn render_conversation(
     };
     let last_id = messages.last().map_or(0, |m| m.id);
     let stream = format!("/api{base}/stream");
-    render(ConversationView {
+    render(move || ConversationView {
         assets: &ASSETS,
         messages: views::lines(&messages, &frame.names),
         frame,
@@ -543,6 +551,7 @@ pub async fn render_conversation(
         error,
         draft,
     })
+    .await
 }
 
 /// Marks what a page shows as read by the viewer, up to its last message.
@@ -596,9 +605,11 @@ async fn fragment(
 ) -> Result<Response, ApiError> {
     let peers = state.relay.peers().await?;
     let names = views::Names::of(&peers);
-    render(MessagesFragment {
-        messages: views::lines(messages, &names),
+    let messages = messages.to_vec();
+    render(move || MessagesFragment {
+        messages: views::lines(&messages, &names),
     })
+    .await
 }
 
 #[derive(Debug, serde::Deserialize)]
@@ -685,7 +696,7 @@ async fn search(
             ),
         }
     };
-    render(SearchPage {
+    render(move || SearchPage {
         assets: &ASSETS,
         frame,
         results,
@@ -693,6 +704,7 @@ async fn search(
         more,
         error,
     })
+    .await
 }
 
 /// `value`, encoded for a query string.

@@ -4,7 +4,7 @@
 use super::markdown;
 use crate::model::{ChannelSummary, Delivery, DeliveryState, Handle, Message, Millis};
 use crate::relay::{Caller, Conversation, Listing, MAX_UNREAD, Peer, Relay, RelayResult, secrets};
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 /// "1 message", "2 messages".
 pub fn plural(count: u64, one: &str, many: &str) -> String {
@@ -77,7 +77,7 @@ pub struct MessageLine {
     pub when: When,
     pub reply_to: Option<i64>,
     /// The body, rendered from Markdown and made safe.
-    pub html: String,
+    pub html: Arc<str>,
     /// Where an addressed message stands with its recipient.
     pub delivery: Option<DeliveryLine>,
 }
@@ -158,11 +158,49 @@ pub async fn channels_with_unread(
     Ok((listing, unread))
 }
 
+/// The most HTML of message bodies one page or fragment carries. Past it,
+/// the older messages are shortened, each with where to read it whole: a
+/// page stays loadable however long what it shows is.
+pub const PAGE_HTML: usize = 4 << 20;
+
+/// How much of a shortened message is shown.
+const SHORTENED_TO: usize = 1024;
+
+/// The messages as the page shows them, the newest first to get their
+/// share of [`PAGE_HTML`].
 pub fn lines(messages: &[Message], names: &Names) -> Vec<MessageLine> {
-    messages
+    let mut left = PAGE_HTML;
+    let mut lines: Vec<MessageLine> = messages
         .iter()
-        .map(|m| MessageLine::new(m, names))
-        .collect()
+        .rev()
+        .map(|message| {
+            let mut line = MessageLine::new(message, names);
+            match left.checked_sub(line.html.len()) {
+                Some(rest) => left = rest,
+                None => line.html = shortened(message).into(),
+            }
+            line
+        })
+        .collect();
+    lines.reverse();
+    lines
+}
+
+/// The start of a message too long for the page, as written, and where to
+/// read the whole of it.
+fn shortened(message: &Message) -> String {
+    let body = visible(&message.body);
+    let mut end = body.len().min(SHORTENED_TO);
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}<p class=\"shortened\">Shortened: a page shows at most {} MiB of messages. The whole \
+         message is at <a href=\"/api/messages/{id}\">/api/messages/{id}</a>.</p>",
+        markdown::as_written(&body[..end]),
+        PAGE_HTML >> 20,
+        id = message.id
+    )
 }
 
 /// A body with invisible characters (zero-width spaces, bidirectional

@@ -453,3 +453,94 @@ async fn a_browser_that_signed_out_is_refused_on_the_api_too() {
     let (status, _) = crate::support::get(&app, "/api/people", &alice).await;
     assert_eq!(status, 200);
 }
+
+/// A 64 KB body of GFM tables with wide headers and one-cell rows:
+/// pulldown-cmark pads every row to the header's width, so unbounded it
+/// renders as tens of megabytes. `n` makes each body its own.
+fn padded_tables(n: usize) -> String {
+    let columns = 100;
+    let table = format!(
+        "|{}\n|{}\n{}\n",
+        "h|".repeat(columns),
+        ":-|".repeat(columns),
+        "|x|\n".repeat(700)
+    );
+    let mut body = format!("padded tables, number {n}\n\n");
+    while body.len() + table.len() < 64_000 {
+        body.push_str(&table);
+        body.push('\n');
+    }
+    body
+}
+
+/// One message renders to at most a small multiple of its body, pages are
+/// rendered off the async workers, and `/healthz` answers at once while
+/// four pages of such messages load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_padded_tables_are_bounded_and_healthz_answers_while_four_load() {
+    // `/healthz` is asked as often as it answers: no quota on addresses.
+    let app = spawn_app_with(|config| {
+        config.limits.per_address = crosstalk::config::Rate::new(1_000_000, 1_000_000)
+    })
+    .await;
+    let alice = app.add_person("alice").await;
+    let channels = ["tables1", "tables2", "tables3", "tables4"];
+    for (c, channel) in channels.iter().enumerate() {
+        for k in 0..3 {
+            let body = padded_tables(c * 3 + k);
+            assert!(body.len() > 60_000 && body.len() <= 65_536);
+            let (status, answer) = crate::support::post(
+                &app,
+                &format!("/api/channels/{channel}/messages"),
+                &alice,
+                json!({ "body": body }),
+            )
+            .await;
+            assert_eq!(status, 201, "{answer}");
+        }
+    }
+    let url = app.url();
+    let loads: Vec<_> = channels
+        .iter()
+        .map(|channel| {
+            let request = crate::support::visit(&app, &format!("/channels/{channel}"), &alice);
+            tokio::spawn(async move {
+                let response = request.send().await.unwrap();
+                (response.status().as_u16(), response.text().await.unwrap())
+            })
+        })
+        .collect();
+    let client = http();
+    let mut healthz = Vec::new();
+    while loads.iter().any(|load| !load.is_finished()) {
+        let started = std::time::Instant::now();
+        let status = client
+            .get(format!("{url}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, 200);
+        healthz.push(started.elapsed());
+    }
+    for load in loads {
+        let (status, html) = load.await.unwrap();
+        assert_eq!(status, 200);
+        // Three messages of at most 4 × 64 KB + 4 KB each, and the page.
+        assert!(
+            html.len() < 3 * (4 * 65_536 + 4096) + 64 * 1024,
+            "{}",
+            html.len()
+        );
+        assert_eq!(html.matches("<pre class=\"as-written\">").count(), 3);
+    }
+    healthz.sort();
+    assert!(!healthz.is_empty());
+    let (median, p90) = (healthz[healthz.len() / 2], healthz[healthz.len() * 9 / 10]);
+    println!(
+        "/healthz while the pages loaded: {} answers, median {median:?}, p90 {p90:?}, max {:?}",
+        healthz.len(),
+        healthz[healthz.len() - 1]
+    );
+    assert!(median < Duration::from_millis(10), "median {median:?}");
+}
