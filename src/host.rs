@@ -203,6 +203,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ipv6_addresses_count_by_their_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(client_group(a), client_group(b));
+        assert_ne!(client_group(a), client_group(c));
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(client_group(mapped), "192.0.2.7".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
     fn url_hosts() {
         assert_eq!(
             url_host("https://Relay.Example.com/"),

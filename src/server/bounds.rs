@@ -6,10 +6,11 @@
 //! - a budget, well below the cap, for connections no credential has
 //!   vouched for yet (TLS unfinished, nothing sent, or only anonymous
 //!   requests so far), with a share of it per client. When the budget is
-//!   full, the oldest such connection with nothing in flight is closed to
-//!   make room, so idle connections from a few addresses can never keep
-//!   the team's new ones out, and the rest of the cap stays for
-//!   connections a request authenticated on (`auth::Vouch`);
+//!   full, an idle such connection is closed to make room (the oldest of
+//!   the client holding the most, so a teammate's one new connection among
+//!   a stranger's many is the last to go), so idle connections from a few
+//!   addresses can never keep the team's new ones out, and the rest of the
+//!   cap stays for connections a request authenticated on (`auth::Vouch`);
 //! - past a cap, a connection is answered, request by request, with a
 //!   clear 429 or 503 in the API's error shape, and closed soon after;
 //! - an idle timeout: a connection with no request in flight for
@@ -64,63 +65,95 @@ struct Open {
     total: usize,
     /// Every connection of each client.
     by_client: HashMap<IpAddr, usize>,
-    /// The connections nobody has vouched for, oldest first.
-    unvouched: BTreeMap<u64, Unvouched>,
-    unvouched_by_client: HashMap<IpAddr, usize>,
+    /// The connections nobody has vouched for, by client (`None`: trusted
+    /// proxies'), each client's oldest first.
+    unvouched: HashMap<Option<IpAddr>, BTreeMap<u64, Arc<Activity>>>,
+    unvouched_total: usize,
     next_id: u64,
 }
 
-struct Unvouched {
-    client: Option<IpAddr>,
-    activity: Arc<Activity>,
-}
-
-/// Adds one to a client's count.
-fn count_in(counts: &mut HashMap<IpAddr, usize>, client: Option<IpAddr>) {
-    if let Some(client) = client {
-        *counts.entry(client).or_insert(0) += 1;
-    }
-}
-
-/// Takes one from a client's count, forgetting clients at zero.
-fn count_out(counts: &mut HashMap<IpAddr, usize>, client: Option<IpAddr>) {
-    if let Some(client) = client
-        && let Some(count) = counts.get_mut(&client)
-    {
-        *count -= 1;
-        if *count == 0 {
-            counts.remove(&client);
-        }
-    }
-}
+/// How long a request may be in flight on a connection nobody vouched for
+/// before the connection may be closed to make room anyway. A request that
+/// authenticates vouches for its connection before it is handled, so what
+/// is in flight longer is anonymous: a stranger holding a response unread
+/// (an HTTP/2 window of zero) must not make their connections unclosable.
+const BUSY_GRACE: Duration = Duration::from_secs(2);
 
 impl Open {
+    fn unvouched_of(&self, client: Option<IpAddr>) -> usize {
+        self.unvouched.get(&client).map_or(0, BTreeMap::len)
+    }
+
+    fn count(&mut self, id: u64, client: Option<IpAddr>, activity: &Arc<Activity>) {
+        self.total += 1;
+        if let Some(client) = client {
+            *self.by_client.entry(client).or_insert(0) += 1;
+        }
+        self.unvouched
+            .entry(client)
+            .or_default()
+            .insert(id, activity.clone());
+        self.unvouched_total += 1;
+    }
+
     /// Stops counting connection `id` among the unvouched, if it was.
-    fn vouched(&mut self, id: u64) -> bool {
-        match self.unvouched.remove(&id) {
-            Some(unvouched) => {
-                count_out(&mut self.unvouched_by_client, unvouched.client);
-                true
+    fn vouched(&mut self, id: u64, client: Option<IpAddr>) {
+        if let Some(of_client) = self.unvouched.get_mut(&client)
+            && of_client.remove(&id).is_some()
+        {
+            self.unvouched_total -= 1;
+            if of_client.is_empty() {
+                self.unvouched.remove(&client);
             }
-            None => false,
         }
     }
 
-    /// Closes the oldest unvouched connection with nothing in flight and
-    /// stops counting it at all; false if every one is busy.
-    fn evict_oldest_idle(&mut self) -> bool {
-        let oldest = self
+    /// Stops counting connection `id` at all.
+    fn uncount(&mut self, id: u64, client: Option<IpAddr>) {
+        self.vouched(id, client);
+        self.total -= 1;
+        if let Some(client) = client
+            && let Some(count) = self.by_client.get_mut(&client)
+        {
+            *count -= 1;
+            if *count == 0 {
+                self.by_client.remove(&client);
+            }
+        }
+    }
+
+    /// Closes, to make room, the oldest connection of `client`'s that
+    /// nobody vouched for and that is idle (or busy past [`BUSY_GRACE`]),
+    /// and stops counting it; false if it has none.
+    fn evict_from(&mut self, client: Option<IpAddr>) -> bool {
+        let now = Instant::now();
+        let oldest = self.unvouched.get(&client).and_then(|of_client| {
+            of_client
+                .iter()
+                .find(|(_, activity)| activity.evictable(now))
+                .map(|(id, activity)| (*id, activity.clone()))
+        });
+        let Some((id, activity)) = oldest else {
+            return false;
+        };
+        self.uncount(id, client);
+        activity.evict();
+        true
+    }
+
+    /// Makes room in the budget of connections nobody vouched for: closes
+    /// one of the client that holds the most of them, so a teammate's new
+    /// connection, one among a stranger's many, is the last to go.
+    fn evict_from_the_largest(&mut self) -> bool {
+        let mut clients: Vec<(usize, Option<IpAddr>)> = self
             .unvouched
             .iter()
-            .find(|(_, u)| u.activity.in_flight.load(Ordering::Acquire) == 0)
-            .map(|(id, _)| *id);
-        let Some(id) = oldest else { return false };
-        let evicted = self.unvouched.remove(&id).expect("just found");
-        count_out(&mut self.unvouched_by_client, evicted.client);
-        count_out(&mut self.by_client, evicted.client);
-        self.total -= 1;
-        evicted.activity.evict();
-        true
+            .map(|(client, of_client)| (of_client.len(), *client))
+            .collect();
+        clients.sort_unstable_by_key(|(count, _)| std::cmp::Reverse(*count));
+        clients
+            .into_iter()
+            .any(|(_, client)| self.evict_from(client))
     }
 }
 
@@ -134,36 +167,40 @@ impl ConnectionBounds {
     }
 
     /// Counts a new connection from `peer` as not vouched for, or says why
-    /// it is refused. To make room it may close the oldest idle connection
-    /// nobody vouched for.
+    /// it is refused. To make room it may close an idle connection nobody
+    /// vouched for: the client's own oldest when its share is full, else
+    /// the oldest of whichever client holds the most.
     fn admit(self: &Arc<Self>, peer: IpAddr, activity: &Arc<Activity>) -> Result<Ticket, ApiError> {
         let limits = &self.limits;
         let trusted = self.trusted_proxies.iter().any(|c| c.contains(peer));
         let client = (!trusted).then(|| client_group(peer));
         let mut open = self.open.lock().expect("connections lock");
-        let of_client = |counts: &HashMap<IpAddr, usize>| {
-            client.and_then(|c| counts.get(&c).copied()).unwrap_or(0)
-        };
-        if of_client(&open.by_client) >= limits.per_address {
+        let of_client = client.and_then(|c| open.by_client.get(&c).copied());
+        if of_client.unwrap_or(0) >= limits.per_address
+            && !(open.unvouched_of(client) > 0 && open.evict_from(client))
+        {
             return Err(too_many_from_one(format!(
                 "this address has {} connections open, the most one client may; close some, or \
                  reuse them",
                 limits.per_address
             )));
         }
-        if of_client(&open.unvouched_by_client) >= limits.unauthenticated_per_address {
+        if client.is_some()
+            && open.unvouched_of(client) >= limits.unauthenticated_per_address
+            && !open.evict_from(client)
+        {
             return Err(too_many_from_one(format!(
-                "this address has {} connections open that no credential has been sent on, the \
-                 most one client may; send a request on them, or close some",
+                "this address has {} connections open on which no valid credential has been \
+                 sent yet, all busy, the most one client may; close some",
                 limits.unauthenticated_per_address
             )));
         }
         let full = |open: &Open| {
-            open.total >= limits.max || open.unvouched.len() >= limits.unauthenticated
+            open.total >= limits.max || open.unvouched_total >= limits.unauthenticated
         };
-        // Full: make room by closing the oldest idle stranger, if that is
-        // enough (it is not when the team's connections fill the relay).
-        if full(&open) && (!open.evict_oldest_idle() || full(&open)) {
+        // Full: make room by closing a stranger's idle connection, if that
+        // is enough (it is not when the team's connections fill the relay).
+        if full(&open) && (!open.evict_from_the_largest() || full(&open)) {
             return Err(ApiError {
                 retry_after: Some(5),
                 ..ApiError::new(
@@ -175,8 +212,9 @@ impl ConnectionBounds {
                             limits.max
                         ),
                         false => format!(
-                            "the relay has {} connections open that no credential has been \
-                             sent on, its limit for those, and all are busy; try again shortly",
+                            "the relay has {} connections open on which no valid credential \
+                             has been sent yet, its limit for those, and all are busy; try \
+                             again shortly",
                             limits.unauthenticated
                         ),
                     },
@@ -185,16 +223,7 @@ impl ConnectionBounds {
         }
         let id = open.next_id;
         open.next_id += 1;
-        open.total += 1;
-        count_in(&mut open.by_client, client);
-        count_in(&mut open.unvouched_by_client, client);
-        open.unvouched.insert(
-            id,
-            Unvouched {
-                client,
-                activity: activity.clone(),
-            },
-        );
+        open.count(id, client, activity);
         Ok(Ticket {
             bounds: self.clone(),
             id,
@@ -204,8 +233,11 @@ impl ConnectionBounds {
     }
 
     /// Counts connection `id` among those a credential vouched for.
-    fn vouch(&self, id: u64) {
-        self.open.lock().expect("connections lock").vouched(id);
+    fn vouch(&self, id: u64, client: Option<IpAddr>) {
+        self.open
+            .lock()
+            .expect("connections lock")
+            .vouched(id, client);
     }
 }
 
@@ -223,15 +255,25 @@ struct Ticket {
     activity: Arc<Activity>,
 }
 
+impl Ticket {
+    /// What a credential calls to vouch for the connection: once.
+    fn vouch(&self) -> Vouch {
+        let (bounds, id, client) = (self.bounds.clone(), self.id, self.client);
+        let activity = self.activity.clone();
+        Vouch::new(move || {
+            if !activity.vouched.swap(true, Ordering::AcqRel) {
+                bounds.vouch(id, client);
+            }
+        })
+    }
+}
+
 impl Drop for Ticket {
     fn drop(&mut self) {
         let mut open = self.bounds.open.lock().expect("connections lock");
-        if self.activity.evicted.load(Ordering::Acquire) {
-            return;
+        if !self.activity.evicted.load(Ordering::Acquire) {
+            open.uncount(self.id, self.client);
         }
-        open.vouched(self.id);
-        open.total -= 1;
-        count_out(&mut open.by_client, self.client);
     }
 }
 
@@ -267,14 +309,7 @@ impl Bounded {
             Ok(ticket) => (Some(ticket), None, self.bounds.limits.idle),
             Err(refusal) => (None, Some(refusal), REFUSED_LINGER),
         };
-        let vouch = ticket.as_ref().map(|ticket| {
-            let (bounds, id) = (Arc::downgrade(&ticket.bounds), ticket.id);
-            Vouch::new(move || {
-                if let Some(bounds) = bounds.upgrade() {
-                    bounds.vouch(id);
-                }
-            })
-        });
+        let vouch = ticket.as_ref().map(Ticket::vouch);
         let io = IdleClose {
             inner: stream,
             idle,
@@ -294,32 +329,52 @@ impl Bounded {
     }
 }
 
-/// Requests in flight on one connection, when the last one ended, and
-/// whether it was closed to make room.
+/// Requests in flight on one connection, when the last one started and
+/// ended, whether a credential vouched for it, and whether it was closed
+/// to make room.
 struct Activity {
     in_flight: AtomicUsize,
+    last_started: Mutex<Instant>,
     last_ended: Mutex<Instant>,
+    vouched: AtomicBool,
     evicted: AtomicBool,
-    /// The connection's reader, woken when it is evicted.
-    reader: AtomicWaker,
+    /// The connection's task, woken when it is evicted.
+    task: AtomicWaker,
 }
 
 impl Default for Activity {
     fn default() -> Self {
         Activity {
             in_flight: AtomicUsize::new(0),
+            last_started: Mutex::new(Instant::now()),
             last_ended: Mutex::new(Instant::now()),
+            vouched: AtomicBool::new(false),
             evicted: AtomicBool::new(false),
-            reader: AtomicWaker::new(),
+            task: AtomicWaker::new(),
         }
     }
 }
 
 impl Activity {
-    /// Closes the connection: its next read ends.
+    /// Whether the connection may be closed to make room: nothing in
+    /// flight, or its latest request started over [`BUSY_GRACE`] ago.
+    fn evictable(&self, now: Instant) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+            || *self.last_started.lock().expect("activity lock") + BUSY_GRACE <= now
+    }
+
+    /// Closes the connection: its reads end and its writes fail. (A request
+    /// that starts in the moment between is cut off with it: only an
+    /// anonymous one can, on a connection nobody vouched for.)
     fn evict(&self) {
         self.evicted.store(true, Ordering::Release);
-        self.reader.wake();
+        self.task.wake();
+    }
+
+    /// Whether the connection was closed to make room; wakes `cx` when it is.
+    fn is_evicted(&self, cx: &Context<'_>) -> bool {
+        self.task.register(cx.waker());
+        self.evicted.load(Ordering::Acquire)
     }
 
     /// When the connection, if nothing starts meanwhile, becomes idle; `None`
@@ -335,6 +390,7 @@ struct InFlight(Arc<Activity>);
 
 impl InFlight {
     fn start(activity: &Arc<Activity>) -> InFlight {
+        *activity.last_started.lock().expect("activity lock") = Instant::now();
         activity.in_flight.fetch_add(1, Ordering::AcqRel);
         InFlight(activity.clone())
     }
@@ -381,8 +437,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for IdleClose<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        self.activity.reader.register(cx.waker());
-        if self.activity.evicted.load(Ordering::Acquire) {
+        if self.activity.is_evicted(cx) {
             return Poll::Ready(Ok(())); // closed to make room
         }
         match Pin::new(&mut self.inner).poll_read(cx, buf) {
@@ -398,10 +453,16 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleClose<T> {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if self.activity.is_evicted(cx) {
+            return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+        }
         Pin::new(&mut self.inner).poll_write(cx, data)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.activity.is_evicted(cx) {
+            return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+        }
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
@@ -414,6 +475,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for IdleClose<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        if self.activity.is_evicted(cx) {
+            return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+        }
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 

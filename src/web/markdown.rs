@@ -43,20 +43,26 @@ struct Rendered {
     bytes: usize,
 }
 
+/// What an entry of [`RENDERED`] costs beyond its text: the map's slot,
+/// the order's, and the two `Arc`s' counts.
+const ENTRY_BYTES: usize = 64;
+
 impl Rendered {
     fn insert(&mut self, body: Arc<str>, html: Arc<str>) {
-        let size = body.len() + html.len();
+        if self.html.contains_key(&body) {
+            return; // rendered meanwhile by another request
+        }
+        let size = body.len() + html.len() + ENTRY_BYTES;
         while self.bytes + size > RENDERED_BYTES
             && let Some(oldest) = self.order.pop_front()
         {
             if let Some(gone) = self.html.remove(&oldest) {
-                self.bytes -= oldest.len() + gone.len();
+                self.bytes -= oldest.len() + gone.len() + ENTRY_BYTES;
             }
         }
-        if self.html.insert(body.clone(), html).is_none() {
-            self.order.push_back(body);
-            self.bytes += size;
-        }
+        self.html.insert(body.clone(), html);
+        self.order.push_back(body);
+        self.bytes += size;
     }
 }
 

@@ -107,7 +107,8 @@ impl DeliveryLine {
 }
 
 impl MessageLine {
-    pub fn new(message: &Message, names: &Names) -> MessageLine {
+    /// `message` as a line of the page, with its body as `html`.
+    pub fn new(message: &Message, names: &Names, html: Arc<str>) -> MessageLine {
         MessageLine {
             id: message.id,
             from_name: names.name(message.from.as_str()),
@@ -122,7 +123,7 @@ impl MessageLine {
                 .collect(),
             when: When::at(message.created_at),
             reply_to: message.reply_to,
-            html: markdown::render(&visible(&message.body)),
+            html,
             delivery: match (&message.delivery, &message.to) {
                 (Some(delivery), Some(to)) => {
                     Some(DeliveryLine::new(delivery, &names.name(to.as_str())))
@@ -159,45 +160,56 @@ pub async fn channels_with_unread(
 }
 
 /// The most HTML of message bodies one page or fragment carries. Past it,
-/// the older messages are shortened, each with where to read it whole: a
-/// page stays loadable however long what it shows is.
+/// the older messages are shortened to their start, and past that to a
+/// link, each with where to read it whole: a page stays loadable, and
+/// quick to build, however long what it shows is.
 pub const PAGE_HTML: usize = 4 << 20;
 
 /// How much of a shortened message is shown.
 const SHORTENED_TO: usize = 1024;
 
 /// The messages as the page shows them, the newest first to get their
-/// share of [`PAGE_HTML`].
+/// share of [`PAGE_HTML`]. A body longer than what is left of it is not
+/// rendered at all (its HTML would be at least about as long).
 pub fn lines(messages: &[Message], names: &Names) -> Vec<MessageLine> {
     let mut left = PAGE_HTML;
     let mut lines: Vec<MessageLine> = messages
         .iter()
         .rev()
         .map(|message| {
-            let mut line = MessageLine::new(message, names);
-            match left.checked_sub(line.html.len()) {
-                Some(rest) => left = rest,
-                None => line.html = shortened(message).into(),
-            }
-            line
+            let html = match message.body.len() <= left {
+                true => markdown::render(&visible(&message.body)),
+                false => shortened(message, true).into(),
+            };
+            let html = match html.len() <= left {
+                true => html,
+                false => shortened(message, false).into(),
+            };
+            left = left.saturating_sub(html.len());
+            MessageLine::new(message, names, html)
         })
         .collect();
     lines.reverse();
     lines
 }
 
-/// The start of a message too long for the page, as written, and where to
-/// read the whole of it.
-fn shortened(message: &Message) -> String {
-    let body = visible(&message.body);
-    let mut end = body.len().min(SHORTENED_TO);
-    while !body.is_char_boundary(end) {
-        end -= 1;
-    }
+/// A message too long for what is left of the page: its start as written
+/// (when `with_start`), and where to read the whole of it.
+fn shortened(message: &Message, with_start: bool) -> String {
+    let start = match with_start {
+        true => {
+            let body = visible(&message.body);
+            let mut end = body.len().min(SHORTENED_TO);
+            while !body.is_char_boundary(end) {
+                end -= 1;
+            }
+            markdown::as_written(&body[..end])
+        }
+        false => String::new(),
+    };
     format!(
-        "{}<p class=\"shortened\">Shortened: a page shows at most {} MiB of messages. The whole \
-         message is at <a href=\"/api/messages/{id}\">/api/messages/{id}</a>.</p>",
-        markdown::as_written(&body[..end]),
+        "{start}<p class=\"shortened\">Shortened: a page shows at most {} MiB of messages. The \
+         whole message is at <a href=\"/api/messages/{id}\">/api/messages/{id}</a>.</p>",
         PAGE_HTML >> 20,
         id = message.id
     )

@@ -5,6 +5,7 @@ use crate::support::{RawSession, TestApp, http, spawn_app, spawn_app_with};
 use crosstalk::config::Rate;
 use serde_json::{Value, json};
 use std::{net::SocketAddr, time::Duration};
+use tokio::io::AsyncReadExt;
 
 /// An HTTP/2 connection from `local` (a loopback address) to the relay.
 struct H2 {
@@ -145,10 +146,11 @@ async fn idle_sockets(app: &TestApp, local: [u8; 4], count: usize) -> Vec<tokio:
     sockets
 }
 
-/// The attack, with the default caps (4,096 connections, 512 per
-/// address): eight addresses open all the connections they may and send
-/// nothing. Each gets only its share of the budget for connections nobody
-/// has vouched for, and a teammate's request is answered.
+/// The attack of a few addresses, with the default caps (4,096
+/// connections, 512 per address): eight addresses open all the
+/// connections they may and send nothing. Each keeps only its share of the
+/// budget for connections nobody has vouched for, and a teammate's request
+/// is answered.
 #[tokio::test]
 async fn idle_connections_from_eight_addresses_leave_a_valid_token_answered() {
     let app = spawn_app().await;
@@ -159,22 +161,19 @@ async fn idle_connections_from_eight_addresses_leave_a_valid_token_answered() {
         (4096, 512),
         "the defaults"
     );
+    let share = limits.unauthenticated_per_address;
     let mut idle = Vec::new();
     for last in 2..10 {
-        idle.push(idle_sockets(&app, [127, 0, 0, last], limits.per_address).await);
-        // The relay has counted them: the address's next one is refused.
-        let (status, body) = H2::connect(&app, [127, 0, 0, last])
+        let mut sockets = idle_sockets(&app, [127, 0, 0, last], limits.per_address).await;
+        // Each past the address's share closed its oldest: the relay has
+        // counted them all once the last of those closed is.
+        let mut byte = [0; 1];
+        let last_closed = &mut sockets[limits.per_address - share - 1];
+        let read = tokio::time::timeout(Duration::from_secs(10), last_closed.read(&mut byte))
             .await
-            .get(&app, "/healthz")
-            .await;
-        assert_eq!(status, 429, "{body}");
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("no credential has been sent on"),
-            "{body}"
-        );
+            .expect("the relay closes what is past the address's share");
+        assert_eq!(read.unwrap(), 0);
+        idle.push(sockets);
     }
     let mut teammate = H2::connect(&app, [127, 0, 0, 1]).await;
     let (status, body) = teammate.get_as(&app, "/api/channels", &alice).await;
@@ -212,6 +211,88 @@ async fn a_full_budget_of_strangers_makes_room_by_closing_the_oldest_idle_one() 
         );
     }
     assert_eq!(teammate.get_as(&app, "/api/channels", &alice).await.0, 200);
+}
+
+/// A client that holds many connections is the one that makes room: a
+/// teammate's new connection, not yet signed in, outlives a stranger's
+/// however old it is.
+#[tokio::test]
+async fn room_is_made_from_the_client_holding_the_most() {
+    let app = spawn_app_with(|config| {
+        config.connections.unauthenticated = 4;
+        config.connections.unauthenticated_per_address = 3;
+    })
+    .await;
+    let alice = app.add_person("alice").await;
+    // The oldest of all: a teammate's, not signed in yet.
+    let mut teammate = H2::connect(&app, [127, 0, 0, 1]).await;
+    let mut stranger = Vec::new();
+    for _ in 0..3 {
+        stranger.push(H2::connect(&app, [127, 0, 0, 2]).await);
+    }
+    // Full: the next stranger's connection closes one of the first's.
+    let mut another = H2::connect(&app, [127, 0, 0, 3]).await;
+    assert_eq!(another.get(&app, "/healthz").await.0, 200);
+    tokio::time::timeout(Duration::from_secs(10), stranger.remove(0).closed)
+        .await
+        .expect("the oldest connection of the client holding the most is closed")
+        .unwrap();
+    assert_eq!(teammate.get_as(&app, "/api/channels", &alice).await.0, 200);
+}
+
+/// A stranger who keeps a response unread (an HTTP/2 window of zero) has
+/// a request in flight forever; past a short grace that does not keep its
+/// connection from being closed to make room.
+#[tokio::test]
+async fn a_response_held_unread_does_not_make_a_strangers_connection_unclosable() {
+    let app = spawn_app_with(|config| {
+        config.connections.unauthenticated = 2;
+        config.connections.unauthenticated_per_address = 2;
+    })
+    .await;
+    let alice = app.add_person("alice").await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from(([127, 0, 0, 2], 0))).unwrap();
+        let tcp = socket.connect(app.running.addr).await.unwrap();
+        let (client, connection) = h2::client::Builder::new()
+            .initial_window_size(0)
+            .handshake::<_, bytes::Bytes>(tcp)
+            .await
+            .unwrap();
+        let closed = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let mut client = client.ready().await.unwrap();
+        let request = http::Request::get(format!("{}/healthz", app.url()))
+            .body(())
+            .unwrap();
+        let (response, _) = client.send_request(request, true).unwrap();
+        // The headers come; the body waits for a window that never opens.
+        assert_eq!(response.await.unwrap().status(), 200);
+        held.push((client, closed));
+    }
+    // Refused while the requests are young, admitted once they are not.
+    let admitted = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let mut teammate = H2::connect(&app, [127, 0, 0, 1]).await;
+            match teammate.get_as(&app, "/api/channels", &alice).await.0 {
+                200 => return teammate,
+                status => assert_eq!(status, 503),
+            }
+            // The grace is a time: ask again a little later.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("a teammate is admitted within the grace");
+    drop(admitted);
+    let (_, closed) = held.remove(0);
+    tokio::time::timeout(Duration::from_secs(10), closed)
+        .await
+        .expect("the stranger's connection is closed")
+        .unwrap();
 }
 
 #[tokio::test]

@@ -79,16 +79,19 @@ pub fn find_secret(text: &str) -> Option<&'static str> {
     })
 }
 
-/// A documentation's stand-in, not a secret: six or more of one letter or
-/// digit in a row (`ghp_PersonalAccessToken01245678900000000`,
-/// `T00000000/B00000000/XXXXXXXX…`). Random text of any secret's alphabet
-/// does that about once in fifty million 36-character values.
+/// A documentation's stand-in, not a secret: six zeros or `x`s in a row
+/// (`ghp_PersonalAccessToken01245678900000000`, `T00000000/B00000000/
+/// XXXXXXXX…`), or ten of any one letter or digit. Random text does the
+/// first about once in 600,000 32-character hex values (and once in 700
+/// million of base62), the second far more rarely.
 fn stand_in(matched: &str) -> bool {
-    const RUN: usize = 6;
     let bytes = matched.as_bytes();
-    bytes
-        .windows(RUN)
-        .any(|run| run[0].is_ascii_alphanumeric() && run.iter().all(|b| *b == run[0]))
+    let run = |length: usize, of: fn(u8) -> bool| {
+        bytes
+            .windows(length)
+            .any(|run| of(run[0]) && run.iter().all(|b| *b == run[0]))
+    };
+    run(6, |b| matches!(b, b'0' | b'x' | b'X')) || run(10, |b| b.is_ascii_alphanumeric())
 }
 
 /// Characters that change nothing a reader sees: zero-width spaces and

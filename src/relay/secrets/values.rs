@@ -139,32 +139,33 @@ pub(super) fn assigned_literal(matched: &str) -> bool {
 
 /// Named as an environment variable is (`DB_PASSWORD=`): upper case.
 fn env_style(matched: &str) -> bool {
-    let name = matched
-        .split([':', '=', '"', '\'', ' ', '\t'])
-        .next()
-        .unwrap_or("");
+    let name = assignment(matched).map_or("", |(name, _)| name);
     name.contains(|c: char| c.is_ascii_uppercase())
         && !name.contains(|c: char| c.is_ascii_lowercase())
 }
 
-/// `?token=…` in a URL: a long generated value. Short ones are the
-/// public tokens of badges (`badge.svg?token=3KA3R2D9fV`); an OAuth
+/// `?token=…&password=…` in a URL or a form: a generated value, up to the
+/// next parameter. A token there must also be long: short ones are the
+/// public tokens of badges (`badge.svg?token=3KA3R2D9fV`), while an OAuth
 /// access token or a signature is long.
 fn query_literal(parameter: &str) -> bool {
-    let value = value_of(parameter).unwrap_or("");
+    let Some((name, value)) = assignment(parameter) else {
+        return false;
+    };
     let value = value.split(['&', '#', ')', ']', '>']).next().unwrap_or("");
-    value.len() >= 16 && !placeholder(value) && generated(value)
+    let name = name.to_ascii_lowercase();
+    let shortest = match name.contains("pass") || name.contains("pwd") || name.contains("secret") {
+        true => MIN_LITERAL,
+        false => 16,
+    };
+    value.len() >= shortest && !placeholder(value) && generated(value)
 }
 
 /// `SESSION_KEY=…`, `APP_KEY=base64:…`: a key of any other name, which
 /// counts only when its value is random text, such as a generated key is
 /// (a name that is a key of some table, `sort_key: "created_at"`, is not).
 pub(super) fn assigned_key(matched: &str) -> bool {
-    let name = matched
-        .split([':', '=', '"', '\'', ' ', '\t'])
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase();
+    let name = assignment(matched).map_or(String::new(), |(name, _)| name.to_ascii_lowercase());
     if name.contains("public") || name.contains("publishable") {
         return false;
     }
@@ -179,8 +180,8 @@ pub(super) fn assigned_key(matched: &str) -> bool {
 /// the name is part of a path (`AWS::ApiGateway::ApiKey`), the value too
 /// short, a placeholder, or more than one word.
 fn literal_value(matched: &str) -> Option<(&str, bool)> {
-    let raw = value_of(matched)?;
-    if matched[..matched.len() - raw.len()].contains("::") {
+    let (name, raw) = assignment(matched)?;
+    if name.contains("::") {
         return None;
     }
     let (value, quoted) = match raw.chars().next() {
@@ -194,16 +195,23 @@ fn literal_value(matched: &str) -> Option<(&str, bool)> {
     literal.then_some((value, quoted))
 }
 
-/// The value after the assignment operator of a match.
-fn value_of(matched: &str) -> Option<&str> {
-    let at = matched.find([':', '=']).map(|i| {
-        let rest = &matched[i..];
-        let operator = rest
-            .find(|c: char| !matches!(c, ':' | '=' | '>'))
-            .unwrap_or(rest.len());
-        i + operator
+/// A match split at its assignment operator (`=`, `:`, `:=`, `=>`; a
+/// path's `::` is part of the name): the name, and the value, trimmed.
+fn assignment(matched: &str) -> Option<(&str, &str)> {
+    let bytes = matched.as_bytes();
+    let at = (0..bytes.len()).find(|&i| match bytes[i] {
+        b'=' => true,
+        b':' => bytes.get(i + 1) != Some(&b':') && (i == 0 || bytes[i - 1] != b':'),
+        _ => false,
     })?;
-    Some(matched[at..].trim())
+    let rest = &matched[at..];
+    let operator = rest
+        .find(|c: char| !matches!(c, ':' | '=' | '>'))
+        .unwrap_or(rest.len());
+    Some((
+        matched[..at].trim_end_matches(['"', '\'', ' ', '\t']),
+        rest[operator..].trim(),
+    ))
 }
 
 /// Looks like code rather than a value: a call, an index, a generic type,
@@ -247,8 +255,8 @@ fn code(value: &str, env_style: bool) -> bool {
         b'[' => Some(']'),
         b'{' if opened.len() < rest.len() => Some('}'),
         b'<' => Some('>'),
-        // Rust's `?`, or the end of a parameter list or type.
-        b'?' | b')' | b']' | b'>' => None,
+        // The end of a parameter list or a type.
+        b')' | b']' | b'>' => None,
         _ => return false,
     };
     let closed = closer.is_some_and(|closer| opened[1..].contains(closer));
