@@ -378,17 +378,22 @@ async fn send_message_waits_for_the_reply_and_returns_nothing_at_its_timeout() {
     // Bob's agent answers while alice's call waits: the call returns it.
     let bob = Mcp::connect(&app.url(), &bob_token).await.unwrap();
     let answering = tokio::spawn(async move {
-        let inbox = bob
-            .call("check_inbox", json!({ "timeout_seconds": 20 }))
-            .await
-            .ok();
-        let question = inbox["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["body"] == "which port?")
-            .cloned()
-            .unwrap();
+        // The first question waits in bob's inbox too: check until this one.
+        let question = loop {
+            let inbox = bob
+                .call("check_inbox", json!({ "timeout_seconds": 20 }))
+                .await
+                .ok();
+            let found = inbox["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["body"] == "which port?")
+                .cloned();
+            if let Some(question) = found {
+                break question;
+            }
+        };
         bob.call(
             "send_message",
             json!({ "to": "alice", "body": "8443", "thread_id": question["thread_id"] }),
