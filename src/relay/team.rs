@@ -136,16 +136,15 @@ fn parse_handle(raw: &str) -> RelayResult<Handle> {
     Handle::parse(raw).map_err(|e| RelayError::BadInput(e.to_string()))
 }
 
-/// A display name: one line of 1 to [`MAX_NAME_CHARS`] characters, trimmed.
+/// A display name: one line of 1 to [`MAX_NAME_CHARS`] characters, trimmed,
+/// held to the rules of every short text teammates see (no invisible
+/// characters, no likely secret).
 fn parse_name(raw: &str) -> RelayResult<String> {
     let name = raw.trim();
-    if name.is_empty()
-        || name.chars().count() > MAX_NAME_CHARS
-        || name.chars().any(char::is_control)
-    {
-        return Err(RelayError::BadInput(format!(
-            "a name is one line of 1 to {MAX_NAME_CHARS} characters"
-        )));
+    let shape = || format!("a name is one line of 1 to {MAX_NAME_CHARS} characters");
+    if name.is_empty() {
+        return Err(RelayError::BadInput(shape()));
     }
+    text::one_line(name, MAX_NAME_CHARS, shape)?;
     Ok(name.to_owned())
 }

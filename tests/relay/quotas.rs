@@ -351,6 +351,19 @@ async fn statuses_and_type_labels_are_scanned_and_invisible_characters_refused()
         app.count("SELECT count(*) FROM presence WHERE status != ''"),
         0
     );
+    // Display names are held to the same rules: teammates see them too.
+    let team = app.running.state.relay.team();
+    for (name, refused) in [
+        ("Bob\u{202E}nimda".to_owned(), "invisible characters"),
+        (format!("Bob {}", token.expose()), "a crosstalk token"),
+    ] {
+        let error = team.add("bob", Some(&name)).await.unwrap_err().to_string();
+        assert!(error.contains(refused), "{name:?}: {error}");
+    }
+    assert_eq!(
+        app.count("SELECT count(*) FROM people WHERE handle = 'bob'"),
+        0
+    );
 
     // In a body they are stored as sent, and the page shows them.
     let (status, _) = post(
