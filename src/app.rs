@@ -6,7 +6,6 @@ use crate::layers::{
     auth::{self, Accept, AddressQuota, Credentials},
     edge,
     guard::{self, HostPolicy},
-    sessions,
 };
 use crate::state::AppState;
 use crate::wire::ApiError;
@@ -86,7 +85,7 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///    - the request timeout, on groups that answer at once. Waits and
 ///      streams have their own bounds (at most 50 s, or until the client
 ///      leaves, the caller's slots, shutdown).
-pub fn router(state: AppState) -> Router {
+pub fn router(state: AppState, mcp: &mcp::McpEdge) -> Router {
     let request_limit = request_body_limit(state.config.settings.max_body_bytes);
     let trusted_proxies: std::sync::Arc<[_]> = state.config.trusted_proxies.clone().into();
     let credentials = |accept| {
@@ -113,14 +112,15 @@ pub fn router(state: AppState) -> Router {
 
     // Within a router, the layer added last runs first.
     let mcp = Router::new()
-        .nest_service("/mcp", mcp::service(&state, request_limit))
+        .nest_service("/mcp", mcp.service(&state, request_limit))
+        .layer(middleware::from_fn(mcp::shape_refusals))
         .layer(middleware::from_fn_with_state(
             deadline,
             edge::read_body_in_time,
         ))
         .layer(middleware::from_fn_with_state(
-            state.sessions.clone(),
-            sessions::bind,
+            mcp.sessions(),
+            mcp::sessions::bind,
         ))
         .layer(credentials(Accept::Bearer));
     // | group          | credentials              | timeout |

@@ -1,7 +1,7 @@
 //! The state every edge shares: one [`AppState`], cloned into each.
 
 use crate::config::Config;
-use crate::layers::{limits::RateLimits, sessions::SessionOwners};
+use crate::layers::limits::RateLimits;
 use crate::relay::Relay;
 use std::sync::Arc;
 
@@ -10,9 +10,6 @@ use std::sync::Arc;
 pub struct AppState {
     /// The core: every edge calls it, and only it, to do anything.
     pub relay: Arc<Relay>,
-    /// Who opened each MCP session, and rmcp's sessions themselves: the MCP
-    /// service and the session-binding layer must share them.
-    pub sessions: Arc<SessionOwners>,
     /// Rate limits per credential and per client address; pruned by the
     /// server on a timer.
     pub limits: Arc<RateLimits>,

@@ -146,34 +146,26 @@ pub async fn read_body_in_time(
     }
 }
 
-/// Gives an error that a library answered in plain text (rmcp's: an unknown
-/// session, a wrong media type, malformed JSON) the API's JSON shape, with
-/// its status and its words.
+/// Gives an error that a library answered in plain text (a wrong method,
+/// malformed JSON, a body too large) the API's JSON shape, with its status
+/// and its words. (`/mcp`'s own, rmcp's, are shaped in `mcp`'s words
+/// before they reach this.)
 pub async fn json_errors(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
-    let status = response.status();
-    // JSON is already the shape; HTML is a page's own error page.
-    let shaped = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
-    if !(status.is_client_error() || status.is_server_error()) || shaped {
+    if !ApiError::is_plain_refusal(&response) {
         return response;
     }
+    let status = response.status();
     let (parts, body) = response.into_parts();
     let said = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
     let said = String::from_utf8_lossy(&said).trim().to_owned();
     let (code, default) = match status {
         StatusCode::BAD_REQUEST => ("bad_request", "the request is malformed"),
-        StatusCode::NOT_FOUND => (
-            "not_found",
-            "this MCP session does not exist: it ended or went idle; start a new one",
-        ),
+        StatusCode::NOT_FOUND => ("not_found", "there is nothing at this address"),
         StatusCode::METHOD_NOT_ALLOWED => ("method_not_allowed", "this method is not allowed here"),
         StatusCode::NOT_ACCEPTABLE => (
             "not_acceptable",
-            "send Accept: application/json, text/event-stream",
+            "the relay cannot answer in a type this request accepts",
         ),
         StatusCode::UNSUPPORTED_MEDIA_TYPE => (
             "unsupported_media_type",
@@ -188,11 +180,5 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
         (s, false) if s.is_server_error() => default.to_owned(),
         (_, false) => said,
     };
-    let mut answer = ApiError::new(status, code, message).into_response();
-    for (name, value) in parts.headers.iter() {
-        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
-            answer.headers_mut().insert(name.clone(), value.clone());
-        }
-    }
-    answer
+    ApiError::new(status, code, message).replacing(&parts)
 }

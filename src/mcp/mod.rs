@@ -1,16 +1,26 @@
-//! The MCP edge: tools that are thin twins of the relay core's functions.
+//! The MCP edge: everything on the server side that knows rmcp.
 //!
+//! - [`McpEdge`]: what the app mounts at `/mcp` (the streamable HTTP
+//!   service, and [`sessions::bind`] in front of it) and what the server
+//!   keeps running (ending revoked sessions, writing their use).
+//! - `sessions.rs`: sessions bound to their openers, capped per person,
+//!   kept across restarts, with their standalone streams and pushes.
+//! - `schema.rs`: the tools' schemas, made portable.
+//!
+//! The tools are thin twins of the relay core's functions.
 //! Each tool parses its arguments, takes the [`Caller`] that the auth layer
 //! put on the HTTP request, calls one core function, and answers with a
 //! structured result — or a tool error carrying the same JSON error shape as
 //! REST, so a model reads what to change.
 
 mod schema;
+pub mod sessions;
 
 use crate::protocol::{HeldSession, INSTRUCTIONS, capabilities, wants_pushes};
 use crate::relay::{Caller, Reader, Relay, RelayError};
 use crate::state::AppState;
 use crate::wire::{self, ApiError, args};
+use axum::{extract::Request, http::StatusCode, middleware::Next, response::Response};
 use rmcp::{
     ErrorData, Json, RoleServer, ServerHandler,
     handler::server::{
@@ -30,6 +40,7 @@ use rmcp::{
 };
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
+use sessions::SessionOwners;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -135,26 +146,94 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Paramet
     }
 }
 
-/// The streamable HTTP service at `/mcp`: one [`RelayTools`] per session,
-/// over the sessions the binding layer watches.
-pub fn service(
-    state: &AppState,
-    request_limit: usize,
-) -> StreamableHttpService<RelayTools, LocalSessionManager> {
-    // rmcp's own Host check is off: the host layer applies the same rule to
-    // every route, so the two can never disagree.
-    let mut config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(state.relay.shutdown_token().child_token())
-        .with_max_request_body_bytes(request_limit)
-        .disable_allowed_hosts();
-    // Sessions outlive a restart: kept in the store, bound to their opener.
-    config.session_store = Some(state.sessions.kept());
-    let relay = state.relay.clone();
-    StreamableHttpService::new(
-        move || Ok(RelayTools::new(relay.clone())),
-        state.sessions.manager(),
-        config,
-    )
+/// rmcp's refusals, which it answers in plain text, in the API's JSON shape
+/// and in MCP's words: an unknown session (404), a missing `Accept` (406),
+/// a body that is not JSON (415). The app puts this right in front of the
+/// service.
+pub async fn shape_refusals(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if !ApiError::is_plain_refusal(&response) {
+        return response;
+    }
+    let (code, message) = match response.status() {
+        StatusCode::NOT_FOUND => (
+            "not_found",
+            "this MCP session does not exist: it ended or went idle; start a new one",
+        ),
+        StatusCode::NOT_ACCEPTABLE => (
+            "not_acceptable",
+            "send Accept: application/json, text/event-stream",
+        ),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => (
+            "unsupported_media_type",
+            "send Content-Type: application/json",
+        ),
+        _ => return response,
+    };
+    let (parts, _) = response.into_parts();
+    ApiError::new(parts.status, code, message).replacing(&parts)
+}
+
+/// The MCP edge of one relay: its sessions, and the service over them.
+#[derive(Clone)]
+pub struct McpEdge {
+    sessions: Arc<SessionOwners>,
+}
+
+impl McpEdge {
+    pub fn new(state: &AppState) -> McpEdge {
+        McpEdge {
+            sessions: Arc::new(SessionOwners::new(
+                state.relay.clone(),
+                state.config.sessions,
+            )),
+        }
+    }
+
+    /// The sessions, the state of [`sessions::bind`], which the app puts in
+    /// front of [`McpEdge::service`].
+    pub fn sessions(&self) -> Arc<SessionOwners> {
+        self.sessions.clone()
+    }
+
+    /// The streamable HTTP service at `/mcp`: one [`RelayTools`] per
+    /// session, over the sessions the binding layer watches.
+    pub fn service(
+        &self,
+        state: &AppState,
+        request_limit: usize,
+    ) -> StreamableHttpService<RelayTools, LocalSessionManager> {
+        // rmcp's own Host check is off: the host layer applies the same rule
+        // to every route, so the two can never disagree.
+        let mut config = StreamableHttpServerConfig::default()
+            .with_cancellation_token(state.relay.shutdown_token().child_token())
+            .with_max_request_body_bytes(request_limit)
+            .disable_allowed_hosts();
+        // Sessions outlive a restart: kept in the store, bound to their opener.
+        config.session_store = Some(self.sessions.kept());
+        let relay = state.relay.clone();
+        StreamableHttpService::new(
+            move || Ok(RelayTools::new(relay.clone())),
+            self.sessions.manager(),
+            config,
+        )
+    }
+
+    /// Ends revoked sessions as credentials change, until `shutdown`.
+    pub async fn end_revoked(self, shutdown: CancellationToken) {
+        sessions::end_revoked(self.sessions, shutdown).await
+    }
+
+    /// Writes sessions' use and forgets idle ones, until `shutdown` (and
+    /// once more then).
+    pub async fn upkeep(self, shutdown: CancellationToken) {
+        sessions::upkeep(self.sessions, shutdown).await
+    }
+
+    /// Sessions open now.
+    pub fn open_sessions(&self) -> usize {
+        self.sessions.open()
+    }
 }
 
 /// The MCP server: one per session, sharing the relay.

@@ -19,10 +19,8 @@ pub use listen::{FIRST_REQUEST_TIMEOUT, HEADER_READ_TIMEOUT, MAX_HEADER_BYTES, S
 
 use crate::cli::{Cli, Command};
 use crate::config::{Config, ConfigError, Connections, Tls};
-use crate::layers::{
-    limits::{self, RateLimits},
-    sessions::{self, SessionOwners, SessionPolicy},
-};
+use crate::layers::limits::{self, RateLimits};
+use crate::mcp::McpEdge;
 use crate::relay::Relay;
 use crate::state::AppState;
 use crate::store::{
@@ -266,12 +264,7 @@ async fn build(
         .wake_for_other_relays()
         .await
         .map_err(database::postgres_error)?;
-    let sessions = SessionPolicy {
-        max_per_person: config.sessions.max_per_person,
-        idle: config.sessions.idle,
-    };
     let state = AppState {
-        sessions: Arc::new(SessionOwners::new(relay.clone(), sessions)),
         relay,
         limits: Arc::new(RateLimits::new(&config.limits)),
         config: Arc::new(config),
@@ -288,6 +281,8 @@ pub struct Running {
     /// Under ACME: turns true once a certificate is deployed.
     pub certificate_ready: Option<watch::Receiver<bool>>,
     pub state: AppState,
+    /// The MCP edge: its sessions.
+    pub mcp: McpEdge,
     /// Cancel to stop: waits end, connections drain, the task returns.
     pub shutdown: CancellationToken,
     pub task: JoinHandle<std::io::Result<()>>,
@@ -389,14 +384,12 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
 
     let maintenance = tokio::spawn(state.relay.clone().run_maintenance());
     tokio::spawn(state.relay.clone().watch_credentials());
-    tokio::spawn(sessions::end_revoked(
-        state.sessions.clone(),
-        shutdown.clone(),
-    ));
+    let mcp = McpEdge::new(&state);
+    tokio::spawn(mcp.clone().end_revoked(shutdown.clone()));
     tokio::spawn(prune_limits(state.limits.clone(), shutdown.clone()));
-    let sessions = tokio::spawn(sessions::upkeep(state.sessions.clone(), shutdown.clone()));
+    let sessions = tokio::spawn(mcp.clone().upkeep(shutdown.clone()));
 
-    let app = app::router(state.clone()).into_make_service_with_connect_info::<SocketAddr>();
+    let app = app::router(state.clone(), &mcp).into_make_service_with_connect_info::<SocketAddr>();
     let task = match tls {
         None => {
             let server = server.acceptor(bounded);
@@ -415,6 +408,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
         redirect_addr,
         certificate_ready,
         state,
+        mcp,
         shutdown,
         task,
         maintenance,

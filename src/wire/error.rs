@@ -77,6 +77,30 @@ impl ApiError {
     pub fn body(&self) -> serde_json::Value {
         json!({ "error": { "code": self.code, "message": self.message } })
     }
+
+    /// Whether `response` is a refusal a library answered in plain text
+    /// (or with no body type), which the API's shape should replace.
+    pub fn is_plain_refusal(response: &Response) -> bool {
+        let status = response.status();
+        let typed = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
+        (status.is_client_error() || status.is_server_error()) && !typed
+    }
+
+    /// This error in place of `replaced`, keeping its headers (an `Allow`,
+    /// a `WWW-Authenticate`) but not its body's type and length.
+    pub fn replacing(self, replaced: &axum::http::response::Parts) -> Response {
+        let mut answer = self.into_response();
+        for (name, value) in replaced.headers.iter() {
+            if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+                answer.headers_mut().insert(name.clone(), value.clone());
+            }
+        }
+        answer
+    }
 }
 
 impl From<RelayError> for ApiError {

@@ -343,7 +343,7 @@ async fn a_person_past_the_session_cap_loses_their_least_recently_used_session()
             200
         );
     }
-    assert_eq!(app.running.state.sessions.open(), 2);
+    assert_eq!(app.running.mcp.open_sessions(), 2);
 }
 
 #[tokio::test]

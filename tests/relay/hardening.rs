@@ -124,7 +124,7 @@ async fn revoking_from_the_cli_ends_streams_waits_and_mcp_sessions_within_two_se
             .await,
         Outcome::Protocol(_)
     ));
-    assert_eq!(app.running.state.sessions.open(), 0);
+    assert_eq!(app.running.mcp.open_sessions(), 0);
 }
 
 #[tokio::test]

@@ -8,13 +8,13 @@
 //!
 //! - **Owners**: every session opened is recorded with its caller; a
 //!   request on it with another person's token gets 403.
-//! - **A cap per person**: past [`SessionPolicy::max_per_person`] sessions,
+//! - **A cap per person**: past [`Sessions::max_per_person`] sessions,
 //!   opening one more ends that person's least recently used session. A
 //!   429 would lock out a person whose crashed clients left sessions behind
 //!   until they expired; ending the stalest one costs at most a client that
 //!   was not using it a re-initialise (it gets 404, which MCP clients answer
 //!   by opening a new session).
-//! - **Idle expiry**: a session unused for [`SessionPolicy::idle`] is ended
+//! - **Idle expiry**: a session unused for [`Sessions::idle`] is ended
 //!   (rmcp's own keep-alive is set to the same).
 //! - **Standalone streams** (`GET /mcp`) hold one of the person's wait
 //!   slots while open, like every other stream.
@@ -28,6 +28,7 @@
 //!   the client to start anew. [`upkeep`] records which sessions were used
 //!   and forgets idle ones.
 
+use crate::config::Sessions;
 use crate::protocol::{HeldSession, SESSION_HEADER, wants_pushes};
 use crate::relay::{Caller, KeptSession, Relay, WaitSlot};
 use crate::wire::{self, ApiError};
@@ -53,20 +54,13 @@ use tokio_util::sync::CancellationToken;
 /// refusal before the session is ended.
 const ANSWER_GRACE: Duration = Duration::from_millis(200);
 
-/// How many sessions one person may hold, and how long one may sit idle.
-#[derive(Debug, Clone, Copy)]
-pub struct SessionPolicy {
-    pub max_per_person: usize,
-    pub idle: Duration,
-}
-
 /// Who opened each live MCP session, and when it was last used.
 pub struct SessionOwners {
     owners: Mutex<HashMap<HeaderValue, Owned>>,
     /// rmcp's sessions, to end the ones this layer ends.
     sessions: Arc<LocalSessionManager>,
     relay: Arc<Relay>,
-    policy: SessionPolicy,
+    policy: Sessions,
 }
 
 struct Owned {
@@ -91,7 +85,7 @@ impl Owned {
 }
 
 impl SessionOwners {
-    pub fn new(relay: Arc<Relay>, policy: SessionPolicy) -> SessionOwners {
+    pub fn new(relay: Arc<Relay>, policy: Sessions) -> SessionOwners {
         let mut sessions = LocalSessionManager::default();
         sessions.session_config.keep_alive = Some(policy.idle);
         SessionOwners {
