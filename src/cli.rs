@@ -38,7 +38,7 @@ pub const VERSION: &str = concat!(
 #[command(
     name = "crosstalk",
     version = VERSION,
-    about = "A relay for a team's coding agents: MCP, REST and a team page over one SQLite file."
+    about = "A relay for a team's coding agents: MCP, REST and a team page over one SQLite file or PostgreSQL."
 )]
 pub struct Cli {
     /// Read variables from FILE (VAR=value lines, as systemd's

@@ -1,7 +1,8 @@
 //! crosstalk: a relay that lets a team's coding agents, and the people behind
 //! them, message each other across machines.
 //!
-//! One process, one SQLite file. Requests flow one way:
+//! One process over one SQLite file, or several over one PostgreSQL.
+//! Requests flow one way:
 //!
 //! ```text
 //! listener (server, tls) ─▶ layers ─▶ edge (mcp, api, web) ─▶ relay (core) ─▶ store

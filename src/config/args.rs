@@ -230,8 +230,8 @@ pub struct LimitArgs {
     /// Connections open at once on the whole relay.
     #[arg(long, env = "RELAY_MAX_CONNECTIONS", default_value_t = 4096)]
     pub max_connections: usize,
-    /// Seconds a connection may pass with no byte in either direction
-    /// before it is closed (open streams send keep-alives well within it).
+    /// Seconds a connection may pass with no request in flight before it
+    /// is closed (a wait or a stream is a request in flight however quiet).
     #[arg(long, env = "RELAY_IDLE_CONNECTION_SECS", default_value_t = 75)]
     pub idle_connection_secs: u64,
     /// Seconds a request that does not wait or stream may take to answer,

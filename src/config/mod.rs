@@ -96,7 +96,7 @@ pub struct Connections {
     pub unauthenticated: usize,
     /// Of those, how many one client address may hold.
     pub unauthenticated_per_address: usize,
-    /// A connection with no byte in either direction for this long is closed.
+    /// A connection with no request in flight for this long is closed.
     pub idle: Duration,
 }
 

@@ -5,7 +5,7 @@
 //! costs the server nothing. The map follows the store's credentials
 //! revision, which moves whenever anyone is added, rotated or revoked by
 //! any process (the CLI writes while a server runs):
-//! - [`Credentials::watch`] checks it every [`CHECK_EVERY`] and, when it
+//! - [`super::Relay::watch_credentials`] checks it every [`CHECK_EVERY`] and, when it
 //!   moved, reloads the map and tells every holder (waits, streams, MCP
 //!   sessions), which end if their token is no longer live;
 //! - every authentication reads the revision first (one row), so a person

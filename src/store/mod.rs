@@ -1,7 +1,7 @@
 //! The store: everything crosstalk keeps, behind one interface.
 //!
-//! The relay core talks only to [`Store`]; [`sqlite::SqliteStore`] is the one
-//! implementation. This module knows the domain's types ([`crate::model`])
+//! The relay core talks only to [`Store`]; [`sqlite::SqliteStore`] and
+//! [`postgres::PostgresStore`] implement it. This module knows the domain's types ([`crate::model`])
 //! and nothing else of the crate. The rules the core relies on are rules of
 //! this interface, whatever database stands behind it:
 //! - message ids increase strictly across the whole relay and are never reused;

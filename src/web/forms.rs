@@ -32,7 +32,7 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
 };
 use base64::Engine;
-use hmac::{Hmac, Mac};
+use hmac::{Hmac, KeyInit, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 

@@ -112,17 +112,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
     }
 }
 
-/// Percent-encodes everything but unreserved characters.
+/// Percent-encodes a value for a query string.
 fn form_encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
 /// Path parameters.

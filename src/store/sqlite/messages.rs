@@ -1,4 +1,4 @@
-//! Messages, threads, inboxes and the channel and thread overviews.
+//! Messages, threads and inboxes; the overviews are `summaries.rs`'s.
 
 use crate::model::{Channel, Delivery, Handle, Message, Millis};
 use crate::store::{Conversation, NewMessage, Offer, RecipientCheck, StoreError, StoreResult};
