@@ -45,12 +45,12 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
                 HeaderName::from_static("last-event-id"),
-                HeaderName::from_static("mcp-session-id"),
+                HeaderName::from_static(mcp::SESSION_HEADER),
                 HeaderName::from_static("mcp-protocol-version"),
             ])
             .expose_headers([
                 header::RETRY_AFTER,
-                HeaderName::from_static("mcp-session-id"),
+                HeaderName::from_static(mcp::SESSION_HEADER),
             ])
             .max_age(std::time::Duration::from_secs(600)),
     )

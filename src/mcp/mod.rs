@@ -16,6 +16,7 @@
 mod schema;
 pub mod sessions;
 
+pub use crate::protocol::SESSION_HEADER;
 use crate::protocol::{HeldSession, INSTRUCTIONS, capabilities, wants_pushes};
 use crate::relay::{Caller, Reader, Relay, RelayError};
 use crate::state::AppState;
@@ -493,5 +494,56 @@ impl ServerHandler for RelayTools {
             self.relay.tools_listed(&session);
         }
         Ok(ListToolsResult::with_all_items(self.tool_router.list_all()))
+    }
+}
+
+/// rmcp logs every error it answers a request with as a warning; an
+/// unknown tool or method, or arguments that do not fit, is the client's
+/// mistake, answered in the client's terms, and no news to an operator.
+/// Those warnings are dropped; every other one is kept.
+pub struct ClientMistakes;
+
+impl<S> tracing_subscriber::layer::Filter<S> for ClientMistakes {
+    fn enabled(
+        &self,
+        _: &tracing::Metadata<'_>,
+        _: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        true
+    }
+
+    fn event_enabled(
+        &self,
+        event: &tracing::Event<'_>,
+        _: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        let meta = event.metadata();
+        if meta.target() != "rmcp::service" || *meta.level() != tracing::Level::WARN {
+            return true;
+        }
+        /// The event's message and error, as rmcp writes them.
+        #[derive(Default)]
+        struct Said {
+            response_error: bool,
+            clients: bool,
+        }
+        impl tracing::field::Visit for Said {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                let value = format!("{value:?}");
+                match field.name() {
+                    "message" => self.response_error = value == "response error",
+                    // Method not found, invalid params (an unknown tool).
+                    "error" => {
+                        self.clients = ["ErrorCode(-32601)", "ErrorCode(-32602)"]
+                            .iter()
+                            .any(|code| value.contains(code))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut said = Said::default();
+        event.record(&mut said);
+        !(said.response_error && said.clients)
     }
 }

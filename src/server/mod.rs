@@ -20,7 +20,7 @@ pub use listen::{FIRST_REQUEST_TIMEOUT, HEADER_READ_TIMEOUT, MAX_HEADER_BYTES, S
 use crate::cli::{Cli, Command};
 use crate::config::{Config, ConfigError, Connections, Tls};
 use crate::layers::limits::{self, RateLimits};
-use crate::mcp::McpEdge;
+use crate::mcp::{ClientMistakes, McpEdge};
 use crate::relay::Relay;
 use crate::state::AppState;
 use crate::store::{
@@ -172,7 +172,7 @@ pub fn log_filter(requested: Option<&str>) -> String {
 
 /// Starts logging to stderr: `requested` (RUST_LOG) through
 /// [`log_filter`], and without the warnings that are a client's mistake
-/// ([`ClientMistakes`]).
+/// ([`ClientMistakes`], rmcp's).
 pub fn start_logging(requested: Option<&str>) {
     use tracing_subscriber::{
         EnvFilter, Layer, filter::FilterExt, layer::SubscriberExt, util::SubscriberInitExt,
@@ -184,57 +184,6 @@ pub fn start_logging(requested: Option<&str>) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_filter(filter.and(ClientMistakes));
     tracing_subscriber::registry().with(output).init();
-}
-
-/// rmcp logs every error it answers a request with as a warning; an
-/// unknown tool or method, or arguments that do not fit, is the client's
-/// mistake, answered in the client's terms, and no news to an operator.
-/// Those warnings are dropped; every other one is kept.
-pub struct ClientMistakes;
-
-impl<S> tracing_subscriber::layer::Filter<S> for ClientMistakes {
-    fn enabled(
-        &self,
-        _: &tracing::Metadata<'_>,
-        _: &tracing_subscriber::layer::Context<'_, S>,
-    ) -> bool {
-        true
-    }
-
-    fn event_enabled(
-        &self,
-        event: &tracing::Event<'_>,
-        _: &tracing_subscriber::layer::Context<'_, S>,
-    ) -> bool {
-        let meta = event.metadata();
-        if meta.target() != "rmcp::service" || *meta.level() != tracing::Level::WARN {
-            return true;
-        }
-        /// The event's message and error, as rmcp writes them.
-        #[derive(Default)]
-        struct Said {
-            response_error: bool,
-            clients: bool,
-        }
-        impl tracing::field::Visit for Said {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                let value = format!("{value:?}");
-                match field.name() {
-                    "message" => self.response_error = value == "response error",
-                    // Method not found, invalid params (an unknown tool).
-                    "error" => {
-                        self.clients = ["ErrorCode(-32601)", "ErrorCode(-32602)"]
-                            .iter()
-                            .any(|code| value.contains(code))
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let mut said = Said::default();
-        event.record(&mut said);
-        !(said.response_error && said.clients)
-    }
 }
 
 /// Files and folders crosstalk creates (the database, its WAL, the ACME

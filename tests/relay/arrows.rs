@@ -322,6 +322,52 @@ fn the_core_and_the_store_name_no_web_or_protocol_crate() {
     );
 }
 
+/// A line's code without its string literals, so that a log target or a
+/// filter directive written as a string (`"rmcp::service"`) names nothing.
+fn without_strings(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let (mut quoted, mut escaped) = (false, false);
+    for c in line.chars() {
+        match (quoted, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (_, false, '"') => quoted = !quoted,
+            (false, _, c) => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// rmcp is the MCP edges' own: the server's `mcp`, the client side's
+/// `agent` and `bridge`, and the `protocol` leaf they share. Nothing else
+/// names it, so a change of rmcp touches only them.
+#[test]
+fn rmcp_is_named_only_by_the_mcp_edges() {
+    let mut files = Vec::new();
+    source_files(&src(), &mut files);
+    let mut wrong = Vec::new();
+    for file in files {
+        let module = module_path(&src(), &file);
+        if ["mcp", "agent", "bridge", "protocol"].contains(&module[0].as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("a readable source file");
+        for (number, line) in text.lines().enumerate() {
+            let line = without_strings(code(line));
+            let used = line.trim_start().starts_with("use rmcp");
+            if used || !targets(&line, "rmcp::").is_empty() {
+                wrong.push(format!("{}:{}", file.display(), number + 1));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "rmcp named outside the MCP edges:\n{}",
+        wrong.join("\n")
+    );
+}
+
 #[test]
 fn the_reader_of_arrows_finds_every_form_of_path() {
     let found: Vec<String> = targets(
