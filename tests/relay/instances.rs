@@ -127,10 +127,9 @@ async fn channel_ids(relay: &str, token: &str, channel: &str) -> BTreeSet<i64> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
 async fn a_send_on_one_relay_wakes_a_waiter_on_the_other() {
-    let Some(database) = fresh_database().await else {
-        return;
-    };
+    let database = fresh_database().await;
     let tokens = add_people(&database, &["alice", "bob"]).await;
     let (alice, bob) = (&tokens[0], &tokens[1]);
     // A is a process; B runs here, so the test sees its waits park before
@@ -179,10 +178,9 @@ async fn a_send_on_one_relay_wakes_a_waiter_on_the_other() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
 async fn four_sessions_on_two_relays_claim_each_message_once() {
-    let Some(database) = fresh_database().await else {
-        return;
-    };
+    let database = fresh_database().await;
     let tokens = add_people(&database, &["alice", "bob"]).await;
     let (alice, bob) = (tokens[0].clone(), tokens[1].clone());
     let relays = [Instance::start(&database), Instance::start(&database)];
@@ -251,10 +249,9 @@ async fn four_sessions_on_two_relays_claim_each_message_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
 async fn a_killed_relay_loses_no_acknowledged_message_and_the_other_serves_on() {
-    let Some(database) = fresh_database().await else {
-        return;
-    };
+    let database = fresh_database().await;
     let tokens = add_people(&database, &["alice", "bob"]).await;
     let (alice, bob) = (tokens[0].clone(), tokens[1].clone());
     let mut a = Instance::start(&database);
@@ -313,10 +310,9 @@ async fn a_killed_relay_loses_no_acknowledged_message_and_the_other_serves_on() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
 async fn a_database_restart_is_survived_and_waiters_resync() {
-    let Some(server): Option<Postgres> = dedicated() else {
-        return;
-    };
+    let server: Postgres = dedicated();
     let database = server.database().await;
     let tokens = add_people(&database, &["alice", "bob"]).await;
     let (alice, bob) = (tokens[0].clone(), tokens[1].clone());
@@ -366,10 +362,9 @@ async fn a_database_restart_is_survived_and_waiters_resync() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
 async fn a_session_one_relay_holds_is_lost_on_the_other() {
-    let Some(database) = fresh_database().await else {
-        return;
-    };
+    let database = fresh_database().await;
     let tokens = add_people(&database, &["alice"]).await;
     let (a, b) = (Instance::start(&database), Instance::start(&database));
     let on_a = RawSession::open(&a.url, &tokens[0]).await;
@@ -401,11 +396,10 @@ async fn a_session_one_relay_holds_is_lost_on_the_other() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
 async fn migrate_to_postgres_copies_people_and_live_messages_keeping_ids() {
     use crate::support::{get, post, spawn_app};
-    let Some(database) = fresh_database().await else {
-        return;
-    };
+    let database = fresh_database().await;
     let sqlite = spawn_app().await;
     let alice = sqlite.add_person("alice").await;
     let bob = sqlite.add_person("bob").await;
@@ -510,12 +504,11 @@ async fn migrate_to_postgres_copies_people_and_live_messages_keeping_ids() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
 async fn two_stores_purging_one_database_together_purge_each_message_once() {
     use crosstalk::model::{Channel, Handle, now_millis};
     use crosstalk::store::{Conversation, NewMessage, PostgresStore, RecipientCheck, Store};
-    let Some(database) = fresh_database().await else {
-        return;
-    };
+    let database = fresh_database().await;
     let (one, other) = (
         PostgresStore::connect(&database).await.unwrap(),
         PostgresStore::connect(&database).await.unwrap(),
@@ -570,10 +563,9 @@ async fn two_stores_purging_one_database_together_purge_each_message_once() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
 async fn a_session_whose_relay_stopped_is_taken_up_by_another() {
-    let Some(database) = fresh_database().await else {
-        return;
-    };
+    let database = fresh_database().await;
     let tokens = add_people(&database, &["alice"]).await;
     let url: crosstalk::config::DatabaseUrl = database.parse().unwrap();
     let a = spawn_app_with(|config| config.database_url = Some(url.clone())).await;
@@ -611,10 +603,9 @@ async fn a_session_whose_relay_stopped_is_taken_up_by_another() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
 async fn no_body_or_key_reaches_the_log_on_postgresql_at_any_level() {
-    let Some(database) = fresh_database().await else {
-        return;
-    };
+    let database = fresh_database().await;
     let tokens = add_people(&database, &["alice", "bob"]).await;
     let relay = Instance::logging(&database, "trace");
     let marker = "body-marker-5e1f0c";

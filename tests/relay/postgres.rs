@@ -6,8 +6,9 @@
 //! test process ends: the script that started it waits for its standard
 //! input to close.
 //!
-//! Without PostgreSQL the tests that need it fail under CI (`CI` set) and
-//! say SKIPPED otherwise.
+//! The tests that need it are `#[ignore]`d, saying so: `cargo test`
+//! reports them as ignored, and `cargo test -- --ignored` (as
+//! `.ci/run` does) runs them, failing where PostgreSQL is missing.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -29,11 +30,10 @@ pub struct Postgres {
     _script: Child,
 }
 
-/// The shared server, started on first use; `None` (having said SKIPPED)
-/// when PostgreSQL is not installed, outside CI.
-pub fn server() -> Option<&'static Postgres> {
-    static SERVER: OnceLock<Option<Postgres>> = OnceLock::new();
-    SERVER.get_or_init(|| start(FOR_TESTS)).as_ref()
+/// The shared server, started on first use.
+pub fn server() -> &'static Postgres {
+    static SERVER: OnceLock<Postgres> = OnceLock::new();
+    SERVER.get_or_init(|| start(FOR_TESTS))
 }
 
 /// Tests need no durability from the server (a restart is clean), and
@@ -41,8 +41,8 @@ pub fn server() -> Option<&'static Postgres> {
 const FOR_TESTS: &str = "-c fsync=off -c max_connections=300";
 
 /// A server of its own, for a test that restarts it; it stops when
-/// dropped. `None` (having said SKIPPED) as [`server`].
-pub fn dedicated() -> Option<Postgres> {
+/// dropped.
+pub fn dedicated() -> Postgres {
     start(FOR_TESTS)
 }
 
@@ -50,13 +50,12 @@ pub fn dedicated() -> Option<Postgres> {
 /// commits), for the benchmarks, plus `settings` (`-c name=value …`).
 #[allow(dead_code)] // the benchmarks' only
 pub fn durable(settings: &str) -> Option<Postgres> {
-    start(settings)
+    installed().is_some().then(|| start(settings))
 }
 
-/// A fresh, empty database's URL on the shared server, or `None` (having
-/// said SKIPPED).
-pub async fn fresh_database() -> Option<String> {
-    Some(server()?.database().await)
+/// A fresh, empty database's URL on the shared server.
+pub async fn fresh_database() -> String {
+    server().database().await
 }
 
 impl Postgres {
@@ -144,21 +143,13 @@ fn as_postgres(script: &str) -> Command {
     }
 }
 
-/// Starts a server with `settings` (`-c name=value …`).
-fn start(settings: &str) -> Option<Postgres> {
-    let Some(bin) = installed() else {
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): \
-                 apt-get install postgresql (.ci/run does)"
-            );
-        }
-        eprintln!(
-            "SKIPPED: PostgreSQL is not installed (apt-get install postgresql); \
-             its tests fail under CI"
-        );
-        return None;
-    };
+/// Starts a server with `settings` (`-c name=value …`). The tests that
+/// need one are `#[ignore]`d for it, so a missing PostgreSQL fails them.
+fn start(settings: &str) -> Postgres {
+    let bin = installed().expect(
+        "PostgreSQL is not installed (no /usr/lib/postgresql/*/bin/initdb): apt-get install \
+         postgresql (.ci/run does)",
+    );
     let dir = tempfile::Builder::new()
         .prefix("crosstalk-pg")
         .tempdir()
@@ -210,10 +201,10 @@ rm -rf "$dir"
             log("server.log")
         );
     }
-    Some(Postgres {
+    Postgres {
         socket_dir: dir,
         bin,
         options,
         _script: child,
-    })
+    }
 }
