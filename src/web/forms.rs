@@ -19,7 +19,8 @@
 //! the form is read, by a guard or a limit, keeps its status and the
 //! API's error shape.)
 
-use super::{ConversationPage, Draft, render_conversation};
+use super::pages::render_conversation;
+use super::{ConversationPage, Draft};
 use crate::host::Origin;
 use crate::model::Message;
 use crate::relay::{Caller, ChannelPost, DirectMessage, Relay, RelayError};
