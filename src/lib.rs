@@ -37,6 +37,7 @@ pub mod api;
 pub mod app;
 pub mod bridge;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod demo;
 pub mod host;

@@ -12,7 +12,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    crosstalk::server::start_logging(std::env::var("RUST_LOG").ok().as_deref());
+    crosstalk::commands::start_logging(std::env::var("RUST_LOG").ok().as_deref());
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -20,7 +20,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(crosstalk::server::run(cli)) {
+    match runtime.block_on(crosstalk::commands::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error:#}");

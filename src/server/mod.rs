@@ -14,13 +14,13 @@ mod database;
 mod listen;
 
 use database::database_error;
-pub use database::{open_store, open_team};
+pub use database::{migrate_to_postgres, open_store, open_team};
 pub use listen::{FIRST_REQUEST_TIMEOUT, HEADER_READ_TIMEOUT, MAX_HEADER_BYTES, SHUTDOWN_GRACE};
 
-use crate::cli::{Cli, Command};
+use crate::app;
 use crate::config::{Config, ConfigError, Connections, Tls};
 use crate::layers::limits::{self, RateLimits};
-use crate::mcp::{ClientMistakes, McpEdge};
+use crate::mcp::McpEdge;
 use crate::relay::Relay;
 use crate::state::AppState;
 use crate::store::{
@@ -28,7 +28,6 @@ use crate::store::{
     sqlite::{self, ServingLock},
 };
 use crate::tls::{self, TlsError};
-use crate::{app, cli, demo};
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use bounds::{Bounded, ConnectionBounds};
 use std::{net::SocketAddr, sync::Arc};
@@ -62,136 +61,6 @@ pub enum StartError {
     },
     #[error(transparent)]
     Tls(#[from] TlsError),
-}
-
-/// Runs a command of the `crosstalk` binary.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    restrict_new_files();
-    match cli.command {
-        Command::Serve(args) => serve(Config::from_args(&args)?).await,
-        Command::Check(args) => {
-            let findings = check::check(&args).await;
-            for finding in &findings {
-                println!("{finding}");
-            }
-            let failed = findings
-                .iter()
-                .filter(|f| f.level == check::Level::Fail)
-                .count();
-            match failed {
-                0 => Ok(()),
-                n => anyhow::bail!("{n} problem(s) would stop `crosstalk serve`; see FAIL above"),
-            }
-        }
-        Command::Admin(command) => {
-            let team = open_team(command.database(), !command.reads_only()).await?;
-            cli::admin(&team, command).await
-        }
-        Command::Backup { database, .. } | Command::Restore { database, .. }
-            if database.database_url.is_some() =>
-        {
-            anyhow::bail!(
-                "backup and restore copy the SQLite file; with RELAY_DATABASE_URL set, \
-                 use PostgreSQL's own (pg_dump and pg_restore)"
-            )
-        }
-        Command::Backup { database, path } => {
-            sqlite::backup(&database.db, &path).map_err(|e| database_error(&database.db, e))?;
-            println!("Copied {} to {}.", database.db.display(), path.display());
-            Ok(())
-        }
-        Command::Restore { database, path } => {
-            sqlite::restore(&database.db, &path).map_err(|e| database_error(&database.db, e))?;
-            println!(
-                "Restored {} from {}; start the relay again.",
-                database.db.display(),
-                path.display()
-            );
-            Ok(())
-        }
-        Command::MigrateToPostgres { database } => database::migrate_to_postgres(&database).await,
-        Command::Bridge { url, token } => {
-            // The bridge reaches the relay over HTTPS.
-            crate::tls::install_crypto_provider();
-            crate::bridge::run(url, token).await
-        }
-        Command::Demo => {
-            let dir = tempfile::tempdir()?;
-            let running = spawn(Config::local(dir.path().join("relay.db"))).await?;
-            let url = running.url();
-            let relay = running.state.relay.clone();
-            demo::run(&url, relay.team(), async move { running.stop().await }).await
-        }
-    }
-}
-
-/// The log filter when `RUST_LOG` says nothing.
-/// (ACME's own progress shows too: `rustls_acme` is held at info, below.)
-pub const DEFAULT_LOG: &str = "crosstalk=info,warn";
-
-/// Libraries that log what passes through them (message bodies, headers,
-/// a statement's parameters: bodies, token hashes, keys, the ACME account)
-/// at their debug and trace levels; they are held at info whatever
-/// `RUST_LOG` asks, so no body, credential or key reaches the log at any
-/// level.
-const CAPPED_LOGS: &[&str] = &[
-    "rmcp",
-    "h2",
-    "hyper",
-    "hyper_util",
-    "reqwest",
-    "tower_http",
-    "tokio_postgres",
-    "postgres_protocol",
-    "deadpool_postgres",
-    "rustls_acme",
-];
-
-/// The log filter for what `RUST_LOG` asked for: its directives for the
-/// capped libraries are dropped, and theirs capped at info.
-pub fn log_filter(requested: Option<&str>) -> String {
-    let requested = requested
-        .map(str::trim)
-        .filter(|r| !r.is_empty())
-        .unwrap_or(DEFAULT_LOG);
-    let mut directives: Vec<String> = requested
-        .split(',')
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .filter(|d| {
-            let target = d.split(['=', '[']).next().unwrap_or("");
-            !CAPPED_LOGS
-                .iter()
-                .any(|capped| target == *capped || target.starts_with(&format!("{capped}::")))
-        })
-        .map(str::to_owned)
-        .collect();
-    directives.extend(CAPPED_LOGS.iter().map(|capped| format!("{capped}=info")));
-    directives.join(",")
-}
-
-/// Starts logging to stderr: `requested` (RUST_LOG) through
-/// [`log_filter`], and without the warnings that are a client's mistake
-/// ([`ClientMistakes`], rmcp's).
-pub fn start_logging(requested: Option<&str>) {
-    use tracing_subscriber::{
-        EnvFilter, Layer, filter::FilterExt, layer::SubscriberExt, util::SubscriberInitExt,
-    };
-    let filter = EnvFilter::try_new(log_filter(requested))
-        .unwrap_or_else(|_| EnvFilter::new(log_filter(None)));
-    let output = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_filter(filter.and(ClientMistakes));
-    tracing_subscriber::registry().with(output).init();
-}
-
-/// Files and folders crosstalk creates (the database, its WAL, the ACME
-/// account, keys and certificates) are for its own user only, whatever the
-/// umask it was started with. The umask is the process's, so this holds for
-/// files that libraries create too.
-pub fn restrict_new_files() {
-    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }
 
 /// Opens the store and checks that the configuration is safe to serve.
@@ -273,6 +142,14 @@ impl Running {
         let _ = self.maintenance.await;
         served
     }
+}
+
+/// Files and folders crosstalk creates (the database, its WAL, the ACME
+/// account, keys and certificates) are for its own user only, whatever the
+/// umask it was started with. The umask is the process's, so this holds for
+/// files that libraries create too.
+pub fn restrict_new_files() {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
 }
 
 /// Builds the relay, binds its listeners and serves it in the background.
@@ -367,7 +244,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
 }
 
 /// `crosstalk serve`: runs until SIGINT or SIGTERM, then drains.
-async fn serve(config: Config) -> anyhow::Result<()> {
+pub async fn serve(config: Config) -> anyhow::Result<()> {
     let running = spawn(config).await?;
     let config = &running.state.config;
     let tls = match &config.tls {
@@ -422,22 +299,24 @@ async fn prune_limits(limits: Arc<RateLimits>, shutdown: CancellationToken) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_log_filter_caps_libraries_that_log_bodies() {
-        assert_eq!(
-            log_filter(Some("trace")),
-            "trace,rmcp=info,h2=info,hyper=info,hyper_util=info,reqwest=info,tower_http=info,\
-             tokio_postgres=info,postgres_protocol=info,deadpool_postgres=info,rustls_acme=info"
-        );
-        assert!(
-            log_filter(Some("debug,tokio_postgres=trace")).contains("tokio_postgres=info"),
-            "statements' parameters are bodies and keys"
-        );
-        assert!(!log_filter(Some("debug,rmcp=trace,rmcp::transport=debug")).contains("trace"));
-        assert!(log_filter(None).starts_with(DEFAULT_LOG));
+/// `crosstalk backup`: copies the SQLite file, consistently, while it may
+/// be in use.
+pub fn backup(database: &crate::config::Database, path: &std::path::Path) -> anyhow::Result<()> {
+    if database.database_url.is_some() {
+        anyhow::bail!(BACKUP_IS_SQLITES);
     }
+    sqlite::backup(&database.db, path).map_err(|e| database_error(&database.db, e))?;
+    Ok(())
 }
+
+/// `crosstalk restore`: puts a backup in place of the SQLite file.
+pub fn restore(database: &crate::config::Database, path: &std::path::Path) -> anyhow::Result<()> {
+    if database.database_url.is_some() {
+        anyhow::bail!(BACKUP_IS_SQLITES);
+    }
+    sqlite::restore(&database.db, path).map_err(|e| database_error(&database.db, e))?;
+    Ok(())
+}
+
+const BACKUP_IS_SQLITES: &str = "backup and restore copy the SQLite file; with RELAY_DATABASE_URL \
+                                 set, use PostgreSQL's own (pg_dump and pg_restore)";

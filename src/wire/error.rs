@@ -9,7 +9,7 @@
 //!   REST and the page's API, and the same JSON in a tool error on MCP;
 //! - an internal failure is logged here, with its whole chain of causes, and
 //!   answered with no detail;
-//! - `anyhow` appears only in the commands (`cli`, `demo`, `server::run`).
+//! - `anyhow` appears only in the commands (`cli`, `demo`, `commands`, `server`).
 
 use crate::relay::RelayError;
 use axum::{

@@ -1,0 +1,143 @@
+//! The `crosstalk` binary's commands: what each does, and the process
+//! around them (logging, the umask). Serving is [`crate::server`]'s; this
+//! module only dispatches, so the server knows nothing of the CLI, the demo
+//! or the bridge.
+
+use crate::cli::{self, Cli, Command};
+use crate::config::Config;
+use crate::mcp::ClientMistakes;
+use crate::{bridge, demo, server};
+
+/// Runs a command of the `crosstalk` binary.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    server::restrict_new_files();
+    match cli.command {
+        Command::Serve(args) => server::serve(Config::from_args(&args)?).await,
+        Command::Check(args) => {
+            let findings = server::check::check(&args).await;
+            for finding in &findings {
+                println!("{finding}");
+            }
+            let failed = findings
+                .iter()
+                .filter(|f| f.level == server::check::Level::Fail)
+                .count();
+            match failed {
+                0 => Ok(()),
+                n => anyhow::bail!("{n} problem(s) would stop `crosstalk serve`; see FAIL above"),
+            }
+        }
+        Command::Admin(command) => {
+            let team = server::open_team(command.database(), !command.reads_only()).await?;
+            cli::admin(&team, command).await
+        }
+        Command::Backup { database, path } => {
+            server::backup(&database, &path)?;
+            println!("Copied {} to {}.", database.db.display(), path.display());
+            Ok(())
+        }
+        Command::Restore { database, path } => {
+            server::restore(&database, &path)?;
+            println!(
+                "Restored {} from {}; start the relay again.",
+                database.db.display(),
+                path.display()
+            );
+            Ok(())
+        }
+        Command::MigrateToPostgres { database } => server::migrate_to_postgres(&database).await,
+        Command::Bridge { url, token } => {
+            // The bridge reaches the relay over HTTPS.
+            crate::tls::install_crypto_provider();
+            bridge::run(url, token).await
+        }
+        Command::Demo => {
+            let dir = tempfile::tempdir()?;
+            let running = server::spawn(Config::local(dir.path().join("relay.db"))).await?;
+            let url = running.url();
+            let relay = running.state.relay.clone();
+            demo::run(&url, relay.team(), async move { running.stop().await }).await
+        }
+    }
+}
+
+/// The log filter when `RUST_LOG` says nothing.
+/// (ACME's own progress shows too: `rustls_acme` is held at info, below.)
+pub const DEFAULT_LOG: &str = "crosstalk=info,warn";
+
+/// Libraries that log what passes through them (message bodies, headers,
+/// a statement's parameters: bodies, token hashes, keys, the ACME account)
+/// at their debug and trace levels; they are held at info whatever
+/// `RUST_LOG` asks, so no body, credential or key reaches the log at any
+/// level.
+const CAPPED_LOGS: &[&str] = &[
+    "rmcp",
+    "h2",
+    "hyper",
+    "hyper_util",
+    "reqwest",
+    "tower_http",
+    "tokio_postgres",
+    "postgres_protocol",
+    "deadpool_postgres",
+    "rustls_acme",
+];
+
+/// The log filter for what `RUST_LOG` asked for: its directives for the
+/// capped libraries are dropped, and theirs capped at info.
+pub fn log_filter(requested: Option<&str>) -> String {
+    let requested = requested
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .unwrap_or(DEFAULT_LOG);
+    let mut directives: Vec<String> = requested
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .filter(|d| {
+            let target = d.split(['=', '[']).next().unwrap_or("");
+            !CAPPED_LOGS
+                .iter()
+                .any(|capped| target == *capped || target.starts_with(&format!("{capped}::")))
+        })
+        .map(str::to_owned)
+        .collect();
+    directives.extend(CAPPED_LOGS.iter().map(|capped| format!("{capped}=info")));
+    directives.join(",")
+}
+
+/// Starts logging to stderr: `requested` (RUST_LOG) through
+/// [`log_filter`], and without the warnings that are a client's mistake
+/// ([`ClientMistakes`], rmcp's).
+pub fn start_logging(requested: Option<&str>) {
+    use tracing_subscriber::{
+        EnvFilter, Layer, filter::FilterExt, layer::SubscriberExt, util::SubscriberInitExt,
+    };
+    let filter = EnvFilter::try_new(log_filter(requested))
+        .unwrap_or_else(|_| EnvFilter::new(log_filter(None)));
+    let output = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_filter(filter.and(ClientMistakes));
+    tracing_subscriber::registry().with(output).init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_filter_caps_libraries_that_log_bodies() {
+        assert_eq!(
+            log_filter(Some("trace")),
+            "trace,rmcp=info,h2=info,hyper=info,hyper_util=info,reqwest=info,tower_http=info,\
+             tokio_postgres=info,postgres_protocol=info,deadpool_postgres=info,rustls_acme=info"
+        );
+        assert!(
+            log_filter(Some("debug,tokio_postgres=trace")).contains("tokio_postgres=info"),
+            "statements' parameters are bodies and keys"
+        );
+        assert!(!log_filter(Some("debug,rmcp=trace,rmcp::transport=debug")).contains("trace"));
+        assert!(log_filter(None).starts_with(DEFAULT_LOG));
+    }
+}
