@@ -1,27 +1,29 @@
 //! The MCP edge: everything on the server side that knows rmcp.
 //!
-//! - [`McpEdge`]: what the app mounts at `/mcp` (the streamable HTTP
-//!   service, and [`sessions::bind`] in front of it) and what the server
-//!   keeps running (ending revoked sessions, writing their use).
+//! - `edge.rs`: [`McpEdge`], what the app mounts at `/mcp` (the streamable
+//!   HTTP service, and [`sessions::bind`] in front of it) and what the
+//!   server keeps running (ending revoked sessions, writing their use);
+//!   rmcp's plain-text refusals in MCP's words; its client-mistake
+//!   warnings dropped from the log.
 //! - `sessions.rs`: sessions bound to their openers, capped per person,
 //!   kept across restarts, with their standalone streams and pushes.
 //! - `schema.rs`: the tools' schemas, made portable.
 //!
-//! The tools are thin twins of the relay core's functions.
-//! Each tool parses its arguments, takes the [`Caller`] that the auth layer
+//! Here, the tools: thin twins of the relay core's functions. Each parses its arguments, takes the [`Caller`] that the auth layer
 //! put on the HTTP request, calls one core function, and answers with a
 //! structured result — or a tool error carrying the same JSON error shape as
 //! REST, so a model reads what to change.
 
+mod edge;
 mod schema;
 pub mod sessions;
+
+pub use edge::{ClientMistakes, McpEdge, shape_refusals};
 
 pub use crate::protocol::SESSION_HEADER;
 use crate::protocol::{HeldSession, INSTRUCTIONS, capabilities, wants_pushes};
 use crate::relay::{Caller, Reader, Relay, RelayError};
-use crate::state::AppState;
 use crate::wire::{self, ApiError, args};
-use axum::{extract::Request, http::StatusCode, middleware::Next, response::Response};
 use rmcp::{
     ErrorData, Json, RoleServer, ServerHandler,
     handler::server::{
@@ -35,13 +37,9 @@ use rmcp::{
     },
     service::RequestContext,
     tool, tool_handler, tool_router,
-    transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-    },
 };
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
-use sessions::SessionOwners;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -144,96 +142,6 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Paramet
                 ToolError(ApiError::bad_request(format!("invalid arguments: {error}")))
             }),
         ))
-    }
-}
-
-/// rmcp's refusals, which it answers in plain text, in the API's JSON shape
-/// and in MCP's words: an unknown session (404), a missing `Accept` (406),
-/// a body that is not JSON (415). The app puts this right in front of the
-/// service.
-pub async fn shape_refusals(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
-    if !ApiError::is_plain_refusal(&response) {
-        return response;
-    }
-    let (code, message) = match response.status() {
-        StatusCode::NOT_FOUND => (
-            "not_found",
-            "this MCP session does not exist: it ended or went idle; start a new one",
-        ),
-        StatusCode::NOT_ACCEPTABLE => (
-            "not_acceptable",
-            "send Accept: application/json, text/event-stream",
-        ),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => (
-            "unsupported_media_type",
-            "send Content-Type: application/json",
-        ),
-        _ => return response,
-    };
-    let (parts, _) = response.into_parts();
-    ApiError::new(parts.status, code, message).replacing(&parts)
-}
-
-/// The MCP edge of one relay: its sessions, and the service over them.
-#[derive(Clone)]
-pub struct McpEdge {
-    sessions: Arc<SessionOwners>,
-}
-
-impl McpEdge {
-    pub fn new(state: &AppState) -> McpEdge {
-        McpEdge {
-            sessions: Arc::new(SessionOwners::new(
-                state.relay.clone(),
-                state.config.sessions,
-            )),
-        }
-    }
-
-    /// The sessions, the state of [`sessions::bind`], which the app puts in
-    /// front of [`McpEdge::service`].
-    pub fn sessions(&self) -> Arc<SessionOwners> {
-        self.sessions.clone()
-    }
-
-    /// The streamable HTTP service at `/mcp`: one [`RelayTools`] per
-    /// session, over the sessions the binding layer watches.
-    pub fn service(
-        &self,
-        state: &AppState,
-        request_limit: usize,
-    ) -> StreamableHttpService<RelayTools, LocalSessionManager> {
-        // rmcp's own Host check is off: the host layer applies the same rule
-        // to every route, so the two can never disagree.
-        let mut config = StreamableHttpServerConfig::default()
-            .with_cancellation_token(state.relay.shutdown_token().child_token())
-            .with_max_request_body_bytes(request_limit)
-            .disable_allowed_hosts();
-        // Sessions outlive a restart: kept in the store, bound to their opener.
-        config.session_store = Some(self.sessions.kept());
-        let relay = state.relay.clone();
-        StreamableHttpService::new(
-            move || Ok(RelayTools::new(relay.clone())),
-            self.sessions.manager(),
-            config,
-        )
-    }
-
-    /// Ends revoked sessions as credentials change, until `shutdown`.
-    pub async fn end_revoked(self, shutdown: CancellationToken) {
-        sessions::end_revoked(self.sessions, shutdown).await
-    }
-
-    /// Writes sessions' use and forgets idle ones, until `shutdown` (and
-    /// once more then).
-    pub async fn upkeep(self, shutdown: CancellationToken) {
-        sessions::upkeep(self.sessions, shutdown).await
-    }
-
-    /// Sessions open now.
-    pub fn open_sessions(&self) -> usize {
-        self.sessions.open()
     }
 }
 
@@ -494,56 +402,5 @@ impl ServerHandler for RelayTools {
             self.relay.tools_listed(&session);
         }
         Ok(ListToolsResult::with_all_items(self.tool_router.list_all()))
-    }
-}
-
-/// rmcp logs every error it answers a request with as a warning; an
-/// unknown tool or method, or arguments that do not fit, is the client's
-/// mistake, answered in the client's terms, and no news to an operator.
-/// Those warnings are dropped; every other one is kept.
-pub struct ClientMistakes;
-
-impl<S> tracing_subscriber::layer::Filter<S> for ClientMistakes {
-    fn enabled(
-        &self,
-        _: &tracing::Metadata<'_>,
-        _: &tracing_subscriber::layer::Context<'_, S>,
-    ) -> bool {
-        true
-    }
-
-    fn event_enabled(
-        &self,
-        event: &tracing::Event<'_>,
-        _: &tracing_subscriber::layer::Context<'_, S>,
-    ) -> bool {
-        let meta = event.metadata();
-        if meta.target() != "rmcp::service" || *meta.level() != tracing::Level::WARN {
-            return true;
-        }
-        /// The event's message and error, as rmcp writes them.
-        #[derive(Default)]
-        struct Said {
-            response_error: bool,
-            clients: bool,
-        }
-        impl tracing::field::Visit for Said {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                let value = format!("{value:?}");
-                match field.name() {
-                    "message" => self.response_error = value == "response error",
-                    // Method not found, invalid params (an unknown tool).
-                    "error" => {
-                        self.clients = ["ErrorCode(-32601)", "ErrorCode(-32602)"]
-                            .iter()
-                            .any(|code| value.contains(code))
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let mut said = Said::default();
-        event.record(&mut said);
-        !(said.response_error && said.clients)
     }
 }
