@@ -10,6 +10,7 @@
 
 mod bounds;
 pub mod check;
+mod connection;
 mod database;
 mod listen;
 
@@ -29,7 +30,8 @@ use crate::store::{
 };
 use crate::tls::{self, TlsError};
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
-use bounds::{Bounded, ConnectionBounds};
+use bounds::ConnectionBounds;
+use connection::Bounded;
 use std::{net::SocketAddr, sync::Arc};
 use tokio::{sync::watch, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
