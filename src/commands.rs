@@ -61,9 +61,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// The log filter when `RUST_LOG` says nothing.
-/// (ACME's own progress shows too: `rustls_acme` is held at info, below.)
-pub const DEFAULT_LOG: &str = "crosstalk=info,warn";
+/// The log filter when `RUST_LOG` says nothing: the relay's own news, ACME's
+/// progress, and every library's warnings.
+pub const DEFAULT_LOG: &str = "crosstalk=info,rustls_acme=info,warn";
 
 /// Libraries that log what passes through them (message bodies, headers,
 /// a statement's parameters: bodies, token hashes, keys, the ACME account)
@@ -83,27 +83,52 @@ const CAPPED_LOGS: &[&str] = &[
     "rustls_acme",
 ];
 
-/// The log filter for what `RUST_LOG` asked for: its directives for the
-/// capped libraries are dropped, and theirs capped at info.
+/// The log filter for what `RUST_LOG` asked for: the capped libraries log
+/// what it asks of them (or of everything), but never more than info. So
+/// the default's `warn` keeps them at warn, and `trace` gives them info.
 pub fn log_filter(requested: Option<&str>) -> String {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    const INFO: usize = 3;
+    let rank = |level: &str| LEVELS.iter().position(|l| l.eq_ignore_ascii_case(level));
     let requested = requested
         .map(str::trim)
         .filter(|r| !r.is_empty())
         .unwrap_or(DEFAULT_LOG);
-    let mut directives: Vec<String> = requested
+    let directives: Vec<&str> = requested
         .split(',')
         .map(str::trim)
         .filter(|d| !d.is_empty())
-        .filter(|d| {
-            let target = d.split(['=', '[']).next().unwrap_or("");
-            !CAPPED_LOGS
-                .iter()
-                .any(|capped| target == *capped || target.starts_with(&format!("{capped}::")))
-        })
-        .map(str::to_owned)
         .collect();
-    directives.extend(CAPPED_LOGS.iter().map(|capped| format!("{capped}=info")));
-    directives.join(",")
+    // A bare level is the default; with none, only errors pass.
+    let default = directives
+        .iter()
+        .filter_map(|d| rank(d))
+        .next_back()
+        .unwrap_or(1);
+    let capped_target =
+        |target: &str, capped: &str| target == capped || target.starts_with(&format!("{capped}::"));
+    let mut kept: Vec<String> = Vec::new();
+    let mut asked = vec![None::<usize>; CAPPED_LOGS.len()];
+    for directive in &directives {
+        let (target, level) = match directive.split_once('=') {
+            Some((target, level)) => (target.split('[').next().unwrap_or(""), rank(level)),
+            // `target` alone enables all of it.
+            None if rank(directive).is_none() => (*directive, Some(LEVELS.len() - 1)),
+            None => ("", None),
+        };
+        match CAPPED_LOGS
+            .iter()
+            .position(|capped| capped_target(target, capped))
+        {
+            Some(at) => asked[at] = asked[at].max(level),
+            None => kept.push((*directive).to_owned()),
+        }
+    }
+    for (capped, asked) in CAPPED_LOGS.iter().zip(asked) {
+        let level = asked.unwrap_or(default).min(INFO);
+        kept.push(format!("{capped}={}", LEVELS[level]));
+    }
+    kept.join(",")
 }
 
 /// Starts logging to stderr: `requested` (RUST_LOG) through
@@ -138,6 +163,15 @@ mod tests {
             "statements' parameters are bodies and keys"
         );
         assert!(!log_filter(Some("debug,rmcp=trace,rmcp::transport=debug")).contains("trace"));
-        assert!(log_filter(None).starts_with(DEFAULT_LOG));
+        // The default keeps them at warn (the demo's narrative is its own),
+        // but for ACME's progress.
+        assert_eq!(
+            log_filter(None),
+            "crosstalk=info,warn,rmcp=warn,h2=warn,hyper=warn,hyper_util=warn,reqwest=warn,\
+             tower_http=warn,tokio_postgres=warn,postgres_protocol=warn,deadpool_postgres=warn,\
+             rustls_acme=info"
+        );
+        assert!(log_filter(Some("crosstalk=debug")).contains("hyper=error"));
+        assert!(log_filter(Some("info,h2=warn")).contains("h2=warn"));
     }
 }

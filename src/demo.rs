@@ -70,6 +70,23 @@ pub async fn run(
     let alice = Speaker::connect("alice", url, alice_token.expose()).await?;
     let bob = Speaker::connect("bob", url, bob_token.expose()).await?;
 
+    let (bob, thread_id) = a_question_in_a_thread(&alice, bob).await?;
+    a_channel_exchange(&alice, &bob).await?;
+    a_pasted_key_is_refused(&alice, &bob).await?;
+    who_is_on_the_team(&bob).await?;
+    the_team_page(url, alice_token.expose(), &thread_id).await?;
+
+    alice.agent.close().await?;
+    bob.agent.close().await?;
+    stop.await.context("stopping the relay")?;
+    println!("\nDone: the relay stopped and its database was deleted.");
+    Ok(())
+}
+
+/// 1: alice asks bob, whose agent is already waiting on its inbox; bob
+/// answers in the thread. Returns bob (he waited in a task of his own) and
+/// the thread.
+async fn a_question_in_a_thread(alice: &Speaker, bob: Speaker) -> anyhow::Result<(Speaker, Value)> {
     println!("1. A question in a thread, to an agent that is already waiting");
     bob.says("check_inbox(timeout_seconds: 20)  … waiting");
     let waiting = tokio::spawn(async move {
@@ -119,7 +136,11 @@ pub async fn run(
     for message in thread["messages"].as_array().into_iter().flatten() {
         println!("           {}", show(message));
     }
+    Ok((bob, thread_id))
+}
 
+/// 2: a channel exchange, QUESTION -> ANSWER -> DONE.
+async fn a_channel_exchange(alice: &Speaker, bob: &Speaker) -> anyhow::Result<()> {
     println!("\n2. A channel exchange, QUESTION -> ANSWER -> DONE");
     let asked = alice
         .call(
@@ -171,7 +192,11 @@ pub async fn run(
     for message in page["messages"].as_array().into_iter().flatten() {
         println!("           {}", show(message));
     }
+    Ok(())
+}
 
+/// 3: a pasted key is refused, and nothing is stored.
+async fn a_pasted_key_is_refused(alice: &Speaker, bob: &Speaker) -> anyhow::Result<()> {
     println!("\n3. A pasted key is refused, and nothing is stored");
     let refused = alice
         .attempt(
@@ -188,7 +213,11 @@ pub async fn run(
         "check_inbox -> {} new messages",
         inbox["messages"].as_array().map_or(0, Vec::len)
     ));
+    Ok(())
+}
 
+/// 4: who is on the team.
+async fn who_is_on_the_team(bob: &Speaker) -> anyhow::Result<()> {
     println!("\n4. Who is on the team");
     let peers = bob.call("list_peers", json!({})).await?;
     for peer in peers["peers"].as_array().into_iter().flatten() {
@@ -199,11 +228,15 @@ pub async fn run(
             peer["last_seen"].as_str().unwrap_or("never")
         );
     }
+    Ok(())
+}
 
+/// 5: the team page, as a person sees it.
+async fn the_team_page(url: &str, token: &str, thread_id: &Value) -> anyhow::Result<()> {
     println!("\n5. The team page, as a person sees it");
     let page = reqwest::Client::new()
         .get(format!("{url}/"))
-        .basic_auth("alice", Some(alice_token.expose()))
+        .basic_auth("alice", Some(token))
         .send()
         .await?;
     let status = page.status();
@@ -213,10 +246,5 @@ pub async fn run(
         html.len(),
         html.contains("#release") && html.contains(&format!("/threads/{thread_id}"))
     );
-
-    alice.agent.close().await?;
-    bob.agent.close().await?;
-    stop.await.context("stopping the relay")?;
-    println!("\nDone: the relay stopped and its database was deleted.");
     Ok(())
 }
