@@ -62,8 +62,10 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///    connections and the idle timeout, in `server`.)
 /// 1. `access_log`: method, path, status, time; never a query string.
 /// 2. `security_headers`: CSP, nosniff, no-referrer, HSTS under TLS.
-/// 3. `json_errors`: an error that a library answered in plain text (rmcp's,
-///    axum's 405) gets the JSON error shape.
+/// 3. `json_errors`: an error that a library answered in plain text (axum's
+///    405, a body too large) gets the JSON error shape. (On `/mcp`,
+///    `mcp::shape_refusals`, right in front of the service, shapes rmcp's
+///    first.)
 /// 4. the body limit: bodies past it are refused with 413 as they are read.
 /// 5. `check_host` (all but `/healthz`, which counts against its address's
 ///    quota instead): only the relay's own names.

@@ -83,13 +83,20 @@ const CAPPED_LOGS: &[&str] = &[
     "rustls_acme",
 ];
 
-/// The log filter for what `RUST_LOG` asked for: the capped libraries log
-/// what it asks of them (or of everything), but never more than info. So
-/// the default's `warn` keeps them at warn, and `trace` gives them info.
+/// The log filter for what `RUST_LOG` asked for, with the capped
+/// libraries logging at most info: every directive that can reach them (one
+/// naming them or a part of them, or a span filter naming no target) has
+/// its level capped; each capped library not named on its own gets the
+/// default level (the bare one, `off` without one), capped too. So the
+/// default's `warn` keeps them at warn, and `trace` gives them info.
 pub fn log_filter(requested: Option<&str>) -> String {
     const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
     const INFO: usize = 3;
-    let rank = |level: &str| LEVELS.iter().position(|l| l.eq_ignore_ascii_case(level));
+    let rank = |level: &str| {
+        LEVELS
+            .iter()
+            .position(|l| l.eq_ignore_ascii_case(level.trim()))
+    };
     let requested = requested
         .map(str::trim)
         .filter(|r| !r.is_empty())
@@ -99,34 +106,47 @@ pub fn log_filter(requested: Option<&str>) -> String {
         .map(str::trim)
         .filter(|d| !d.is_empty())
         .collect();
-    // A bare level is the default; with none, only errors pass.
     let default = directives
         .iter()
         .filter_map(|d| rank(d))
         .next_back()
-        .unwrap_or(1);
-    let capped_target =
-        |target: &str, capped: &str| target == capped || target.starts_with(&format!("{capped}::"));
-    let mut kept: Vec<String> = Vec::new();
-    let mut asked = vec![None::<usize>; CAPPED_LOGS.len()];
-    for directive in &directives {
-        let (target, level) = match directive.split_once('=') {
-            Some((target, level)) => (target.split('[').next().unwrap_or(""), rank(level)),
-            // `target` alone enables all of it.
-            None if rank(directive).is_none() => (*directive, Some(LEVELS.len() - 1)),
-            None => ("", None),
-        };
-        match CAPPED_LOGS
+        .unwrap_or(0);
+    let capped = |target: &str| {
+        CAPPED_LOGS
             .iter()
-            .position(|capped| capped_target(target, capped))
-        {
-            Some(at) => asked[at] = asked[at].max(level),
-            None => kept.push((*directive).to_owned()),
+            .position(|c| target == *c || target.starts_with(&format!("{c}::")))
+    };
+    let mut named_alone = [false; CAPPED_LOGS.len()];
+    let mut kept: Vec<String> = Vec::new();
+    for directive in directives {
+        if rank(directive).is_some() {
+            kept.push(directive.to_owned()); // the default level
+            continue;
+        }
+        let (selector, level) = match directive.split_once('=') {
+            Some((selector, level)) => (selector, rank(level)),
+            // A target or a span alone enables all of its levels.
+            None => (directive, Some(LEVELS.len() - 1)),
+        };
+        let target = selector.split('[').next().unwrap_or("");
+        let reaches_capped = match capped(target) {
+            Some(at) => {
+                named_alone[at] |= target == CAPPED_LOGS[at] && !selector.contains('[');
+                true
+            }
+            None => target.is_empty(),
+        };
+        match (reaches_capped, level) {
+            (true, Some(level)) => kept.push(format!("{selector}={}", LEVELS[level.min(INFO)])),
+            // A level we cannot read: leave it out rather than guess.
+            (true, None) => {}
+            (false, _) => kept.push(directive.to_owned()),
         }
     }
-    for (capped, asked) in CAPPED_LOGS.iter().zip(asked) {
-        let level = asked.unwrap_or(default).min(INFO);
-        kept.push(format!("{capped}={}", LEVELS[level]));
+    for (capped, named) in CAPPED_LOGS.iter().zip(named_alone) {
+        if !named {
+            kept.push(format!("{capped}={}", LEVELS[default.min(INFO)]));
+        }
     }
     kept.join(",")
 }
@@ -163,15 +183,30 @@ mod tests {
             "statements' parameters are bodies and keys"
         );
         assert!(!log_filter(Some("debug,rmcp=trace,rmcp::transport=debug")).contains("trace"));
+        // A span filter, with a target or without, is capped too.
+        for spans in [
+            "hyper[foo]",
+            "h2[Connection]=trace",
+            "[span]=trace",
+            "[{id}]",
+        ] {
+            let filter = log_filter(Some(&format!("info,{spans}")));
+            assert!(!filter.contains("trace"), "{spans}: {filter}");
+            assert!(filter.contains('['), "{spans}: {filter}");
+        }
+        // A part of a library keeps its own level, and the rest the default.
+        let filter = log_filter(Some("info,rmcp::service=error"));
+        assert!(filter.contains("rmcp::service=error") && filter.contains("rmcp=info"));
+        // Quieter than info is kept; without a default level, nothing more.
+        assert!(log_filter(Some("info,h2=warn")).contains("h2=warn"));
+        assert!(log_filter(Some("crosstalk=debug")).contains("hyper=off"));
         // The default keeps them at warn (the demo's narrative is its own),
         // but for ACME's progress.
         assert_eq!(
             log_filter(None),
-            "crosstalk=info,warn,rmcp=warn,h2=warn,hyper=warn,hyper_util=warn,reqwest=warn,\
-             tower_http=warn,tokio_postgres=warn,postgres_protocol=warn,deadpool_postgres=warn,\
-             rustls_acme=info"
+            "crosstalk=info,rustls_acme=info,warn,rmcp=warn,h2=warn,hyper=warn,hyper_util=warn,\
+             reqwest=warn,tower_http=warn,tokio_postgres=warn,postgres_protocol=warn,\
+             deadpool_postgres=warn"
         );
-        assert!(log_filter(Some("crosstalk=debug")).contains("hyper=error"));
-        assert!(log_filter(Some("info,h2=warn")).contains("h2=warn"));
     }
 }

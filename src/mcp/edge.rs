@@ -12,16 +12,16 @@ use rmcp::transport::streamable_http_server::{
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// rmcp's refusals, which it answers in plain text, in the API's JSON shape
-/// and in MCP's words: an unknown session (404), a missing `Accept` (406),
-/// a body that is not JSON (415). The app puts this right in front of the
-/// service.
+/// rmcp's refusals, which it answers in plain text, in the API's JSON
+/// shape: an unknown session (404) and a body that is not JSON (415) in
+/// MCP's words, a missing `Accept` (406) in rmcp's own, which say what it
+/// checked. The app puts this right in front of the service.
 pub async fn shape_refusals(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     if !ApiError::is_plain_refusal(&response) {
         return response;
     }
-    let (code, message) = match response.status() {
+    let (code, default) = match response.status() {
         StatusCode::NOT_FOUND => (
             "not_found",
             "this MCP session does not exist: it ended or went idle; start a new one",
@@ -36,7 +36,15 @@ pub async fn shape_refusals(request: Request, next: Next) -> Response {
         ),
         _ => return response,
     };
-    let (parts, _) = response.into_parts();
+    let (parts, body) = response.into_parts();
+    let said = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+    let said = String::from_utf8_lossy(&said).trim().to_owned();
+    // rmcp's 406 names what it checked; its 415 speaks of the body's JSON,
+    // where the fix is the header.
+    let message = match (parts.status, said.is_empty()) {
+        (StatusCode::NOT_ACCEPTABLE, false) => said,
+        _ => default.to_owned(),
+    };
     ApiError::new(parts.status, code, message).replacing(&parts)
 }
 

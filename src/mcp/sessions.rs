@@ -85,7 +85,7 @@ impl Owned {
 }
 
 impl SessionOwners {
-    pub fn new(relay: Arc<Relay>, policy: Sessions) -> SessionOwners {
+    pub(super) fn new(relay: Arc<Relay>, policy: Sessions) -> SessionOwners {
         let mut sessions = LocalSessionManager::default();
         sessions.session_config.keep_alive = Some(policy.idle);
         SessionOwners {
@@ -97,7 +97,7 @@ impl SessionOwners {
     }
 
     /// rmcp's session manager, which the MCP service must share with this.
-    pub fn manager(&self) -> Arc<LocalSessionManager> {
+    pub(super) fn manager(&self) -> Arc<LocalSessionManager> {
         self.sessions.clone()
     }
 
@@ -226,7 +226,7 @@ impl SessionOwners {
     }
 
     /// The store rmcp keeps sessions in, to share with the MCP service.
-    pub fn kept(&self) -> Arc<dyn SessionStore> {
+    pub(super) fn kept(&self) -> Arc<dyn SessionStore> {
         Arc::new(KeptSessions {
             relay: self.relay.clone(),
             idle: self.policy.idle,
@@ -238,14 +238,14 @@ impl SessionOwners {
     }
 
     /// Sessions open now, for tests and metrics.
-    pub fn open(&self) -> usize {
+    pub(super) fn open(&self) -> usize {
         self.owners().len()
     }
 }
 
 /// Ends the sessions whose credential was revoked or replaced, whenever
 /// the team's credentials change, until `shutdown`.
-pub async fn end_revoked(owners: Arc<SessionOwners>, shutdown: CancellationToken) {
+pub(super) async fn end_revoked(owners: Arc<SessionOwners>, shutdown: CancellationToken) {
     let mut changes = owners.relay.credential_changes();
     loop {
         tokio::select! {
@@ -276,7 +276,7 @@ const WRITE_USE_EVERY: Duration = Duration::from_secs(60);
 
 /// Writes sessions' use to the store every minute and at shutdown, and
 /// forgets idle kept sessions, until `shutdown`.
-pub async fn upkeep(owners: Arc<SessionOwners>, shutdown: CancellationToken) {
+pub(super) async fn upkeep(owners: Arc<SessionOwners>, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(WRITE_USE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -1,5 +1,6 @@
-//! The process: building a relay from its configuration, serving it on
-//! real sockets, and running each command with what it needs.
+//! Building a relay from its configuration and serving it on real
+//! sockets, with what the commands need of a relay's files (`commands`
+//! runs them).
 //!
 //! [`spawn`] is the one way to start a relay: `crosstalk serve`, the demo,
 //! the benchmarks and the tests all run the same thing, on a real socket.

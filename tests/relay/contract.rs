@@ -14,10 +14,10 @@ use std::sync::Arc;
 /// A fresh store, and what keeps it alive (its temp dir).
 type Fresh = (Arc<dyn Store>, Box<dyn Any + Send>);
 
-async fn sqlite() -> Option<Fresh> {
+async fn sqlite() -> Fresh {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("relay.db")).unwrap();
-    Some((Arc::new(store), Box::new(dir)))
+    (Arc::new(store), Box::new(dir))
 }
 
 async fn postgres() -> Fresh {
@@ -31,7 +31,7 @@ macro_rules! contract {
         mod on_sqlite {
             $(#[tokio::test(flavor = "multi_thread")]
             async fn $test() {
-                let (store, _keep) = super::sqlite().await.unwrap();
+                let (store, _keep) = super::sqlite().await;
                 super::$test(store).await
             })*
         }

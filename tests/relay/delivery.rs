@@ -378,8 +378,11 @@ async fn send_message_waits_for_the_reply_and_returns_nothing_at_its_timeout() {
     // Bob's agent answers while alice's call waits: the call returns it.
     let bob = Mcp::connect(&app.url(), &bob_token).await.unwrap();
     let answering = tokio::spawn(async move {
-        // The first question waits in bob's inbox too: check until this one.
+        // The first question waits in bob's inbox too: check until this one
+        // (it is sent at once; a few checks find it).
+        let mut checks = 0..5;
         let question = loop {
+            checks.next().expect("the question reaches bob's inbox");
             let inbox = bob
                 .call("check_inbox", json!({ "timeout_seconds": 20 }))
                 .await

@@ -395,8 +395,15 @@ async fn refusals_from_the_protocol_layers_speak_the_json_error_shape() {
     let session = RawSession::open(&url, &alice).await;
     let mut lost = RawSession::open(&url, &alice).await;
     lost.id = "no-such-session".into();
+    // Each in the words that say what to change: MCP's for a lost session,
+    // rmcp's own for what it checked.
     let cases = [
-        (lost.call(2, "list_peers", json!({})), 404, "not_found"),
+        (
+            lost.call(2, "list_peers", json!({})),
+            404,
+            "not_found",
+            "this MCP session does not exist: it ended or went idle; start a new one",
+        ),
         (
             http()
                 .post(format!("{url}/mcp"))
@@ -405,11 +412,13 @@ async fn refusals_from_the_protocol_layers_speak_the_json_error_shape() {
                 .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" })),
             406,
             "not_acceptable",
+            "text/event-stream",
         ),
         (
             session.post(json!({})).header("content-type", "text/plain"),
             415,
             "unsupported_media_type",
+            "application/json",
         ),
     ];
     let wrong_method = http()
@@ -417,17 +426,14 @@ async fn refusals_from_the_protocol_layers_speak_the_json_error_shape() {
         .bearer_auth(&alice);
     let cases = cases
         .into_iter()
-        .chain([(wrong_method, 405, "method_not_allowed")]);
-    for (request, status, code) in cases {
+        .chain([(wrong_method, 405, "method_not_allowed", "")]);
+    for (request, status, code, words) in cases {
         let response = request.send().await.unwrap();
         assert_eq!(response.status(), status);
         let body: Value = response.json().await.expect("a JSON error body");
         assert_eq!(body["error"]["code"], code, "{body}");
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .is_some_and(|m| !m.is_empty())
-        );
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(!message.is_empty() && message.contains(words), "{body}");
     }
     assert_eq!(get(&app, "/api/people", &alice).await.0, 200);
 }
