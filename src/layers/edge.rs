@@ -155,10 +155,8 @@ pub async fn json_errors(request: Request, next: Next) -> Response {
     if !ApiError::is_plain_refusal(&response) {
         return response;
     }
-    let status = response.status();
-    let (parts, body) = response.into_parts();
-    let said = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
-    let said = String::from_utf8_lossy(&said).trim().to_owned();
+    let (parts, said) = ApiError::plain_words(response).await;
+    let status = parts.status;
     let (code, default) = match status {
         StatusCode::BAD_REQUEST => ("bad_request", "the request is malformed"),
         StatusCode::NOT_FOUND => ("not_found", "there is nothing at this address"),

@@ -36,9 +36,7 @@ pub async fn shape_refusals(request: Request, next: Next) -> Response {
         ),
         _ => return response,
     };
-    let (parts, body) = response.into_parts();
-    let said = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
-    let said = String::from_utf8_lossy(&said).trim().to_owned();
+    let (parts, said) = ApiError::plain_words(response).await;
     // rmcp's 406 names what it checked; its 415 speaks of the body's JSON,
     // where the fix is the header.
     let message = match (parts.status, said.is_empty()) {

@@ -309,6 +309,11 @@ impl Activity {
         self.task.wake();
     }
 
+    /// Whether a credential vouched for the connection.
+    pub(super) fn is_vouched(&self) -> bool {
+        self.vouched.load(Ordering::Acquire)
+    }
+
     /// Whether the connection was closed to make room; wakes `cx` when it is.
     pub(super) fn is_evicted(&self, cx: &Context<'_>) -> bool {
         self.task.register(cx.waker());

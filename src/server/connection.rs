@@ -223,7 +223,8 @@ where
             }
             return Box::pin(std::future::ready(Ok(response)));
         }
-        if let Some(vouch) = &self.vouch {
+        // Once vouched for, a connection needs no more vouching.
+        if let Some(vouch) = self.vouch.as_ref().filter(|_| !self.activity.is_vouched()) {
             request.extensions_mut().insert(vouch.clone());
         }
         let in_flight = InFlight::start(&self.activity);

@@ -90,6 +90,14 @@ impl ApiError {
         (status.is_client_error() || status.is_server_error()) && !typed
     }
 
+    /// A plain refusal taken apart: its head, and what its body said
+    /// (trimmed, at most 4 KiB read), for [`ApiError::replacing`].
+    pub async fn plain_words(response: Response) -> (axum::http::response::Parts, String) {
+        let (parts, body) = response.into_parts();
+        let said = axum::body::to_bytes(body, 4096).await.unwrap_or_default();
+        (parts, String::from_utf8_lossy(&said).trim().to_owned())
+    }
+
     /// This error in place of `replaced`, keeping its headers (an `Allow`,
     /// a `WWW-Authenticate`) but not its body's type and length.
     pub fn replacing(self, replaced: &axum::http::response::Parts) -> Response {

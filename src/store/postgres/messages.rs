@@ -385,19 +385,31 @@ pub(super) async fn thread_recent(
     limit: u32,
     now: Millis,
 ) -> StoreResult<Vec<Message>> {
+    let messages = newest(db, "m.thread_id", &thread_id, limit, now).await?;
+    if messages.is_empty() {
+        thread_exists(db, thread_id, now).await?;
+    }
+    Ok(messages)
+}
+
+/// The newest `limit` live messages whose `column` is `place`, oldest first.
+async fn newest(
+    db: &impl Db,
+    column: &str,
+    place: &(dyn tokio_postgres::types::ToSql + Sync),
+    limit: u32,
+    now: Millis,
+) -> StoreResult<Vec<Message>> {
     let mut messages = messages_from(
         &db.rows(
             &format!(
                 "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
-                 WHERE m.thread_id = $1 AND m.expires_at > $2 ORDER BY m.id DESC LIMIT $3"
+                 WHERE {column} = $1 AND m.expires_at > $2 ORDER BY m.id DESC LIMIT $3"
             ),
-            &[&thread_id, &now, &i64::from(limit)],
+            &[place, &now, &i64::from(limit)],
         )
         .await?,
     )?;
-    if messages.is_empty() {
-        thread_exists(db, thread_id, now).await?;
-    }
     messages.reverse();
     Ok(messages)
 }
@@ -443,18 +455,7 @@ pub(super) async fn recent_in_channel(
     limit: u32,
     now: Millis,
 ) -> StoreResult<Vec<Message>> {
-    let mut messages = messages_from(
-        &db.rows(
-            &format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
-                 WHERE m.channel = $1 AND m.expires_at > $2 ORDER BY m.id DESC LIMIT $3"
-            ),
-            &[&channel.as_str(), &now, &i64::from(limit)],
-        )
-        .await?,
-    )?;
-    messages.reverse();
-    Ok(messages)
+    newest(db, "m.channel", &channel.as_str(), limit, now).await
 }
 
 /// What a person typed, as a `tsquery`: every word must match, each quoted

@@ -327,16 +327,28 @@ pub(super) fn thread_recent(
     limit: u32,
     now: Millis,
 ) -> StoreResult<Vec<Message>> {
-    let mut messages: Vec<Message> = conn
-        .prepare_cached(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
-             WHERE m.thread_id = ?1 AND m.expires_at > ?2 ORDER BY m.id DESC LIMIT ?3"
-        ))?
-        .query_map(params![thread_id, now, limit], message_from_row)?
-        .collect::<Result<_, _>>()?;
+    let messages = newest(conn, "m.thread_id", &thread_id, limit, now)?;
     if messages.is_empty() {
         thread_exists(conn, thread_id, now)?;
     }
+    Ok(messages)
+}
+
+/// The newest `limit` live messages whose `column` is `place`, oldest first.
+fn newest(
+    conn: &Connection,
+    column: &str,
+    place: &dyn rusqlite::ToSql,
+    limit: u32,
+    now: Millis,
+) -> StoreResult<Vec<Message>> {
+    let mut messages: Vec<Message> = conn
+        .prepare_cached(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+             WHERE {column} = ?1 AND m.expires_at > ?2 ORDER BY m.id DESC LIMIT ?3"
+        ))?
+        .query_map(params![place, now, limit], message_from_row)?
+        .collect::<Result<_, _>>()?;
     messages.reverse();
     Ok(messages)
 }
@@ -376,13 +388,5 @@ pub(super) fn recent_in_channel(
     limit: u32,
     now: Millis,
 ) -> StoreResult<Vec<Message>> {
-    let mut messages: Vec<Message> = conn
-        .prepare_cached(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
-             WHERE m.channel = ?1 AND m.expires_at > ?2 ORDER BY m.id DESC LIMIT ?3"
-        ))?
-        .query_map(params![channel, now, limit], message_from_row)?
-        .collect::<Result<_, _>>()?;
-    messages.reverse();
-    Ok(messages)
+    newest(conn, "m.channel", channel, limit, now)
 }
