@@ -24,6 +24,13 @@ pub fn now_millis() -> Millis {
         .unwrap_or(0)
 }
 
+/// Where a message lives: a named channel, or a thread of direct messages.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Place {
+    Channel(Channel),
+    Thread(i64),
+}
+
 /// A stored message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {

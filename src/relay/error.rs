@@ -46,8 +46,8 @@ pub enum RelayError {
 impl From<StoreError> for RelayError {
     fn from(error: StoreError) -> Self {
         match error {
-            StoreError::NotFound(what) => RelayError::NotFound(what),
-            StoreError::Conflict(what) => RelayError::Conflict(what),
+            StoreError::NotFound(what) => RelayError::NotFound(what.to_string()),
+            StoreError::Conflict(what) => RelayError::Conflict(what.to_string()),
             backend @ StoreError::Backend { .. } => RelayError::Internal(Box::new(backend)),
             away @ StoreError::Unavailable { .. } => RelayError::Unavailable(Box::new(away)),
         }

@@ -31,8 +31,7 @@ pub use error::{RelayError, RelayResult};
 pub use feed::{Feed, Update};
 pub use push::{MAX_FOLLOWS, Push, PushFeed};
 pub use read::{
-    Conversation, Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer, Reader,
-    ThreadPage,
+    Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer, Reader, ThreadPage,
 };
 pub use search::{MAX_QUERY_CHARS, MAX_SEARCH_PAGE, SEARCH_PAGE};
 pub use send::{ChannelPost, DirectMessage, MAX_KIND_CHARS};

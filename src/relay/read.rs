@@ -2,7 +2,9 @@
 //! everything; expired messages are never returned.
 
 use super::{Caller, Identity, MAX_PAGE, Relay, RelayError, RelayResult, send::parse_channel};
-use crate::model::{Channel, ChannelSummary, Handle, Message, Millis, ThreadSummary, now_millis};
+use crate::model::{
+    Channel, ChannelSummary, Handle, Message, Millis, Place, ThreadSummary, now_millis,
+};
 
 /// The most conversations an overview lists at once, and by default.
 pub const MAX_OVERVIEW_PAGE: u32 = 200;
@@ -28,22 +30,6 @@ impl<T> Listing<T> {
             .then(|| items.last().map(&last_id))
             .flatten();
         Listing { items, next_before }
-    }
-}
-
-/// A conversation, as read markers name it.
-#[derive(Debug, Clone, Copy)]
-pub enum Conversation<'a> {
-    Channel(&'a Channel),
-    Thread(i64),
-}
-
-impl Conversation<'_> {
-    fn key(&self) -> String {
-        match self {
-            Conversation::Channel(name) => format!("c:{name}"),
-            Conversation::Thread(id) => format!("t:{id}"),
-        }
     }
 }
 
@@ -244,34 +230,22 @@ impl Relay {
         Ok(Listing::of(items, limit, |t| t.last_id))
     }
 
-    /// Marks `conversation` read by `reader` up to `last_id`.
-    pub async fn mark_read(
-        &self,
-        reader: &Caller,
-        conversation: Conversation<'_>,
-        last_id: i64,
-    ) -> RelayResult<()> {
+    /// Marks `place` read by `reader` up to `last_id`.
+    pub async fn mark_read(&self, reader: &Caller, place: &Place, last_id: i64) -> RelayResult<()> {
         if let Identity::Person(handle) = reader.identity() {
-            self.store
-                .mark_read(handle, &conversation.key(), last_id)
-                .await?;
+            self.store.mark_read(handle, place, last_id).await?;
         }
         Ok(())
     }
 
-    /// How many messages of each conversation `reader` has not read (up to
+    /// How many messages of each place `reader` has not read (up to
     /// [`MAX_UNREAD`]), in the order given: counted from their last-read id,
     /// so the cost is the unread messages', never the history's.
-    pub async fn unread(
-        &self,
-        reader: &Caller,
-        conversations: &[Conversation<'_>],
-    ) -> RelayResult<Vec<u64>> {
+    pub async fn unread(&self, reader: &Caller, places: Vec<Place>) -> RelayResult<Vec<u64>> {
         let Identity::Person(handle) = reader.identity() else {
-            return Ok(vec![0; conversations.len()]);
+            return Ok(vec![0; places.len()]);
         };
-        let keys = conversations.iter().map(Conversation::key).collect();
-        Ok(self.store.unread(handle, keys, MAX_UNREAD).await?)
+        Ok(self.store.unread(handle, places, MAX_UNREAD).await?)
     }
 
     /// Everyone on the team: people who are not revoked, and participants

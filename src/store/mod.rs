@@ -15,17 +15,19 @@
 //! `sqlite/schema.rs`: a process crash loses no acknowledged write, a power loss may
 //! lose the last moments of them but never leaves the file inconsistent.
 
+mod error;
 pub mod postgres;
+mod rules;
 pub mod sqlite;
 mod summary;
 mod text;
 
 use crate::model::{
-    Channel, ChannelSummary, Delivery, Found, Handle, Message, Millis, Person, Presence,
+    Channel, ChannelSummary, Delivery, Found, Handle, Message, Millis, Person, Place, Presence,
     ThreadSummary, TokenHash,
 };
-use std::{future::Future, pin::Pin};
 
+pub use error::{BackendError, Clash, Missing, StoreError, StoreFuture, StoreResult};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
@@ -33,61 +35,6 @@ pub use sqlite::SqliteStore;
 /// backend: the write lock is held for a few milliseconds at a time, and
 /// other writes go between.
 pub const PURGE_BATCH: u32 = 200;
-
-pub type StoreResult<T> = Result<T, StoreError>;
-pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 'a>>;
-
-/// Any backend's own error, kept as the source of a [`StoreError`].
-pub type BackendError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The thing named does not exist (or is not live any more).
-    #[error("{0}")]
-    NotFound(String),
-    /// The write would break a uniqueness rule (a handle taken twice).
-    #[error("{0}")]
-    Conflict(String),
-    /// The database failed: what was being done, and the database's own
-    /// error as the source. For the log, never for a client.
-    #[error("{doing}")]
-    Backend {
-        doing: String,
-        #[source]
-        source: BackendError,
-    },
-    /// The database cannot be reached just now (a PostgreSQL server
-    /// restarting, a lost connection): nothing was done, and trying again
-    /// shortly may succeed.
-    #[error("{doing}: the database cannot be reached")]
-    Unavailable {
-        doing: String,
-        #[source]
-        source: BackendError,
-    },
-}
-
-impl StoreError {
-    /// A database whose schema is at `version`, newer than the `known` steps
-    /// of this build: it is refused, never changed.
-    pub(crate) fn schema_too_new(version: usize, known: usize) -> StoreError {
-        StoreError::backend(
-            "cannot use the database",
-            format!(
-                "it has schema version {version}, newer than this crosstalk knows ({known}); \
-                 run a newer crosstalk"
-            ),
-        )
-    }
-
-    /// A failure of the database while `doing` something.
-    pub fn backend(doing: impl Into<String>, source: impl Into<BackendError>) -> StoreError {
-        StoreError::Backend {
-            doing: doing.into(),
-            source: source.into(),
-        }
-    }
-}
 
 /// Where a message lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,17 +247,12 @@ pub trait Store: Send + Sync + 'static {
         before: Option<i64>,
         limit: u32,
     ) -> StoreFuture<'_, Vec<ThreadSummary>>;
-    /// Records that `reader` has read `conversation` up to `last_id` (never
+    /// Records that `reader` has read `place` up to `last_id` (never
     /// backwards).
-    fn mark_read(&self, reader: &Handle, conversation: &str, last_id: i64) -> StoreFuture<'_, ()>;
-    /// For each conversation (`c:NAME` or `t:ID`), how many live messages
-    /// came after `reader` last read it, counting at most `cap`.
-    fn unread(
-        &self,
-        reader: &Handle,
-        conversations: Vec<String>,
-        cap: u64,
-    ) -> StoreFuture<'_, Vec<u64>>;
+    fn mark_read(&self, reader: &Handle, place: &Place, last_id: i64) -> StoreFuture<'_, ()>;
+    /// For each place, how many live messages came after `reader` last
+    /// read it, counting at most `cap`.
+    fn unread(&self, reader: &Handle, places: Vec<Place>, cap: u64) -> StoreFuture<'_, Vec<u64>>;
     /// Live messages whose body holds every word of `typed` (the last also
     /// as a prefix), newest first: at most `limit`, with ids below `before`.
     /// Every message committed before the search is searched.

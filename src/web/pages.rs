@@ -3,8 +3,8 @@
 use super::assets::Assets;
 use super::views::{self, Frame, MessageLine, When, plural, unread_label};
 use super::{ASSETS, ConversationPage, Draft, Refusal, frame, markdown, render};
-use crate::model::Message;
-use crate::relay::{Caller, Conversation, NOTICE, Relay};
+use crate::model::{Message, Place};
+use crate::relay::{Caller, NOTICE, Relay};
 use crate::state::AppState;
 use crate::wire::{
     ApiError,
@@ -97,12 +97,8 @@ async fn render_overview(
         before => views::channels_with_unread(relay, caller, before).await?,
     };
     let threads = relay.threads(query.threads_before, None).await?;
-    let keys: Vec<Conversation> = threads
-        .items
-        .iter()
-        .map(|t| Conversation::Thread(t.id))
-        .collect();
-    let thread_unread = relay.unread(caller, &keys).await?;
+    let places = threads.items.iter().map(|t| Place::Thread(t.id)).collect();
+    let thread_unread = relay.unread(caller, places).await?;
     let mut lines: Vec<(i64, ConversationLine)> = channels
         .items
         .iter()
@@ -244,11 +240,11 @@ pub async fn render_conversation(
 /// Marks what a page shows as read by the viewer, up to its last message.
 async fn mark_shown(relay: &Relay, caller: &Caller, messages: &[Message]) -> Result<(), ApiError> {
     if let Some(last) = messages.last() {
-        let conversation = match &last.channel {
-            Some(channel) => Conversation::Channel(channel),
-            None => Conversation::Thread(last.thread_id.unwrap_or_default()),
+        let place = match &last.channel {
+            Some(channel) => Place::Channel(channel.clone()),
+            None => Place::Thread(last.thread_id.unwrap_or_default()),
         };
-        relay.mark_read(caller, conversation, last.id).await?;
+        relay.mark_read(caller, &place, last.id).await?;
     }
     Ok(())
 }

@@ -2,8 +2,8 @@
 //! them, and the frame (header and sidebar) around every page.
 
 use super::markdown;
-use crate::model::{ChannelSummary, Delivery, DeliveryState, Handle, Message, Millis};
-use crate::relay::{Caller, Conversation, Listing, MAX_UNREAD, Peer, Relay, RelayResult, secrets};
+use crate::model::{ChannelSummary, Delivery, DeliveryState, Handle, Message, Millis, Place};
+use crate::relay::{Caller, Listing, MAX_UNREAD, Peer, Relay, RelayResult, secrets};
 use std::{collections::HashMap, sync::Arc};
 
 /// "1 message", "2 messages".
@@ -150,12 +150,12 @@ pub async fn channels_with_unread(
     before: Option<i64>,
 ) -> RelayResult<(Listing<ChannelSummary>, Vec<u64>)> {
     let listing = relay.channels(before, None).await?;
-    let keys: Vec<Conversation> = listing
+    let places = listing
         .items
         .iter()
-        .map(|c| Conversation::Channel(&c.name))
+        .map(|c| Place::Channel(c.name.clone()))
         .collect();
-    let unread = relay.unread(caller, &keys).await?;
+    let unread = relay.unread(caller, places).await?;
     Ok((listing, unread))
 }
 

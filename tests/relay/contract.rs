@@ -3,7 +3,7 @@
 //! makes one test of each per backend), against a fresh, empty store.
 
 use crate::postgres::fresh_database;
-use crosstalk::model::{Channel, DeliveryState, Handle, Millis, Token, now_millis};
+use crosstalk::model::{Channel, DeliveryState, Handle, Millis, Place, Token, now_millis};
 use crosstalk::store::{
     Conversation, NewMessage, Offer, PostgresStore, RecipientCheck, SqliteStore, Store, StoreError,
 };
@@ -736,10 +736,11 @@ async fn unread_counts_follow_read_marks(store: Arc<dyn Store>) {
         .insert_message(message(Conversation::NewThread, "alice", Some("bob"), "q"))
         .await
         .unwrap();
+    let ops = Place::Channel(Channel::parse("ops").unwrap());
     let conversations = vec![
-        "c:ops".to_owned(),
-        format!("t:{}", thread.thread_id.unwrap()),
-        "c:nowhere".to_owned(),
+        ops.clone(),
+        Place::Thread(thread.thread_id.unwrap()),
+        Place::Channel(Channel::parse("nowhere").unwrap()),
     ];
     let bob = handle("bob");
     assert_eq!(
@@ -751,8 +752,8 @@ async fn unread_counts_follow_read_marks(store: Arc<dyn Store>) {
         [3, 1, 0],
         "counted up to the cap"
     );
-    store.mark_read(&bob, "c:ops", ids[3]).await.unwrap();
-    store.mark_read(&bob, "c:ops", ids[1]).await.unwrap();
+    store.mark_read(&bob, &ops, ids[3]).await.unwrap();
+    store.mark_read(&bob, &ops, ids[1]).await.unwrap();
     assert_eq!(
         store.unread(&bob, conversations, 99).await.unwrap(),
         [1, 1, 0],

@@ -10,7 +10,7 @@
 
 use super::PostgresStore;
 use crate::model::Millis;
-use crate::store::{StoreError, StoreResult};
+use crate::store::{Clash, StoreError, StoreResult};
 use rusqlite::{Connection, OpenFlags, params};
 use std::path::Path;
 use tokio_postgres::types::ToSql;
@@ -57,11 +57,7 @@ pub async fn import(to: &PostgresStore, from: &Path, now: Millis) -> StoreResult
         .await?
         .get(0);
     if holds > 0 {
-        return Err(StoreError::Conflict(
-            "the PostgreSQL database already holds a relay's people or messages; \
-             migrate into an empty one"
-                .into(),
-        ));
+        return Err(StoreError::Conflict(Clash::TargetInUse));
     }
     // Pages of rows, each inserted as arrays (one statement per page).
     macro_rules! copy {

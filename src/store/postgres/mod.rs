@@ -23,18 +23,21 @@ mod listen;
 mod messages;
 mod people;
 mod schema;
+mod statements;
 mod summaries;
 mod writer;
 
 pub use import::{Copied, import};
 pub use schema::MIGRATIONS;
 
+use super::rules::{self, Statements};
 use super::{NewMessage, Offer, StoreError, StoreFuture, StoreResult, StoredSession};
 use crate::model::{
-    Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
-    TokenHash,
+    Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Place, Presence,
+    ThreadSummary, TokenHash,
 };
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Transaction};
+use statements::Sql;
 use std::{
     future::Future,
     sync::{Arc, Mutex},
@@ -177,6 +180,29 @@ fn maybe_channel(row: &Row, column: usize) -> StoreResult<Option<Channel>> {
         .map(|c| Channel::parse(c).map_err(|e| StoreError::backend("a stored channel", e)))
         .transpose()
 }
+
+// Handles and channel names go in as the text they are (and are parsed on
+// the way out, above).
+macro_rules! text_to_sql {
+    ($($text:ty),*) => {$(
+        impl ToSql for $text {
+            fn to_sql(
+                &self,
+                ty: &tokio_postgres::types::Type,
+                out: &mut bytes::BytesMut,
+            ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+                self.as_str().to_sql(ty, out)
+            }
+
+            fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+                <&str as ToSql>::accepts(ty)
+            }
+
+            tokio_postgres::types::to_sql_checked!();
+        }
+    )*};
+}
+text_to_sql!(Handle, Channel);
 
 /// Runs `$body` in a transaction on a pooled connection, as `$tx`, and
 /// commits; an error rolls it back (the transaction is dropped).
@@ -426,8 +452,11 @@ impl super::Store for PostgresStore {
     ) -> StoreFuture<'_, Vec<Message>> {
         let recipient = recipient.clone();
         Box::pin(async move {
-            transaction!(self, |tx| messages::claim_inbox(
-                &tx, &recipient, now, limit
+            transaction!(self, |tx| rules::claim_inbox(
+                &Sql(&tx),
+                &recipient,
+                now,
+                limit
             )
             .await?)
         })
@@ -441,8 +470,11 @@ impl super::Store for PostgresStore {
     ) -> StoreFuture<'_, Vec<Message>> {
         let recipient = recipient.clone();
         Box::pin(async move {
-            transaction!(self, |tx| messages::offer_inbox(
-                &tx, &recipient, offer, limit
+            transaction!(self, |tx| rules::offer_inbox(
+                &Sql(&tx),
+                &recipient,
+                offer,
+                limit
             )
             .await?)
         })
@@ -491,7 +523,8 @@ impl super::Store for PostgresStore {
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
         Box::pin(async move {
-            messages::thread(&*self.client().await?, thread_id, since_id, limit, now).await
+            let client = self.client().await?;
+            rules::thread(&Sql(&*client), thread_id, since_id, limit, now).await
         })
     }
 
@@ -502,7 +535,8 @@ impl super::Store for PostgresStore {
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
         Box::pin(async move {
-            messages::thread_recent(&*self.client().await?, thread_id, limit, now).await
+            let client = self.client().await?;
+            rules::recent(&Sql(&*client), &Place::Thread(thread_id), limit, now).await
         })
     }
 
@@ -513,9 +547,12 @@ impl super::Store for PostgresStore {
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
-        let channel = channel.clone();
+        let place = Place::Channel(channel.clone());
         Box::pin(async move {
-            messages::in_channel(&*self.client().await?, &channel, since_id, limit, now).await
+            let client = self.client().await?;
+            Sql(&*client)
+                .messages_in(&place, since_id, limit, now)
+                .await
         })
     }
 
@@ -525,9 +562,10 @@ impl super::Store for PostgresStore {
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
-        let channel = channel.clone();
+        let place = Place::Channel(channel.clone());
         Box::pin(async move {
-            messages::recent_in_channel(&*self.client().await?, &channel, limit, now).await
+            let client = self.client().await?;
+            rules::recent(&Sql(&*client), &place, limit, now).await
         })
     }
 
@@ -553,23 +591,20 @@ impl super::Store for PostgresStore {
         )
     }
 
-    fn mark_read(&self, reader: &Handle, conversation: &str, last_id: i64) -> StoreFuture<'_, ()> {
-        let (reader, conversation) = (reader.clone(), conversation.to_owned());
+    fn mark_read(&self, reader: &Handle, place: &Place, last_id: i64) -> StoreFuture<'_, ()> {
+        let (reader, place) = (reader.clone(), place.clone());
         Box::pin(async move {
-            summaries::mark_read(&*self.client().await?, &reader, &conversation, last_id).await
+            let client = self.client().await?;
+            rules::mark_read(&Sql(&*client), &reader, &place, last_id).await
         })
     }
 
-    fn unread(
-        &self,
-        reader: &Handle,
-        conversations: Vec<String>,
-        cap: u64,
-    ) -> StoreFuture<'_, Vec<u64>> {
+    fn unread(&self, reader: &Handle, places: Vec<Place>, cap: u64) -> StoreFuture<'_, Vec<u64>> {
         let reader = reader.clone();
         let now = crate::model::now_millis();
         Box::pin(async move {
-            summaries::unread(&*self.client().await?, &reader, &conversations, cap, now).await
+            let client = self.client().await?;
+            rules::unread(&Sql(&*client), &reader, places, cap, now).await
         })
     }
 

@@ -3,7 +3,7 @@
 
 use super::{Db, handle, row};
 use crate::model::{Handle, Millis, Person, Presence, TokenHash};
-use crate::store::{StoreError, StoreResult, StoredSession};
+use crate::store::{Clash, Missing, StoreError, StoreResult, StoredSession};
 use tokio_postgres::Row;
 
 const PERSON_COLUMNS: &str = "p.handle, p.name, p.created_at, s.last_seen_at, p.revoked_at \
@@ -85,9 +85,7 @@ pub(super) async fn add(
         )
         .await?;
     if added == 0 {
-        return Err(StoreError::Conflict(format!(
-            "{handle} is already taken (revoked handles stay taken, so old messages keep their author)"
-        )));
+        return Err(StoreError::Conflict(Clash::HandleTaken(handle.clone())));
     }
     Ok(())
 }
@@ -101,9 +99,7 @@ async fn update_live(
     value: &(dyn tokio_postgres::types::ToSql + Sync),
 ) -> StoreResult<()> {
     if db.exec(statement, &[&handle.as_str(), value]).await? == 0 {
-        return Err(StoreError::NotFound(format!(
-            "there is no active person {handle}"
-        )));
+        return Err(StoreError::NotFound(Missing::ActivePerson(handle.clone())));
     }
     Ok(())
 }

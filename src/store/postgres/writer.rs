@@ -5,9 +5,10 @@
 //! then answers each caller. The write lock is held for a batch, not for
 //! each message, so one durable commit carries many messages.
 
-use super::{Db, WRITE_LOCK, listen, messages};
+use super::statements::Sql;
+use super::{Db, WRITE_LOCK, listen};
 use crate::model::Message;
-use crate::store::{NewMessage, StoreError, StoreResult};
+use crate::store::{NewMessage, StoreError, StoreResult, rules};
 use deadpool_postgres::Pool;
 use futures::future::join_all;
 use tokio::sync::{mpsc, oneshot};
@@ -64,10 +65,11 @@ async fn commit(
     let tx = client.transaction().await?;
     tx.exec("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])
         .await?;
+    let on = Sql(&tx);
     let mut outcomes = join_all(
         messages
             .into_iter()
-            .map(|message| messages::insert(&tx, message)),
+            .map(|message| rules::insert(&on, message)),
     )
     .await;
     // A refusal (NotFound) wrote nothing; a database error aborted the

@@ -6,7 +6,7 @@
 //! database under a running relay (and two relays never serve one file).
 
 use super::{SqliteStore, schema};
-use crate::store::{StoreError, StoreResult};
+use crate::store::{Clash, Missing, StoreError, StoreResult};
 use rusqlite::{Connection, OpenFlags};
 use std::{
     fs::File,
@@ -40,12 +40,10 @@ pub fn lock_for_serving(db: &Path) -> StoreResult<ServingLock> {
         .map_err(|e| StoreError::backend(format!("cannot open {}", path.display()), e))?;
     rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
         |_| {
-            StoreError::Conflict(format!(
-                "a relay is serving {} (it holds {}): stop it first, for example with \
-                 `systemctl stop crosstalk`",
-                db.display(),
-                path.display()
-            ))
+            StoreError::Conflict(Clash::Serving {
+                db: db.to_owned(),
+                lock: path.clone(),
+            })
         },
     )?;
     Ok(ServingLock { _file: file })
@@ -56,10 +54,7 @@ impl SqliteStore {
     /// read, which must never create an empty one by mistake.
     pub fn open_existing(path: &Path) -> StoreResult<SqliteStore> {
         if !path.is_file() {
-            return Err(StoreError::NotFound(format!(
-                "there is no database at {}",
-                path.display()
-            )));
+            return Err(StoreError::NotFound(Missing::Database(path.to_owned())));
         }
         SqliteStore::open(path)
     }
@@ -71,20 +66,12 @@ impl SqliteStore {
 /// moment.
 pub fn backup(db: &Path, to: &Path) -> StoreResult<()> {
     if !db.is_file() {
-        return Err(StoreError::NotFound(format!(
-            "there is no database at {}",
-            db.display()
-        )));
+        return Err(StoreError::NotFound(Missing::Database(db.to_owned())));
     }
     // Made here, new (never through a link, even a dangling one: O_EXCL),
     // and opened without following one: nothing that was at the path, or
     // is put there meanwhile, is written through.
-    let exists = || {
-        StoreError::Conflict(format!(
-            "{} exists already (a file or a link): give a new path, so nothing is overwritten",
-            to.display()
-        ))
-    };
+    let exists = || StoreError::Conflict(Clash::Exists(to.to_owned()));
     {
         use std::os::unix::fs::OpenOptionsExt;
         std::fs::OpenOptions::new()
@@ -140,10 +127,10 @@ pub fn restore(db: &Path, from: &Path) -> StoreResult<()> {
         )
         .unwrap_or(false);
     if checked != "ok" || !known {
-        return Err(StoreError::Conflict(format!(
-            "{} is not a sound crosstalk database ({checked})",
-            from.display()
-        )));
+        return Err(StoreError::Conflict(Clash::NotSound {
+            path: from.to_owned(),
+            checked,
+        }));
     }
     // Stale WAL files would be read as part of the new database.
     for stale in ["-wal", "-shm"] {

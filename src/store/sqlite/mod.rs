@@ -12,21 +12,24 @@ mod people;
 mod schema;
 mod search;
 mod sessions;
+mod statements;
 mod summaries;
 mod writer;
 
 pub use copy::{ServingLock, backup, lock_for_serving, restore};
 pub use schema::MIGRATIONS;
 
+use super::rules::{self, Statements};
 use super::{NewMessage, Offer, PURGE_BATCH, StoreError, StoreFuture, StoreResult, StoredSession};
 use crate::model::{
-    Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Presence, ThreadSummary,
-    TokenHash,
+    Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Place, Presence,
+    ThreadSummary, TokenHash,
 };
 use rusqlite::{
     Connection,
     types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef},
 };
+use statements::Sql;
 use std::{
     path::{Path, PathBuf},
     sync::{Arc, Mutex, mpsc},
@@ -247,7 +250,7 @@ impl super::Store for SqliteStore {
     }
 
     fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message> {
-        self.write(move |conn| messages::insert(conn, message))
+        self.write(move |conn| rules::now(rules::insert(&Sql(conn), message)))
     }
 
     fn claim_inbox(
@@ -257,7 +260,7 @@ impl super::Store for SqliteStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<Message>> {
         let recipient = recipient.clone();
-        self.write(move |conn| messages::claim_inbox(conn, &recipient, now, limit))
+        self.write(move |conn| rules::now(rules::claim_inbox(&Sql(conn), &recipient, now, limit)))
     }
 
     fn offer_inbox(
@@ -267,7 +270,7 @@ impl super::Store for SqliteStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<Message>> {
         let recipient = recipient.clone();
-        self.write(move |conn| messages::offer_inbox(conn, &recipient, offer, limit))
+        self.write(move |conn| rules::now(rules::offer_inbox(&Sql(conn), &recipient, offer, limit)))
     }
 
     fn release_offers(
@@ -306,7 +309,9 @@ impl super::Store for SqliteStore {
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
-        self.read(move |conn| messages::thread(conn, thread_id, since_id, limit, now))
+        self.read(move |conn| {
+            rules::now(rules::thread(&Sql(conn), thread_id, since_id, limit, now))
+        })
     }
 
     fn thread_recent(
@@ -315,7 +320,14 @@ impl super::Store for SqliteStore {
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
-        self.read(move |conn| messages::thread_recent(conn, thread_id, limit, now))
+        self.read(move |conn| {
+            rules::now(rules::recent(
+                &Sql(conn),
+                &Place::Thread(thread_id),
+                limit,
+                now,
+            ))
+        })
     }
 
     fn channel_messages(
@@ -325,8 +337,8 @@ impl super::Store for SqliteStore {
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
-        let channel = channel.clone();
-        self.read(move |conn| messages::in_channel(conn, &channel, since_id, limit, now))
+        let place = Place::Channel(channel.clone());
+        self.read(move |conn| rules::now(Sql(conn).messages_in(&place, since_id, limit, now)))
     }
 
     fn channel_recent(
@@ -335,8 +347,8 @@ impl super::Store for SqliteStore {
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
-        let channel = channel.clone();
-        self.read(move |conn| messages::recent_in_channel(conn, &channel, limit, now))
+        let place = Place::Channel(channel.clone());
+        self.read(move |conn| rules::now(rules::recent(&Sql(conn), &place, limit, now)))
     }
 
     fn channels(
@@ -357,20 +369,15 @@ impl super::Store for SqliteStore {
         self.read(move |conn| summaries::threads(conn, now, before, limit))
     }
 
-    fn mark_read(&self, reader: &Handle, conversation: &str, last_id: i64) -> StoreFuture<'_, ()> {
-        let (reader, conversation) = (reader.clone(), conversation.to_owned());
-        self.write(move |conn| summaries::mark_read(conn, &reader, &conversation, last_id))
+    fn mark_read(&self, reader: &Handle, place: &Place, last_id: i64) -> StoreFuture<'_, ()> {
+        let (reader, place) = (reader.clone(), place.clone());
+        self.write(move |conn| rules::now(rules::mark_read(&Sql(conn), &reader, &place, last_id)))
     }
 
-    fn unread(
-        &self,
-        reader: &Handle,
-        conversations: Vec<String>,
-        cap: u64,
-    ) -> StoreFuture<'_, Vec<u64>> {
+    fn unread(&self, reader: &Handle, places: Vec<Place>, cap: u64) -> StoreFuture<'_, Vec<u64>> {
         let reader = reader.clone();
         let now = crate::model::now_millis();
-        self.read(move |conn| summaries::unread(conn, &reader, &conversations, cap, now))
+        self.read(move |conn| rules::now(rules::unread(&Sql(conn), &reader, places, cap, now)))
     }
 
     fn search(
@@ -454,7 +461,7 @@ impl super::Store for SqliteStore {
             let mut total = 0;
             loop {
                 let gone = self
-                    .write(move |conn| summaries::purge_batch(conn, now, PURGE_BATCH))
+                    .write(move |conn| rules::now(rules::purge_batch(&Sql(conn), now, PURGE_BATCH)))
                     .await?;
                 total += gone;
                 if gone < u64::from(PURGE_BATCH) {

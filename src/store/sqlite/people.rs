@@ -1,7 +1,7 @@
 //! People, their token hashes, and presence.
 
 use crate::model::{Handle, Millis, Person, Presence, TokenHash};
-use crate::store::{StoreError, StoreResult};
+use crate::store::{Clash, Missing, StoreError, StoreResult};
 use rusqlite::{Connection, OptionalExtension, params};
 
 const PERSON_COLUMNS: &str = "p.handle, p.name, p.created_at, s.last_seen_at, p.revoked_at \
@@ -67,9 +67,7 @@ pub(super) fn add(
         .prepare_cached("SELECT 1 FROM people WHERE handle = ?1")?
         .exists([handle])?;
     if taken {
-        return Err(StoreError::Conflict(format!(
-            "{handle} is already taken (revoked handles stay taken, so old messages keep their author)"
-        )));
+        return Err(StoreError::Conflict(Clash::HandleTaken(handle.clone())));
     }
     conn.prepare_cached(
         "INSERT INTO people (handle, name, token_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
@@ -90,9 +88,7 @@ fn update_live(
         .prepare_cached(statement)?
         .execute(params![handle, value])?;
     if changed == 0 {
-        return Err(StoreError::NotFound(format!(
-            "there is no active person {handle}"
-        )));
+        return Err(StoreError::NotFound(Missing::ActivePerson(handle.clone())));
     }
     Ok(())
 }

@@ -1,0 +1,411 @@
+//! The message rules' statements (`../rules.rs`), in SQLite. The writer
+//! runs one job at a time inside `BEGIN IMMEDIATE`, so an UPDATE that
+//! finds and marks rows is all a claim needs to take them alone.
+
+use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
+use crate::model::{Channel, Handle, Message, Millis, Place};
+use crate::store::rules::Statements;
+use crate::store::summary::Removed;
+use crate::store::{Offer, StoreResult};
+use rusqlite::{Connection, OptionalExtension, ToSql, params};
+
+/// A connection the rules run on: the writer's, or a reader's.
+pub(super) struct Sql<'c>(pub &'c Connection);
+
+/// What an inbox row must be for a claim or an offer to take it: unread,
+/// its message live, and no stream's lease on it running.
+const TAKEABLE: &str = "i.recipient = ?1 AND i.read_at IS NULL AND m.expires_at > ?2 \
+     AND (i.lease_until IS NULL OR i.lease_until <= ?2)";
+
+/// A place's column in `messages m`, and its value.
+fn column(place: &Place) -> (&'static str, &dyn ToSql) {
+    match place {
+        Place::Channel(name) => ("m.channel", name),
+        Place::Thread(id) => ("m.thread_id", id),
+    }
+}
+
+/// The JSON path of a person's count in a thread's `people` (handles are
+/// lowercase letters, digits, `.`, `_` and `-`: nothing to escape).
+fn json_path(handle: &Handle) -> String {
+    format!("$.\"{handle}\"")
+}
+
+impl Sql<'_> {
+    fn exists(&self, sql: &str, params: &[&dyn ToSql]) -> StoreResult<bool> {
+        Ok(self.0.prepare_cached(sql)?.exists(params)?)
+    }
+
+    fn execute(&self, sql: &str, params: &[&dyn ToSql]) -> StoreResult<usize> {
+        Ok(self.0.prepare_cached(sql)?.execute(params)?)
+    }
+
+    fn ids(&self, sql: &str, params: &[&dyn ToSql]) -> StoreResult<Vec<i64>> {
+        Ok(self
+            .0
+            .prepare_cached(sql)?
+            .query_map(params, |row| row.get(0))?
+            .collect::<Result<_, _>>()?)
+    }
+
+    fn messages(&self, sql: &str, params: &[&dyn ToSql]) -> StoreResult<Vec<Message>> {
+        Ok(self
+            .0
+            .prepare_cached(sql)?
+            .query_map(params, message_from_row)?
+            .collect::<Result<_, _>>()?)
+    }
+}
+
+impl Statements for Sql<'_> {
+    async fn is_live_person(&self, handle: &Handle) -> StoreResult<bool> {
+        self.exists(
+            "SELECT 1 FROM people WHERE handle = ?1 AND revoked_at IS NULL",
+            params![handle],
+        )
+    }
+
+    async fn anyone_added(&self) -> StoreResult<bool> {
+        super::people::any(self.0)
+    }
+
+    async fn thread_is_live(&self, thread: i64, now: Millis) -> StoreResult<bool> {
+        self.exists(
+            "SELECT 1 FROM messages WHERE thread_id = ?1 AND expires_at > ?2 LIMIT 1",
+            params![thread, now],
+        )
+    }
+
+    async fn is_live_in(&self, id: i64, place: &Place, now: Millis) -> StoreResult<bool> {
+        let (column, value) = column(place);
+        self.exists(
+            &format!(
+                "SELECT 1 FROM messages m WHERE m.id = ?1 AND m.expires_at > ?2 AND {column} = ?3"
+            ),
+            params![id, now, value],
+        )
+    }
+
+    /// As AUTOINCREMENT would choose it: one above both the largest id
+    /// recorded in `sqlite_sequence` and the largest in the table. Nobody
+    /// else inserts while the write transaction (IMMEDIATE) runs.
+    async fn next_message_id(&self) -> StoreResult<i64> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0), \
+                            coalesce((SELECT max(id) FROM messages), 0)) + 1",
+            )?
+            .query_row([], |row| row.get(0))?)
+    }
+
+    async fn open_thread(&self, first_id: i64, people: &str, at: Millis) -> StoreResult<i64> {
+        self.execute(
+            "INSERT INTO threads (created_at, message_count, first_id, last_id, last_activity, people) \
+             VALUES (?1, 1, ?2, ?2, ?1, ?3)",
+            params![at, first_id, people],
+        )?;
+        Ok(self.0.last_insert_rowid())
+    }
+
+    async fn insert_message(&self, m: &Message) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, \
+             reply_to, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                m.id,
+                m.thread_id,
+                m.channel,
+                m.from,
+                m.to,
+                m.kind,
+                m.body,
+                m.reply_to,
+                m.created_at,
+                m.expires_at
+            ],
+        )?;
+        Ok(())
+    }
+
+    async fn insert_inbox(&self, recipient: &Handle, id: i64) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO inbox (recipient, message_id) VALUES (?1, ?2)",
+            params![recipient, id],
+        )?;
+        Ok(())
+    }
+
+    async fn answer_thread(&self, replier: &Handle, thread: i64, at: Millis) -> StoreResult<()> {
+        self.execute(
+            "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
+             WHERE recipient = ?1 AND answered_at IS NULL \
+             AND (pushed_at IS NOT NULL OR read_at IS NOT NULL) AND message_id IN \
+                 (SELECT id FROM messages WHERE thread_id = ?2)",
+            params![replier, thread, at],
+        )?;
+        Ok(())
+    }
+
+    async fn answer_message(&self, replier: &Handle, id: i64, at: Millis) -> StoreResult<()> {
+        self.execute(
+            "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
+             WHERE recipient = ?1 AND message_id = ?2 AND answered_at IS NULL",
+            params![replier, id, at],
+        )?;
+        Ok(())
+    }
+
+    async fn count_in_channel(&self, channel: &Channel, id: i64, at: Millis) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO channel_summaries (channel, message_count, last_id, last_activity) \
+             VALUES (?1, 1, ?2, ?3) ON CONFLICT (channel) DO UPDATE SET \
+             message_count = message_count + 1, last_id = ?2, last_activity = ?3",
+            params![channel, id, at],
+        )?;
+        Ok(())
+    }
+
+    async fn count_in_thread(
+        &self,
+        thread: i64,
+        id: i64,
+        sender: &Handle,
+        recipient: &Handle,
+        at: Millis,
+    ) -> StoreResult<()> {
+        self.execute(
+            "UPDATE threads SET message_count = message_count + 1, last_id = ?2, \
+             last_activity = ?3, \
+             people = json_set(people, ?4, coalesce(people ->> ?4, 0) + 1, \
+                                       ?5, coalesce(people ->> ?5, 0) + 1) \
+             WHERE id = ?1",
+            params![thread, id, at, json_path(sender), json_path(recipient)],
+        )?;
+        Ok(())
+    }
+
+    async fn take_for_claim(
+        &self,
+        recipient: &Handle,
+        now: Millis,
+        limit: u32,
+    ) -> StoreResult<Vec<i64>> {
+        self.ids(
+            &format!(
+                "UPDATE inbox SET read_at = ?2, lease_until = NULL \
+                 WHERE recipient = ?1 AND message_id IN ( \
+                     SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
+                     WHERE {TAKEABLE} ORDER BY i.message_id LIMIT ?3) \
+                 RETURNING message_id"
+            ),
+            params![recipient, now, limit],
+        )
+    }
+
+    async fn take_for_offer(
+        &self,
+        recipient: &Handle,
+        offer: Offer,
+        limit: u32,
+    ) -> StoreResult<Vec<i64>> {
+        self.ids(
+            &format!(
+                "UPDATE inbox SET pushed_at = coalesce(pushed_at, ?2), lease_until = ?4, \
+                     push_holder = ?5, offers = offers + 1 \
+                 WHERE recipient = ?1 AND message_id IN ( \
+                     SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
+                     WHERE {TAKEABLE} AND i.push_holder IS NOT ?5 \
+                     ORDER BY i.message_id LIMIT ?3) \
+                 RETURNING message_id"
+            ),
+            params![recipient, offer.now, limit, offer.until, offer.holder],
+        )
+    }
+
+    async fn messages_by_id(&self, ids: &[i64]) -> StoreResult<Vec<Message>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list = serde_json::to_string(ids).expect("ids serialize");
+        self.messages(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+                 WHERE m.id IN (SELECT value FROM json_each(?1)) ORDER BY m.id"
+            ),
+            params![list],
+        )
+    }
+
+    async fn messages_in(
+        &self,
+        place: &Place,
+        since_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreResult<Vec<Message>> {
+        let (column, value) = column(place);
+        self.messages(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+                 WHERE {column} = ?1 AND m.id > ?2 AND m.expires_at > ?3 ORDER BY m.id LIMIT ?4"
+            ),
+            params![value, since_id, now, limit],
+        )
+    }
+
+    async fn newest_in(&self, place: &Place, limit: u32, now: Millis) -> StoreResult<Vec<Message>> {
+        let (column, value) = column(place);
+        self.messages(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+                 WHERE {column} = ?1 AND m.expires_at > ?2 ORDER BY m.id DESC LIMIT ?3"
+            ),
+            params![value, now, limit],
+        )
+    }
+
+    async fn raise_read_mark(&self, reader: &Handle, key: &str, last_id: i64) -> StoreResult<()> {
+        self.execute(
+            "INSERT INTO last_read (handle, conversation, last_id) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (handle, conversation) DO UPDATE SET last_id = max(last_id, ?3)",
+            params![reader, key, last_id],
+        )?;
+        Ok(())
+    }
+
+    /// An index range of the unread messages only, stopped at `cap`, per place.
+    async fn unread_after_marks(
+        &self,
+        reader: &Handle,
+        places: &[(Place, String)],
+        cap: u64,
+        now: Millis,
+    ) -> StoreResult<Vec<u64>> {
+        let mut mark = self.0.prepare_cached(
+            "SELECT last_id FROM last_read WHERE handle = ?1 AND conversation = ?2",
+        )?;
+        let mut counts = Vec::with_capacity(places.len());
+        for (place, key) in places {
+            let since: i64 = mark
+                .query_row(params![reader, key], |row| row.get(0))
+                .optional()?
+                .unwrap_or(0);
+            let (column, value) = column(place);
+            let count: i64 = self
+                .0
+                .prepare_cached(&format!(
+                    "SELECT count(*) FROM (SELECT 1 FROM messages m WHERE {column} = ?1 \
+                     AND m.id > ?2 AND m.expires_at > ?3 LIMIT ?4)"
+                ))?
+                .query_row(params![value, since, now, cap], |row| row.get(0))?;
+            counts.push(count.max(0) as u64);
+        }
+        Ok(counts)
+    }
+
+    async fn delete_expired(&self, now: Millis, batch: u32) -> StoreResult<Vec<Removed>> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "DELETE FROM messages WHERE id IN \
+                 (SELECT id FROM messages WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2) \
+                 RETURNING id, thread_id, channel, sender, recipient",
+            )?
+            .query_map(params![now, batch], |row| {
+                Ok(Removed {
+                    id: row.get(0)?,
+                    thread_id: row.get(1)?,
+                    channel: row.get(2)?,
+                    sender: row.get(3)?,
+                    recipient: row.get(4)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// One lookup each (the recipient is the key's first part), not the
+    /// scan a foreign key's cascade would need an index of its own for.
+    async fn delete_inbox_rows(&self, removed: &[Removed]) -> StoreResult<()> {
+        let mut unaddress = self
+            .0
+            .prepare_cached("DELETE FROM inbox WHERE recipient = ?1 AND message_id = ?2")?;
+        for message in removed {
+            if let Some(recipient) = &message.recipient {
+                unaddress.execute(params![recipient, message.id])?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn subtract_from_channel(&self, channel: &str, gone: i64) -> StoreResult<()> {
+        self.execute(
+            "UPDATE channel_summaries SET message_count = message_count - ?2 WHERE channel = ?1",
+            params![channel, gone],
+        )?;
+        Ok(())
+    }
+
+    async fn drop_channel_if_empty(&self, channel: &str) -> StoreResult<()> {
+        self.execute(
+            "DELETE FROM channel_summaries WHERE channel = ?1 AND message_count <= 0",
+            params![channel],
+        )?;
+        Ok(())
+    }
+
+    async fn refind_channel_newest(&self, channel: &str, newest: i64) -> StoreResult<()> {
+        self.execute(
+            "UPDATE channel_summaries SET (last_id, last_activity) = \
+             (SELECT id, created_at FROM messages WHERE channel = ?1 ORDER BY id DESC LIMIT 1) \
+             WHERE channel = ?1 AND last_id <= ?2",
+            params![channel, newest],
+        )?;
+        Ok(())
+    }
+
+    async fn thread_counts(&self, thread: i64) -> StoreResult<Option<(i64, String)>> {
+        Ok(self
+            .0
+            .prepare_cached("SELECT message_count, people FROM threads WHERE id = ?1")?
+            .query_row([thread], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?)
+    }
+
+    async fn drop_thread_if_empty(&self, thread: i64) -> StoreResult<bool> {
+        let dropped = self.execute(
+            "DELETE FROM threads WHERE id = ?1 \
+             AND NOT EXISTS (SELECT 1 FROM messages WHERE thread_id = ?1)",
+            params![thread],
+        )?;
+        Ok(dropped == 1)
+    }
+
+    async fn set_thread_counts(&self, thread: i64, count: i64, people: &str) -> StoreResult<()> {
+        self.execute(
+            "UPDATE threads SET message_count = ?2, people = ?3 WHERE id = ?1",
+            params![thread, count, people],
+        )?;
+        Ok(())
+    }
+
+    async fn refind_thread_opening(&self, thread: i64, oldest: i64) -> StoreResult<()> {
+        self.execute(
+            "UPDATE threads SET first_id = \
+             (SELECT id FROM messages WHERE thread_id = ?1 ORDER BY id LIMIT 1) \
+             WHERE id = ?1 AND first_id >= ?2",
+            params![thread, oldest],
+        )?;
+        Ok(())
+    }
+
+    async fn refind_thread_newest(&self, thread: i64, newest: i64) -> StoreResult<()> {
+        self.execute(
+            "UPDATE threads SET (last_id, last_activity) = \
+             (SELECT id, created_at FROM messages WHERE thread_id = ?1 ORDER BY id DESC LIMIT 1) \
+             WHERE id = ?1 AND last_id <= ?2",
+            params![thread, newest],
+        )?;
+        Ok(())
+    }
+}
