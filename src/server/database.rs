@@ -5,7 +5,7 @@
 use super::StartError;
 use crate::config::{Database, DatabaseUrl};
 use crate::relay::Team;
-use crate::store::{PostgresStore, SqliteStore, Store, StoreError, postgres, sqlite};
+use crate::store::{PostgresStore, SqliteStore, Store, StoreError, migrate, sqlite};
 use std::{path::Path, sync::Arc};
 
 /// Opens the store `database` names. Only a command that changes the team
@@ -91,7 +91,7 @@ pub async fn migrate_to_postgres(database: &Database) -> anyhow::Result<()> {
     let store = PostgresStore::connect(url.expose())
         .await
         .map_err(postgres_error)?;
-    let copied = postgres::import(&store, db, crate::model::now_millis())
+    let copied = migrate::to_postgres(&store, db, crate::model::now_millis())
         .await
         .map_err(|e| anyhow::Error::new(e).context("nothing was copied"))?;
     println!(

@@ -16,6 +16,7 @@
 //! lose the last moments of them but never leaves the file inconsistent.
 
 mod error;
+pub mod migrate;
 pub mod postgres;
 mod rules;
 pub mod sqlite;

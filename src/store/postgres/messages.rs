@@ -2,9 +2,8 @@
 //! `search.rs`, in PostgreSQL).
 
 use super::{Db, handle, maybe_channel, maybe_handle, row};
-use crate::model::{Delivery, Found, Handle, Message, Millis};
+use crate::model::{Delivery, Handle, Message, Millis};
 use crate::store::StoreResult;
-use crate::store::text::{CLOSE, OPEN, excerpt, words};
 use tokio_postgres::Row;
 
 /// A message's columns, with its delivery ledger: select them from
@@ -113,70 +112,4 @@ pub(super) async fn message(db: &impl Db, id: i64, now: Millis) -> StoreResult<O
     .first()
     .map(message_from_row)
     .transpose()
-}
-
-/// What a person typed, as a `tsquery`: every word must match, each quoted
-/// as one lexeme (so nothing typed is query syntax), the last also as a
-/// prefix. `None` when no word is left.
-fn ts_query(typed: &str) -> Option<String> {
-    let words: Vec<String> = words(typed)
-        .iter()
-        .map(|word| format!("'{}'", word.replace('\\', "\\\\").replace('\'', "''")))
-        .collect();
-    words.last()?;
-    Some(words.join(" & ") + ":*")
-}
-
-/// Live messages matching `typed`, newest first, with ids below `before`.
-pub(super) async fn search(
-    db: &impl Db,
-    typed: &str,
-    before: Option<i64>,
-    limit: u32,
-    now: Millis,
-) -> StoreResult<Vec<Found>> {
-    let Some(query) = ts_query(typed) else {
-        return Ok(Vec::new());
-    };
-    let marks = format!("StartSel={OPEN}, StopSel={CLOSE}, MaxWords=24, MinWords=12, ShortWord=0");
-    let rows = db
-        .rows(
-            &format!(
-                "SELECT {MESSAGE_COLUMNS}, ts_headline('simple', m.body, q, $5) \
-                 FROM to_tsquery('simple', $1) q, messages m {INBOX_JOIN} \
-                 WHERE m.words @@ q AND m.id < $2 AND m.expires_at > $3 \
-                 ORDER BY m.id DESC LIMIT $4"
-            ),
-            &[
-                &query,
-                &before.unwrap_or(i64::MAX),
-                &now,
-                &i64::from(limit),
-                &marks,
-            ],
-        )
-        .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Found {
-                message: message_from_row(row)?,
-                excerpt: excerpt(row.try_get(14)?),
-            })
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ts_query;
-
-    #[test]
-    fn typed_words_are_quoted_lexemes_and_the_last_a_prefix() {
-        assert_eq!(ts_query("deploy").as_deref(), Some("'deploy':*"));
-        assert_eq!(
-            ts_query("it's a\\b 0042").as_deref(),
-            Some("'it''s' & 'a\\\\b' & '0042':*")
-        );
-        assert_eq!(ts_query(" & | ! "), None);
-    }
 }

@@ -1,9 +1,9 @@
-//! People, their token hashes, presence, the relay's keys and kept MCP
-//! sessions (`../sqlite/people.rs` and `sessions.rs`, in PostgreSQL).
+//! People, their token hashes, presence, the relay's keys and what it
+//! keeps (`../sqlite/people.rs`, in PostgreSQL).
 
 use super::{Db, handle, row};
 use crate::model::{Handle, Millis, Person, Presence, TokenHash};
-use crate::store::{Clash, Missing, StoreError, StoreResult, StoredSession};
+use crate::store::{Clash, Missing, StoreError, StoreResult};
 use tokio_postgres::Row;
 
 const PERSON_COLUMNS: &str = "p.handle, p.name, p.created_at, s.last_seen_at, p.revoked_at \
@@ -19,7 +19,7 @@ fn person_from_row(row: &Row) -> StoreResult<Person> {
     })
 }
 
-fn token_hash(bytes: &[u8]) -> StoreResult<TokenHash> {
+pub(super) fn token_hash(bytes: &[u8]) -> StoreResult<TokenHash> {
     <[u8; 32]>::try_from(bytes)
         .map(TokenHash::from_bytes)
         .map_err(|e| StoreError::backend("a stored token hash", e))
@@ -193,86 +193,6 @@ pub(super) async fn key(db: &impl Db, name: &str, fresh: [u8; 32]) -> StoreResul
         .unwrap_or_else(|| fresh.to_vec()))
 }
 
-pub(super) async fn save_session(
-    db: &impl Db,
-    holder: &str,
-    id: &str,
-    state: &str,
-    now: Millis,
-) -> StoreResult<()> {
-    db.exec(
-        "INSERT INTO mcp_sessions (id, state, last_used, holder) VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (id) DO UPDATE SET state = $2, last_used = $3, holder = $4",
-        &[&id, &state, &now, &holder],
-    )
-    .await?;
-    Ok(())
-}
-
-pub(super) async fn bind_session(
-    db: &impl Db,
-    holder: &str,
-    id: &str,
-    owner: TokenHash,
-    now: Millis,
-) -> StoreResult<()> {
-    db.exec(
-        "UPDATE mcp_sessions SET owner = $2, last_used = $3, holder = $4 WHERE id = $1",
-        &[&id, &&owner.as_bytes()[..], &now, &holder],
-    )
-    .await?;
-    Ok(())
-}
-
-/// A kept session; `elsewhere` when a process other than `holder` holds
-/// it and was seen at or after `alive_since`.
-pub(super) async fn session(
-    db: &impl Db,
-    holder: &str,
-    id: &str,
-    alive_since: Millis,
-) -> StoreResult<Option<StoredSession>> {
-    let Some(row) = row(
-        db,
-        "SELECT owner, state, last_used, holder IS NOT NULL AND holder <> $2 AND EXISTS \
-             (SELECT 1 FROM relays WHERE instance = holder AND seen_at >= $3) \
-         FROM mcp_sessions WHERE id = $1",
-        &[&id, &holder, &alive_since],
-    )
-    .await?
-    else {
-        return Ok(None);
-    };
-    let owner: Option<&[u8]> = row.try_get(0)?;
-    Ok(Some(StoredSession {
-        owner: owner.and_then(|bytes| token_hash(bytes).ok()),
-        state: row.try_get(1)?,
-        last_used: row.try_get(2)?,
-        elsewhere: row.try_get(3)?,
-    }))
-}
-
-pub(super) async fn touch_sessions(db: &impl Db, ids: &[String], now: Millis) -> StoreResult<()> {
-    db.exec(
-        "UPDATE mcp_sessions SET last_used = $2 WHERE id = ANY($1)",
-        &[&ids, &now],
-    )
-    .await?;
-    Ok(())
-}
-
-pub(super) async fn end_sessions(db: &impl Db, ids: &[String]) -> StoreResult<()> {
-    db.exec("DELETE FROM mcp_sessions WHERE id = ANY($1)", &[&ids])
-        .await?;
-    Ok(())
-}
-
-pub(super) async fn forget_idle_sessions(db: &impl Db, before: Millis) -> StoreResult<()> {
-    db.exec("DELETE FROM mcp_sessions WHERE last_used < $1", &[&before])
-        .await?;
-    Ok(())
-}
-
 pub(super) async fn kept(db: &impl Db, name: &str) -> StoreResult<Option<Vec<u8>>> {
     row(db, "SELECT value FROM kept WHERE name = $1", &[&name])
         .await?
@@ -285,28 +205,6 @@ pub(super) async fn keep(db: &impl Db, name: &str, value: &[u8]) -> StoreResult<
         "INSERT INTO kept (name, value) VALUES ($1, $2) \
          ON CONFLICT (name) DO UPDATE SET value = $2",
         &[&name, &value],
-    )
-    .await?;
-    Ok(())
-}
-
-/// Says that relay process `instance` is alive at `now`.
-pub(super) async fn beat(db: &impl Db, instance: &str, now: Millis) -> StoreResult<()> {
-    db.exec(
-        "INSERT INTO relays (instance, seen_at) VALUES ($1, $2) \
-         ON CONFLICT (instance) DO UPDATE SET seen_at = $2",
-        &[&instance, &now],
-    )
-    .await?;
-    Ok(())
-}
-
-/// Forgets relay process `instance` (it stopped), and any not seen since
-/// `before` (they stopped without saying so).
-pub(super) async fn forget_relays(db: &impl Db, instance: &str, before: Millis) -> StoreResult<()> {
-    db.exec(
-        "DELETE FROM relays WHERE instance = $1 OR seen_at < $2",
-        &[&instance, &before],
     )
     .await?;
     Ok(())

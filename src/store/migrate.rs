@@ -1,5 +1,6 @@
 //! `crosstalk migrate-to-postgres`: copies a SQLite relay into an empty
-//! PostgreSQL database, keeping ids: people and their token hashes,
+//! PostgreSQL database. It knows both schemas, so it lives beside both
+//! backends, in neither. It copies, keeping ids: people and their token hashes,
 //! presence, live messages with their threads and inbox rows, read marks
 //! and the relay's keys. The summaries are computed again from what was
 //! copied, and the id sequences carry on past the largest id either had.
@@ -43,11 +44,11 @@ fn sqlite_error(error: rusqlite::Error) -> StoreError {
 
 /// Copies the SQLite database at `from` into `to`, which must hold no
 /// relay yet. `now` decides which messages are live.
-pub async fn import(to: &PostgresStore, from: &Path, now: Millis) -> StoreResult<Copied> {
+pub async fn to_postgres(to: &PostgresStore, from: &Path, now: Millis) -> StoreResult<Copied> {
     let source = Connection::open_with_flags(from, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(sqlite_error)?;
     let expected = source_counts(&source, now).map_err(sqlite_error)?;
-    let mut client = to.pool.get().await?;
+    let mut client = to.client().await?;
     let tx = client.transaction().await?;
     let holds: i64 = tx
         .query_one(

@@ -1,0 +1,398 @@
+//! [`Store`] over PostgreSQL's queries: each method says where its query runs
+//! (and, for the message rules, runs `../rules.rs` there).
+
+use super::statements::Sql;
+use super::{
+    GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, listen, messages, people, search, sessions,
+    summaries,
+};
+use crate::model::{
+    Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Place, Presence,
+    ThreadSummary, TokenHash,
+};
+use crate::store::rules::{self, Statements};
+use crate::store::{NewMessage, Offer, Store, StoreError, StoreFuture, StoredSession};
+use tokio::sync::mpsc;
+
+impl Store for PostgresStore {
+    fn person_by_token(&self, hash: TokenHash) -> StoreFuture<'_, Option<Person>> {
+        Box::pin(async move { people::by_token(&*self.client().await?, hash).await })
+    }
+
+    fn has_people(&self) -> StoreFuture<'_, bool> {
+        Box::pin(async move { people::any(&*self.client().await?).await })
+    }
+
+    fn live_tokens(&self) -> StoreFuture<'_, Vec<(TokenHash, Handle)>> {
+        Box::pin(async move { people::live_tokens(&*self.client().await?).await })
+    }
+
+    fn credentials_revision(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move { people::credentials_revision(&*self.client().await?).await })
+    }
+
+    fn people(&self) -> StoreFuture<'_, Vec<Person>> {
+        Box::pin(async move { people::all(&*self.client().await?).await })
+    }
+
+    fn add_person(
+        &self,
+        handle: &Handle,
+        name: &str,
+        hash: TokenHash,
+        now: Millis,
+    ) -> StoreFuture<'_, ()> {
+        let (handle, name) = (handle.clone(), name.to_owned());
+        Box::pin(async move {
+            transaction!(self, |tx| people::add(&tx, &handle, &name, hash, now)
+                .await?)
+        })
+    }
+
+    fn rotate_token(&self, handle: &Handle, hash: TokenHash) -> StoreFuture<'_, ()> {
+        let handle = handle.clone();
+        Box::pin(async move { transaction!(self, |tx| people::rotate(&tx, &handle, hash).await?) })
+    }
+
+    fn revoke_person(&self, handle: &Handle, now: Millis) -> StoreFuture<'_, ()> {
+        let handle = handle.clone();
+        Box::pin(async move { transaction!(self, |tx| people::revoke(&tx, &handle, now).await?) })
+    }
+
+    fn set_status(&self, handle: &Handle, status: &str, now: Millis) -> StoreFuture<'_, ()> {
+        let (handle, status) = (handle.clone(), status.to_owned());
+        Box::pin(
+            async move { people::set_status(&*self.client().await?, &handle, &status, now).await },
+        )
+    }
+
+    fn record_seen(&self, seen: Vec<(Handle, Millis)>) -> StoreFuture<'_, ()> {
+        Box::pin(async move { transaction!(self, |tx| people::record_seen(&tx, seen).await?) })
+    }
+
+    fn presence(&self) -> StoreFuture<'_, Vec<Presence>> {
+        Box::pin(async move { people::presence(&*self.client().await?).await })
+    }
+
+    fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message> {
+        Box::pin(async move {
+            let lost = || {
+                StoreError::backend(
+                    "the write was not committed",
+                    "the database writer has stopped",
+                )
+            };
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            self.inserts
+                .send((message, reply))
+                .await
+                .map_err(|_| lost())?;
+            answer.await.map_err(|_| lost())?
+        })
+    }
+
+    fn foreign_commits(&self) -> StoreFuture<'_, Option<mpsc::Receiver<Message>>> {
+        Box::pin(async move {
+            let from: i64 = self
+                .client()
+                .await?
+                .query_one("SELECT coalesce(max(id), 0) FROM messages", &[])
+                .await?
+                .get(0);
+            let mut listener = self.listener.lock().expect("listener lock");
+            let (commits, taken) = mpsc::channel(1024);
+            let own = self.own.clone();
+            let task = match &*listener {
+                Listener::Running(_) => return Ok(None),
+                Listener::Unopened { config, tls: None } => tokio::spawn(listen::run(
+                    (**config).clone(),
+                    tokio_postgres::NoTls,
+                    from,
+                    own,
+                    commits,
+                )),
+                Listener::Unopened {
+                    config,
+                    tls: Some(tls),
+                } => tokio::spawn(listen::run(
+                    (**config).clone(),
+                    tls.clone(),
+                    from,
+                    own,
+                    commits,
+                )),
+            };
+            *listener = Listener::Running(task);
+            Ok(Some(taken))
+        })
+    }
+
+    fn claim_inbox(
+        &self,
+        recipient: &Handle,
+        now: Millis,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let recipient = recipient.clone();
+        Box::pin(async move {
+            transaction!(self, |tx| rules::claim_inbox(
+                &Sql(&tx),
+                &recipient,
+                now,
+                limit
+            )
+            .await?)
+        })
+    }
+
+    fn offer_inbox(
+        &self,
+        recipient: &Handle,
+        offer: Offer,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let recipient = recipient.clone();
+        Box::pin(async move {
+            transaction!(self, |tx| rules::offer_inbox(
+                &Sql(&tx),
+                &recipient,
+                offer,
+                limit
+            )
+            .await?)
+        })
+    }
+
+    fn release_offers(
+        &self,
+        recipient: &Handle,
+        holder: i64,
+        ids: Vec<i64>,
+    ) -> StoreFuture<'_, ()> {
+        let recipient = recipient.clone();
+        Box::pin(async move {
+            messages::release_offers(&*self.client().await?, &recipient, holder, &ids).await
+        })
+    }
+
+    fn next_lease_end(&self, recipient: &Handle, now: Millis) -> StoreFuture<'_, Option<Millis>> {
+        let recipient = recipient.clone();
+        Box::pin(
+            async move { messages::next_lease_end(&*self.client().await?, &recipient, now).await },
+        )
+    }
+
+    fn confirm_read(
+        &self,
+        recipient: &Handle,
+        ids: Vec<i64>,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<i64>> {
+        let recipient = recipient.clone();
+        Box::pin(async move {
+            messages::confirm_read(&*self.client().await?, &recipient, &ids, now).await
+        })
+    }
+
+    fn message(&self, id: i64, now: Millis) -> StoreFuture<'_, Option<Message>> {
+        Box::pin(async move { messages::message(&*self.client().await?, id, now).await })
+    }
+
+    fn thread(
+        &self,
+        thread_id: i64,
+        since_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            rules::thread(&Sql(&*client), thread_id, since_id, limit, now).await
+        })
+    }
+
+    fn thread_recent(
+        &self,
+        thread_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            rules::recent(&Sql(&*client), &Place::Thread(thread_id), limit, now).await
+        })
+    }
+
+    fn channel_messages(
+        &self,
+        channel: &Channel,
+        since_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let place = Place::Channel(channel.clone());
+        Box::pin(async move {
+            let client = self.client().await?;
+            Sql(&*client)
+                .messages_in(&place, since_id, limit, now)
+                .await
+        })
+    }
+
+    fn channel_recent(
+        &self,
+        channel: &Channel,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let place = Place::Channel(channel.clone());
+        Box::pin(async move {
+            let client = self.client().await?;
+            rules::recent(&Sql(&*client), &place, limit, now).await
+        })
+    }
+
+    fn channels(
+        &self,
+        now: Millis,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ChannelSummary>> {
+        Box::pin(
+            async move { summaries::channels(&*self.client().await?, now, before, limit).await },
+        )
+    }
+
+    fn threads(
+        &self,
+        now: Millis,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ThreadSummary>> {
+        Box::pin(
+            async move { summaries::threads(&*self.client().await?, now, before, limit).await },
+        )
+    }
+
+    fn mark_read(&self, reader: &Handle, place: &Place, last_id: i64) -> StoreFuture<'_, ()> {
+        let (reader, place) = (reader.clone(), place.clone());
+        Box::pin(async move {
+            let client = self.client().await?;
+            rules::mark_read(&Sql(&*client), &reader, &place, last_id).await
+        })
+    }
+
+    fn unread(&self, reader: &Handle, places: Vec<Place>, cap: u64) -> StoreFuture<'_, Vec<u64>> {
+        let reader = reader.clone();
+        let now = crate::model::now_millis();
+        Box::pin(async move {
+            let client = self.client().await?;
+            rules::unread(&Sql(&*client), &reader, places, cap, now).await
+        })
+    }
+
+    fn search(
+        &self,
+        typed: &str,
+        before: Option<i64>,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Found>> {
+        let typed = typed.to_owned();
+        Box::pin(
+            async move { search::search(&*self.client().await?, &typed, before, limit, now).await },
+        )
+    }
+
+    fn key(&self, name: &str) -> StoreFuture<'_, Vec<u8>> {
+        let name = name.to_owned();
+        let mut fresh = [0u8; 32];
+        let made = getrandom::fill(&mut fresh);
+        Box::pin(async move {
+            made.map_err(|e| StoreError::backend("making a key", e.to_string()))?;
+            people::key(&*self.client().await?, &name, fresh).await
+        })
+    }
+
+    fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>> {
+        let name = name.to_owned();
+        Box::pin(async move { people::kept(&*self.client().await?, &name).await })
+    }
+
+    fn keep(&self, name: &str, value: Vec<u8>) -> StoreFuture<'_, ()> {
+        let name = name.to_owned();
+        Box::pin(async move { people::keep(&*self.client().await?, &name, &value).await })
+    }
+
+    fn save_session(&self, id: &str, state: &str, now: Millis) -> StoreFuture<'_, ()> {
+        let (id, state) = (id.to_owned(), state.to_owned());
+        Box::pin(async move {
+            self.hold_sessions().await?;
+            sessions::save(&*self.client().await?, &self.instance, &id, &state, now).await
+        })
+    }
+
+    fn bind_session(&self, id: &str, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            self.hold_sessions().await?;
+            sessions::bind(&*self.client().await?, &self.instance, &id, owner, now).await
+        })
+    }
+
+    fn session(&self, id: &str) -> StoreFuture<'_, Option<StoredSession>> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let alive_since = crate::model::now_millis() - GONE_AFTER;
+            sessions::get(&*self.client().await?, &self.instance, &id, alive_since).await
+        })
+    }
+
+    fn touch_sessions(&self, ids: Vec<String>, now: Millis) -> StoreFuture<'_, ()> {
+        Box::pin(async move { sessions::touch(&*self.client().await?, &ids, now).await })
+    }
+
+    fn end_sessions(&self, ids: Vec<String>) -> StoreFuture<'_, ()> {
+        Box::pin(async move { sessions::end(&*self.client().await?, &ids).await })
+    }
+
+    fn forget_idle_sessions(&self, before: Millis) -> StoreFuture<'_, ()> {
+        Box::pin(async move { sessions::forget_idle(&*self.client().await?, before).await })
+    }
+
+    fn leave(&self) -> StoreFuture<'_, ()> {
+        if let Some(beating) = self.beating.lock().expect("beating lock").take() {
+            beating.abort();
+        }
+        let gone = crate::model::now_millis() - 86_400_000;
+        Box::pin(async move {
+            sessions::forget_relays(&*self.client().await?, &self.instance, gone).await
+        })
+    }
+
+    fn tidy(&self) -> StoreFuture<'_, ()> {
+        // PostgreSQL's autovacuum keeps statistics and space; nothing to do.
+        Box::pin(async { Ok(()) })
+    }
+
+    fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            people::forget_quiet_presence(&*client, quiet_since).await?;
+            // One instance purges at a time: the lock is this connection's
+            // until the end (or until the instance dies, with its session).
+            let purging: bool = client
+                .query_one("SELECT pg_try_advisory_lock($1)", &[&PURGE_LOCK])
+                .await?
+                .get(0);
+            if !purging {
+                return Ok(0);
+            }
+            let purged = summaries::purge(&mut client, now).await;
+            client
+                .execute("SELECT pg_advisory_unlock($1)", &[&PURGE_LOCK])
+                .await?;
+            purged
+        })
+    }
+}

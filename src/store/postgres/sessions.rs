@@ -1,0 +1,110 @@
+//! MCP sessions kept across restarts (`../sqlite/sessions.rs`, in
+//! PostgreSQL), and the relay processes that hold them: a session held by
+//! a process that is alive is answered elsewhere as lost.
+
+use super::people::token_hash;
+use super::{Db, row};
+use crate::model::{Millis, TokenHash};
+use crate::store::{StoreResult, StoredSession};
+
+pub(super) async fn save(
+    db: &impl Db,
+    holder: &str,
+    id: &str,
+    state: &str,
+    now: Millis,
+) -> StoreResult<()> {
+    db.exec(
+        "INSERT INTO mcp_sessions (id, state, last_used, holder) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (id) DO UPDATE SET state = $2, last_used = $3, holder = $4",
+        &[&id, &state, &now, &holder],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn bind(
+    db: &impl Db,
+    holder: &str,
+    id: &str,
+    owner: TokenHash,
+    now: Millis,
+) -> StoreResult<()> {
+    db.exec(
+        "UPDATE mcp_sessions SET owner = $2, last_used = $3, holder = $4 WHERE id = $1",
+        &[&id, &&owner.as_bytes()[..], &now, &holder],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A kept session; `elsewhere` when a process other than `holder` holds
+/// it and was seen at or after `alive_since`.
+pub(super) async fn get(
+    db: &impl Db,
+    holder: &str,
+    id: &str,
+    alive_since: Millis,
+) -> StoreResult<Option<StoredSession>> {
+    let Some(row) = row(
+        db,
+        "SELECT owner, state, last_used, holder IS NOT NULL AND holder <> $2 AND EXISTS \
+             (SELECT 1 FROM relays WHERE instance = holder AND seen_at >= $3) \
+         FROM mcp_sessions WHERE id = $1",
+        &[&id, &holder, &alive_since],
+    )
+    .await?
+    else {
+        return Ok(None);
+    };
+    let owner: Option<&[u8]> = row.try_get(0)?;
+    Ok(Some(StoredSession {
+        owner: owner.and_then(|bytes| token_hash(bytes).ok()),
+        state: row.try_get(1)?,
+        last_used: row.try_get(2)?,
+        elsewhere: row.try_get(3)?,
+    }))
+}
+
+pub(super) async fn touch(db: &impl Db, ids: &[String], now: Millis) -> StoreResult<()> {
+    db.exec(
+        "UPDATE mcp_sessions SET last_used = $2 WHERE id = ANY($1)",
+        &[&ids, &now],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn end(db: &impl Db, ids: &[String]) -> StoreResult<()> {
+    db.exec("DELETE FROM mcp_sessions WHERE id = ANY($1)", &[&ids])
+        .await?;
+    Ok(())
+}
+
+pub(super) async fn forget_idle(db: &impl Db, before: Millis) -> StoreResult<()> {
+    db.exec("DELETE FROM mcp_sessions WHERE last_used < $1", &[&before])
+        .await?;
+    Ok(())
+}
+
+/// Says that relay process `instance` is alive at `now`.
+pub(super) async fn beat(db: &impl Db, instance: &str, now: Millis) -> StoreResult<()> {
+    db.exec(
+        "INSERT INTO relays (instance, seen_at) VALUES ($1, $2) \
+         ON CONFLICT (instance) DO UPDATE SET seen_at = $2",
+        &[&instance, &now],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Forgets relay process `instance` (it stopped), and any not seen since
+/// `before` (they stopped without saying so).
+pub(super) async fn forget_relays(db: &impl Db, instance: &str, before: Millis) -> StoreResult<()> {
+    db.exec(
+        "DELETE FROM relays WHERE instance = $1 OR seen_at < $2",
+        &[&instance, &before],
+    )
+    .await?;
+    Ok(())
+}

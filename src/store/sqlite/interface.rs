@@ -1,0 +1,301 @@
+//! [`Store`] over SQLite's queries: each method says where its query runs
+//! (and, for the message rules, runs `../rules.rs` there).
+
+use super::statements::Sql;
+use super::{SqliteStore, messages, people, search, sessions, summaries};
+use crate::model::{
+    Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Place, Presence,
+    ThreadSummary, TokenHash,
+};
+use crate::store::rules::{self, Statements};
+use crate::store::{NewMessage, Offer, PURGE_BATCH, Store, StoreError, StoreFuture, StoredSession};
+
+impl Store for SqliteStore {
+    fn person_by_token(&self, hash: TokenHash) -> StoreFuture<'_, Option<Person>> {
+        self.read(move |conn| people::by_token(conn, hash))
+    }
+
+    fn has_people(&self) -> StoreFuture<'_, bool> {
+        self.read(people::any)
+    }
+
+    fn live_tokens(&self) -> StoreFuture<'_, Vec<(TokenHash, Handle)>> {
+        self.read(people::live_tokens)
+    }
+
+    fn credentials_revision(&self) -> StoreFuture<'_, u64> {
+        self.read(people::credentials_revision)
+    }
+
+    fn people(&self) -> StoreFuture<'_, Vec<Person>> {
+        self.read(people::all)
+    }
+
+    fn add_person(
+        &self,
+        handle: &Handle,
+        name: &str,
+        hash: TokenHash,
+        now: Millis,
+    ) -> StoreFuture<'_, ()> {
+        let (handle, name) = (handle.clone(), name.to_owned());
+        self.write(move |conn| people::add(conn, &handle, &name, hash, now))
+    }
+
+    fn rotate_token(&self, handle: &Handle, hash: TokenHash) -> StoreFuture<'_, ()> {
+        let handle = handle.clone();
+        self.write(move |conn| people::rotate(conn, &handle, hash))
+    }
+
+    fn revoke_person(&self, handle: &Handle, now: Millis) -> StoreFuture<'_, ()> {
+        let handle = handle.clone();
+        self.write(move |conn| people::revoke(conn, &handle, now))
+    }
+
+    fn set_status(&self, handle: &Handle, status: &str, now: Millis) -> StoreFuture<'_, ()> {
+        let (handle, status) = (handle.clone(), status.to_owned());
+        self.write(move |conn| people::set_status(conn, &handle, &status, now))
+    }
+
+    fn record_seen(&self, seen: Vec<(Handle, Millis)>) -> StoreFuture<'_, ()> {
+        self.write(move |conn| people::record_seen(conn, seen))
+    }
+
+    fn presence(&self) -> StoreFuture<'_, Vec<Presence>> {
+        self.read(people::presence)
+    }
+
+    fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message> {
+        self.write(move |conn| rules::now(rules::insert(&Sql(conn), message)))
+    }
+
+    fn claim_inbox(
+        &self,
+        recipient: &Handle,
+        now: Millis,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let recipient = recipient.clone();
+        self.write(move |conn| rules::now(rules::claim_inbox(&Sql(conn), &recipient, now, limit)))
+    }
+
+    fn offer_inbox(
+        &self,
+        recipient: &Handle,
+        offer: Offer,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let recipient = recipient.clone();
+        self.write(move |conn| rules::now(rules::offer_inbox(&Sql(conn), &recipient, offer, limit)))
+    }
+
+    fn release_offers(
+        &self,
+        recipient: &Handle,
+        holder: i64,
+        ids: Vec<i64>,
+    ) -> StoreFuture<'_, ()> {
+        let recipient = recipient.clone();
+        self.write(move |conn| messages::release_offers(conn, &recipient, holder, &ids))
+    }
+
+    fn next_lease_end(&self, recipient: &Handle, now: Millis) -> StoreFuture<'_, Option<Millis>> {
+        let recipient = recipient.clone();
+        self.read(move |conn| messages::next_lease_end(conn, &recipient, now))
+    }
+
+    fn confirm_read(
+        &self,
+        recipient: &Handle,
+        ids: Vec<i64>,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<i64>> {
+        let recipient = recipient.clone();
+        self.write(move |conn| messages::confirm_read(conn, &recipient, &ids, now))
+    }
+
+    fn message(&self, id: i64, now: Millis) -> StoreFuture<'_, Option<Message>> {
+        self.read(move |conn| messages::message(conn, id, now))
+    }
+
+    fn thread(
+        &self,
+        thread_id: i64,
+        since_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        self.read(move |conn| {
+            rules::now(rules::thread(&Sql(conn), thread_id, since_id, limit, now))
+        })
+    }
+
+    fn thread_recent(
+        &self,
+        thread_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        self.read(move |conn| {
+            rules::now(rules::recent(
+                &Sql(conn),
+                &Place::Thread(thread_id),
+                limit,
+                now,
+            ))
+        })
+    }
+
+    fn channel_messages(
+        &self,
+        channel: &Channel,
+        since_id: i64,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let place = Place::Channel(channel.clone());
+        self.read(move |conn| rules::now(Sql(conn).messages_in(&place, since_id, limit, now)))
+    }
+
+    fn channel_recent(
+        &self,
+        channel: &Channel,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        let place = Place::Channel(channel.clone());
+        self.read(move |conn| rules::now(rules::recent(&Sql(conn), &place, limit, now)))
+    }
+
+    fn channels(
+        &self,
+        now: Millis,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ChannelSummary>> {
+        self.read(move |conn| summaries::channels(conn, now, before, limit))
+    }
+
+    fn threads(
+        &self,
+        now: Millis,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<ThreadSummary>> {
+        self.read(move |conn| summaries::threads(conn, now, before, limit))
+    }
+
+    fn mark_read(&self, reader: &Handle, place: &Place, last_id: i64) -> StoreFuture<'_, ()> {
+        let (reader, place) = (reader.clone(), place.clone());
+        self.write(move |conn| rules::now(rules::mark_read(&Sql(conn), &reader, &place, last_id)))
+    }
+
+    fn unread(&self, reader: &Handle, places: Vec<Place>, cap: u64) -> StoreFuture<'_, Vec<u64>> {
+        let reader = reader.clone();
+        let now = crate::model::now_millis();
+        self.read(move |conn| rules::now(rules::unread(&Sql(conn), &reader, places, cap, now)))
+    }
+
+    fn search(
+        &self,
+        typed: &str,
+        before: Option<i64>,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Found>> {
+        let typed = typed.to_owned();
+        Box::pin(async move {
+            // What committed before the search is found by it.
+            self.index_pending().await?;
+            self.read(move |conn| search::search(conn, &typed, before, limit, now))
+                .await
+        })
+    }
+
+    fn key(&self, name: &str) -> StoreFuture<'_, Vec<u8>> {
+        let name = name.to_owned();
+        let mut fresh = [0u8; 32];
+        let made = getrandom::fill(&mut fresh);
+        Box::pin(async move {
+            made.map_err(|e| StoreError::backend("making a key", e.to_string()))?;
+            self.write(move |conn| people::key(conn, &name, fresh))
+                .await
+        })
+    }
+
+    fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>> {
+        let name = name.to_owned();
+        self.read(move |conn| people::kept(conn, &name))
+    }
+
+    fn keep(&self, name: &str, value: Vec<u8>) -> StoreFuture<'_, ()> {
+        let name = name.to_owned();
+        self.write(move |conn| people::keep(conn, &name, &value))
+    }
+
+    fn save_session(&self, id: &str, state: &str, now: Millis) -> StoreFuture<'_, ()> {
+        let (id, state) = (id.to_owned(), state.to_owned());
+        self.write(move |conn| sessions::save(conn, &id, &state, now))
+    }
+
+    fn bind_session(&self, id: &str, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
+        let id = id.to_owned();
+        self.write(move |conn| sessions::bind(conn, &id, owner, now))
+    }
+
+    fn session(&self, id: &str) -> StoreFuture<'_, Option<StoredSession>> {
+        let id = id.to_owned();
+        self.read(move |conn| sessions::get(conn, &id))
+    }
+
+    fn touch_sessions(&self, ids: Vec<String>, now: Millis) -> StoreFuture<'_, ()> {
+        self.write(move |conn| sessions::touch(conn, &ids, now))
+    }
+
+    fn end_sessions(&self, ids: Vec<String>) -> StoreFuture<'_, ()> {
+        self.write(move |conn| sessions::end(conn, &ids))
+    }
+
+    fn forget_idle_sessions(&self, before: Millis) -> StoreFuture<'_, ()> {
+        self.write(move |conn| sessions::forget_idle(conn, before))
+    }
+
+    fn tidy(&self) -> StoreFuture<'_, ()> {
+        // Outside the writer's transactions: a checkpoint cannot run inside one.
+        self.read(|conn| {
+            conn.execute_batch("PRAGMA optimize; PRAGMA wal_checkpoint(TRUNCATE);")?;
+            Ok(())
+        })
+    }
+
+    fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            self.write(move |conn| people::forget_quiet_presence(conn, quiet_since))
+                .await?;
+            // In batches, each its own write: other writes wait for one
+            // batch at most, never for the whole purge.
+            let mut total = 0;
+            loop {
+                let gone = self
+                    .write(move |conn| rules::now(rules::purge_batch(&Sql(conn), now, PURGE_BATCH)))
+                    .await?;
+                total += gone;
+                if gone < u64::from(PURGE_BATCH) {
+                    break;
+                }
+            }
+            // The search index, kept close behind even when nobody searches,
+            // and rid of the generations the purge emptied, one per write.
+            self.index_pending().await?;
+            while self.write(search::drop_emptied_generation).await? {}
+            if total > 0 {
+                // Give the freed pages back to the file system (a database
+                // made by this version vacuums incrementally); outside the
+                // writer's transactions, as the pragma needs.
+                self.read(|conn| Ok(conn.execute_batch("PRAGMA incremental_vacuum(4096)")?))
+                    .await?;
+            }
+            Ok(total)
+        })
+    }
+}
