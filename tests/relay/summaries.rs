@@ -2,76 +2,204 @@
 //! and purges, every summary equals what a full scan of the messages
 //! computes; and a database from before them gets them built.
 
+use crate::postgres::fresh_database;
 use crosstalk::model::{Channel, Handle, Millis, now_millis};
-use crosstalk::store::{Conversation, NewMessage, RecipientCheck, SqliteStore, Store};
+use crosstalk::store::{
+    Conversation, NewMessage, PostgresStore, RecipientCheck, SqliteStore, Store,
+};
 use proptest::prelude::*;
 use rusqlite::Connection;
-use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 type ChannelRow = (String, i64, i64, i64);
 type ThreadRow = (i64, i64, String, i64, i64, String);
 /// The channel and thread summaries of a database.
 type Summaries = (Vec<ChannelRow>, Vec<ThreadRow>);
 
-/// The summaries as stored, and as a full scan of the messages computes
-/// them: (channel, count, last id, last activity), and (thread, count,
-/// opening, last id, last activity, people with how many of its messages
-/// each sent or received).
-fn summaries_and_scan(db: &Path) -> (Summaries, Summaries) {
-    let conn = Connection::open(db).unwrap();
-    let rows = |sql: &str| -> Vec<ChannelRow> {
-        conn.prepare(sql)
-            .unwrap()
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
-    };
-    let threads = |sql: &str| -> Vec<ThreadRow> {
-        conn.prepare(sql)
-            .unwrap()
-            .query_map([], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            })
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
-    };
-    let stored = (
-        rows(
-            "SELECT channel, message_count, last_id, last_activity FROM channel_summaries ORDER BY channel",
-        ),
-        threads(
-            "SELECT t.id, t.message_count, f.body, t.last_id, t.last_activity, \
-             (SELECT group_concat(key || ':' || value, ',') FROM \
-              (SELECT key, value FROM json_each(t.people) ORDER BY key)) \
-             FROM threads t LEFT JOIN messages f ON f.id = t.first_id ORDER BY t.id",
-        ),
-    );
-    let scanned = (
-        rows(
-            "SELECT channel, count(*), max(id), max(created_at) FROM messages \
-             WHERE channel IS NOT NULL GROUP BY channel ORDER BY channel",
-        ),
-        threads(
-            "SELECT m.thread_id, count(*), \
-             (SELECT body FROM messages f WHERE f.thread_id = m.thread_id ORDER BY id LIMIT 1), \
-             max(m.id), max(m.created_at), \
-             (SELECT group_concat(h || ':' || n, ',') FROM (SELECT h, count(*) AS n FROM \
-              (SELECT id, sender AS h FROM messages WHERE thread_id = m.thread_id \
-               UNION SELECT id, recipient FROM messages WHERE thread_id = m.thread_id AND recipient IS NOT NULL) \
-              GROUP BY h ORDER BY h)) \
-             FROM messages m WHERE m.thread_id IS NOT NULL GROUP BY m.thread_id ORDER BY m.thread_id",
-        ),
-    );
-    (stored, scanned)
+/// The summaries as stored: (channel, count, last id, last activity), and
+/// (thread, count, opening, last id, last activity, people with how many
+/// of its messages each sent or received), in one backend's SQL; then the
+/// same as a full scan of the messages computes them.
+struct Scan {
+    channels: &'static str,
+    threads: &'static str,
+    scanned_channels: &'static str,
+    scanned_threads: &'static str,
+}
+
+const SCANNED_CHANNELS: &str = "SELECT channel, count(*), max(id), max(created_at) FROM messages \
+     WHERE channel IS NOT NULL GROUP BY channel ORDER BY channel";
+const STORED_CHANNELS: &str = "SELECT channel, message_count, last_id, last_activity \
+     FROM channel_summaries ORDER BY channel";
+
+const SQLITE_SCAN: Scan = Scan {
+    channels: STORED_CHANNELS,
+    threads: "SELECT t.id, t.message_count, f.body, t.last_id, t.last_activity, \
+         (SELECT group_concat(key || ':' || value, ',') FROM \
+          (SELECT key, value FROM json_each(t.people) ORDER BY key)) \
+         FROM threads t LEFT JOIN messages f ON f.id = t.first_id ORDER BY t.id",
+    scanned_channels: SCANNED_CHANNELS,
+    scanned_threads: "SELECT m.thread_id, count(*), \
+         (SELECT body FROM messages f WHERE f.thread_id = m.thread_id ORDER BY id LIMIT 1), \
+         max(m.id), max(m.created_at), \
+         (SELECT group_concat(h || ':' || n, ',') FROM (SELECT h, count(*) AS n FROM \
+          (SELECT id, sender AS h FROM messages WHERE thread_id = m.thread_id \
+           UNION SELECT id, recipient FROM messages WHERE thread_id = m.thread_id AND recipient IS NOT NULL) \
+          GROUP BY h ORDER BY h)) \
+         FROM messages m WHERE m.thread_id IS NOT NULL GROUP BY m.thread_id ORDER BY m.thread_id",
+};
+
+const POSTGRES_SCAN: Scan = Scan {
+    channels: STORED_CHANNELS,
+    threads: "SELECT t.id, t.message_count, f.body, t.last_id, t.last_activity, \
+         (SELECT string_agg(key || ':' || value, ',' ORDER BY key) FROM jsonb_each_text(t.people)) \
+         FROM threads t LEFT JOIN messages f ON f.id = t.first_id ORDER BY t.id",
+    scanned_channels: SCANNED_CHANNELS,
+    scanned_threads: "SELECT m.thread_id, count(*), \
+         (SELECT body FROM messages f WHERE f.thread_id = m.thread_id ORDER BY id LIMIT 1), \
+         max(m.id), max(m.created_at), \
+         (SELECT string_agg(h || ':' || n, ',' ORDER BY h) FROM (SELECT h, count(*) AS n FROM \
+          (SELECT id, sender AS h FROM messages WHERE thread_id = m.thread_id \
+           UNION SELECT id, recipient FROM messages WHERE thread_id = m.thread_id AND recipient IS NOT NULL) u \
+          GROUP BY h) c) \
+         FROM messages m WHERE m.thread_id IS NOT NULL GROUP BY m.thread_id ORDER BY m.thread_id",
+};
+
+/// Expires the `?1`/`$1` oldest live messages.
+const EXPIRE_OLDEST: [&str; 2] = [
+    "UPDATE messages SET expires_at = 0 WHERE id IN \
+     (SELECT id FROM messages WHERE expires_at > 0 ORDER BY id LIMIT ?1)",
+    "UPDATE messages SET expires_at = 0 WHERE id IN \
+     (SELECT id FROM messages WHERE expires_at > 0 ORDER BY id LIMIT $1)",
+];
+/// Expires the live message at `?1`/`$1` modulo how many there are.
+const EXPIRE_ONE: [&str; 2] = [
+    "UPDATE messages SET expires_at = 0 WHERE id = (SELECT id FROM messages \
+     WHERE expires_at > 0 ORDER BY id LIMIT 1 OFFSET (?1 % max(1, \
+     (SELECT count(*) FROM messages WHERE expires_at > 0))))",
+    "UPDATE messages SET expires_at = 0 WHERE id = (SELECT id FROM messages \
+     WHERE expires_at > 0 ORDER BY id LIMIT 1 OFFSET ($1 % greatest(1, \
+     (SELECT count(*) FROM messages WHERE expires_at > 0))))",
+];
+const ORPHANS: &str =
+    "SELECT count(*) FROM inbox WHERE message_id NOT IN (SELECT id FROM messages)";
+
+/// A store under test, and a way into its tables beside it.
+enum Tables {
+    Sqlite {
+        db: PathBuf,
+        _dir: Option<tempfile::TempDir>,
+    },
+    Postgres(tokio_postgres::Client),
+}
+
+impl Tables {
+    async fn open() -> (Arc<dyn Store>, Tables) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("relay.db");
+        let store = SqliteStore::open(&db).unwrap();
+        let tables = Tables::Sqlite {
+            db,
+            _dir: Some(dir),
+        };
+        (Arc::new(store), tables)
+    }
+
+    async fn open_postgres() -> (Arc<dyn Store>, Tables) {
+        let url = fresh_database().await;
+        let store = PostgresStore::connect(&url).await.unwrap();
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        (Arc::new(store), Tables::Postgres(client))
+    }
+
+    async fn execute(&self, sql: [&str; 2], n: i64) {
+        match self {
+            Tables::Sqlite { db, .. } => {
+                Connection::open(db).unwrap().execute(sql[0], [n]).unwrap();
+            }
+            Tables::Postgres(client) => {
+                client.execute(sql[1], &[&n]).await.unwrap();
+            }
+        }
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        match self {
+            Tables::Sqlite { db, .. } => Connection::open(db)
+                .unwrap()
+                .query_row(sql, [], |row| row.get(0))
+                .unwrap(),
+            Tables::Postgres(client) => client.query_one(sql, &[]).await.unwrap().get(0),
+        }
+    }
+
+    /// The summaries as stored, and as a full scan computes them.
+    async fn summaries_and_scan(&self) -> (Summaries, Summaries) {
+        match self {
+            Tables::Sqlite { db, .. } => {
+                let conn = Connection::open(db).unwrap();
+                let channels = |sql: &str| -> Vec<ChannelRow> {
+                    conn.prepare(sql)
+                        .unwrap()
+                        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                        .unwrap()
+                        .map(Result::unwrap)
+                        .collect()
+                };
+                let threads = |sql: &str| -> Vec<ThreadRow> {
+                    conn.prepare(sql)
+                        .unwrap()
+                        .query_map([], |r| {
+                            Ok((
+                                r.get(0)?,
+                                r.get(1)?,
+                                r.get(2)?,
+                                r.get(3)?,
+                                r.get(4)?,
+                                r.get(5)?,
+                            ))
+                        })
+                        .unwrap()
+                        .map(Result::unwrap)
+                        .collect()
+                };
+                let scan = SQLITE_SCAN;
+                (
+                    (channels(scan.channels), threads(scan.threads)),
+                    (
+                        channels(scan.scanned_channels),
+                        threads(scan.scanned_threads),
+                    ),
+                )
+            }
+            Tables::Postgres(client) => {
+                let channels = async |sql: &str| -> Vec<ChannelRow> {
+                    let rows = client.query(sql, &[]).await.unwrap();
+                    rows.iter()
+                        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+                        .collect()
+                };
+                let threads = async |sql: &str| -> Vec<ThreadRow> {
+                    let rows = client.query(sql, &[]).await.unwrap();
+                    rows.iter()
+                        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
+                        .collect()
+                };
+                let scan = POSTGRES_SCAN;
+                (
+                    (channels(scan.channels).await, threads(scan.threads).await),
+                    (
+                        channels(scan.scanned_channels).await,
+                        threads(scan.scanned_threads).await,
+                    ),
+                )
+            }
+        }
+    }
 }
 
 /// One step of a history.
@@ -106,10 +234,10 @@ fn handle(name: &str) -> Handle {
 
 /// Plays `steps` on a fresh store; checks the summaries after each purge
 /// and at the end.
-async fn play(steps: &[Step]) -> Result<(), TestCaseError> {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("relay.db");
-    let store = SqliteStore::open(&db).unwrap();
+async fn play(
+    steps: &[Step],
+    (store, tables): (Arc<dyn Store>, Tables),
+) -> Result<(), TestCaseError> {
     let mut threads: Vec<i64> = Vec::new();
     let far: Millis = now_millis() + 86_400_000;
     for (n, step) in steps.iter().enumerate() {
@@ -151,45 +279,18 @@ async fn play(steps: &[Step]) -> Result<(), TestCaseError> {
                     threads.push(thread);
                 }
             }
-            Step::Expire(k) => {
-                Connection::open(&db)
-                    .unwrap()
-                    .execute(
-                        "UPDATE messages SET expires_at = 0 WHERE id IN \
-                         (SELECT id FROM messages WHERE expires_at > 0 ORDER BY id LIMIT ?1)",
-                        [*k],
-                    )
-                    .unwrap();
-            }
-            Step::ExpireOne(k) => {
-                Connection::open(&db)
-                    .unwrap()
-                    .execute(
-                        "UPDATE messages SET expires_at = 0 WHERE id = (SELECT id FROM messages \
-                         WHERE expires_at > 0 ORDER BY id LIMIT 1 OFFSET (?1 % max(1, \
-                         (SELECT count(*) FROM messages WHERE expires_at > 0))))",
-                        [*k],
-                    )
-                    .unwrap();
-            }
+            Step::Expire(k) => tables.execute(EXPIRE_OLDEST, i64::from(*k)).await,
+            Step::ExpireOne(k) => tables.execute(EXPIRE_ONE, i64::from(*k)).await,
             Step::Purge => {
                 store.purge_expired(now_millis(), 0).await.unwrap();
-                let (stored, scanned) = summaries_and_scan(&db);
+                let (stored, scanned) = tables.summaries_and_scan().await;
                 prop_assert_eq!(stored, scanned, "after step {}", n);
-                let orphans: i64 = Connection::open(&db)
-                    .unwrap()
-                    .query_row(
-                        "SELECT count(*) FROM inbox \
-                         WHERE message_id NOT IN (SELECT id FROM messages)",
-                        [],
-                        |row| row.get(0),
-                    )
-                    .unwrap();
+                let orphans = tables.count(ORPHANS).await;
                 prop_assert_eq!(orphans, 0, "inbox rows outlive their message");
             }
         }
     }
-    let (stored, scanned) = summaries_and_scan(&db);
+    let (stored, scanned) = tables.summaries_and_scan().await;
     prop_assert_eq!(stored, scanned);
     Ok(())
 }
@@ -202,14 +303,35 @@ proptest! {
     #[test]
     fn summaries_equal_a_full_scan_after_any_history(steps in proptest::collection::vec(step(), 1..60)) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(play(&steps))?;
+        runtime.block_on(async { play(&steps, Tables::open().await).await })?;
+    }
+
+    /// The same on PostgreSQL, whose statements are its own.
+    #[test]
+    #[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
+    fn summaries_equal_a_full_scan_after_any_history_on_postgres(steps in proptest::collection::vec(step(), 1..60)) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async { play(&steps, Tables::open_postgres().await).await })?;
     }
 }
 
 #[tokio::test]
 async fn summaries_follow_sends_replies_expiry_and_the_purge() {
+    play(&scripted(), Tables::open().await).await.unwrap();
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
+async fn summaries_follow_sends_replies_expiry_and_the_purge_on_postgres() {
+    play(&scripted(), Tables::open_postgres().await)
+        .await
+        .unwrap();
+}
+
+/// A history that opens, replies in, expires and empties threads and channels.
+fn scripted() -> Vec<Step> {
     use Step::*;
-    let history = [
+    vec![
         Send(None, false),
         Send(Some(0), false),
         Post(0),
@@ -227,8 +349,7 @@ async fn summaries_follow_sends_replies_expiry_and_the_purge() {
         // Everything expires: every summary goes.
         Expire(255),
         Purge,
-    ];
-    play(&history).await.unwrap();
+    ]
 }
 
 #[tokio::test]
@@ -273,7 +394,8 @@ async fn a_database_at(version: usize) {
         .unwrap();
     }
     let store = SqliteStore::open(&db).unwrap();
-    let (stored, scanned) = summaries_and_scan(&db);
+    let tables = Tables::Sqlite { db, _dir: None };
+    let (stored, scanned) = tables.summaries_and_scan().await;
     assert_eq!(stored, scanned, "from version {version}");
     assert_eq!(stored.0, vec![("ops".to_owned(), 2, 5, 14)]);
     assert_eq!(stored.1[0].5, "alice:2,bob:2");
@@ -313,7 +435,7 @@ async fn a_database_at(version: usize) {
         .await
         .unwrap();
     assert_eq!(next.id, 101, "from version {version}: ids carry on");
-    let (stored, scanned) = summaries_and_scan(&db);
+    let (stored, scanned) = tables.summaries_and_scan().await;
     assert_eq!(stored, scanned, "from version {version}, after a reply");
 }
 
