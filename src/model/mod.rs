@@ -55,6 +55,18 @@ pub struct Message {
     pub delivery: Option<Delivery>,
 }
 
+impl Message {
+    /// Where it lives. The store keeps exactly one of `channel` and
+    /// `thread_id`; were neither there, it would be thread 0, which no
+    /// message is in (thread ids start at 1).
+    pub fn place(&self) -> Place {
+        match (&self.channel, self.thread_id) {
+            (Some(channel), _) => Place::Channel(channel.clone()),
+            (None, thread) => Place::Thread(thread.unwrap_or_default()),
+        }
+    }
+}
+
 /// The delivery ledger of a message addressed to a person: when it was
 /// first offered to one of their listening sessions, read by their agent,
 /// and answered. Each time is set once and never cleared.

@@ -9,7 +9,7 @@
 //! conversation (SSE today) drives one of these.
 
 use super::{Caller, MAX_PAGE, Relay, RelayResult, WaitSlot, send::parse_channel};
-use crate::model::{Channel, Message, now_millis};
+use crate::model::{Message, Place, now_millis};
 use std::{collections::VecDeque, sync::Arc};
 use tokio::sync::broadcast::{self, error::RecvError};
 
@@ -22,12 +22,6 @@ pub enum Update {
     Delivery(Message),
 }
 
-/// What a feed follows.
-enum Followed {
-    Channel(Channel),
-    Thread(i64),
-}
-
 /// The state of one stream of a channel or a thread.
 pub struct Feed {
     /// Counts this stream against the caller's and the relay's caps.
@@ -35,7 +29,7 @@ pub struct Feed {
     /// Whose stream it is: it ends when their token is revoked or replaced.
     caller: Caller,
     relay: Arc<Relay>,
-    followed: Followed,
+    followed: Place,
     /// The id of the last message yielded (or the cursor asked for).
     cursor: i64,
     /// Wake-ups for the channel, taken before the first read of the store.
@@ -55,9 +49,9 @@ impl Relay {
         channel: &str,
         since_id: Option<i64>,
     ) -> RelayResult<Feed> {
-        let channel = parse_channel(channel)?;
-        let wake = self.channels.subscribe(channel.as_str());
-        self.feed(caller, Followed::Channel(channel), wake, since_id)
+        let place = Place::Channel(parse_channel(channel)?);
+        let wake = self.places.subscribe(&place);
+        self.feed(caller, place, wake, since_id)
     }
 
     /// Follows a thread with live messages from after `since_id`.
@@ -67,8 +61,9 @@ impl Relay {
         thread_id: i64,
         since_id: Option<i64>,
     ) -> RelayResult<Feed> {
-        let wake = self.threads.subscribe(&thread_id.to_string());
-        let mut feed = self.feed(caller, Followed::Thread(thread_id), wake, since_id)?;
+        let place = Place::Thread(thread_id);
+        let wake = self.places.subscribe(&place);
+        let mut feed = self.feed(caller, place, wake, since_id)?;
         // NotFound when it has no live message; else its first page.
         let (backlog, more) = self.after(&feed.followed, feed.cursor).await?;
         feed.backlog = backlog.into();
@@ -79,7 +74,7 @@ impl Relay {
     fn feed(
         self: &Arc<Self>,
         caller: &Caller,
-        followed: Followed,
+        followed: Place,
         wake: broadcast::Receiver<Arc<Message>>,
         since_id: Option<i64>,
     ) -> RelayResult<Feed> {
@@ -97,14 +92,14 @@ impl Relay {
 
     /// Messages of what a feed follows after `cursor`, and whether more
     /// may be left after them.
-    async fn after(&self, followed: &Followed, cursor: i64) -> RelayResult<(Vec<Message>, bool)> {
+    async fn after(&self, followed: &Place, cursor: i64) -> RelayResult<(Vec<Message>, bool)> {
         Ok(match followed {
-            Followed::Channel(channel) => {
+            Place::Channel(channel) => {
                 let page = self.channel_page(channel, cursor, Some(MAX_PAGE)).await?;
                 let more = page.messages.len() as u32 == MAX_PAGE;
                 (page.messages, more)
             }
-            Followed::Thread(id) => {
+            Place::Thread(id) => {
                 let messages = self
                     .store
                     .thread(*id, cursor, MAX_PAGE, now_millis())

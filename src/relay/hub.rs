@@ -1,12 +1,15 @@
-//! Wake-ups: a broadcast topic per inbox and per channel.
+//! Wake-ups: a broadcast topic per inbox, and per place (a channel or a
+//! thread).
 //!
 //! The core publishes a message on its topic after the store has committed
 //! it; waiters subscribe *before* they look in the store, so a message
 //! committed between the look and the wait still wakes them. No polling.
 
-use crate::model::Message;
+use crate::model::{Message, Place};
 use std::{
+    borrow::Borrow,
     collections::HashMap,
+    hash::Hash,
     sync::{Arc, Mutex},
 };
 use tokio::sync::broadcast;
@@ -17,13 +20,13 @@ const TOPIC_CAPACITY: usize = 64;
 /// Past this many topics, topics nobody listens to are dropped on subscribe.
 const PRUNE_ABOVE: usize = 1024;
 
-/// A set of named topics, each carrying `T`: the committed message for
-/// channels and threads, news that something changed for inboxes.
-pub struct Hub<T = Arc<Message>> {
-    topics: Mutex<HashMap<String, broadcast::Sender<T>>>,
+/// A set of topics named by `K`, each carrying `T`: the committed message
+/// for places, news that something changed for inboxes (by handle).
+pub struct Hub<K = Place, T = Arc<Message>> {
+    topics: Mutex<HashMap<K, broadcast::Sender<T>>>,
 }
 
-impl<T> Default for Hub<T> {
+impl<K, T> Default for Hub<K, T> {
     fn default() -> Self {
         Hub {
             topics: Mutex::default(),
@@ -31,8 +34,12 @@ impl<T> Default for Hub<T> {
     }
 }
 
-impl<T: Clone> Hub<T> {
-    pub fn subscribe(&self, topic: &str) -> broadcast::Receiver<T> {
+impl<K: Hash + Eq, T: Clone> Hub<K, T> {
+    pub fn subscribe<Q>(&self, topic: &Q) -> broadcast::Receiver<T>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let mut topics = self.topics.lock().expect("hub lock");
         if topics.len() > PRUNE_ABOVE {
             topics.retain(|_, sender| sender.receiver_count() > 0);
@@ -44,7 +51,7 @@ impl<T: Clone> Hub<T> {
     }
 
     /// Whether anyone listens to `topic` now.
-    pub fn has_subscribers(&self, topic: &str) -> bool {
+    pub fn has_subscribers(&self, topic: &K) -> bool {
         let topics = self.topics.lock().expect("hub lock");
         topics
             .get(topic)
@@ -52,7 +59,7 @@ impl<T: Clone> Hub<T> {
     }
 
     /// Wakes everyone subscribed to `topic`; a topic nobody listens to is dropped.
-    pub fn publish(&self, topic: &str, message: T) {
+    pub fn publish(&self, topic: &K, message: T) {
         let mut topics = self.topics.lock().expect("hub lock");
         if let Some(sender) = topics.get(topic)
             && sender.send(message).is_err()

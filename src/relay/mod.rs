@@ -141,11 +141,9 @@ pub struct Relay {
     credentials: Arc<Credentials>,
     /// Wakes inbox waiters and push streams, by recipient handle, when a
     /// message lands in the inbox or is given back to it.
-    inboxes: Hub<()>,
-    /// Wakes channel waiters and streams, by channel name.
-    channels: Hub,
-    /// Wakes thread streams, by thread id.
-    threads: Hub,
+    inboxes: Hub<Handle, ()>,
+    /// Wakes the waiters and streams of a channel or a thread.
+    places: Hub,
     /// The key that signs the team page's forms, read once from the store.
     page_key: tokio::sync::OnceCell<Arc<[u8]>>,
     /// Last-seen times gathered since the last flush.
@@ -171,8 +169,7 @@ impl Relay {
             credentials,
             store,
             inboxes: Hub::default(),
-            channels: Hub::default(),
-            threads: Hub::default(),
+            places: Hub::default(),
             page_key: tokio::sync::OnceCell::new(),
             presence: Presence::default(),
             shutdown,

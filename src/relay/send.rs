@@ -2,7 +2,7 @@
 //! body passes the same checks, and every commit wakes its waiters.
 
 use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
-use crate::model::{Channel, Handle, Message, Millis, now_millis};
+use crate::model::{Channel, Handle, Message, Millis, Place, now_millis};
 use crate::store::{Conversation, NewMessage, RecipientCheck, StoreResult};
 use std::{sync::Arc, time::Duration};
 
@@ -85,7 +85,7 @@ impl Relay {
         else {
             return Ok((sent, None));
         };
-        let wake = self.threads.subscribe(&thread_id.to_string());
+        let wake = self.places.subscribe(&Place::Thread(thread_id));
         let look = || async {
             let after = self
                 .store
@@ -168,7 +168,7 @@ impl Relay {
         let Some(thread_id) = reply.thread_id else {
             return; // in a channel, the page shows what reply_to names
         };
-        if !self.threads.has_subscribers(&thread_id.to_string()) {
+        if !self.places.has_subscribers(&Place::Thread(thread_id)) {
             return;
         }
         let recent = self
@@ -194,11 +194,7 @@ impl Relay {
     pub(super) fn delivery_changed(&self, messages: &[Message]) {
         for message in messages {
             let message = Arc::new(message.clone());
-            match (&message.channel, message.thread_id) {
-                (Some(channel), _) => self.channels.publish(channel.as_str(), message.clone()),
-                (None, Some(thread_id)) => self.threads.publish(&thread_id.to_string(), message),
-                (None, None) => {}
-            }
+            self.places.publish(&message.place(), message.clone());
         }
     }
 
@@ -209,19 +205,16 @@ impl Relay {
         if let Some(to) = &message.to {
             self.wake_inbox(to);
         }
-        if let Some(channel) = &message.channel {
-            self.channels.publish(channel.as_str(), message.clone());
+        if message.channel.is_some() {
             self.push_post(&message);
         }
-        if let Some(thread_id) = message.thread_id {
-            self.threads.publish(&thread_id.to_string(), message);
-        }
+        self.places.publish(&message.place(), message);
     }
 
     /// Wakes whoever waits on `person`'s inbox: something may be there for
     /// them to take.
     pub(super) fn wake_inbox(&self, person: &Handle) {
-        self.inboxes.publish(person.as_str(), ());
+        self.inboxes.publish(person, ());
     }
 
     /// Wakes this relay's waiters for the messages other relays commit to

@@ -8,7 +8,7 @@
 //! tie up the relay with thousands of them.
 
 use super::{Caller, INBOX_BATCH, Page, Relay, RelayError, RelayResult, send::parse_channel};
-use crate::model::{Handle, Message, Millis, now_millis};
+use crate::model::{Handle, Message, Millis, Place, now_millis};
 use crate::store::{Offer, StoreFuture};
 use std::{
     collections::HashMap,
@@ -102,7 +102,7 @@ impl Relay {
         cancelled: impl Future<Output = ()>,
         take: impl Fn(Millis) -> StoreFuture<'a, Vec<Message>>,
     ) -> RelayResult<Vec<Message>> {
-        let wake = self.inboxes.subscribe(me.as_str());
+        let wake = self.inboxes.subscribe(me);
         let look = || async {
             let now = now_millis();
             let taken = take(now).await?;
@@ -130,7 +130,7 @@ impl Relay {
         let name = parse_channel(channel)?;
         let since_id = since_id.unwrap_or(0);
         let _slot = self.wait_slot(caller, timeout)?;
-        let wake = self.channels.subscribe(name.as_str());
+        let wake = self.places.subscribe(&Place::Channel(name.clone()));
         let look = || async { Ok((self.channel_page(&name, since_id, None).await?, None)) };
         self.wait_for(caller, wake, timeout, cancelled, look, |page: &Page| {
             page.messages.is_empty()

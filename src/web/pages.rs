@@ -240,11 +240,7 @@ pub async fn render_conversation(
 /// Marks what a page shows as read by the viewer, up to its last message.
 async fn mark_shown(relay: &Relay, caller: &Caller, messages: &[Message]) -> Result<(), ApiError> {
     if let Some(last) = messages.last() {
-        let place = match &last.channel {
-            Some(channel) => Place::Channel(channel.clone()),
-            None => Place::Thread(last.thread_id.unwrap_or_default()),
-        };
-        relay.mark_read(caller, &place, last.id).await?;
+        relay.mark_read(caller, &last.place(), last.id).await?;
     }
     Ok(())
 }

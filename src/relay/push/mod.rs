@@ -38,22 +38,24 @@
 //! verified the caller holds, and an inbox stream's by its own number, so
 //! nobody can name another's.
 
+mod feed;
+
+use feed::Probe;
+pub use feed::PushFeed;
+
 use super::send::parse_channel;
 use super::{Caller, Identity, MAX_WAIT, Relay, RelayError, RelayResult, WaitSlot};
-use crate::model::{Channel, Handle, Message, Millis, now_millis};
+use crate::model::{Channel, Handle, Message, Millis};
 use std::{
     collections::{HashMap, HashSet, VecDeque},
-    future::Future,
-    pin::Pin,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
-    task::{Context, Poll},
     time::Duration,
 };
 use tokio::sync::{mpsc, watch};
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::CancellationToken;
 
 /// Offered messages queued for a stream beyond the one it is writing: a
 /// stream that stops reading holds few.
@@ -442,121 +444,4 @@ fn random_holder() -> i64 {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).expect("the operating system's random source failed");
     (u64::from_le_bytes(bytes) >> 1) as i64
-}
-
-/// A session's push stream: what to deliver, in order. Dropping it (the
-/// stream ended) gives back the leases on what it was offered.
-pub struct PushFeed {
-    relay: Arc<Relay>,
-    key: Key,
-    number: u64,
-    person: Option<Handle>,
-    holder: i64,
-    offered: mpsc::Receiver<(Message, Millis)>,
-    followed: mpsc::Receiver<Arc<Message>>,
-    /// What it delivered whose lease may still run: given back when it ends.
-    leased: VecDeque<(i64, Millis)>,
-    /// Until its client proves it listens: when to ask again, and when to
-    /// stop asking.
-    probe: Option<Probe>,
-    _stop: tokio_util::sync::DropGuard,
-    /// The wait slot a stream that is not an MCP session's holds.
-    _slot: Option<WaitSlot>,
-    /// Ends the feed when the relay stops.
-    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
-    /// Its follows end with it (an inbox stream's), not with a session.
-    ephemeral: bool,
-}
-
-struct Probe {
-    every: tokio::time::Interval,
-    until: tokio::time::Instant,
-}
-
-impl futures::Stream for PushFeed {
-    type Item = Push;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Push>> {
-        // Only while probing: once its client listens, a poll takes no lock.
-        if self.probe.is_some() {
-            let done = self.is_ready()
-                || self
-                    .probe
-                    .as_ref()
-                    .is_some_and(|probe| tokio::time::Instant::now() >= probe.until);
-            if done {
-                self.probe = None;
-            } else if let Some(probe) = &mut self.probe
-                && probe.every.poll_tick(cx).is_ready()
-            {
-                return Poll::Ready(Some(Push::Probe));
-            }
-        }
-        loop {
-            match self.offered.poll_recv(cx) {
-                Poll::Ready(Some((message, until))) => {
-                    let now = now_millis();
-                    // Too late: someone else may have it by now.
-                    if now >= until {
-                        continue;
-                    }
-                    self.leased.retain(|&(_, until)| until > now);
-                    self.leased.push_back((message.id, until));
-                    return Poll::Ready(Some(Push::Inbox(Box::new(message))));
-                }
-                // The offering ended: the relay stops, or the token was revoked.
-                Poll::Ready(None) if self.person.is_some() => return Poll::Ready(None),
-                _ => break,
-            }
-        }
-        if let Poll::Ready(Some(message)) = self.followed.poll_recv(cx) {
-            return Poll::Ready(Some(Push::Followed(message)));
-        }
-        match self.shutdown.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl PushFeed {
-    /// Whether its client has shown it listens.
-    fn is_ready(&self) -> bool {
-        let pushes = self.relay.pushes.lock();
-        pushes
-            .get(&self.key)
-            .and_then(|follows| follows.stream.as_ref())
-            .is_some_and(|stream| stream.number == self.number && *stream.ready.borrow())
-    }
-}
-
-impl Drop for PushFeed {
-    fn drop(&mut self) {
-        let mut pushes = self.relay.pushes.lock();
-        if let Some(follows) = pushes.get_mut(&self.key)
-            && follows
-                .stream
-                .as_ref()
-                .is_some_and(|s| s.number == self.number)
-        {
-            follows.stream = None;
-            if follows.channels.is_empty() || self.ephemeral {
-                pushes.remove(&self.key);
-            }
-        }
-        drop(pushes);
-        // What it was offered and did not deliver, and what it delivered
-        // unconfirmed, goes back at once; the offering task gives back what
-        // it could not queue once this is closed.
-        self.offered.close();
-        let mut unsent: Vec<i64> = self.leased.drain(..).map(|(id, _)| id).collect();
-        while let Ok((message, _)) = self.offered.try_recv() {
-            unsent.push(message.id);
-        }
-        if let (Some(me), false) = (self.person.clone(), unsent.is_empty()) {
-            let relay = self.relay.clone();
-            let holder = self.holder;
-            tokio::spawn(async move { relay.release(&me, holder, unsent).await });
-        }
-    }
 }
