@@ -32,32 +32,31 @@
 //!
 //! stdout carries MCP only; everything the bridge says goes to stderr.
 
+mod inbox;
+
 use crate::agent::Agent;
 use crate::model::Channel;
-use crate::protocol::{CHANNEL_NOTIFICATION, INSTRUCTIONS, PUSH_REVISION, capabilities};
-use crate::wire::{Following, MessageView, push};
-use futures::StreamExt;
+use crate::protocol::{INSTRUCTIONS, PUSH_REVISION, capabilities};
+use crate::wire::Following;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, CustomNotification,
-        DiscoverRequestMethod, DiscoverResult, Implementation, ListToolsResult,
-        PaginatedRequestParams, ProtocolVersion, ServerConfig, ServerNotification,
+        CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverRequestMethod,
+        DiscoverResult, Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+        ServerConfig,
     },
     service::{NotificationContext, Peer, RequestContext},
 };
-use serde::Deserialize;
-use sse_stream::SseStream;
 use std::{
     borrow::Cow,
-    collections::{BTreeSet, HashSet, VecDeque},
+    collections::BTreeSet,
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
     time::Duration,
 };
-use tokio::sync::{Mutex, MutexGuard, watch};
+use tokio::sync::{Mutex, watch};
 
 /// The first wait before reconnecting, doubled on each failure up to
 /// [`MAX_BACKOFF`].
@@ -124,8 +123,10 @@ enum Client {
 struct Bridge {
     url: String,
     token: String,
-    /// The session on the relay the tools go through, once opened.
-    relay: Arc<Mutex<Option<Agent>>>,
+    /// The session on the relay the tools go through, once opened. Held
+    /// only to open it or to let it go: calls run beside each other (a
+    /// model calls tools in parallel, and one may wait minutes for a reply).
+    relay: Arc<Mutex<Option<Arc<Agent>>>>,
     /// Claude Code, and whether it can be pushed to yet.
     client: watch::Sender<Client>,
     /// `tools/list` requests since `initialized`: the second is the proof.
@@ -136,33 +137,38 @@ struct Bridge {
 
 impl Bridge {
     /// The session on the relay, opened if there is none.
-    async fn session(&self) -> Result<MutexGuard<'_, Option<Agent>>, ErrorData> {
+    async fn session(&self) -> Result<Arc<Agent>, ErrorData> {
         let mut relay = self.relay.lock().await;
-        if relay.is_none() {
-            let agent = Agent::connect(&self.url, &self.token)
-                .await
-                .map_err(|error| {
-                    tracing::warn!(%error, "cannot reach the relay at {}", self.url);
-                    ErrorData::internal_error(
-                        format!("cannot reach the relay at {}", self.url),
-                        None,
-                    )
-                })?;
-            *relay = Some(agent);
+        if let Some(agent) = &*relay {
+            return Ok(agent.clone());
         }
-        Ok(relay)
+        let agent = Agent::connect(&self.url, &self.token)
+            .await
+            .map_err(|error| {
+                tracing::warn!(%error, "cannot reach the relay at {}", self.url);
+                ErrorData::internal_error(format!("cannot reach the relay at {}", self.url), None)
+            })?;
+        Ok(relay.insert(Arc::new(agent)).clone())
+    }
+
+    /// Lets `lost` go, unless another call replaced it already: the next
+    /// call opens a new session.
+    async fn forget(&self, lost: &Arc<Agent>) {
+        let mut relay = self.relay.lock().await;
+        if relay.as_ref().is_some_and(|agent| Arc::ptr_eq(agent, lost)) {
+            *relay = None;
+        }
     }
 
     /// Calls a tool on the relay; a lost session is opened again once.
     async fn forward(&self, call: CallToolRequestParams) -> Result<CallToolResult, ErrorData> {
         for attempt in 0..2 {
-            let mut relay = self.session().await?;
-            let agent = relay.as_ref().expect("a session was opened");
+            let agent = self.session().await?;
             match agent.client.call_tool(call.clone()).await {
                 Ok(result) => return Ok(result),
                 Err(error) if attempt == 0 => {
                     tracing::warn!(%error, "the relay session was lost; opening a new one");
-                    *relay = None;
+                    self.forget(&agent).await;
                 }
                 Err(error) => {
                     return Err(ErrorData::internal_error(
@@ -207,154 +213,12 @@ impl Bridge {
         let value = serde_json::to_value(result).expect("a result serializes");
         Some(CallToolResult::structured(value))
     }
-
-    /// Turns the relay's inbox stream into channel notifications to
-    /// `client`, opening it again whenever it ends or the follows change,
-    /// until the client is gone.
-    async fn relay_inbox(self, client: Peer<RoleServer>) {
-        let http = reqwest::Client::new();
-        let mut shown = Shown::default();
-        let mut follows = self.follows.subscribe();
-        let mut backoff = FIRST_BACKOFF;
-        loop {
-            let channels: Vec<String> = follows
-                .borrow_and_update()
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            // Channel names need no escaping: letters, digits, '.', '_', '-'.
-            let url = match channels.is_empty() {
-                true => format!("{}/api/inbox/stream", self.url),
-                false => format!(
-                    "{}/api/inbox/stream?follow={}",
-                    self.url,
-                    channels.join(",")
-                ),
-            };
-            let opened = http.get(url).bearer_auth(&self.token).send().await;
-            match opened.and_then(reqwest::Response::error_for_status) {
-                Ok(response) => {
-                    tracing::info!("listening to the relay's inbox stream");
-                    backoff = FIRST_BACKOFF;
-                    match deliver(response, &client, &mut shown, &mut follows).await {
-                        Ended::ClientGone => return,
-                        Ended::FollowsChanged => continue, // at once, with the new follows
-                        Ended::Stream => {
-                            tracing::warn!("the relay's inbox stream ended; reconnecting");
-                            // The relay may have restarted: the next tool
-                            // call opens a new session.
-                            *self.relay.lock().await = None;
-                        }
-                    }
-                }
-                Err(error) => tracing::warn!(
-                    %error,
-                    "cannot open the relay's inbox stream; trying again in {backoff:?}"
-                ),
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
-    }
 }
 
 /// A refusal, in the relay's error shape.
 fn refusal(message: &str) -> CallToolResult {
     let body = serde_json::json!({ "error": { "code": "bad_request", "message": message } });
     CallToolResult::error(vec![rmcp::model::ContentBlock::text(body.to_string())])
-}
-
-/// What the bridge has shown Claude Code, the latest few thousand.
-#[derive(Default)]
-struct Shown {
-    ids: HashSet<i64>,
-    order: VecDeque<i64>,
-}
-
-impl Shown {
-    fn contains(&self, id: i64) -> bool {
-        self.ids.contains(&id)
-    }
-
-    /// Remembers that `id` was written to Claude Code.
-    fn remember(&mut self, id: i64) {
-        if !self.ids.insert(id) {
-            return;
-        }
-        self.order.push_back(id);
-        if self.order.len() > SHOWN_REMEMBERED
-            && let Some(oldest) = self.order.pop_front()
-        {
-            self.ids.remove(&oldest);
-        }
-    }
-}
-
-/// One event of the inbox stream: a message, with how many times it was
-/// offered (absent for a followed post).
-#[derive(Deserialize)]
-struct Pushed {
-    #[serde(flatten)]
-    message: MessageView,
-    offer: Option<u32>,
-}
-
-/// Why [`deliver`] stopped.
-enum Ended {
-    /// The relay's stream ended: open it again after a backoff.
-    Stream,
-    /// The follows changed: open it again at once, with them.
-    FollowsChanged,
-    /// Claude Code cannot be written to, or the bridge is ending.
-    ClientGone,
-}
-
-/// Passes each message of an open inbox stream to `client` as a channel
-/// notification, each once, until the stream ends or the follows change.
-///
-/// Only the wait for the next event gives way to a change of follows: a
-/// notification being written is finished and remembered first, so one
-/// that reached Claude Code is never shown again when the stream reopens.
-async fn deliver(
-    response: reqwest::Response,
-    client: &Peer<RoleServer>,
-    shown: &mut Shown,
-    follows: &mut watch::Receiver<BTreeSet<Channel>>,
-) -> Ended {
-    let mut events = SseStream::from_bytes_stream(response.bytes_stream());
-    loop {
-        let event = tokio::select! {
-            event = events.next() => event,
-            changed = follows.changed() => return match changed {
-                Ok(()) => Ended::FollowsChanged,
-                Err(_) => Ended::ClientGone,
-            },
-        };
-        let Some(Ok(event)) = event else {
-            return Ended::Stream;
-        };
-        let pushed = match (event.event.as_deref(), event.data) {
-            (None | Some("message"), Some(data)) => serde_json::from_str::<Pushed>(&data),
-            _ => continue, // the notice, a keep-alive
-        };
-        let Ok(pushed) = pushed else { continue };
-        if shown.contains(pushed.message.id) {
-            continue;
-        }
-        let params = push::channel_params(
-            &pushed.message,
-            pushed.offer.is_some(),
-            pushed.offer.unwrap_or(0),
-        );
-        let notification = CustomNotification::new(CHANNEL_NOTIFICATION, Some(params));
-        let sent = client
-            .send_notification(ServerNotification::CustomNotification(notification))
-            .await;
-        if sent.is_err() {
-            return Ended::ClientGone;
-        }
-        shown.remember(pushed.message.id);
-    }
 }
 
 impl ServerHandler for Bridge {
@@ -388,24 +252,17 @@ impl ServerHandler for Bridge {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut relay = self.session().await?;
-        let listed = relay
-            .as_ref()
-            .expect("a session was opened")
-            .client
-            .list_all_tools()
-            .await;
-        let answer = match listed {
+        let agent = self.session().await?;
+        let answer = match agent.client.list_all_tools().await {
             Ok(tools) => Ok(ListToolsResult::with_all_items(tools)),
             Err(error) => {
-                *relay = None; // opened again next time
+                self.forget(&agent).await; // opened again next time
                 Err(ErrorData::internal_error(
                     format!("the relay: {error}"),
                     None,
                 ))
             }
         };
-        drop(relay);
         // The second list since `initialized` answers the bridge's own
         // `list_changed`: Claude Code's notification handlers are in place.
         if self.listed.fetch_add(1, Ordering::AcqRel) + 1 >= 2 {
