@@ -1,13 +1,15 @@
 //! The checks that turn flags into parts of a [`super::Config`]: the TLS
-//! mode and the identities from the environment. Each refusal names the
+//! mode, the names the relay answers to, the identities from the
+//! environment, the limits and the proxies. Each refusal names the
 //! variable to change.
 
 use super::{
-    Acme, ConfigError, LETS_ENCRYPT, LETS_ENCRYPT_STAGING, Tls,
-    args::{AddressArgs, TlsArgs},
+    Acme, ConfigError, LETS_ENCRYPT, LETS_ENCRYPT_STAGING, MIN_SHARED_TOKEN_LEN, Tls,
+    args::{AddressArgs, LimitArgs, TlsArgs},
 };
-use crate::host;
+use crate::host::{self, Cidr, ForwardedHeader, Origin};
 use crate::model::{Handle, TokenHash};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 /// Checks the TLS settings: one mode at most, whole, with readable files.
@@ -131,4 +133,137 @@ mod tests {
         let err = parse_participants("Alice:supersecretvalue1234").unwrap_err();
         assert!(!err.0.contains("supersecretvalue1234"));
     }
+}
+
+/// The shared token's hash: long enough to act as anyone, or none.
+pub(super) fn shared_token(token: Option<&str>) -> Result<Option<TokenHash>, ConfigError> {
+    match token.map(str::trim) {
+        Some("") => Err(ConfigError("RELAY_TOKEN is set but empty".into())),
+        Some(token) if token.chars().count() < MIN_SHARED_TOKEN_LEN => Err(ConfigError(format!(
+            "RELAY_TOKEN is shorter than {MIN_SHARED_TOKEN_LEN} characters; it may act as \
+             anyone, so make it long and random (for example: openssl rand -hex 32). \
+             A personal token from `crosstalk add` belongs in CROSSTALK_TOKEN on the \
+             client, not in RELAY_TOKEN"
+        ))),
+        Some(token) => Ok(Some(TokenHash::of(token))),
+        None => Ok(None),
+    }
+}
+
+/// Whether the relay may run open (no credentials), and the `Host` names
+/// it answers to (`None`: any). Open only where nobody else can reach it:
+/// on a loopback address, under no name but a loopback one.
+pub(super) fn hosts(
+    address: &AddressArgs,
+    listen: SocketAddr,
+) -> Result<(bool, Option<Vec<String>>), ConfigError> {
+    let mut named = address.domains();
+    if let Some(url) = &address.public_url {
+        named.push(host::url_host(url).ok_or_else(|| {
+            ConfigError(format!(
+                "RELAY_PUBLIC_URL {url:?} is not an http:// or https:// URL with a host"
+            ))
+        })?);
+    }
+    let open_when_empty =
+        listen.ip().is_loopback() && named.iter().all(|name| is_loopback_name(name));
+    let allowed_hosts = if !named.is_empty() {
+        Some(loopback_hosts().into_iter().chain(named).collect())
+    } else if listen.ip().is_loopback() {
+        Some(loopback_hosts())
+    } else {
+        None
+    };
+    Ok((open_when_empty, allowed_hosts))
+}
+
+/// Every count and duration positive, and the push lease at most a day
+/// (a longer one would hold an unconfirmed message from everyone else
+/// that long).
+pub(super) fn limits(limits: &LimitArgs) -> Result<(), ConfigError> {
+    for (name, value) in [
+        ("RELAY_MAX_WAITS", limits.max_waits),
+        ("RELAY_MAX_WAITS_PER_PERSON", limits.max_waits_per_person),
+        (
+            "RELAY_MAX_SESSIONS_PER_PERSON",
+            limits.max_sessions_per_person,
+        ),
+        ("RELAY_MAX_CONNECTIONS", limits.max_connections),
+        (
+            "RELAY_MAX_CONNECTIONS_PER_ADDRESS",
+            limits.max_connections_per_address,
+        ),
+        ("RELAY_MAX_SHARED_SENDERS", limits.max_shared_senders),
+        ("RELAY_SESSION_IDLE_SECS", limits.session_idle_secs as usize),
+        ("RELAY_PUSH_LEASE_SECS", limits.push_lease_secs as usize),
+        (
+            "RELAY_IDLE_CONNECTION_SECS",
+            limits.idle_connection_secs as usize,
+        ),
+    ] {
+        if value == 0 {
+            return Err(ConfigError(format!("{name} must be positive")));
+        }
+    }
+    if limits.push_lease_secs > 86_400 {
+        return Err(ConfigError(
+            "RELAY_PUSH_LEASE_SECS is at most 86400 (a day)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The other origins whose pages may call the relay.
+pub(super) fn origins(listed: &[String]) -> Result<Vec<Origin>, ConfigError> {
+    listed
+        .iter()
+        .map(|o| o.trim())
+        .filter(|o| !o.is_empty())
+        .map(|o| {
+            Origin::parse(o).ok_or_else(|| {
+                ConfigError(format!(
+                    "RELAY_ALLOWED_ORIGINS has {o:?}, which is not an origin: use \
+                     scheme://host[:port], such as https://app.example.com"
+                ))
+            })
+        })
+        .collect()
+}
+
+pub(super) fn forwarded_header(named: &str) -> Result<ForwardedHeader, ConfigError> {
+    ForwardedHeader::parse(named).ok_or_else(|| {
+        ConfigError(format!(
+            "RELAY_FORWARDED_HEADER is {named:?}: use x-forwarded-for or forwarded, the \
+             header your proxy appends the client's address to"
+        ))
+    })
+}
+
+pub(super) fn trusted_proxies(listed: &[String]) -> Result<Vec<Cidr>, ConfigError> {
+    listed
+        .iter()
+        .map(|c| c.trim())
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            Cidr::parse(c).ok_or_else(|| {
+                ConfigError(format!(
+                    "RELAY_TRUSTED_PROXIES has {c:?}, which is not an address or a CIDR \
+                     such as 10.0.0.0/8 or 2001:db8::/32"
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Whether a host name is this machine's own.
+fn is_loopback_name(name: &str) -> bool {
+    name == "localhost"
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The names of this machine's loopback interface, as a `Host` header has them.
+fn loopback_hosts() -> Vec<String> {
+    vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
 }

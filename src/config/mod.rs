@@ -8,8 +8,7 @@ mod checks;
 
 pub use args::{AddressArgs, Database, LimitArgs, ServeArgs, TlsArgs};
 
-use crate::host::{self, Cidr, ForwardedHeader, Origin};
-use crate::model::TokenHash;
+use crate::host::{Cidr, ForwardedHeader, Origin};
 use crate::relay::Settings;
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -240,113 +239,20 @@ impl Config {
         if args.max_body_bytes == 0 {
             return Err(ConfigError("RELAY_MAX_BODY_BYTES must be positive".into()));
         }
-        let shared_token = match args.token.as_deref().map(str::trim) {
-            Some("") => return Err(ConfigError("RELAY_TOKEN is set but empty".into())),
-            Some(token) if token.chars().count() < MIN_SHARED_TOKEN_LEN => {
-                return Err(ConfigError(format!(
-                    "RELAY_TOKEN is shorter than {MIN_SHARED_TOKEN_LEN} characters; it may act as \
-                     anyone, so make it long and random (for example: openssl rand -hex 32). \
-                     A personal token from `crosstalk add` belongs in CROSSTALK_TOKEN on the \
-                     client, not in RELAY_TOKEN"
-                )));
-            }
-            Some(token) => Some(TokenHash::of(token)),
-            None => None,
-        };
+        let shared_token = checks::shared_token(args.token.as_deref())?;
         let participants = match &args.participants {
             Some(list) => checks::parse_participants(list)?,
             None => Vec::new(),
         };
         let listen = SocketAddr::new(args.address.host, args.address.port());
         let tls = checks::tls_mode(&db, &args.address, &args.tls)?;
-        let domains = args.address.domains();
-        let mut named = domains.clone();
-        if let Some(url) = &args.address.public_url {
-            named.push(host::url_host(url).ok_or_else(|| {
-                ConfigError(format!(
-                    "RELAY_PUBLIC_URL {url:?} is not an http:// or https:// URL with a host"
-                ))
-            })?);
-        }
-        // Open (no credentials) only where nobody else can reach it: on a
-        // loopback address, under no name but a loopback one.
-        let open_when_empty =
-            listen.ip().is_loopback() && named.iter().all(|name| is_loopback_name(name));
-        let allowed_hosts = if !named.is_empty() {
-            Some(loopback_hosts().into_iter().chain(named).collect())
-        } else if listen.ip().is_loopback() {
-            Some(loopback_hosts())
-        } else {
-            None
-        };
+        let (open_when_empty, allowed_hosts) = checks::hosts(&args.address, listen)?;
         let http_port = args::http_port(tls.is_on(), args.tls.http_port);
         let limits = &args.limits;
-        for (name, value) in [
-            ("RELAY_MAX_WAITS", limits.max_waits),
-            ("RELAY_MAX_WAITS_PER_PERSON", limits.max_waits_per_person),
-            (
-                "RELAY_MAX_SESSIONS_PER_PERSON",
-                limits.max_sessions_per_person,
-            ),
-            ("RELAY_MAX_CONNECTIONS", limits.max_connections),
-            (
-                "RELAY_MAX_CONNECTIONS_PER_ADDRESS",
-                limits.max_connections_per_address,
-            ),
-            ("RELAY_MAX_SHARED_SENDERS", limits.max_shared_senders),
-            ("RELAY_SESSION_IDLE_SECS", limits.session_idle_secs as usize),
-            ("RELAY_PUSH_LEASE_SECS", limits.push_lease_secs as usize),
-            (
-                "RELAY_IDLE_CONNECTION_SECS",
-                limits.idle_connection_secs as usize,
-            ),
-        ] {
-            if value == 0 {
-                return Err(ConfigError(format!("{name} must be positive")));
-            }
-        }
-        // A lease past a day would hold an unconfirmed message from everyone
-        // else that long.
-        if limits.push_lease_secs > 86_400 {
-            return Err(ConfigError(
-                "RELAY_PUSH_LEASE_SECS is at most 86400 (a day)".into(),
-            ));
-        }
-        let allowed_origins = args
-            .allowed_origins
-            .iter()
-            .map(|o| o.trim())
-            .filter(|o| !o.is_empty())
-            .map(|o| {
-                Origin::parse(o).ok_or_else(|| {
-                    ConfigError(format!(
-                        "RELAY_ALLOWED_ORIGINS has {o:?}, which is not an origin: use \
-                         scheme://host[:port], such as https://app.example.com"
-                    ))
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        let forwarded_header = ForwardedHeader::parse(&args.forwarded_header).ok_or_else(|| {
-            ConfigError(format!(
-                "RELAY_FORWARDED_HEADER is {:?}: use x-forwarded-for or forwarded, the \
-                     header your proxy appends the client's address to",
-                args.forwarded_header
-            ))
-        })?;
-        let trusted_proxies = args
-            .trusted_proxies
-            .iter()
-            .map(|c| c.trim())
-            .filter(|c| !c.is_empty())
-            .map(|c| {
-                Cidr::parse(c).ok_or_else(|| {
-                    ConfigError(format!(
-                        "RELAY_TRUSTED_PROXIES has {c:?}, which is not an address or a CIDR \
-                         such as 10.0.0.0/8 or 2001:db8::/32"
-                    ))
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        checks::limits(limits)?;
+        let allowed_origins = checks::origins(&args.allowed_origins)?;
+        let forwarded_header = checks::forwarded_header(&args.forwarded_header)?;
+        let trusted_proxies = checks::trusted_proxies(&args.trusted_proxies)?;
         Ok(Config {
             db,
             database_url: args.database.database_url.clone(),
@@ -434,17 +340,4 @@ impl Config {
         }
         Ok(())
     }
-}
-
-/// Whether a host name is this machine's own.
-fn is_loopback_name(name: &str) -> bool {
-    name == "localhost"
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// The names of this machine's loopback interface, as a `Host` header has them.
-fn loopback_hosts() -> Vec<String> {
-    vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
 }
