@@ -30,7 +30,7 @@
 
 use crate::config::Sessions;
 use crate::protocol::{HeldSession, SESSION_HEADER, wants_pushes};
-use crate::relay::{Caller, KeptSession, Relay, WaitSlot};
+use crate::relay::{Caller, KeptSession, PushFeed, Relay, WaitSlot};
 use crate::wire::{self, ApiError};
 use axum::body::Bytes;
 use axum::{
@@ -106,6 +106,24 @@ impl SessionOwners {
     }
 
     /// The owner of `session`, marking it used.
+    /// Whether `caller` holds `session` here: open here and theirs, or kept
+    /// from before a restart and taken up now (`false`: neither open nor
+    /// kept, so unknown to rmcp as well, which answers 404). Owners are
+    /// forgotten only after rmcp has dropped the session. Someone else's
+    /// session is refused.
+    async fn check_holder(&self, session: &HeaderValue, caller: &Caller) -> Result<bool, Response> {
+        match self.use_session(session) {
+            Some(owner) if owner.identity() != caller.identity() => {
+                Err(ApiError::forbidden("this MCP session belongs to someone else").into_response())
+            }
+            Some(_) => Ok(true),
+            None => self
+                .take_up(session, caller)
+                .await
+                .map_err(IntoResponse::into_response),
+        }
+    }
+
     fn use_session(&self, session: &HeaderValue) -> Option<Caller> {
         let mut owners = self.owners();
         let owned = owners.get_mut(session)?;
@@ -327,25 +345,17 @@ pub async fn bind(
     let method = request.method().clone();
     let pushes_wanted = wants_pushes(request.uri());
     if let (Some(session), Some(caller)) = (&session, &caller) {
-        // A session not open here may be kept from before a restart; one
-        // neither open nor kept is unknown to rmcp as well (it answers 404).
-        // Owners are forgotten only after rmcp has dropped the session.
-        let held = match owners.use_session(session) {
-            Some(owner) if owner.identity() != caller.identity() => {
-                return ApiError::forbidden("this MCP session belongs to someone else")
-                    .into_response();
+        match owners.check_holder(session, caller).await {
+            // Only a session the caller was verified to hold is named to
+            // the tools (follows are kept under it); a header naming any
+            // other is just a header.
+            Ok(true) => {
+                if let Ok(id) = session.to_str() {
+                    request.extensions_mut().insert(HeldSession(id.to_owned()));
+                }
             }
-            Some(_) => true,
-            None => match owners.take_up(session, caller).await {
-                Ok(taken_up) => taken_up,
-                Err(refused) => return refused.into_response(),
-            },
-        };
-        // Only a session the caller was verified to hold is named to the
-        // tools (follows are kept under it); a header naming any other is
-        // just a header.
-        if held && let Ok(id) = session.to_str() {
-            request.extensions_mut().insert(HeldSession(id.to_owned()));
+            Ok(false) => {}
+            Err(refused) => return refused,
         }
     }
     // A standalone stream holds a wait slot for as long as it is open.
@@ -382,37 +392,41 @@ pub async fn bind(
         }
         (Some(session), _, Some(caller), Some(slot)) if response.status().is_success() => {
             owners.streaming(&session, 1);
-            // A client that asked for pushes gets them (its person's inbox,
-            // the channels the session follows) on this stream, between
-            // rmcp's own events, for as long as rmcp's stream lasts.
             let pushes = match session.to_str() {
                 Ok(id) if pushes_wanted => Some(owners.relay.push_feed(&caller, id)),
                 _ => None,
             };
-            let pushes = futures::stream::iter(pushes)
-                .flatten()
-                .map(|push| Some(Ok(Bytes::from(wire::push::channel_event(&push)))));
             let guard = StreamGuard {
                 owners: owners.clone(),
                 session,
                 _slot: slot,
             };
-            let (parts, body) = response.into_parts();
-            let own = body
-                .into_data_stream()
-                .map(move |chunk| {
-                    let _held = &guard;
-                    Some(chunk)
-                })
-                .chain(futures::stream::once(async { None }));
-            let body = futures::stream::select(own, pushes)
-                .take_while(|chunk| std::future::ready(chunk.is_some()))
-                .filter_map(std::future::ready);
-            response = Response::from_parts(parts, axum::body::Body::from_stream(body));
+            response = with_pushes(response, pushes, guard);
         }
         _ => {}
     }
     response
+}
+
+/// A client that asked for pushes gets them (its person's inbox, the
+/// channels the session follows) on its standalone stream, between rmcp's
+/// own events, for as long as rmcp's stream lasts; `guard` lives as long.
+fn with_pushes(response: Response, pushes: Option<PushFeed>, guard: StreamGuard) -> Response {
+    let pushes = futures::stream::iter(pushes)
+        .flatten()
+        .map(|push| Some(Ok(Bytes::from(wire::push::channel_event(&push)))));
+    let (parts, body) = response.into_parts();
+    let own = body
+        .into_data_stream()
+        .map(move |chunk| {
+            let _held = &guard;
+            Some(chunk)
+        })
+        .chain(futures::stream::once(async { None }));
+    let body = futures::stream::select(own, pushes)
+        .take_while(|chunk| std::future::ready(chunk.is_some()))
+        .filter_map(std::future::ready);
+    Response::from_parts(parts, axum::body::Body::from_stream(body))
 }
 
 /// Held by a standalone stream's body: frees its wait slot and marks the

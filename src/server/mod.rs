@@ -171,43 +171,17 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
     let config = state.config.clone();
     let (server, addr) = listen::listen(config.listen, &shutdown)?;
 
-    let mut certificate_ready = None;
-    let tls = match &config.tls {
-        Tls::Off => None,
-        Tls::Files { cert, key } => {
-            let rustls = RustlsConfig::from_config(tls::from_files(cert, key)?);
-            tokio::spawn(listen::reload_on_hangup(
-                rustls.clone(),
-                cert.clone(),
-                key.clone(),
-                shutdown.clone(),
-            ));
-            Some(rustls)
-        }
-        Tls::Acme(acme) => {
-            // Relays sharing a PostgreSQL store share its certificate.
-            let shared = config.database_url.is_some().then(|| store.clone());
-            let (server, ready) = tls::start_acme(acme, shared, shutdown.clone())?;
-            certificate_ready = Some(ready);
-            Some(RustlsConfig::from_config(server))
-        }
-    };
+    let (tls, certificate_ready) = start_tls(&config, &store, &shutdown)?;
     let bounded = Bounded {
         bounds: ConnectionBounds::new(config.connections, config.trusted_proxies.clone()),
     };
     let redirect_addr = match config.http_listen {
-        Some(http_listen) => {
-            let (server, bound) = listen::listen(http_listen, &shutdown)?;
-            let server = server.acceptor(Bounded {
-                bounds: ConnectionBounds::new(
-                    Connections::redirector(config.connections.idle),
-                    config.trusted_proxies.clone(),
-                ),
-            });
-            let app = tls::redirect_router(&config, addr.port()).into_make_service();
-            tokio::spawn(async move { server.serve(app).await });
-            Some(bound)
-        }
+        Some(http_listen) => Some(serve_redirects(
+            &config,
+            http_listen,
+            addr.port(),
+            &shutdown,
+        )?),
         None => None,
     };
 
@@ -244,6 +218,54 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
         sessions,
         _lock: lock,
     })
+}
+
+/// The TLS the relay terminates, if any, as its mode says; with ACME,
+/// also what says when the first certificate is in place.
+fn start_tls(
+    config: &Config,
+    store: &Arc<dyn Store>,
+    shutdown: &CancellationToken,
+) -> Result<(Option<RustlsConfig>, Option<watch::Receiver<bool>>), StartError> {
+    Ok(match &config.tls {
+        Tls::Off => (None, None),
+        Tls::Files { cert, key } => {
+            let rustls = RustlsConfig::from_config(tls::from_files(cert, key)?);
+            tokio::spawn(listen::reload_on_hangup(
+                rustls.clone(),
+                cert.clone(),
+                key.clone(),
+                shutdown.clone(),
+            ));
+            (Some(rustls), None)
+        }
+        Tls::Acme(acme) => {
+            // Relays sharing a PostgreSQL store share its certificate.
+            let shared = config.database_url.is_some().then(|| store.clone());
+            let (server, ready) = tls::start_acme(acme, shared, shutdown.clone())?;
+            (Some(RustlsConfig::from_config(server)), Some(ready))
+        }
+    })
+}
+
+/// Serves the plain-HTTP listener that sends everyone to HTTPS on
+/// `https_port`; where it listens.
+fn serve_redirects(
+    config: &Config,
+    http_listen: SocketAddr,
+    https_port: u16,
+    shutdown: &CancellationToken,
+) -> Result<SocketAddr, StartError> {
+    let (server, bound) = listen::listen(http_listen, shutdown)?;
+    let server = server.acceptor(Bounded {
+        bounds: ConnectionBounds::new(
+            Connections::redirector(config.connections.idle),
+            config.trusted_proxies.clone(),
+        ),
+    });
+    let app = tls::redirect_router(config, https_port).into_make_service();
+    tokio::spawn(async move { server.serve(app).await });
+    Ok(bound)
 }
 
 /// `crosstalk serve`: runs until SIGINT or SIGTERM, then drains.

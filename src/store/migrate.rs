@@ -12,6 +12,7 @@
 use super::PostgresStore;
 use crate::model::Millis;
 use crate::store::{Clash, StoreError, StoreResult};
+use deadpool_postgres::Transaction;
 use rusqlite::{Connection, OpenFlags, params};
 use std::path::Path;
 use tokio_postgres::types::ToSql;
@@ -60,103 +61,8 @@ pub async fn to_postgres(to: &PostgresStore, from: &Path, now: Millis) -> StoreR
     if holds > 0 {
         return Err(StoreError::Conflict(Clash::TargetInUse));
     }
-    // Pages of rows, each inserted as arrays (one statement per page).
-    macro_rules! copy {
-        ($select:expr, $insert:expr, [$($column:ident: $ty:ty),*], $($param:expr),*) => {{
-            let mut after = i64::MIN;
-            loop {
-                $(let mut $column: Vec<$ty> = Vec::new();)*
-                let mut last = None;
-                {
-                    let mut statement = source.prepare($select).map_err(sqlite_error)?;
-                    let mut rows = statement
-                        .query(params![after, PAGE, $($param),*])
-                        .map_err(sqlite_error)?;
-                    while let Some(row) = rows.next().map_err(sqlite_error)? {
-                        let mut index = 0;
-                        $(
-                            $column.push(row.get(index).map_err(sqlite_error)?);
-                            index += 1;
-                        )*
-                        let _ = index;
-                        last = Some(row.get::<_, i64>(0).map_err(sqlite_error)?);
-                    }
-                }
-                let Some(last) = last else { break };
-                let columns: &[&(dyn ToSql + Sync)] = &[$(&$column),*];
-                tx.execute($insert, columns).await?;
-                after = last;
-            }
-        }};
-    }
-    copy!(
-        "SELECT id, handle, name, token_hash, created_at, revoked_at FROM people \
-         WHERE id > ?1 ORDER BY id LIMIT ?2",
-        "INSERT INTO people (id, handle, name, token_hash, created_at, revoked_at) \
-         SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], \
-                              $5::bigint[], $6::bigint[])",
-        [id: i64, handle: String, name: String, hash: Vec<u8>, created: i64, revoked: Option<i64>],
-    );
-    copy!(
-        "SELECT rowid, handle, status, status_at, last_seen_at FROM \
-         (SELECT row_number() OVER (ORDER BY handle) AS rowid, * FROM presence) \
-         WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
-        "INSERT INTO presence (handle, status, status_at, last_seen_at) \
-         SELECT h, s, sa, ls FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], \
-                                        $5::bigint[]) AS p(n, h, s, sa, ls)",
-        [n: i64, handle: String, status: String, status_at: Option<i64>, seen: Option<i64>],
-    );
-    copy!(
-        "SELECT id, thread_id, channel, sender, recipient, type, body, reply_to, created_at, \
-         expires_at FROM messages WHERE id > ?1 AND expires_at > ?3 ORDER BY id LIMIT ?2",
-        "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, \
-         reply_to, created_at, expires_at) \
-         SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], \
-                              $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[])",
-        [id: i64, thread: Option<i64>, channel: Option<String>, sender: String,
-         recipient: Option<String>, kind: String, body: String, reply_to: Option<i64>,
-         created: i64, expires: i64],
-        now
-    );
-    copy!(
-        "SELECT id, created_at FROM threads WHERE id > ?1 ORDER BY id LIMIT ?2",
-        "INSERT INTO threads (id, created_at, message_count, first_id, last_id, last_activity, \
-                              people) \
-         SELECT t.id, t.created_at, 0, 0, 0, 0, '{}' FROM unnest($1::bigint[], $2::bigint[]) \
-             AS t(id, created_at) \
-         WHERE EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.id)",
-        [id: i64, created: i64],
-    );
-    copy!(
-        // The ledger, without leases: a stopped relay has no streams.
-        "SELECT message_id, recipient, read_at, pushed_at, answered_at, offers FROM inbox i \
-         WHERE message_id > ?1 AND EXISTS (SELECT 1 FROM messages m \
-             WHERE m.id = i.message_id AND m.expires_at > ?3) \
-         ORDER BY message_id LIMIT ?2",
-        "INSERT INTO inbox (message_id, recipient, read_at, pushed_at, answered_at, offers) \
-         SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], \
-                              $5::bigint[], $6::integer[])",
-        [id: i64, recipient: String, read: Option<i64>, pushed: Option<i64>,
-         answered: Option<i64>, offers: i32],
-        now
-    );
-    copy!(
-        "SELECT n, handle, conversation, last_id FROM \
-         (SELECT row_number() OVER (ORDER BY handle, conversation) AS n, * FROM last_read) \
-         WHERE n > ?1 ORDER BY n LIMIT ?2",
-        "INSERT INTO last_read (handle, conversation, last_id) \
-         SELECT h, c, l FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) \
-             AS r(n, h, c, l)",
-        [n: i64, handle: String, conversation: String, last: i64],
-    );
-    copy!(
-        "SELECT n, name, value FROM \
-         (SELECT row_number() OVER (ORDER BY name) AS n, * FROM keys) \
-         WHERE n > ?1 ORDER BY n LIMIT ?2",
-        "INSERT INTO keys (name, value) \
-         SELECT k, v FROM unnest($1::bigint[], $2::text[], $3::bytea[]) AS r(n, k, v)",
-        [n: i64, name: String, value: Vec<u8>],
-    );
+    copy_people(&source, &tx).await?;
+    copy_messages(&source, &tx, now).await?;
     // The summaries of what was copied, and sequences that carry on.
     tx.batch_execute(SUMMARIES).await?;
     let next: i64 = source
@@ -188,6 +94,130 @@ pub async fn to_postgres(to: &PostgresStore, from: &Path, now: Millis) -> StoreR
     }
     tx.commit().await?;
     Ok(copied)
+}
+
+/// Pages of rows, each inserted as arrays (one statement per page): the
+/// rows of `$select` (after `?1`, at most `?2`, then the `$param`s) go to
+/// `$insert` as one array per column.
+macro_rules! copy {
+($source:expr, $tx:expr, $select:expr, $insert:expr, [$($column:ident: $ty:ty),*], $($param:expr),*) => {{
+        let mut after = i64::MIN;
+        loop {
+            $(let mut $column: Vec<$ty> = Vec::new();)*
+            let mut last = None;
+            {
+                let mut statement = $source.prepare($select).map_err(sqlite_error)?;
+                let mut rows = statement
+                    .query(params![after, PAGE, $($param),*])
+                    .map_err(sqlite_error)?;
+                while let Some(row) = rows.next().map_err(sqlite_error)? {
+                    let mut index = 0;
+                    $(
+                        $column.push(row.get(index).map_err(sqlite_error)?);
+                        index += 1;
+                    )*
+                    let _ = index;
+                    last = Some(row.get::<_, i64>(0).map_err(sqlite_error)?);
+                }
+            }
+            let Some(last) = last else { break };
+            let columns: &[&(dyn ToSql + Sync)] = &[$(&$column),*];
+            $tx.execute($insert, columns).await?;
+            after = last;
+        }
+    }};
+}
+
+/// People and their tokens, presence, and the relay's keys.
+async fn copy_people(source: &Connection, tx: &Transaction<'_>) -> StoreResult<()> {
+    copy!(
+        source,
+        tx,
+        "SELECT id, handle, name, token_hash, created_at, revoked_at FROM people \
+         WHERE id > ?1 ORDER BY id LIMIT ?2",
+        "INSERT INTO people (id, handle, name, token_hash, created_at, revoked_at) \
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], \
+                              $5::bigint[], $6::bigint[])",
+        [id: i64, handle: String, name: String, hash: Vec<u8>, created: i64, revoked: Option<i64>],
+    );
+    copy!(
+        source,
+        tx,
+        "SELECT rowid, handle, status, status_at, last_seen_at FROM \
+         (SELECT row_number() OVER (ORDER BY handle) AS rowid, * FROM presence) \
+         WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+        "INSERT INTO presence (handle, status, status_at, last_seen_at) \
+         SELECT h, s, sa, ls FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], \
+                                        $5::bigint[]) AS p(n, h, s, sa, ls)",
+        [n: i64, handle: String, status: String, status_at: Option<i64>, seen: Option<i64>],
+    );
+    copy!(
+        source,
+        tx,
+        "SELECT n, name, value FROM \
+         (SELECT row_number() OVER (ORDER BY name) AS n, * FROM keys) \
+         WHERE n > ?1 ORDER BY n LIMIT ?2",
+        "INSERT INTO keys (name, value) \
+         SELECT k, v FROM unnest($1::bigint[], $2::text[], $3::bytea[]) AS r(n, k, v)",
+        [n: i64, name: String, value: Vec<u8>],
+    );
+    Ok(())
+}
+
+/// Live messages, their threads and inbox rows, and read marks.
+async fn copy_messages(source: &Connection, tx: &Transaction<'_>, now: Millis) -> StoreResult<()> {
+    copy!(
+        source,
+        tx,
+        "SELECT id, thread_id, channel, sender, recipient, type, body, reply_to, created_at, \
+         expires_at FROM messages WHERE id > ?1 AND expires_at > ?3 ORDER BY id LIMIT ?2",
+        "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, \
+         reply_to, created_at, expires_at) \
+         SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], \
+                              $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[])",
+        [id: i64, thread: Option<i64>, channel: Option<String>, sender: String,
+         recipient: Option<String>, kind: String, body: String, reply_to: Option<i64>,
+         created: i64, expires: i64],
+        now
+    );
+    copy!(
+        source,
+        tx,
+        "SELECT id, created_at FROM threads WHERE id > ?1 ORDER BY id LIMIT ?2",
+        "INSERT INTO threads (id, created_at, message_count, first_id, last_id, last_activity, \
+                              people) \
+         SELECT t.id, t.created_at, 0, 0, 0, 0, '{}' FROM unnest($1::bigint[], $2::bigint[]) \
+             AS t(id, created_at) \
+         WHERE EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.id)",
+        [id: i64, created: i64],
+    );
+    copy!(
+        source,
+        tx,
+        // The ledger, without leases: a stopped relay has no streams.
+        "SELECT message_id, recipient, read_at, pushed_at, answered_at, offers FROM inbox i \
+         WHERE message_id > ?1 AND EXISTS (SELECT 1 FROM messages m \
+             WHERE m.id = i.message_id AND m.expires_at > ?3) \
+         ORDER BY message_id LIMIT ?2",
+        "INSERT INTO inbox (message_id, recipient, read_at, pushed_at, answered_at, offers) \
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], \
+                              $5::bigint[], $6::integer[])",
+        [id: i64, recipient: String, read: Option<i64>, pushed: Option<i64>,
+         answered: Option<i64>, offers: i32],
+        now
+    );
+    copy!(
+        source,
+        tx,
+        "SELECT n, handle, conversation, last_id FROM \
+         (SELECT row_number() OVER (ORDER BY handle, conversation) AS n, * FROM last_read) \
+         WHERE n > ?1 ORDER BY n LIMIT ?2",
+        "INSERT INTO last_read (handle, conversation, last_id) \
+         SELECT h, c, l FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[]) \
+             AS r(n, h, c, l)",
+        [n: i64, handle: String, conversation: String, last: i64],
+    );
+    Ok(())
 }
 
 /// Channel and thread summaries computed from the copied messages.
