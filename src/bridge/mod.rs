@@ -335,3 +335,14 @@ impl Bridge {
         }
     }
 }
+
+#[cfg(test)]
+#[test]
+fn the_documents_state_how_often_the_bridge_probes() {
+    let flat = |doc: &str| doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    let every = PROBE_EVERY.as_millis();
+    let architecture = flat(include_str!("../../ARCHITECTURE.md"));
+    assert!(architecture.contains(&format!("every {every} ms")));
+    let readme = flat(include_str!("../../README.md"));
+    assert!(readme.contains(&format!("{every} ms, until Claude Code lists them again")));
+}

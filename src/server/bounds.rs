@@ -327,3 +327,12 @@ impl Activity {
             .then(|| *self.last_ended.lock().expect("activity lock") + idle)
     }
 }
+
+#[cfg(test)]
+#[test]
+fn the_architecture_states_the_grace_of_a_busy_connection() {
+    let doc = include_str!("../../ARCHITECTURE.md");
+    let flat = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    let grace = BUSY_GRACE.as_secs();
+    assert!(flat.contains(&format!("protects its connection for {grace} s only")));
+}

@@ -290,6 +290,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_architecture_states_the_cache_size() {
+        let doc = include_str!("../../ARCHITECTURE.md");
+        let flat = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains(&format!("{} MiB of them", RENDERED_BYTES >> 20)));
+    }
+
+    #[test]
     fn a_title_is_plain_and_cut_at_a_word() {
         assert_eq!(
             title("Which `billing` table?\n\nMore.", 90),

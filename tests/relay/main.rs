@@ -21,6 +21,7 @@ mod operate;
 mod page;
 mod participants;
 mod postgres;
+mod prose;
 mod push;
 mod quotas;
 mod rest;

@@ -328,3 +328,12 @@ fn tls() -> StoreResult<tokio_postgres_rustls::MakeRustlsConnect> {
 
 // After `transaction!`, which it uses.
 mod interface;
+
+#[cfg(test)]
+#[test]
+fn the_architecture_states_the_beat_and_when_a_relay_is_gone() {
+    let doc = include_str!("../../../ARCHITECTURE.md");
+    let flat = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains(&format!("every {} s", BEAT.as_secs())));
+    assert!(flat.contains(&format!("{} s without a beat", GONE_AFTER / 1000)));
+}

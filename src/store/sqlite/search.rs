@@ -162,6 +162,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_documents_state_the_generation_size() {
+        let flat = |doc: &str| doc.split_whitespace().collect::<Vec<_>>().join(" ");
+        let size = format!("{},{:03}", GENERATION / 1000, GENERATION % 1000);
+        let architecture = flat(include_str!("../../../ARCHITECTURE.md"));
+        assert!(architecture.contains(&format!("one table per {size} ids")));
+        let readme = flat(include_str!("../../../README.md"));
+        assert!(readme.contains(&format!("one per {size} messages")));
+    }
+
+    #[test]
     fn typed_words_are_quoted_and_the_last_is_a_prefix() {
         assert_eq!(fts_query("deploy"), Some("\"deploy\"*".into()));
         assert_eq!(
