@@ -44,17 +44,50 @@ enum Kind {
     Stream,
     /// `/healthz`: no credentials, no checks.
     Open,
+    /// The page's hashed files and icon: public.
+    Asset,
 }
 
 fn expected(kind: Kind, presents: Presents, success: u16) -> u16 {
     match (kind, presents) {
         (Kind::Open, _) => 200,
         (_, ForeignOrigin) => 403,
+        (Kind::Asset, _) => success,
         (_, Bearer | AllowedOrigin) => success,
         (Kind::Read | Kind::Stream, Basic) => success,
         (Kind::Stream, QueryToken) => success,
         _ => 401,
     }
+}
+
+/// The routes the router has, as its source names them: every
+/// `.route("…"` and `.nest_service("…"` under `src/`.
+fn routes_in_the_router() -> std::collections::BTreeSet<&'static str> {
+    fn walk(dir: &std::path::Path, found: &mut std::collections::BTreeSet<&'static str>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, found);
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for call in [".route(", ".nest_service("] {
+                for (at, _) in text.match_indices(call) {
+                    let rest = text[at + call.len()..].trim_start();
+                    if let Some(quoted) = rest.strip_prefix('"') {
+                        let route = quoted.split('"').next().unwrap().to_owned();
+                        found.insert(Box::leak(route.into_boxed_str()));
+                    }
+                }
+            }
+        }
+    }
+    let mut found = std::collections::BTreeSet::new();
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut found,
+    );
+    found
 }
 
 #[tokio::test]
@@ -86,12 +119,30 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
     .await;
 
     let initialize = crate::support::initialize();
-    let routes: Vec<(&str, &str, Option<Value>, Kind, u16)> = vec![
-        ("POST", "/mcp", Some(initialize), Kind::Change, 200),
-        ("GET", "/api/channels", None, Kind::Read, 200),
-        ("GET", "/api/channels/ops/messages", None, Kind::Read, 200),
+    let css = crosstalk::web::ASSETS.css.path.clone();
+    // (method, the route as the router names it, a path of it, body, kind,
+    // status on success)
+    let routes: Vec<(&str, &str, &str, Option<Value>, Kind, u16)> = vec![
+        ("POST", "/mcp", "/mcp", Some(initialize), Kind::Change, 200),
+        (
+            "GET",
+            "/api/channels",
+            "/api/channels",
+            None,
+            Kind::Read,
+            200,
+        ),
+        (
+            "GET",
+            "/api/channels/{channel}/messages",
+            "/api/channels/ops/messages",
+            None,
+            Kind::Read,
+            200,
+        ),
         (
             "POST",
+            "/api/channels/{channel}/messages",
             "/api/channels/ops/messages",
             Some(json!({ "body": "hi" })),
             Kind::Change,
@@ -99,37 +150,143 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
         ),
         (
             "GET",
+            "/api/channels/{channel}/wait",
             "/api/channels/ops/wait?since_id=0&timeout_s=0",
             None,
             Kind::Read,
             200,
         ),
-        ("GET", "/api/channels/ops/stream", None, Kind::Stream, 200),
+        (
+            "GET",
+            "/api/channels/{channel}/stream",
+            "/api/channels/ops/stream",
+            None,
+            Kind::Stream,
+            200,
+        ),
+        (
+            "GET",
+            "/api/threads/{id}/stream",
+            "/api/threads/1/stream",
+            None,
+            Kind::Stream,
+            200,
+        ),
         (
             "POST",
+            "/api/messages",
             "/api/messages",
             Some(json!({ "to": "alice", "body": "hi" })),
             Kind::Change,
             201,
         ),
-        ("GET", "/api/inbox", None, Kind::Change, 200),
-        ("GET", "/api/threads/1", None, Kind::Read, 200),
-        ("GET", "/api/people", None, Kind::Read, 200),
+        (
+            "GET",
+            "/api/messages/{id}",
+            "/api/messages/1",
+            None,
+            Kind::Read,
+            200,
+        ),
+        ("GET", "/api/inbox", "/api/inbox", None, Kind::Change, 200),
+        (
+            "GET",
+            "/api/inbox/stream",
+            "/api/inbox/stream",
+            None,
+            Kind::Change,
+            200,
+        ),
+        (
+            "GET",
+            "/api/threads/{id}",
+            "/api/threads/1",
+            None,
+            Kind::Read,
+            200,
+        ),
+        ("GET", "/api/people", "/api/people", None, Kind::Read, 200),
+        (
+            "GET",
+            "/api/search",
+            "/api/search?q=thread",
+            None,
+            Kind::Read,
+            200,
+        ),
         (
             "PUT",
+            "/api/status",
             "/api/status",
             Some(json!({ "status": "here" })),
             Kind::Change,
             200,
         ),
-        ("GET", "/", None, Kind::Read, 200),
-        ("GET", "/threads/1", None, Kind::Read, 200),
-        ("GET", "/channels/ops", None, Kind::Read, 200),
-        ("GET", "/healthz", None, Kind::Open, 200),
+        ("GET", "/", "/", None, Kind::Read, 200),
+        ("GET", "/threads/{id}", "/threads/1", None, Kind::Read, 200),
+        (
+            "GET",
+            "/channels/{channel}",
+            "/channels/ops",
+            None,
+            Kind::Read,
+            200,
+        ),
+        (
+            "GET",
+            "/threads/{id}/messages",
+            "/threads/1/messages?after=0",
+            None,
+            Kind::Read,
+            200,
+        ),
+        (
+            "GET",
+            "/channels/{channel}/messages",
+            "/channels/ops/messages?after=0",
+            None,
+            Kind::Read,
+            200,
+        ),
+        ("GET", "/search", "/search?q=thread", None, Kind::Read, 200),
+        // A page's forms take a read's credentials, then read the form:
+        // with no form body, 415 (their own refusals are in `page.rs`).
+        ("POST", "/threads/{id}", "/threads/1", None, Kind::Read, 415),
+        (
+            "POST",
+            "/channels/{channel}",
+            "/channels/ops",
+            None,
+            Kind::Read,
+            415,
+        ),
+        ("POST", "/new", "/new", None, Kind::Read, 415),
+        ("POST", "/status", "/status", None, Kind::Read, 415),
+        // Signing out answers 401, so the browser forgets the credential;
+        // signing in (not signed out) goes on to the overview.
+        ("GET", "/signout", "/signout", None, Kind::Read, 401),
+        ("GET", "/signin", "/signin", None, Kind::Read, 200),
+        ("GET", "/static/{file}", &css, None, Kind::Asset, 200),
+        (
+            "GET",
+            "/favicon.ico",
+            "/favicon.ico",
+            None,
+            Kind::Asset,
+            200,
+        ),
+        ("GET", "/healthz", "/healthz", None, Kind::Open, 200),
     ];
+    let named: std::collections::BTreeSet<&str> =
+        routes.iter().map(|(_, route, ..)| *route).collect();
+    assert_eq!(
+        named,
+        routes_in_the_router(),
+        "every route the router has is in this matrix, and nothing else"
+    );
 
     let mut mismatches = Vec::new();
-    for (method, path, body, kind, success) in &routes {
+    for (method, _, path, body, kind, success) in &routes {
         for presents in ALL {
             let mut url = format!("{}{path}", app.url());
             if presents == QueryToken {

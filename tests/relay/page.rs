@@ -119,6 +119,97 @@ async fn a_form_from_anywhere_but_the_page_is_refused_and_stores_nothing() {
     assert_eq!(stored(), 2);
 }
 
+/// Every form of the page (a reply, a channel post, a new conversation, a
+/// status) refuses a write that did not come from the page: no token,
+/// another person's, a foreign Origin, a cross-site fetch. Nothing is
+/// stored, as the relay's own API shows; the same form from the page
+/// goes through.
+#[tokio::test]
+async fn every_page_form_refuses_a_write_from_anywhere_but_the_page() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let id = thread(&app, &bob).await;
+    let (status, _) = post(
+        &app,
+        "/api/channels/ops/messages",
+        &bob,
+        json!({ "body": "hello" }),
+    )
+    .await;
+    assert_eq!(status, 201);
+    // Leaked, to live as long as the forms that carry them.
+    let alices: &'static str = form_token(&page(&app, "/", &alice).await.1).leak();
+    let bobs: &'static str = form_token(&page(&app, "/", &bob).await.1).leak();
+    let reply = format!("/threads/{id}");
+    let forms: [(&str, Vec<(&str, &str)>); 4] = [
+        (&reply, vec![("body", "zanzibar reply")]),
+        ("/channels/ops", vec![("body", "zanzibar post")]),
+        ("/new", vec![("to", "bob"), ("body", "zanzibar start")]),
+        ("/status", vec![("status", "zanzibar")]),
+    ];
+    // What alice's writes would change, read through the API.
+    let seen = async || {
+        let found = get(&app, "/api/search?q=zanzibar", &bob).await.1;
+        let people = get(&app, "/api/people", &bob).await.1;
+        let status = people["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["handle"] == "alice")
+            .map(|p| p["status"].clone());
+        (found["messages"].as_array().unwrap().len(), status)
+    };
+    let before = seen().await;
+    assert_eq!(before.0, 0);
+    for (path, fields) in &forms {
+        let with = |csrf: Option<&'static str>| {
+            let mut form = fields.clone();
+            form.extend(csrf.map(|token| ("csrf", token)));
+            form
+        };
+        let refusals: [(&str, Vec<(&str, &str)>, Vec<(&str, &str)>); 4] = [
+            ("no token", with(None), vec![]),
+            ("another person's token", with(Some(bobs)), vec![]),
+            (
+                "a foreign Origin",
+                with(Some(alices)),
+                vec![("origin", "https://evil.example")],
+            ),
+            (
+                "Sec-Fetch-Site: cross-site",
+                with(Some(alices)),
+                vec![("sec-fetch-site", "cross-site")],
+            ),
+        ];
+        for (case, form, headers) in refusals {
+            let response = submit(&app, path, &alice, &form, &headers).await;
+            let status = response.status().as_u16();
+            assert!(
+                status == 403 || status == 422,
+                "{path}, {case}: {status} {}",
+                response.text().await.unwrap()
+            );
+            assert_eq!(seen().await, before, "{path}, {case}: nothing is stored");
+        }
+    }
+    // From the page, each goes through: the refusals above were the guard's.
+    let own_origin = app.url();
+    for (path, fields) in &forms {
+        let mut form = fields.clone();
+        form.push(("csrf", alices));
+        let headers = [
+            ("origin", own_origin.as_str()),
+            ("sec-fetch-site", "same-origin"),
+        ];
+        let response = submit(&app, path, &alice, &form, &headers).await;
+        assert_eq!(response.status(), 303, "{path}");
+    }
+    let after = seen().await;
+    assert_eq!(after.0, 3, "the reply, the post and the new conversation");
+    assert_eq!(after.1, Some(json!("zanzibar")));
+}
+
 #[tokio::test]
 async fn a_refused_form_shows_why_and_keeps_the_text() {
     let app = spawn_app().await;
