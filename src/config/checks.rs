@@ -107,34 +107,6 @@ pub(super) fn parse_participants(list: &str) -> Result<Vec<(Handle, TokenHash)>,
     Ok(participants)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn participants_parse_and_refuse_malformed_lists() {
-        let ok = parse_participants("alice:0123456789abcdef,bob:fedcba9876543210").unwrap();
-        assert_eq!(ok.len(), 2);
-        assert_eq!(ok[0].0.as_str(), "alice");
-        for bad in [
-            "alice",
-            "alice:short",
-            "alice:0123456789abcdef:x",
-            "Alice:0123456789abcdef",
-            "alice:0123456789abcdef,alice:fedcba9876543210",
-            "alice:0123456789abcdef,",
-        ] {
-            assert!(parse_participants(bad).is_err(), "{bad:?} was accepted");
-        }
-    }
-
-    #[test]
-    fn errors_never_repeat_a_token() {
-        let err = parse_participants("Alice:supersecretvalue1234").unwrap_err();
-        assert!(!err.0.contains("supersecretvalue1234"));
-    }
-}
-
 /// The shared token's hash: long enough to act as anyone, or none.
 pub(super) fn shared_token(token: Option<&str>) -> Result<Option<TokenHash>, ConfigError> {
     match token.map(str::trim) {
@@ -266,4 +238,32 @@ fn is_loopback_name(name: &str) -> bool {
 /// The names of this machine's loopback interface, as a `Host` header has them.
 fn loopback_hosts() -> Vec<String> {
     vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn participants_parse_and_refuse_malformed_lists() {
+        let ok = parse_participants("alice:0123456789abcdef,bob:fedcba9876543210").unwrap();
+        assert_eq!(ok.len(), 2);
+        assert_eq!(ok[0].0.as_str(), "alice");
+        for bad in [
+            "alice",
+            "alice:short",
+            "alice:0123456789abcdef:x",
+            "Alice:0123456789abcdef",
+            "alice:0123456789abcdef,alice:fedcba9876543210",
+            "alice:0123456789abcdef,",
+        ] {
+            assert!(parse_participants(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn errors_never_repeat_a_token() {
+        let err = parse_participants("Alice:supersecretvalue1234").unwrap_err();
+        assert!(!err.0.contains("supersecretvalue1234"));
+    }
 }

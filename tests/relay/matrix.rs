@@ -60,6 +60,10 @@ fn expected(kind: Kind, presents: Presents, success: u16) -> u16 {
     }
 }
 
+/// A route of the matrix: method, the route as the router names it, a path
+/// of it, body, kind, and the status on success.
+type Row<'a> = (&'a str, &'a str, &'a str, Option<Value>, Kind, u16);
+
 /// The routes the router has, as its source names them: every
 /// `.route("…"` and `.nest_service("…"` under `src/`.
 fn routes_in_the_router() -> std::collections::BTreeSet<&'static str> {
@@ -120,9 +124,7 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
 
     let initialize = crate::support::initialize();
     let css = crosstalk::web::ASSETS.css.path.clone();
-    // (method, the route as the router names it, a path of it, body, kind,
-    // status on success)
-    let routes: Vec<(&str, &str, &str, Option<Value>, Kind, u16)> = vec![
+    let routes: Vec<Row> = vec![
         ("POST", "/mcp", "/mcp", Some(initialize), Kind::Change, 200),
         (
             "GET",

@@ -168,7 +168,8 @@ async fn every_page_form_refuses_a_write_from_anywhere_but_the_page() {
             form.extend(csrf.map(|token| ("csrf", token)));
             form
         };
-        let refusals: [(&str, Vec<(&str, &str)>, Vec<(&str, &str)>); 4] = [
+        type Fields<'a> = Vec<(&'a str, &'a str)>;
+        let refusals: [(&str, Fields, Fields); 4] = [
             ("no token", with(None), vec![]),
             ("another person's token", with(Some(bobs)), vec![]),
             (
