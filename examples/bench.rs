@@ -21,7 +21,7 @@
 //!   binary, started with `--serve DB`) so its memory is the server's alone.
 
 use crosstalk::agent::Agent;
-use crosstalk::config::{Config, Limits};
+use crosstalk::config::{Config, Connections, Limits};
 use crosstalk::relay::{DirectMessage, Relay};
 use crosstalk::server;
 use futures::future::join_all;
@@ -197,9 +197,9 @@ fn unlimited(db: std::path::PathBuf) -> Config {
     config.settings.max_waits_per_person = usize::MAX;
     config.settings.max_waits = usize::MAX;
     config.settings.max_bytes_per_day = 0;
-    // Every client is on loopback: one address for thousands of connections.
-    config.connections.per_address = usize::MAX;
-    config.connections.max = usize::MAX;
+    // Every client is on loopback: one address for thousands of connections,
+    // each opened before its first request vouches for it.
+    config.connections = Connections::new(usize::MAX, usize::MAX, config.connections.idle);
     config
 }
 

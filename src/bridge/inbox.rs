@@ -52,7 +52,8 @@ impl Bridge {
                         Ended::Stream => {
                             tracing::warn!("the relay's inbox stream ended; reconnecting");
                             // The relay may have restarted: the next tool
-                            // call opens a new session.
+                            // call opens a new session. (One a call has just
+                            // opened goes too; that costs a reconnect.)
                             *self.relay.lock().await = None;
                         }
                     }

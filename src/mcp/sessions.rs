@@ -105,7 +105,6 @@ impl SessionOwners {
         self.owners.lock().expect("session owners lock")
     }
 
-    /// The owner of `session`, marking it used.
     /// Whether `caller` holds `session` here: open here and theirs, or kept
     /// from before a restart and taken up now (`false`: neither open nor
     /// kept, so unknown to rmcp as well, which answers 404). Owners are
@@ -124,6 +123,7 @@ impl SessionOwners {
         }
     }
 
+    /// The owner of `session`, marking it used.
     fn use_session(&self, session: &HeaderValue) -> Option<Caller> {
         let mut owners = self.owners();
         let owned = owners.get_mut(session)?;

@@ -194,7 +194,7 @@ impl Relay {
     pub(super) fn delivery_changed(&self, messages: &[Message]) {
         for message in messages {
             let message = Arc::new(message.clone());
-            self.places.publish(&message.place(), message.clone());
+            self.places.publish(&message.place(), message);
         }
     }
 
@@ -205,10 +205,11 @@ impl Relay {
         if let Some(to) = &message.to {
             self.wake_inbox(to);
         }
-        if message.channel.is_some() {
+        let place = message.place();
+        self.places.publish(&place, message.clone());
+        if let Place::Channel(_) = place {
             self.push_post(&message);
         }
-        self.places.publish(&message.place(), message);
     }
 
     /// Wakes whoever waits on `person`'s inbox: something may be there for

@@ -6,7 +6,7 @@
 //! Each rule runs over [`Statements`]: one backend's SQL, one statement a
 //! method, inside the transaction (or on the connection) the backend gives
 //! it. SQLite runs them on its writer thread or a reader connection, where
-//! every statement completes at once ([`now`]); PostgreSQL awaits them, and
+//! every statement completes at once ([`at_once`]); PostgreSQL awaits them, and
 //! pipelines the inserts of a group commit on one transaction.
 
 use super::summary::{Removed, first_people, losses};
@@ -15,8 +15,8 @@ use crate::model::{Channel, Handle, Message, Millis, Place};
 use std::future::Future;
 
 /// One backend's statements. Each method is one SQL statement (a few
-/// loop one statement over a short list), and decides nothing: the rules
-/// below decide.
+/// run one or two for each item of a short list), and decides nothing:
+/// the rules below decide.
 pub(super) trait Statements {
     // Checks, made before anything is written.
     async fn is_live_person(&self, handle: &Handle) -> StoreResult<bool>;
@@ -123,7 +123,7 @@ pub(super) trait Statements {
 
 /// Runs a rule whose statements complete at once (SQLite's, on a
 /// connection of its own): polled once, it is done.
-pub(super) fn now<T>(rule: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
+pub(super) fn at_once<T>(rule: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
     use futures::FutureExt;
     rule.now_or_never().unwrap_or_else(|| {
         Err(StoreError::backend(

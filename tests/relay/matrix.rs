@@ -6,6 +6,8 @@ use base64::Engine as _;
 use crosstalk::config::Limits;
 use crosstalk::host::Origin;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::path::Path;
 
 /// How a request presents itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,13 +63,16 @@ fn expected(kind: Kind, presents: Presents, success: u16) -> u16 {
 }
 
 /// A route of the matrix: method, the route as the router names it, a path
-/// of it, body, kind, and the status on success.
+/// of it, body, kind, and the status on success. The routes and methods
+/// are held equal to the router's own (`routes_in_the_router`).
 type Row<'a> = (&'a str, &'a str, &'a str, Option<Value>, Kind, u16);
 
 /// The routes the router has, as its source names them: every
-/// `.route("…"` and `.nest_service("…"` under `src/`.
-fn routes_in_the_router() -> std::collections::BTreeSet<&'static str> {
-    fn walk(dir: &std::path::Path, found: &mut std::collections::BTreeSet<&'static str>) {
+/// `.route("…", …)` under `src/` with each method it is given there
+/// (`get(…)`, `.post(…)`, …), and `.nest_service("…"` as the methods the
+/// matrix sends it. A route whose path is not a literal fails the test.
+fn routes_in_the_router() -> BTreeSet<(String, String)> {
+    fn walk(dir: &Path, found: &mut BTreeSet<(String, String)>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
@@ -75,20 +80,47 @@ fn routes_in_the_router() -> std::collections::BTreeSet<&'static str> {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
-            for call in [".route(", ".nest_service("] {
-                for (at, _) in text.match_indices(call) {
-                    let rest = text[at + call.len()..].trim_start();
-                    if let Some(quoted) = rest.strip_prefix('"') {
-                        let route = quoted.split('"').next().unwrap().to_owned();
-                        found.insert(Box::leak(route.into_boxed_str()));
+            for (at, _) in text.match_indices(".route(") {
+                let call = arguments(&text[at + ".route(".len()..]);
+                let route = literal(call).unwrap_or_else(|| panic!("{path:?}: .route({call}"));
+                for method in ["get", "post", "put", "delete", "patch"] {
+                    let named = call.match_indices(&format!("{method}(")).any(|(i, _)| {
+                        !call[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_')
+                    });
+                    if named {
+                        found.insert((method.to_uppercase(), route.clone()));
                     }
                 }
             }
+            for (at, _) in text.match_indices(".nest_service(") {
+                let call = arguments(&text[at + ".nest_service(".len()..]);
+                let route = literal(call).unwrap();
+                found.insert(("POST".into(), route));
+            }
         }
     }
-    let mut found = std::collections::BTreeSet::new();
+    /// The arguments of a call, up to its closing parenthesis.
+    fn arguments(text: &str) -> &str {
+        let mut depth = 1;
+        for (i, c) in text.char_indices() {
+            depth += match c {
+                '(' => 1,
+                ')' => -1,
+                _ => 0,
+            };
+            if depth == 0 {
+                return &text[..i];
+            }
+        }
+        text
+    }
+    fn literal(call: &str) -> Option<String> {
+        let quoted = call.trim_start().strip_prefix('"')?;
+        Some(quoted.split('"').next()?.to_owned())
+    }
+    let mut found = BTreeSet::new();
     walk(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
         &mut found,
     );
     found
@@ -279,8 +311,10 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
         ),
         ("GET", "/healthz", "/healthz", None, Kind::Open, 200),
     ];
-    let named: std::collections::BTreeSet<&str> =
-        routes.iter().map(|(_, route, ..)| *route).collect();
+    let named: BTreeSet<(String, String)> = routes
+        .iter()
+        .map(|(method, route, ..)| (method.to_string(), route.to_string()))
+        .collect();
     assert_eq!(
         named,
         routes_in_the_router(),

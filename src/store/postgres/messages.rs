@@ -1,5 +1,5 @@
-//! Messages, threads, inboxes and search (`../sqlite/messages.rs` and
-//! `search.rs`, in PostgreSQL).
+//! Message rows and the ledger's writes outside the message rules
+//! (`../sqlite/messages.rs`, in PostgreSQL).
 
 use super::{Db, handle, maybe_channel, maybe_handle, row};
 use crate::model::{Delivery, Handle, Message, Millis};
@@ -44,7 +44,8 @@ pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
     })
 }
 
-fn ids_of(rows: &[Row]) -> StoreResult<Vec<i64>> {
+/// The first column of each row, as ids.
+pub(super) fn ids_of(rows: &[Row]) -> StoreResult<Vec<i64>> {
     Ok(rows
         .iter()
         .map(|row| row.try_get(0))

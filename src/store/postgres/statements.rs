@@ -2,7 +2,7 @@
 //! awaited on the caller's transaction (or pooled connection), so the
 //! inserts of one group commit pipeline theirs on one connection.
 
-use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
+use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, ids_of, message_from_row};
 use super::{Db, row};
 use crate::model::{Channel, Handle, Message, Millis, Place};
 use crate::store::rules::Statements;
@@ -35,13 +35,6 @@ fn column(place: &Place) -> (&'static str, &(dyn ToSql + Sync)) {
         Place::Channel(name) => ("m.channel", name),
         Place::Thread(id) => ("m.thread_id", id),
     }
-}
-
-fn ids_of(rows: &[Row]) -> StoreResult<Vec<i64>> {
-    Ok(rows
-        .iter()
-        .map(|row| row.try_get(0))
-        .collect::<Result<_, _>>()?)
 }
 
 fn messages_of(rows: &[Row]) -> StoreResult<Vec<Message>> {

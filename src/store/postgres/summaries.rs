@@ -1,7 +1,7 @@
-//! Channel and thread overviews, read marks and the purge
-//! (`../sqlite/summaries.rs`, in PostgreSQL): kept in the transaction of
-//! each message and of each purge batch, with the arithmetic shared
-//! (`store/summary.rs`).
+//! Channel and thread overviews (`../sqlite/summaries.rs`, in
+//! PostgreSQL), and the purge's batches, each its own transaction under
+//! the write lock. The summaries are kept by `../rules.rs`, in the
+//! transaction of each message and of each purge batch.
 
 use super::statements::Sql;
 use super::{Db, WRITE_LOCK};

@@ -66,7 +66,7 @@ impl Store for SqliteStore {
     }
 
     fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message> {
-        self.write(move |conn| rules::now(rules::insert(&Sql(conn), message)))
+        self.write(move |conn| rules::at_once(rules::insert(&Sql(conn), message)))
     }
 
     fn claim_inbox(
@@ -76,7 +76,9 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<Message>> {
         let recipient = recipient.clone();
-        self.write(move |conn| rules::now(rules::claim_inbox(&Sql(conn), &recipient, now, limit)))
+        self.write(move |conn| {
+            rules::at_once(rules::claim_inbox(&Sql(conn), &recipient, now, limit))
+        })
     }
 
     fn offer_inbox(
@@ -86,7 +88,9 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreFuture<'_, Vec<Message>> {
         let recipient = recipient.clone();
-        self.write(move |conn| rules::now(rules::offer_inbox(&Sql(conn), &recipient, offer, limit)))
+        self.write(move |conn| {
+            rules::at_once(rules::offer_inbox(&Sql(conn), &recipient, offer, limit))
+        })
     }
 
     fn release_offers(
@@ -126,7 +130,7 @@ impl Store for SqliteStore {
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
         self.read(move |conn| {
-            rules::now(rules::thread(&Sql(conn), thread_id, since_id, limit, now))
+            rules::at_once(rules::thread(&Sql(conn), thread_id, since_id, limit, now))
         })
     }
 
@@ -137,7 +141,7 @@ impl Store for SqliteStore {
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
         self.read(move |conn| {
-            rules::now(rules::recent(
+            rules::at_once(rules::recent(
                 &Sql(conn),
                 &Place::Thread(thread_id),
                 limit,
@@ -154,7 +158,7 @@ impl Store for SqliteStore {
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
         let place = Place::Channel(channel.clone());
-        self.read(move |conn| rules::now(Sql(conn).messages_in(&place, since_id, limit, now)))
+        self.read(move |conn| rules::at_once(Sql(conn).messages_in(&place, since_id, limit, now)))
     }
 
     fn channel_recent(
@@ -164,7 +168,7 @@ impl Store for SqliteStore {
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
         let place = Place::Channel(channel.clone());
-        self.read(move |conn| rules::now(rules::recent(&Sql(conn), &place, limit, now)))
+        self.read(move |conn| rules::at_once(rules::recent(&Sql(conn), &place, limit, now)))
     }
 
     fn channels(
@@ -187,13 +191,15 @@ impl Store for SqliteStore {
 
     fn mark_read(&self, reader: &Handle, place: &Place, last_id: i64) -> StoreFuture<'_, ()> {
         let (reader, place) = (reader.clone(), place.clone());
-        self.write(move |conn| rules::now(rules::mark_read(&Sql(conn), &reader, &place, last_id)))
+        self.write(move |conn| {
+            rules::at_once(rules::mark_read(&Sql(conn), &reader, &place, last_id))
+        })
     }
 
     fn unread(&self, reader: &Handle, places: Vec<Place>, cap: u64) -> StoreFuture<'_, Vec<u64>> {
         let reader = reader.clone();
         let now = crate::model::now_millis();
-        self.read(move |conn| rules::now(rules::unread(&Sql(conn), &reader, places, cap, now)))
+        self.read(move |conn| rules::at_once(rules::unread(&Sql(conn), &reader, places, cap, now)))
     }
 
     fn search(
@@ -277,7 +283,9 @@ impl Store for SqliteStore {
             let mut total = 0;
             loop {
                 let gone = self
-                    .write(move |conn| rules::now(rules::purge_batch(&Sql(conn), now, PURGE_BATCH)))
+                    .write(move |conn| {
+                        rules::at_once(rules::purge_batch(&Sql(conn), now, PURGE_BATCH))
+                    })
                     .await?;
                 total += gone;
                 if gone < u64::from(PURGE_BATCH) {

@@ -2,9 +2,12 @@
 //! commit (`writer.rs`), and a small pool of reader connections used from the
 //! blocking pool, so SQLite never blocks the async workers.
 //!
-//! The queries live beside the tables they touch: `people.rs` (people,
-//! tokens, presence) and `messages.rs` (messages, threads, inboxes); the
-//! schema and what survives a crash are in `schema.rs`.
+//! The layout is PostgreSQL's too: `interface.rs` says where each query
+//! runs; `statements.rs` has the statements of the message rules
+//! (`../rules.rs`); `messages.rs` the message rows and the ledger's other
+//! writes, `summaries.rs` the overviews, `people.rs` people, tokens,
+//! presence and keys, `sessions.rs` and `search.rs` theirs; the schema and
+//! what survives a crash are in `schema.rs`.
 
 mod copy;
 mod interface;
