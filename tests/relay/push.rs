@@ -473,40 +473,10 @@ async fn the_inbox_stream_offers_each_message_and_takes_bearer_tokens_only() {
 /// log blocks a thread, and the relay in this process must keep serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bridge_forwards_tools_and_pushes_the_inbox_across_a_relay_restart() {
-    use crate::support::LogWatch;
-    use crosstalk::agent::Listener;
-    use rmcp::{ServiceExt, model::CallToolRequestParams};
-    use std::process::{Command, Stdio};
-
     let app = spawn_app().await;
     let alice_token = app.add_person("alice").await;
     let bob_token = app.add_person("bob").await;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
-        .arg("bridge")
-        .env("CROSSTALK_URL", app.url())
-        .env("CROSSTALK_TOKEN", &bob_token)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("crosstalk bridge starts");
-    let mut log = LogWatch::new(&mut child);
-    let stdout = tokio::process::ChildStdout::from_std(child.stdout.take().unwrap()).unwrap();
-    let stdin = tokio::process::ChildStdin::from_std(child.stdin.take().unwrap()).unwrap();
-    let (listener, mut pushes) = Listener::new();
-    let _stopped = KillOnDrop(child);
-    let bridge = match listener.serve((stdout, stdin)).await {
-        Ok(bridge) => bridge,
-        Err(error) => panic!("the bridge speaks MCP: {error}\n{}", log.whole()),
-    };
-
-    let call = |tool: &str, arguments: Value| {
-        let Value::Object(arguments) = arguments else {
-            unreachable!()
-        };
-        CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)
-    };
+    let (bridge, mut pushes, mut log, _stopped) = bridge_for(&app, &bob_token).await;
     let info = bridge.peer_info().unwrap();
     assert!(
         info.capabilities
@@ -587,6 +557,83 @@ async fn the_bridge_forwards_tools_and_pushes_the_inbox_across_a_relay_restart()
     assert_eq!(inbox.structured_content.unwrap()["messages"], json!([]));
     bridge.cancel().await.unwrap();
     assert!(pushes.recv().await.is_none(), "no message came twice");
+}
+
+/// A tool call with these arguments.
+fn call(tool: &str, arguments: Value) -> rmcp::model::CallToolRequestParams {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments are an object")
+    };
+    rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments)
+}
+
+/// `crosstalk bridge` for `token` against `app`, spoken to over its stdio
+/// by rmcp's client as Claude Code would: the client, the channel
+/// notifications it hears, the bridge's log, and what ends it.
+async fn bridge_for(
+    app: &TestApp,
+    token: &str,
+) -> (
+    rmcp::service::RunningService<rmcp::RoleClient, crosstalk::agent::Listener>,
+    tokio::sync::mpsc::UnboundedReceiver<Value>,
+    crate::support::LogWatch,
+    KillOnDrop,
+) {
+    use rmcp::ServiceExt;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .arg("bridge")
+        .env("CROSSTALK_URL", app.url())
+        .env("CROSSTALK_TOKEN", token)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("crosstalk bridge starts");
+    let log = crate::support::LogWatch::new(&mut child);
+    let stdout = tokio::process::ChildStdout::from_std(child.stdout.take().unwrap()).unwrap();
+    let stdin = tokio::process::ChildStdin::from_std(child.stdin.take().unwrap()).unwrap();
+    let (listener, pushes) = crosstalk::agent::Listener::new();
+    let stopped = KillOnDrop(child);
+    match listener.serve((stdout, stdin)).await {
+        Ok(bridge) => (bridge, pushes, log, stopped),
+        Err(error) => panic!("the bridge speaks MCP: {error}\n{}", log.whole()),
+    }
+}
+
+/// Through the bridge, a call that waits (an inbox check, or a send waiting
+/// for its reply) holds up no other: a model calls tools side by side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_runs_tool_calls_side_by_side() {
+    let app = spawn_app().await;
+    app.add_person("alice").await;
+    let bob_token = app.add_person("bob").await;
+    let (bridge, _pushes, _log, _stopped) = bridge_for(&app, &bob_token).await;
+    // Only waits park (streams do not): the next to park is the inbox check.
+    let mut parked = app.running.state.relay.parked_waits();
+    let before = *parked.borrow_and_update();
+    let waiting = {
+        let peer = bridge.peer().clone();
+        tokio::spawn(async move {
+            peer.call_tool(call("check_inbox", json!({ "timeout_seconds": 50 })))
+                .await
+        })
+    };
+    parked.wait_for(|&n| n > before).await.unwrap();
+    let peers = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        bridge.call_tool(call("list_peers", json!({}))),
+    )
+    .await
+    .expect("list_peers answers while check_inbox waits")
+    .unwrap();
+    assert_eq!(
+        peers.structured_content.unwrap()["peers"][0]["handle"],
+        "alice"
+    );
+    assert!(!waiting.is_finished(), "the inbox check still waits");
+    waiting.abort();
 }
 
 /// Ends a child process when a test ends, however it ends.
