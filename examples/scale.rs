@@ -11,7 +11,7 @@
 //! is the longest the purge held the writer.
 
 use crosstalk::config::{Config, Limits};
-use crosstalk::model::{Channel, Handle, Token, now_millis};
+use crosstalk::model::{Channel, Handle, ThreadId, Token, now_millis};
 use crosstalk::relay::ChannelPost;
 use crosstalk::server;
 use crosstalk::store::{Conversation, NewMessage, RecipientCheck, SqliteStore, Store};
@@ -72,7 +72,7 @@ async fn fill(db: &std::path::Path, n: usize, alice: &Token, bob: &Token) -> usi
                     // from 1, one for every six messages).
                     let made = (i / 6).max(1) as i64;
                     (
-                        Conversation::Thread(1 + (i as i64 * 7919) % made),
+                        Conversation::Thread(ThreadId(1 + (i as i64 * 7919) % made)),
                         Some(b.clone()),
                     )
                 };

@@ -6,6 +6,7 @@
 
 mod stream;
 
+use crate::model::{MessageId, ThreadId};
 use crate::relay::{Caller, Reader};
 use crate::state::AppState;
 use crate::wire::{
@@ -75,7 +76,7 @@ async fn search(
 ) -> ApiResult<wire::SearchResults> {
     let found = state
         .relay
-        .search(&args.query, args.before, args.limit)
+        .search(&args.query, args.before.map(MessageId), args.limit)
         .await?;
     Ok(Json(wire::SearchResults::from(&found)))
 }
@@ -84,7 +85,10 @@ async fn channels(
     State(state): State<AppState>,
     Query(args): Query<args::ListChannels>,
 ) -> ApiResult<wire::Channels> {
-    let channels = state.relay.channels(args.before, args.limit).await?;
+    let channels = state
+        .relay
+        .channels(args.before.map(MessageId), args.limit)
+        .await?;
     Ok(Json(wire::Channels::from(&channels)))
 }
 
@@ -94,7 +98,7 @@ async fn channel_messages(
 ) -> ApiResult<wire::MessagePage> {
     let page = state
         .relay
-        .channel_messages(&args.channel, args.since_id, args.limit)
+        .channel_messages(&args.channel, args.since_id.map(MessageId), args.limit)
         .await?;
     Ok(Json(wire::MessagePage::from(&page)))
 }
@@ -110,7 +114,7 @@ async fn wait_channel(
         .wait_channel(
             &caller,
             &args.channel,
-            args.since_id,
+            args.since_id.map(MessageId),
             args.timeout_s,
             std::future::pending(),
         )
@@ -124,7 +128,7 @@ async fn post_message(
     Body(args): Body<args::PostMessage>,
 ) -> Result<(StatusCode, Json<wire::Posted>), ApiError> {
     let posted = state.relay.post(&caller, args.into()).await?;
-    Ok((StatusCode::CREATED, Json(wire::Posted { id: posted.id })))
+    Ok((StatusCode::CREATED, Json(wire::Posted { id: posted.id.0 })))
 }
 
 async fn send_message(
@@ -169,7 +173,13 @@ async fn thread(
 ) -> ApiResult<wire::ThreadMessages> {
     let page = state
         .relay
-        .read_thread(&caller, id, page.since_id, page.limit, reader(&headers))
+        .read_thread(
+            &caller,
+            ThreadId(id),
+            page.since_id.map(MessageId),
+            page.limit,
+            reader(&headers),
+        )
         .await?;
     Ok(Json(wire::ThreadMessages::from(&page)))
 }
@@ -180,7 +190,10 @@ async fn message(
     headers: HeaderMap,
     Path(id): Path<i64>,
 ) -> ApiResult<wire::OneMessage> {
-    let message = state.relay.message(&caller, id, reader(&headers)).await?;
+    let message = state
+        .relay
+        .message(&caller, MessageId(id), reader(&headers))
+        .await?;
     Ok(Json(wire::OneMessage::new(&message)))
 }
 

@@ -8,7 +8,7 @@
 //! exactly where it stopped. The stream ends when the client goes away or
 //! the relay shuts down.
 
-use crate::model::Message;
+use crate::model::{Message, MessageId, ThreadId};
 use crate::relay::{Caller, Feed, NOTICE, Push, Update};
 use crate::state::AppState;
 use crate::wire::{
@@ -41,7 +41,11 @@ pub async fn channel_stream(
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let since = resume_from(&headers).or(query.since_id);
-    Ok(events(state.relay.channel_feed(&caller, &channel, since)?))
+    Ok(events(state.relay.channel_feed(
+        &caller,
+        &channel,
+        since.map(MessageId),
+    )?))
 }
 
 pub async fn thread_stream(
@@ -52,7 +56,12 @@ pub async fn thread_stream(
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let since = resume_from(&headers).or(query.since_id);
-    Ok(events(state.relay.thread_feed(&caller, id, since).await?))
+    Ok(events(
+        state
+            .relay
+            .thread_feed(&caller, ThreadId(id), since.map(MessageId))
+            .await?,
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -138,7 +147,7 @@ fn pushed(push: &Push) -> Option<Event> {
     if let Push::Inbox(message) = push {
         data["offer"] = message.delivery.map_or(1, |d| d.offers).into();
     }
-    Some(message_event(message.id, data))
+    Some(message_event(message.id.0, data))
 }
 
 /// A message as its stream's JSON.
@@ -155,5 +164,5 @@ fn message_event(id: i64, data: serde_json::Value) -> Event {
 }
 
 fn event(message: &Message) -> Event {
-    message_event(message.id, view(message))
+    message_event(message.id.0, view(message))
 }

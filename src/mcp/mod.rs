@@ -20,6 +20,7 @@ pub mod sessions;
 
 pub use edge::{ClientMistakes, McpEdge, shape_refusals};
 
+use crate::model::{MessageId, ThreadId};
 pub use crate::protocol::SESSION_HEADER;
 use crate::protocol::{HeldSession, INSTRUCTIONS, capabilities, wants_pushes};
 use crate::relay::{Caller, Reader, Relay, RelayError};
@@ -230,8 +231,8 @@ impl RelayTools {
             .relay
             .read_thread(
                 &caller,
-                args.thread_id,
-                args.page.since_id,
+                ThreadId(args.thread_id),
+                args.page.since_id.map(MessageId),
                 args.page.limit,
                 Reader::Agent,
             )
@@ -269,7 +270,7 @@ impl RelayTools {
         Parameters(args): Parameters<args::PostMessage>,
     ) -> ToolResult<wire::Posted> {
         let posted = self.relay.post(&caller, args?.into()).await?;
-        Ok(Json(wire::Posted { id: posted.id }))
+        Ok(Json(wire::Posted { id: posted.id.0 }))
     }
 
     /// Read a channel's messages after since_id, oldest first, with the last_id to continue from.
@@ -281,7 +282,7 @@ impl RelayTools {
         let args = args?;
         let page = self
             .relay
-            .channel_messages(&args.channel, args.since_id, args.limit)
+            .channel_messages(&args.channel, args.since_id.map(MessageId), args.limit)
             .await?;
         Ok(Json(wire::MessagePage::from(&page)))
     }
@@ -300,7 +301,7 @@ impl RelayTools {
             .wait_channel(
                 &caller,
                 &args.channel,
-                args.since_id,
+                args.since_id.map(MessageId),
                 args.timeout_s,
                 cancelled.cancelled_owned(),
             )
@@ -316,7 +317,10 @@ impl RelayTools {
         Parameters(args): Parameters<args::ListChannels>,
     ) -> ToolResult<wire::Channels> {
         let args = args?;
-        let channels = self.relay.channels(args.before, args.limit).await?;
+        let channels = self
+            .relay
+            .channels(args.before.map(MessageId), args.limit)
+            .await?;
         Ok(Json(wire::Channels::from(&channels)))
     }
 
@@ -361,7 +365,7 @@ impl RelayTools {
         let args = args?;
         let found = self
             .relay
-            .search(&args.query, args.before, args.limit)
+            .search(&args.query, args.before.map(MessageId), args.limit)
             .await?;
         Ok(Json(wire::SearchResults::from(&found)))
     }

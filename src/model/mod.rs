@@ -7,10 +7,12 @@
 
 mod channel;
 mod handle;
+mod ids;
 mod token;
 
 pub use channel::{Channel, ChannelError, MAX_CHANNEL_LEN};
 pub use handle::{Handle, HandleError, MAX_HANDLE_LEN};
+pub use ids::{MessageId, ThreadId};
 pub use token::{TOKEN_BODY_LEN, TOKEN_PREFIX, Token, TokenHash};
 
 /// Milliseconds since the Unix epoch: the one time type of crosstalk.
@@ -28,16 +30,15 @@ pub fn now_millis() -> Millis {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Place {
     Channel(Channel),
-    Thread(i64),
+    Thread(ThreadId),
 }
 
 /// A stored message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
-    /// Increases strictly across the relay and is never reused.
-    pub id: i64,
+    pub id: MessageId,
     /// The thread of a direct message; exactly one of this and `channel`.
-    pub thread_id: Option<i64>,
+    pub thread_id: Option<ThreadId>,
     /// The channel of a channel post.
     pub channel: Option<Channel>,
     pub from: Handle,
@@ -47,7 +48,7 @@ pub struct Message {
     pub kind: String,
     pub body: String,
     /// The message of the same conversation this answers.
-    pub reply_to: Option<i64>,
+    pub reply_to: Option<MessageId>,
     pub created_at: Millis,
     /// From this moment the message is gone from every read.
     pub expires_at: Millis,
@@ -147,20 +148,20 @@ pub struct Presence {
 pub struct ChannelSummary {
     pub name: Channel,
     pub message_count: u64,
-    pub last_id: i64,
+    pub last_id: MessageId,
     pub last_activity: Millis,
 }
 
 /// A thread as listed: who is in it and its latest activity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadSummary {
-    pub id: i64,
+    pub id: ThreadId,
     /// Everyone who sent or received a message in it, sorted.
     pub people: Vec<Handle>,
     pub message_count: u64,
     /// The first live message's body: what the thread is about.
     pub opening: String,
-    pub last_id: i64,
+    pub last_id: MessageId,
     pub last_activity: Millis,
 }
 

@@ -9,7 +9,7 @@
 //! conversation (SSE today) drives one of these.
 
 use super::{Caller, MAX_PAGE, Relay, RelayResult, WaitSlot, send::parse_channel};
-use crate::model::{Message, Place, now_millis};
+use crate::model::{Message, MessageId, Place, ThreadId, now_millis};
 use std::{collections::VecDeque, sync::Arc};
 use tokio::sync::broadcast::{self, error::RecvError};
 
@@ -31,7 +31,7 @@ pub struct Feed {
     relay: Arc<Relay>,
     followed: Place,
     /// The id of the last message yielded (or the cursor asked for).
-    cursor: i64,
+    cursor: MessageId,
     /// Wake-ups for the channel, taken before the first read of the store.
     wake: broadcast::Receiver<Arc<Message>>,
     /// Messages read from the store and not yet yielded.
@@ -47,7 +47,7 @@ impl Relay {
         self: &Arc<Self>,
         caller: &Caller,
         channel: &str,
-        since_id: Option<i64>,
+        since_id: Option<MessageId>,
     ) -> RelayResult<Feed> {
         let place = Place::Channel(parse_channel(channel)?);
         let wake = self.places.subscribe(&place);
@@ -58,8 +58,8 @@ impl Relay {
     pub async fn thread_feed(
         self: &Arc<Self>,
         caller: &Caller,
-        thread_id: i64,
-        since_id: Option<i64>,
+        thread_id: ThreadId,
+        since_id: Option<MessageId>,
     ) -> RelayResult<Feed> {
         let place = Place::Thread(thread_id);
         let wake = self.places.subscribe(&place);
@@ -76,7 +76,7 @@ impl Relay {
         caller: &Caller,
         followed: Place,
         wake: broadcast::Receiver<Arc<Message>>,
-        since_id: Option<i64>,
+        since_id: Option<MessageId>,
     ) -> RelayResult<Feed> {
         Ok(Feed {
             _slot: self.hold_slot(caller)?,
@@ -84,7 +84,7 @@ impl Relay {
             wake,
             relay: self.clone(),
             followed,
-            cursor: since_id.unwrap_or(0),
+            cursor: since_id.unwrap_or_default(),
             backlog: VecDeque::new(),
             behind: true,
         })
@@ -92,7 +92,11 @@ impl Relay {
 
     /// Messages of what a feed follows after `cursor`, and whether more
     /// may be left after them.
-    async fn after(&self, followed: &Place, cursor: i64) -> RelayResult<(Vec<Message>, bool)> {
+    async fn after(
+        &self,
+        followed: &Place,
+        cursor: MessageId,
+    ) -> RelayResult<(Vec<Message>, bool)> {
         Ok(match followed {
             Place::Channel(channel) => {
                 let page = self.channel_page(channel, cursor, Some(MAX_PAGE)).await?;

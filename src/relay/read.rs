@@ -3,7 +3,8 @@
 
 use super::{Caller, Identity, MAX_PAGE, Relay, RelayError, RelayResult, send::parse_channel};
 use crate::model::{
-    Channel, ChannelSummary, Handle, Message, Millis, Place, ThreadSummary, now_millis,
+    Channel, ChannelSummary, Handle, Message, MessageId, Millis, Place, ThreadId, ThreadSummary,
+    now_millis,
 };
 
 /// The most conversations an overview lists at once, and by default.
@@ -21,11 +22,11 @@ fn overview_limit(limit: Option<u32>) -> u32 {
 pub struct Listing<T> {
     pub items: Vec<T>,
     /// Pass as `before` for the next page; `None` on the last.
-    pub next_before: Option<i64>,
+    pub next_before: Option<MessageId>,
 }
 
 impl<T> Listing<T> {
-    pub(super) fn of(items: Vec<T>, limit: u32, last_id: impl Fn(&T) -> i64) -> Listing<T> {
+    pub(super) fn of(items: Vec<T>, limit: u32, last_id: impl Fn(&T) -> MessageId) -> Listing<T> {
         let next_before = (items.len() as u32 == limit)
             .then(|| items.last().map(&last_id))
             .flatten();
@@ -47,7 +48,7 @@ pub enum Reader {
 pub struct ThreadPage {
     pub messages: Vec<Message>,
     /// Pass as `since_id` for the next page; `None` on the last.
-    pub next_since_id: Option<i64>,
+    pub next_since_id: Option<MessageId>,
 }
 
 /// Messages after a cursor, and the cursor to use next.
@@ -55,7 +56,7 @@ pub struct ThreadPage {
 pub struct Page {
     pub messages: Vec<Message>,
     /// The id of the last message returned, or the `since_id` asked for.
-    pub last_id: i64,
+    pub last_id: MessageId,
 }
 
 /// A teammate as `list_peers` shows them.
@@ -78,13 +79,13 @@ impl Relay {
     pub async fn read_thread(
         &self,
         caller: &Caller,
-        thread_id: i64,
-        since_id: Option<i64>,
+        thread_id: ThreadId,
+        since_id: Option<MessageId>,
         limit: Option<u32>,
         reader: Reader,
     ) -> RelayResult<ThreadPage> {
         let limit = limit.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
-        let since_id = since_id.unwrap_or(0);
+        let since_id = since_id.unwrap_or_default();
         let messages = self
             .store
             .thread(thread_id, since_id, limit, now_millis())
@@ -101,7 +102,7 @@ impl Relay {
 
     /// The newest live messages of a thread (at most [`MAX_PAGE`]), oldest
     /// first, as the team page shows it (a person reading).
-    pub async fn thread_for_page(&self, thread_id: i64) -> RelayResult<Vec<Message>> {
+    pub async fn thread_for_page(&self, thread_id: ThreadId) -> RelayResult<Vec<Message>> {
         Ok(self
             .store
             .thread_recent(thread_id, MAX_PAGE, now_millis())
@@ -110,7 +111,12 @@ impl Relay {
 
     /// One live message, with where it stands; read, if it is addressed to
     /// the caller and their agent reads it.
-    pub async fn message(&self, caller: &Caller, id: i64, reader: Reader) -> RelayResult<Message> {
+    pub async fn message(
+        &self,
+        caller: &Caller,
+        id: MessageId,
+        reader: Reader,
+    ) -> RelayResult<Message> {
         let message = self
             .store
             .message(id, now_millis())
@@ -140,7 +146,7 @@ impl Relay {
         reader: &Handle,
         mut messages: Vec<Message>,
     ) -> RelayResult<Vec<Message>> {
-        let unread: Vec<i64> = messages
+        let unread: Vec<MessageId> = messages
             .iter()
             .filter(|m| m.to.as_ref() == Some(reader))
             .filter(|m| m.delivery.is_some_and(|d| d.read_at.is_none()))
@@ -167,18 +173,18 @@ impl Relay {
     pub async fn channel_messages(
         &self,
         channel: &str,
-        since_id: Option<i64>,
+        since_id: Option<MessageId>,
         limit: Option<u32>,
     ) -> RelayResult<Page> {
         let channel = parse_channel(channel)?;
-        self.channel_page(&channel, since_id.unwrap_or(0), limit)
+        self.channel_page(&channel, since_id.unwrap_or_default(), limit)
             .await
     }
 
     pub(super) async fn channel_page(
         &self,
         channel: &Channel,
-        since_id: i64,
+        since_id: MessageId,
         limit: Option<u32>,
     ) -> RelayResult<Page> {
         let limit = limit.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
@@ -211,7 +217,7 @@ impl Relay {
     /// after the cursor `before`.
     pub async fn channels(
         &self,
-        before: Option<i64>,
+        before: Option<MessageId>,
         limit: Option<u32>,
     ) -> RelayResult<Listing<ChannelSummary>> {
         let limit = overview_limit(limit);
@@ -222,7 +228,7 @@ impl Relay {
     /// Threads with live messages, latest activity first, paged as channels.
     pub async fn threads(
         &self,
-        before: Option<i64>,
+        before: Option<MessageId>,
         limit: Option<u32>,
     ) -> RelayResult<Listing<ThreadSummary>> {
         let limit = overview_limit(limit);
@@ -231,7 +237,12 @@ impl Relay {
     }
 
     /// Marks `place` read by `reader` up to `last_id`.
-    pub async fn mark_read(&self, reader: &Caller, place: &Place, last_id: i64) -> RelayResult<()> {
+    pub async fn mark_read(
+        &self,
+        reader: &Caller,
+        place: &Place,
+        last_id: MessageId,
+    ) -> RelayResult<()> {
         if let Identity::Person(handle) = reader.identity() {
             self.store.mark_read(handle, place, last_id).await?;
         }

@@ -3,7 +3,7 @@
 //! for everyone, by the same rule as reading; expired messages never.
 
 use super::{Relay, RelayError, RelayResult, read::Listing};
-use crate::model::{Found, now_millis};
+use crate::model::{Found, MessageId, now_millis};
 
 /// The longest query, in characters.
 pub const MAX_QUERY_CHARS: usize = 200;
@@ -17,7 +17,7 @@ impl Relay {
     pub async fn search(
         &self,
         query: &str,
-        before: Option<i64>,
+        before: Option<MessageId>,
         limit: Option<u32>,
     ) -> RelayResult<Listing<Found>> {
         let query = query.trim();

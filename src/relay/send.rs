@@ -2,7 +2,7 @@
 //! body passes the same checks, and every commit wakes its waiters.
 
 use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
-use crate::model::{Channel, Handle, Message, Millis, Place, now_millis};
+use crate::model::{Channel, Handle, Message, MessageId, Millis, Place, ThreadId, now_millis};
 use crate::store::{Conversation, NewMessage, RecipientCheck, StoreResult};
 use std::{sync::Arc, time::Duration};
 
@@ -21,7 +21,7 @@ pub struct DirectMessage {
     pub to: String,
     pub body: String,
     /// Reply in this thread; `None` starts one.
-    pub thread_id: Option<i64>,
+    pub thread_id: Option<ThreadId>,
     /// The type label; `None` is NOTE.
     pub kind: Option<String>,
     /// Wait this many seconds for the recipient's reply (default: none).
@@ -40,7 +40,7 @@ pub struct ChannelPost {
     /// Also lands the post in this person's inbox.
     pub recipient: Option<String>,
     /// The channel message this answers.
-    pub reply_to: Option<i64>,
+    pub reply_to: Option<MessageId>,
 }
 
 impl Relay {
@@ -130,7 +130,7 @@ impl Relay {
         to: Option<(Handle, RecipientCheck)>,
         kind: Option<String>,
         body: String,
-        reply_to: Option<i64>,
+        reply_to: Option<MessageId>,
     ) -> RelayResult<Message> {
         let kind = parse_kind(kind.as_deref())?;
         let body = self.check_body(body).await?;

@@ -8,7 +8,7 @@
 //! tie up the relay with thousands of them.
 
 use super::{Caller, INBOX_BATCH, Page, Relay, RelayError, RelayResult, send::parse_channel};
-use crate::model::{Handle, Message, Millis, Place, now_millis};
+use crate::model::{Handle, Message, MessageId, Millis, Place, now_millis};
 use crate::store::{Offer, StoreFuture};
 use std::{
     collections::HashMap,
@@ -122,13 +122,13 @@ impl Relay {
         &self,
         caller: &Caller,
         channel: &str,
-        since_id: Option<i64>,
+        since_id: Option<MessageId>,
         timeout_s: Option<f64>,
         cancelled: impl Future<Output = ()>,
     ) -> RelayResult<Page> {
         let timeout = parse_wait(timeout_s, CHANNEL_WAIT)?;
         let name = parse_channel(channel)?;
-        let since_id = since_id.unwrap_or(0);
+        let since_id = since_id.unwrap_or_default();
         let _slot = self.wait_slot(caller, timeout)?;
         let wake = self.places.subscribe(&Place::Channel(name.clone()));
         let look = || async { Ok((self.channel_page(&name, since_id, None).await?, None)) };

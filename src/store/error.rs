@@ -2,7 +2,7 @@
 //! missing or in the way, as a type; its words for a person are written
 //! here once, whatever backend refused.
 
-use crate::model::Handle;
+use crate::model::{Handle, MessageId, ThreadId};
 use std::{fmt, future::Future, path::PathBuf, pin::Pin};
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -44,9 +44,9 @@ pub enum Missing {
     /// A message's recipient: nobody live holds the handle.
     Recipient(Handle),
     /// A thread with no live message.
-    Thread(i64),
+    Thread(ThreadId),
     /// What a reply names is not a live message of the reply's conversation.
-    ReplyTarget(i64),
+    ReplyTarget(MessageId),
     /// A live person to rotate or revoke.
     ActivePerson(Handle),
     /// The database file a command reads.

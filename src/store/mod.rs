@@ -24,8 +24,8 @@ mod summary;
 mod text;
 
 use crate::model::{
-    Channel, ChannelSummary, Delivery, Found, Handle, Message, Millis, Person, Place, Presence,
-    ThreadSummary, TokenHash,
+    Channel, ChannelSummary, Delivery, Found, Handle, Message, MessageId, Millis, Person, Place,
+    Presence, ThreadId, ThreadSummary, TokenHash,
 };
 
 pub use error::{BackendError, Clash, Missing, StoreError, StoreFuture, StoreResult};
@@ -43,7 +43,7 @@ pub enum Conversation {
     /// A direct message that starts a thread of its own.
     NewThread,
     /// A direct message in an existing thread.
-    Thread(i64),
+    Thread(ThreadId),
     /// A post in a named, open channel.
     Channel(Channel),
 }
@@ -97,7 +97,7 @@ pub struct NewMessage {
     pub check_to: RecipientCheck,
     pub kind: String,
     pub body: String,
-    pub reply_to: Option<i64>,
+    pub reply_to: Option<MessageId>,
     pub created_at: Millis,
     pub expires_at: Millis,
 }
@@ -106,8 +106,8 @@ impl NewMessage {
     /// The message as stored, with the id (and thread) the store gave it.
     pub(crate) fn stored(
         self,
-        id: i64,
-        thread_id: Option<i64>,
+        id: MessageId,
+        thread_id: Option<ThreadId>,
         channel: Option<Channel>,
     ) -> Message {
         Message {
@@ -185,8 +185,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreFuture<'_, Vec<Message>>;
     /// Ends `holder`'s leases on those of `ids` still unread (its stream
     /// ended): they may be offered or claimed again at once.
-    fn release_offers(&self, recipient: &Handle, holder: i64, ids: Vec<i64>)
-    -> StoreFuture<'_, ()>;
+    fn release_offers(
+        &self,
+        recipient: &Handle,
+        holder: i64,
+        ids: Vec<MessageId>,
+    ) -> StoreFuture<'_, ()>;
     /// The soonest end after `now` of a lease on one of `recipient`'s
     /// unread messages: when one may be offered or claimed again.
     fn next_lease_end(&self, recipient: &Handle, now: Millis) -> StoreFuture<'_, Option<Millis>>;
@@ -195,17 +199,17 @@ pub trait Store: Send + Sync + 'static {
     fn confirm_read(
         &self,
         recipient: &Handle,
-        ids: Vec<i64>,
+        ids: Vec<MessageId>,
         now: Millis,
-    ) -> StoreFuture<'_, Vec<i64>>;
+    ) -> StoreFuture<'_, Vec<MessageId>>;
     /// One live message, with its ledger.
-    fn message(&self, id: i64, now: Millis) -> StoreFuture<'_, Option<Message>>;
+    fn message(&self, id: MessageId, now: Millis) -> StoreFuture<'_, Option<Message>>;
     /// Live messages of a thread with an id above `since_id`, oldest
     /// first, at most `limit`; `NotFound` if the thread has no live message.
     fn thread(
         &self,
-        thread_id: i64,
-        since_id: i64,
+        thread_id: ThreadId,
+        since_id: MessageId,
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>>;
@@ -213,7 +217,7 @@ pub trait Store: Send + Sync + 'static {
     /// `NotFound` if it has none.
     fn thread_recent(
         &self,
-        thread_id: i64,
+        thread_id: ThreadId,
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>>;
@@ -221,7 +225,7 @@ pub trait Store: Send + Sync + 'static {
     fn channel_messages(
         &self,
         channel: &Channel,
-        since_id: i64,
+        since_id: MessageId,
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>>;
@@ -238,19 +242,19 @@ pub trait Store: Send + Sync + 'static {
     fn channels(
         &self,
         now: Millis,
-        before: Option<i64>,
+        before: Option<MessageId>,
         limit: u32,
     ) -> StoreFuture<'_, Vec<ChannelSummary>>;
     /// Threads with live messages, latest activity first, paged as channels.
     fn threads(
         &self,
         now: Millis,
-        before: Option<i64>,
+        before: Option<MessageId>,
         limit: u32,
     ) -> StoreFuture<'_, Vec<ThreadSummary>>;
     /// Records that `reader` has read `place` up to `last_id` (never
     /// backwards).
-    fn mark_read(&self, reader: &Handle, place: &Place, last_id: i64) -> StoreFuture<'_, ()>;
+    fn mark_read(&self, reader: &Handle, place: &Place, last_id: MessageId) -> StoreFuture<'_, ()>;
     /// For each place, how many live messages came after `reader` last
     /// read it, counting at most `cap`.
     fn unread(&self, reader: &Handle, places: Vec<Place>, cap: u64) -> StoreFuture<'_, Vec<u64>>;
@@ -260,7 +264,7 @@ pub trait Store: Send + Sync + 'static {
     fn search(
         &self,
         typed: &str,
-        before: Option<i64>,
+        before: Option<MessageId>,
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Found>>;

@@ -11,7 +11,7 @@
 
 use super::summary::{Removed, first_people, losses};
 use super::{Conversation, Missing, NewMessage, Offer, RecipientCheck, StoreError, StoreResult};
-use crate::model::{Channel, Handle, Message, Millis, Place};
+use crate::model::{Channel, Handle, Message, MessageId, Millis, Place, ThreadId};
 use std::future::Future;
 
 /// One backend's statements. Each method is one SQL statement (a few
@@ -22,33 +22,48 @@ pub(super) trait Statements {
     async fn is_live_person(&self, handle: &Handle) -> StoreResult<bool>;
     async fn anyone_added(&self) -> StoreResult<bool>;
     /// Whether the thread has a live message.
-    async fn thread_is_live(&self, thread: i64, now: Millis) -> StoreResult<bool>;
+    async fn thread_is_live(&self, thread: ThreadId, now: Millis) -> StoreResult<bool>;
     /// Whether message `id` is live and lives in `place`.
-    async fn is_live_in(&self, id: i64, place: &Place, now: Millis) -> StoreResult<bool>;
+    async fn is_live_in(&self, id: MessageId, place: &Place, now: Millis) -> StoreResult<bool>;
 
     // Storing a message.
     /// The id the next message gets, above every id ever given.
-    async fn next_message_id(&self) -> StoreResult<i64>;
+    async fn next_message_id(&self) -> StoreResult<MessageId>;
     /// Writes a new thread's row whole, summary and all, for its first
     /// message `first_id`; returns the thread's id.
-    async fn open_thread(&self, first_id: i64, people: &str, at: Millis) -> StoreResult<i64>;
+    async fn open_thread(
+        &self,
+        first_id: MessageId,
+        people: &str,
+        at: Millis,
+    ) -> StoreResult<ThreadId>;
     async fn insert_message(&self, message: &Message) -> StoreResult<()>;
-    async fn insert_inbox(&self, recipient: &Handle, id: i64) -> StoreResult<()>;
+    async fn insert_inbox(&self, recipient: &Handle, id: MessageId) -> StoreResult<()>;
     /// Marks every message of `thread` to `replier` that was pushed or
     /// read, and not answered yet, as answered at `at` (and read).
-    async fn answer_thread(&self, replier: &Handle, thread: i64, at: Millis) -> StoreResult<()>;
+    async fn answer_thread(
+        &self,
+        replier: &Handle,
+        thread: ThreadId,
+        at: Millis,
+    ) -> StoreResult<()>;
     /// Marks message `id`, if it was to `replier` and is not answered yet,
     /// as answered at `at` (and read).
-    async fn answer_message(&self, replier: &Handle, id: i64, at: Millis) -> StoreResult<()>;
+    async fn answer_message(&self, replier: &Handle, id: MessageId, at: Millis) -> StoreResult<()>;
     /// Counts message `id` in its channel's summary, creating it.
-    async fn count_in_channel(&self, channel: &Channel, id: i64, at: Millis) -> StoreResult<()>;
+    async fn count_in_channel(
+        &self,
+        channel: &Channel,
+        id: MessageId,
+        at: Millis,
+    ) -> StoreResult<()>;
     /// Counts message `id` in a thread opened before it: one more message,
     /// one more for its sender and for its recipient (the sender again when
     /// there is none), both counted from the row before the update.
     async fn count_in_thread(
         &self,
-        thread: i64,
-        id: i64,
+        thread: ThreadId,
+        id: MessageId,
         sender: &Handle,
         recipient: &Handle,
         at: Millis,
@@ -62,7 +77,7 @@ pub(super) trait Statements {
         recipient: &Handle,
         now: Millis,
         limit: u32,
-    ) -> StoreResult<Vec<i64>>;
+    ) -> StoreResult<Vec<MessageId>>;
     /// Leases up to `limit` of the same rows, never one last offered to
     /// `offer.holder`, to that holder; their ids.
     async fn take_for_offer(
@@ -70,16 +85,16 @@ pub(super) trait Statements {
         recipient: &Handle,
         offer: Offer,
         limit: u32,
-    ) -> StoreResult<Vec<i64>>;
+    ) -> StoreResult<Vec<MessageId>>;
     /// Messages by id, oldest first, with their ledgers as they are now.
-    async fn messages_by_id(&self, ids: &[i64]) -> StoreResult<Vec<Message>>;
+    async fn messages_by_id(&self, ids: &[MessageId]) -> StoreResult<Vec<Message>>;
 
     // Reading.
     /// Live messages of `place` with an id above `since_id`, oldest first.
     async fn messages_in(
         &self,
         place: &Place,
-        since_id: i64,
+        since_id: MessageId,
         limit: u32,
         now: Millis,
     ) -> StoreResult<Vec<Message>>;
@@ -87,7 +102,12 @@ pub(super) trait Statements {
     async fn newest_in(&self, place: &Place, limit: u32, now: Millis) -> StoreResult<Vec<Message>>;
 
     // Read marks, kept under [`mark_key`].
-    async fn raise_read_mark(&self, reader: &Handle, key: &str, last_id: i64) -> StoreResult<()>;
+    async fn raise_read_mark(
+        &self,
+        reader: &Handle,
+        key: &str,
+        last_id: MessageId,
+    ) -> StoreResult<()>;
     /// For each place with its mark's key, how many live messages came
     /// after `reader`'s mark (all, without one), counting at most `cap`.
     async fn unread_after_marks(
@@ -107,18 +127,23 @@ pub(super) trait Statements {
     async fn drop_channel_if_empty(&self, channel: &str) -> StoreResult<()>;
     /// Finds the channel's newest message again, if the one it named
     /// (`newest` or below) went.
-    async fn refind_channel_newest(&self, channel: &str, newest: i64) -> StoreResult<()>;
+    async fn refind_channel_newest(&self, channel: &str, newest: MessageId) -> StoreResult<()>;
     /// A thread's message count and people, as stored.
-    async fn thread_counts(&self, thread: i64) -> StoreResult<Option<(i64, String)>>;
+    async fn thread_counts(&self, thread: ThreadId) -> StoreResult<Option<(i64, String)>>;
     /// Deletes the thread's row if no message is left in it; whether it did.
-    async fn drop_thread_if_empty(&self, thread: i64) -> StoreResult<bool>;
-    async fn set_thread_counts(&self, thread: i64, count: i64, people: &str) -> StoreResult<()>;
+    async fn drop_thread_if_empty(&self, thread: ThreadId) -> StoreResult<bool>;
+    async fn set_thread_counts(
+        &self,
+        thread: ThreadId,
+        count: i64,
+        people: &str,
+    ) -> StoreResult<()>;
     /// Finds the thread's opening again, if the one it named (`oldest` or
     /// above) went.
-    async fn refind_thread_opening(&self, thread: i64, oldest: i64) -> StoreResult<()>;
+    async fn refind_thread_opening(&self, thread: ThreadId, oldest: MessageId) -> StoreResult<()>;
     /// Finds the thread's newest message again, if the one it named
     /// (`newest` or below) went.
-    async fn refind_thread_newest(&self, thread: i64, newest: i64) -> StoreResult<()>;
+    async fn refind_thread_newest(&self, thread: ThreadId, newest: MessageId) -> StoreResult<()>;
 }
 
 /// Runs a rule whose statements complete at once (SQLite's, on a
@@ -236,8 +261,8 @@ pub(super) async fn offer_inbox(
 /// if the thread has no live message.
 pub(super) async fn thread(
     s: &impl Statements,
-    thread: i64,
-    since_id: i64,
+    thread: ThreadId,
+    since_id: MessageId,
     limit: u32,
     now: Millis,
 ) -> StoreResult<Vec<Message>> {
@@ -266,7 +291,7 @@ pub(super) async fn recent(
 /// `messages`, unless there are none and the thread has no live message.
 async fn live_thread(
     s: &impl Statements,
-    thread: i64,
+    thread: ThreadId,
     now: Millis,
     messages: Vec<Message>,
 ) -> StoreResult<Vec<Message>> {
@@ -289,7 +314,7 @@ pub(super) async fn mark_read(
     s: &impl Statements,
     reader: &Handle,
     place: &Place,
-    last_id: i64,
+    last_id: MessageId,
 ) -> StoreResult<()> {
     s.raise_read_mark(reader, &mark_key(place), last_id).await
 }

@@ -4,7 +4,7 @@
 //! Each backend keeps the rows; the arithmetic is here, once.
 
 use super::{StoreError, StoreResult};
-use crate::model::Handle;
+use crate::model::{Handle, MessageId, ThreadId};
 use std::collections::{BTreeMap, HashMap};
 
 /// A sender and a recipient, each once.
@@ -42,8 +42,8 @@ pub(crate) fn handles_of(json: &str) -> StoreResult<Vec<Handle>> {
 
 /// What the purge needs to know of a message it deleted.
 pub(crate) struct Removed {
-    pub id: i64,
-    pub thread_id: Option<i64>,
+    pub id: MessageId,
+    pub thread_id: Option<ThreadId>,
     pub channel: Option<String>,
     pub sender: String,
     pub recipient: Option<String>,
@@ -52,15 +52,15 @@ pub(crate) struct Removed {
 /// How many messages of a channel went, and the newest of them.
 pub(crate) struct ChannelLoss {
     pub gone: i64,
-    pub newest: i64,
+    pub newest: MessageId,
 }
 
 /// How many messages of a thread went, the newest and oldest of them, and
 /// how many each person sent or received.
 pub(crate) struct ThreadLoss<'a> {
     pub gone: i64,
-    pub newest: i64,
-    pub oldest: i64,
+    pub newest: MessageId,
+    pub oldest: MessageId,
     people: HashMap<&'a str, i64>,
 }
 
@@ -82,14 +82,17 @@ impl ThreadLoss<'_> {
 /// Per conversation, what the `removed` messages took out of it.
 pub(crate) fn losses(
     removed: &[Removed],
-) -> (HashMap<&str, ChannelLoss>, HashMap<i64, ThreadLoss<'_>>) {
+) -> (
+    HashMap<&str, ChannelLoss>,
+    HashMap<ThreadId, ThreadLoss<'_>>,
+) {
     let mut channels: HashMap<&str, ChannelLoss> = HashMap::new();
-    let mut threads: HashMap<i64, ThreadLoss> = HashMap::new();
+    let mut threads: HashMap<ThreadId, ThreadLoss> = HashMap::new();
     for message in removed {
         if let Some(channel) = &message.channel {
             let loss = channels.entry(channel).or_insert(ChannelLoss {
                 gone: 0,
-                newest: i64::MIN,
+                newest: MessageId(i64::MIN),
             });
             loss.gone += 1;
             loss.newest = loss.newest.max(message.id);
@@ -97,8 +100,8 @@ pub(crate) fn losses(
         if let Some(thread_id) = message.thread_id {
             let loss = threads.entry(thread_id).or_insert_with(|| ThreadLoss {
                 gone: 0,
-                newest: i64::MIN,
-                oldest: i64::MAX,
+                newest: MessageId(i64::MIN),
+                oldest: MessageId(i64::MAX),
                 people: HashMap::new(),
             });
             loss.gone += 1;

@@ -22,7 +22,7 @@
 use super::pages::render_conversation;
 use super::{ConversationPage, Draft};
 use crate::host::Origin;
-use crate::model::Message;
+use crate::model::{Message, ThreadId};
 use crate::relay::{Caller, ChannelPost, DirectMessage, Relay, RelayError};
 use crate::state::AppState;
 use crate::wire::{ApiError, extract::Path};
@@ -195,6 +195,7 @@ pub async fn reply(
     Form(form): Form<Written>,
 ) -> Result<Response, ApiError> {
     guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
+    let id = ThreadId(id);
     let thread = state.relay.thread_for_page(id).await?;
     let me = caller.account();
     // To whoever else spoke last; to oneself in a thread of one's own.

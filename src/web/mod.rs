@@ -20,6 +20,7 @@ mod views;
 pub use assets::{ASSETS, assets};
 pub use signin::{page_errors, signed_out};
 
+use crate::model::ThreadId;
 use crate::relay::Caller;
 use crate::state::AppState;
 use crate::wire::ApiError;
@@ -87,6 +88,6 @@ type Refusal = Option<(String, Draft)>;
 /// A page a form can be on.
 pub enum ConversationPage {
     Overview,
-    Thread(i64),
+    Thread(ThreadId),
     Channel(String),
 }

@@ -3,7 +3,7 @@
 use super::assets::Assets;
 use super::views::{self, Frame, MessageLine, When, plural, unread_label};
 use super::{ASSETS, ConversationPage, Draft, Refusal, frame, markdown, render};
-use crate::model::{Message, Place};
+use crate::model::{Message, MessageId, Place, ThreadId};
 use crate::relay::{Caller, NOTICE, Relay};
 use crate::state::AppState;
 use crate::wire::{
@@ -96,10 +96,12 @@ async fn render_overview(
         None => frame.channel_page.clone(),
         before => views::channels_with_unread(relay, caller, before).await?,
     };
-    let threads = relay.threads(query.threads_before, None).await?;
+    let threads = relay
+        .threads(query.threads_before.map(MessageId), None)
+        .await?;
     let places = threads.items.iter().map(|t| Place::Thread(t.id)).collect();
     let thread_unread = relay.unread(caller, places).await?;
-    let mut lines: Vec<(i64, ConversationLine)> = channels
+    let mut lines: Vec<(MessageId, ConversationLine)> = channels
         .items
         .iter()
         .zip(channel_unread)
@@ -151,7 +153,13 @@ pub(super) async fn thread(
     Extension(caller): Extension<Caller>,
     Path(id): Path<i64>,
 ) -> Result<Response, ApiError> {
-    render_conversation(&state, &caller, ConversationPage::Thread(id), None).await
+    render_conversation(
+        &state,
+        &caller,
+        ConversationPage::Thread(ThreadId(id)),
+        None,
+    )
+    .await
 }
 
 pub(super) async fn channel(
@@ -217,7 +225,7 @@ pub async fn render_conversation(
         people.dedup();
         format!("Between {}", frame.people_named(&people))
     };
-    let last_id = messages.last().map_or(0, |m| m.id);
+    let last_id = messages.last().map_or(0, |m| m.id.0);
     let stream = format!("/api{base}/stream");
     render(move || ConversationView {
         assets: &ASSETS,
@@ -258,8 +266,8 @@ pub(super) async fn thread_fragment(
     Path(id): Path<i64>,
     Query(after): Query<After>,
 ) -> Result<Response, ApiError> {
-    let mut messages = state.relay.thread_for_page(id).await?;
-    messages.retain(|m| m.id > after.after.unwrap_or(0));
+    let mut messages = state.relay.thread_for_page(ThreadId(id)).await?;
+    messages.retain(|m| m.id.0 > after.after.unwrap_or(0));
     mark_shown(&state.relay, &caller, &messages).await?;
     fragment(&state, &messages).await
 }
@@ -272,7 +280,7 @@ pub(super) async fn channel_fragment(
 ) -> Result<Response, ApiError> {
     let page = state
         .relay
-        .channel_messages(&channel, after.after, None)
+        .channel_messages(&channel, after.after.map(MessageId), None)
         .await?;
     mark_shown(&state.relay, &caller, &page.messages).await?;
     fragment(&state, &page.messages).await
@@ -329,7 +337,11 @@ pub(super) async fn search(
     let (results, summary, more, error) = if query.q.trim().is_empty() {
         (Vec::new(), String::new(), None, None)
     } else {
-        match state.relay.search(&query.q, query.before, None).await {
+        match state
+            .relay
+            .search(&query.q, query.before.map(MessageId), None)
+            .await
+        {
             Ok(found) => {
                 let lines: Vec<FoundLine> = found
                     .items

@@ -2,7 +2,9 @@
 //! them, and the frame (header and sidebar) around every page.
 
 use super::markdown;
-use crate::model::{ChannelSummary, Delivery, DeliveryState, Handle, Message, Millis, Place};
+use crate::model::{
+    ChannelSummary, Delivery, DeliveryState, Handle, Message, MessageId, Millis, Place,
+};
 use crate::relay::{Caller, Listing, MAX_UNREAD, Peer, Relay, RelayResult, secrets};
 use std::{collections::HashMap, sync::Arc};
 
@@ -110,7 +112,7 @@ impl MessageLine {
     /// `message` as a line of the page, with its body as `html`.
     pub fn new(message: &Message, names: &Names, html: Arc<str>) -> MessageLine {
         MessageLine {
-            id: message.id,
+            id: message.id.0,
             from_name: names.name(message.from.as_str()),
             from: message.from.to_string(),
             to: message.to.as_ref().map(|to| names.name(to.as_str())),
@@ -122,7 +124,7 @@ impl MessageLine {
                 .map(|c| c.to_ascii_lowercase())
                 .collect(),
             when: When::at(message.created_at),
-            reply_to: message.reply_to,
+            reply_to: message.reply_to.map(|r| r.0),
             html,
             delivery: match (&message.delivery, &message.to) {
                 (Some(delivery), Some(to)) => {
@@ -149,7 +151,7 @@ pub async fn channels_with_unread(
     caller: &Caller,
     before: Option<i64>,
 ) -> RelayResult<(Listing<ChannelSummary>, Vec<u64>)> {
-    let listing = relay.channels(before, None).await?;
+    let listing = relay.channels(before.map(MessageId), None).await?;
     let places = listing
         .items
         .iter()

@@ -7,7 +7,7 @@
 //! Defaults are the core's, not these types': an absent field stays `None`
 //! all the way to the core, which says what it means.
 
-use crate::model::{MAX_CHANNEL_LEN, MAX_HANDLE_LEN};
+use crate::model::{MAX_CHANNEL_LEN, MAX_HANDLE_LEN, MessageId, ThreadId};
 use crate::relay::{
     ChannelPost, DirectMessage, MAX_KIND_CHARS, MAX_OVERVIEW_PAGE, MAX_PAGE, MAX_QUERY_CHARS,
     MAX_SEARCH_PAGE, MAX_STATUS_CHARS, MAX_WAIT,
@@ -46,7 +46,7 @@ impl From<SendMessage> for DirectMessage {
             sender: m.sender,
             to: m.to,
             body: m.body,
-            thread_id: m.thread_id,
+            thread_id: m.thread_id.map(ThreadId),
             kind: m.kind,
             wait_for_reply_seconds: m.wait_for_reply_seconds,
         }
@@ -131,7 +131,7 @@ impl From<PostMessage> for ChannelPost {
             body: p.body,
             kind: p.kind,
             recipient: p.recipient,
-            reply_to: p.reply_to,
+            reply_to: p.reply_to.map(MessageId),
         }
     }
 }

@@ -117,14 +117,14 @@ impl From<&Delivery> for DeliveryView {
 impl From<&Message> for MessageView {
     fn from(m: &Message) -> Self {
         MessageView {
-            id: m.id,
-            thread_id: m.thread_id,
+            id: m.id.0,
+            thread_id: m.thread_id.map(|t| t.0),
             channel: m.channel.as_ref().map(ToString::to_string),
             from: m.from.to_string(),
             to: m.to.as_ref().map(ToString::to_string),
             kind: m.kind.clone(),
             body: m.body.clone(),
-            reply_to: m.reply_to,
+            reply_to: m.reply_to.map(|r| r.0),
             created_at: timestamp(m.created_at),
             expires_at: timestamp(m.expires_at),
             delivery: m.delivery.as_ref().map(DeliveryView::from),
@@ -168,7 +168,7 @@ impl From<&ThreadPage> for ThreadMessages {
     fn from(page: &ThreadPage) -> Self {
         ThreadMessages {
             messages: views(&page.messages),
-            next_since_id: page.next_since_id,
+            next_since_id: page.next_since_id.map(|id| id.0),
             notice: NOTICE.to_owned(),
         }
     }
@@ -187,7 +187,7 @@ impl From<&Page> for MessagePage {
     fn from(page: &Page) -> Self {
         MessagePage {
             messages: views(&page.messages),
-            last_id: page.last_id,
+            last_id: page.last_id.0,
             notice: NOTICE.to_owned(),
         }
     }
@@ -211,8 +211,8 @@ pub struct Sent {
 impl Sent {
     pub fn new(sent: &Message, reply: Option<&Message>) -> Sent {
         Sent {
-            message_id: sent.id,
-            thread_id: sent.thread_id.unwrap_or_default(),
+            message_id: sent.id.0,
+            thread_id: sent.thread_id.unwrap_or_default().0,
             reply: reply.map(MessageView::from),
             notice: reply.map(|_| NOTICE.to_owned()),
         }
@@ -302,7 +302,7 @@ impl From<&ChannelSummary> for ChannelView {
         ChannelView {
             name: c.name.to_string(),
             message_count: c.message_count,
-            last_id: c.last_id,
+            last_id: c.last_id.0,
             last_activity: timestamp(c.last_activity),
         }
     }
@@ -321,7 +321,7 @@ impl From<&Listing<ChannelSummary>> for Channels {
     fn from(listing: &Listing<ChannelSummary>) -> Self {
         Channels {
             channels: listing.items.iter().map(ChannelView::from).collect(),
-            next_before: listing.next_before,
+            next_before: listing.next_before.map(|id| id.0),
         }
     }
 }
@@ -373,7 +373,7 @@ impl From<&Listing<Found>> for SearchResults {
                     excerpt: found.excerpt.iter().map(|run| run.text.as_str()).collect(),
                 })
                 .collect(),
-            next_before: listing.next_before,
+            next_before: listing.next_before.map(|id| id.0),
             notice: NOTICE.to_owned(),
         }
     }

@@ -3,7 +3,9 @@
 //! makes one test of each per backend), against a fresh, empty store.
 
 use crate::postgres::fresh_database;
-use crosstalk::model::{Channel, DeliveryState, Handle, Millis, Place, Token, now_millis};
+use crosstalk::model::{
+    Channel, DeliveryState, Handle, MessageId, Millis, Place, ThreadId, Token, now_millis,
+};
 use crosstalk::store::{
     Conversation, NewMessage, Offer, PostgresStore, RecipientCheck, SqliteStore, Store, StoreError,
 };
@@ -238,7 +240,7 @@ async fn messages_threads_and_replies(store: Arc<dyn Store>) {
     assert_eq!(answer.thread_id, Some(thread));
     assert!(answer.id > opening.id);
     let bodies: Vec<String> = store
-        .thread(thread, 0, 500, now_millis())
+        .thread(thread, MessageId(0), 500, now_millis())
         .await
         .unwrap()
         .into_iter()
@@ -252,7 +254,10 @@ async fn messages_threads_and_replies(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(ids(&after), [answer.id]);
-    let first = store.thread(thread, 0, 1, now_millis()).await.unwrap();
+    let first = store
+        .thread(thread, MessageId(0), 1, now_millis())
+        .await
+        .unwrap();
     assert_eq!(ids(&first), [opening.id]);
     let newest = store.thread_recent(thread, 1, now_millis()).await.unwrap();
     assert_eq!(ids(&newest), [answer.id]);
@@ -264,15 +269,19 @@ async fn messages_threads_and_replies(store: Arc<dyn Store>) {
             .is_empty()
     );
     assert!(matches!(
-        store.thread_recent(thread + 1000, 1, now_millis()).await,
+        store
+            .thread_recent(ThreadId(thread.0 + 1000), 1, now_millis())
+            .await,
         Err(StoreError::NotFound(_))
     ));
 
-    let unknown = store.thread(thread + 1000, 0, 500, now_millis()).await;
+    let unknown = store
+        .thread(ThreadId(thread.0 + 1000), MessageId(0), 500, now_millis())
+        .await;
     assert!(matches!(unknown, Err(StoreError::NotFound(_))));
     let nowhere = store
         .insert_message(message(
-            Conversation::Thread(thread + 1000),
+            Conversation::Thread(ThreadId(thread.0 + 1000)),
             "alice",
             None,
             "?",
@@ -340,7 +349,7 @@ async fn ids_only_increase(store: Arc<dyn Store>) {
     assert_eq!(all.len(), 200);
     // A channel read in pages after since_id sees every post once, in order.
     let mut seen = Vec::new();
-    let mut since = 0;
+    let mut since = MessageId(0);
     loop {
         let page = store
             .channel_messages(&Channel::parse("ops").unwrap(), since, 7, now_millis())
@@ -391,7 +400,7 @@ async fn channels_pages_and_summaries(store: Arc<dyn Store>) {
         .collect();
     assert_eq!(recent, ["three 1", "three 2"]);
     let all = store
-        .channel_messages(&three, 0, 10, now_millis())
+        .channel_messages(&three, MessageId(0), 10, now_millis())
         .await
         .unwrap();
     let after_first = store
@@ -440,7 +449,7 @@ async fn a_claim_hands_each_message_out_once(store: Arc<dyn Store>) {
     for claimer in claimers {
         all.extend(claimer.await.unwrap());
     }
-    let distinct: BTreeSet<i64> = all.iter().copied().collect();
+    let distinct: BTreeSet<MessageId> = all.iter().copied().collect();
     assert_eq!(
         (all.len(), distinct.len()),
         (150, 150),
@@ -484,7 +493,7 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
         ))
         .await
         .unwrap();
-    let state = |id: i64| {
+    let state = |id: MessageId| {
         let store = store.clone();
         async move {
             let m = store.message(id, now_millis()).await.unwrap().unwrap();
@@ -619,11 +628,19 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
     assert_eq!(state(asked.id).await.0, DeliveryState::Answered);
     assert_eq!(state(other_post.id).await.0, DeliveryState::Waiting);
     // Reads carry the ledger; an unaddressed message has none.
-    let read = store.thread(thread, 0, 500, now_millis()).await.unwrap();
+    let read = store
+        .thread(thread, MessageId(0), 500, now_millis())
+        .await
+        .unwrap();
     assert!(read.iter().all(|m| m.delivery.is_some()));
     assert_eq!(read.len(), 5);
     let posts = store
-        .channel_messages(&Channel::parse("ops").unwrap(), 0, 10, now_millis())
+        .channel_messages(
+            &Channel::parse("ops").unwrap(),
+            MessageId(0),
+            10,
+            now_millis(),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -635,14 +652,14 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
     );
     assert!(
         store
-            .message(i64::MAX, now_millis())
+            .message(MessageId(i64::MAX), now_millis())
             .await
             .unwrap()
             .is_none()
     );
 }
 
-fn ids(messages: &[crosstalk::model::Message]) -> Vec<i64> {
+fn ids(messages: &[crosstalk::model::Message]) -> Vec<MessageId> {
     messages.iter().map(|m| m.id).collect()
 }
 
@@ -676,7 +693,12 @@ async fn expired_messages_are_invisible_and_purged(store: Arc<dyn Store>) {
         messages.into_iter().map(|m| m.body).collect()
     };
     assert_eq!(
-        bodies(store.channel_messages(&ops, 0, 10, later).await.unwrap()),
+        bodies(
+            store
+                .channel_messages(&ops, MessageId(0), 10, later)
+                .await
+                .unwrap()
+        ),
         ["kept words"]
     );
     assert_eq!(
@@ -692,7 +714,7 @@ async fn expired_messages_are_invisible_and_purged(store: Arc<dyn Store>) {
     );
     assert!(
         store
-            .thread(thread.thread_id.unwrap(), 0, 500, later)
+            .thread(thread.thread_id.unwrap(), MessageId(0), 500, later)
             .await
             .is_err()
     );
@@ -773,7 +795,7 @@ async fn search_finds_every_word_newest_first(store: Arc<dyn Store>) {
             .await
             .unwrap();
     }
-    let search = |typed: &'static str, before: Option<i64>| {
+    let search = |typed: &'static str, before: Option<MessageId>| {
         let store = store.clone();
         async move {
             store

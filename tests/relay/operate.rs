@@ -422,7 +422,7 @@ async fn a_backup_under_write_load_holds_every_acknowledged_message_and_serves_a
         .await
         .unwrap();
     let mut seen = std::collections::HashSet::new();
-    let mut since = 0;
+    let mut since = crosstalk::model::MessageId(0);
     loop {
         let page = restored
             .state
@@ -434,7 +434,7 @@ async fn a_backup_under_write_load_holds_every_acknowledged_message_and_serves_a
             break;
         }
         since = page.last_id;
-        seen.extend(page.messages.iter().map(|m| m.id));
+        seen.extend(page.messages.iter().map(|m| m.id.0));
     }
     let lost: Vec<i64> = before_backup
         .iter()

@@ -307,7 +307,7 @@ async fn what_a_stream_was_offered_and_nobody_confirmed_goes_back_when_it_ends()
             other => panic!("expected a push, got {other:?}"),
         }
     };
-    assert_eq!(delivered.id, sent[0], "oldest first");
+    assert_eq!(delivered.id.0, sent[0], "oldest first");
     drop(feed);
     // All are claimable again, the one written but never confirmed too
     // (each given back wakes a waiting check).

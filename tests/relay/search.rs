@@ -2,7 +2,7 @@
 //! search reads across them newest first, and the purge drops a generation
 //! once none of its messages is left, never taking messages out one by one.
 
-use crosstalk::model::{Channel, Handle, now_millis};
+use crosstalk::model::{Channel, Handle, MessageId, now_millis};
 use crosstalk::store::{Conversation, NewMessage, RecipientCheck, SqliteStore, Store};
 use rusqlite::Connection;
 
@@ -39,18 +39,18 @@ async fn a_search_spans_generations_and_the_purge_drops_the_ones_it_empties() {
             })
             .await
             .unwrap();
-        ids.push(stored.id);
+        ids.push(stored.id.0);
     }
     assert_eq!(ids.first(), Some(&(SECOND - 5)));
     let found = |before: Option<i64>, limit: u32| {
         let store = &store;
         async move {
             store
-                .search("deploy", before, limit, now_millis())
+                .search("deploy", before.map(MessageId), limit, now_millis())
                 .await
                 .unwrap()
                 .iter()
-                .map(|f| f.message.id)
+                .map(|f| f.message.id.0)
                 .collect::<Vec<i64>>()
         }
     };

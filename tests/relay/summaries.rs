@@ -3,7 +3,7 @@
 //! computes; and a database from before them gets them built.
 
 use crate::postgres::fresh_database;
-use crosstalk::model::{Channel, Handle, Millis, now_millis};
+use crosstalk::model::{Channel, Handle, MessageId, Millis, ThreadId, now_millis};
 use crosstalk::store::{
     Conversation, NewMessage, PostgresStore, RecipientCheck, SqliteStore, Store,
 };
@@ -238,7 +238,7 @@ async fn play(
     steps: &[Step],
     (store, tables): (Arc<dyn Store>, Tables),
 ) -> Result<(), TestCaseError> {
-    let mut threads: Vec<i64> = Vec::new();
+    let mut threads: Vec<ThreadId> = Vec::new();
     let far: Millis = now_millis() + 86_400_000;
     for (n, step) in steps.iter().enumerate() {
         let people = [handle("alice"), handle("bob"), handle("carol")];
@@ -401,7 +401,7 @@ async fn a_database_at(version: usize) {
     assert_eq!(stored.1[0].5, "alice:2,bob:2");
     let listed = store.threads(now_millis(), None, 10).await.unwrap();
     assert_eq!(listed.len(), 2);
-    assert_eq!(listed[0].id, 2, "latest activity first");
+    assert_eq!(listed[0].id, ThreadId(2), "latest activity first");
     assert_eq!(listed[1].opening, "which migration?");
     assert_eq!(
         listed[1]
@@ -422,7 +422,7 @@ async fn a_database_at(version: usize) {
     );
     let next = store
         .insert_message(NewMessage {
-            conversation: Conversation::Thread(1),
+            conversation: Conversation::Thread(ThreadId(1)),
             from: handle("bob"),
             to: Some(handle("alice")),
             check_to: RecipientCheck::None,
@@ -434,7 +434,11 @@ async fn a_database_at(version: usize) {
         })
         .await
         .unwrap();
-    assert_eq!(next.id, 101, "from version {version}: ids carry on");
+    assert_eq!(
+        next.id,
+        MessageId(101),
+        "from version {version}: ids carry on"
+    );
     let (stored, scanned) = tables.summaries_and_scan().await;
     assert_eq!(stored, scanned, "from version {version}, after a reply");
 }

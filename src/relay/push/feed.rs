@@ -2,7 +2,7 @@
 //! it, delivered in order while its leases run, and given back when it ends.
 
 use super::{Key, Push};
-use crate::model::{Handle, Message, Millis, now_millis};
+use crate::model::{Handle, Message, MessageId, Millis, now_millis};
 use crate::relay::{Relay, WaitSlot};
 use std::{
     collections::VecDeque,
@@ -25,7 +25,7 @@ pub struct PushFeed {
     pub(super) offered: mpsc::Receiver<(Message, Millis)>,
     pub(super) followed: mpsc::Receiver<Arc<Message>>,
     /// What it delivered whose lease may still run: given back when it ends.
-    pub(super) leased: VecDeque<(i64, Millis)>,
+    pub(super) leased: VecDeque<(MessageId, Millis)>,
     /// Until its client proves it listens: when to ask again, and when to
     /// stop asking.
     pub(super) probe: Option<Probe>,
@@ -119,7 +119,7 @@ impl Drop for PushFeed {
         // unconfirmed, goes back at once; the offering task gives back what
         // it could not queue once this is closed.
         self.offered.close();
-        let mut unsent: Vec<i64> = self.leased.drain(..).map(|(id, _)| id).collect();
+        let mut unsent: Vec<MessageId> = self.leased.drain(..).map(|(id, _)| id).collect();
         while let Ok((message, _)) = self.offered.try_recv() {
             unsent.push(message.id);
         }

@@ -45,7 +45,7 @@ pub use feed::PushFeed;
 
 use super::send::parse_channel;
 use super::{Caller, Identity, MAX_WAIT, Relay, RelayError, RelayResult, WaitSlot};
-use crate::model::{Channel, Handle, Message, Millis};
+use crate::model::{Channel, Handle, Message, MessageId, Millis};
 use std::{
     collections::{HashMap, HashSet, VecDeque},
     sync::{
@@ -349,7 +349,7 @@ impl Relay {
     }
 
     /// Ends `holder`'s leases on `ids`, and wakes whoever waits for them.
-    async fn release(&self, me: &Handle, holder: i64, ids: Vec<i64>) {
+    async fn release(&self, me: &Handle, holder: i64, ids: Vec<MessageId>) {
         if ids.is_empty() {
             return;
         }

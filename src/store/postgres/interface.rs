@@ -7,8 +7,8 @@ use super::{
     summaries,
 };
 use crate::model::{
-    Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Place, Presence,
-    ThreadSummary, TokenHash,
+    Channel, ChannelSummary, Found, Handle, Message, MessageId, Millis, Person, Place, Presence,
+    ThreadId, ThreadSummary, TokenHash,
 };
 use crate::store::rules::{self, Statements};
 use crate::store::{NewMessage, Offer, Store, StoreError, StoreFuture, StoredSession};
@@ -167,7 +167,7 @@ impl Store for PostgresStore {
         &self,
         recipient: &Handle,
         holder: i64,
-        ids: Vec<i64>,
+        ids: Vec<MessageId>,
     ) -> StoreFuture<'_, ()> {
         let recipient = recipient.clone();
         Box::pin(async move {
@@ -185,23 +185,23 @@ impl Store for PostgresStore {
     fn confirm_read(
         &self,
         recipient: &Handle,
-        ids: Vec<i64>,
+        ids: Vec<MessageId>,
         now: Millis,
-    ) -> StoreFuture<'_, Vec<i64>> {
+    ) -> StoreFuture<'_, Vec<MessageId>> {
         let recipient = recipient.clone();
         Box::pin(async move {
             messages::confirm_read(&*self.client().await?, &recipient, &ids, now).await
         })
     }
 
-    fn message(&self, id: i64, now: Millis) -> StoreFuture<'_, Option<Message>> {
+    fn message(&self, id: MessageId, now: Millis) -> StoreFuture<'_, Option<Message>> {
         Box::pin(async move { messages::message(&*self.client().await?, id, now).await })
     }
 
     fn thread(
         &self,
-        thread_id: i64,
-        since_id: i64,
+        thread_id: ThreadId,
+        since_id: MessageId,
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
@@ -213,7 +213,7 @@ impl Store for PostgresStore {
 
     fn thread_recent(
         &self,
-        thread_id: i64,
+        thread_id: ThreadId,
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
@@ -226,7 +226,7 @@ impl Store for PostgresStore {
     fn channel_messages(
         &self,
         channel: &Channel,
-        since_id: i64,
+        since_id: MessageId,
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
@@ -255,7 +255,7 @@ impl Store for PostgresStore {
     fn channels(
         &self,
         now: Millis,
-        before: Option<i64>,
+        before: Option<MessageId>,
         limit: u32,
     ) -> StoreFuture<'_, Vec<ChannelSummary>> {
         Box::pin(
@@ -266,7 +266,7 @@ impl Store for PostgresStore {
     fn threads(
         &self,
         now: Millis,
-        before: Option<i64>,
+        before: Option<MessageId>,
         limit: u32,
     ) -> StoreFuture<'_, Vec<ThreadSummary>> {
         Box::pin(
@@ -274,7 +274,7 @@ impl Store for PostgresStore {
         )
     }
 
-    fn mark_read(&self, reader: &Handle, place: &Place, last_id: i64) -> StoreFuture<'_, ()> {
+    fn mark_read(&self, reader: &Handle, place: &Place, last_id: MessageId) -> StoreFuture<'_, ()> {
         let (reader, place) = (reader.clone(), place.clone());
         Box::pin(async move {
             let client = self.client().await?;
@@ -294,7 +294,7 @@ impl Store for PostgresStore {
     fn search(
         &self,
         typed: &str,
-        before: Option<i64>,
+        before: Option<MessageId>,
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Found>> {

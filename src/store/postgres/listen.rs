@@ -9,7 +9,7 @@
 //! loses no wake-up.
 
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
-use crate::model::Message;
+use crate::model::{Message, MessageId};
 use crate::store::StoreResult;
 use futures::StreamExt;
 use std::collections::BTreeSet;
@@ -32,7 +32,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// Ids this process inserted and the listener has not yet passed: it skips
 /// them (their wake-ups were given at commit), and forgets any it has
 /// passed (a rolled-back insert's id never commits).
-pub(super) type Own = Arc<Mutex<BTreeSet<i64>>>;
+pub(super) type Own = Arc<Mutex<BTreeSet<MessageId>>>;
 
 /// Listens until `commits` is dropped, handing on other processes'
 /// messages committed after `from`.
@@ -150,14 +150,14 @@ async fn catch_up(
         let rows = client.query(after, &[&*last_seen, &READ_BATCH]).await?;
         for row in &rows {
             let message = message_from_row(row)?;
-            *last_seen = message.id;
+            *last_seen = message.id.0;
             let mine = own.lock().expect("own ids lock").remove(&message.id);
             if !mine && commits.send(message).await.is_err() {
                 return Ok(false);
             }
         }
         // Ids at or below the last seen that were never read were rolled back.
-        let seen = *last_seen;
+        let seen = MessageId(*last_seen);
         own.lock().expect("own ids lock").retain(|&id| id > seen);
         if (rows.len() as i64) < READ_BATCH {
             return Ok(true);

@@ -2,7 +2,7 @@
 //! (`../sqlite/messages.rs`, in PostgreSQL).
 
 use super::{Db, handle, maybe_channel, maybe_handle, row};
-use crate::model::{Delivery, Handle, Message, Millis};
+use crate::model::{Delivery, Handle, Message, MessageId, Millis};
 use crate::store::StoreResult;
 use tokio_postgres::Row;
 
@@ -45,7 +45,7 @@ pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
 }
 
 /// The first column of each row, as ids.
-pub(super) fn ids_of(rows: &[Row]) -> StoreResult<Vec<i64>> {
+pub(super) fn ids_of(rows: &[Row]) -> StoreResult<Vec<MessageId>> {
     Ok(rows
         .iter()
         .map(|row| row.try_get(0))
@@ -56,7 +56,7 @@ pub(super) async fn release_offers(
     db: &impl Db,
     recipient: &Handle,
     holder: i64,
-    ids: &[i64],
+    ids: &[MessageId],
 ) -> StoreResult<()> {
     db.exec(
         "UPDATE inbox SET lease_until = NULL \
@@ -87,9 +87,9 @@ pub(super) async fn next_lease_end(
 pub(super) async fn confirm_read(
     db: &impl Db,
     recipient: &Handle,
-    ids: &[i64],
+    ids: &[MessageId],
     now: Millis,
-) -> StoreResult<Vec<i64>> {
+) -> StoreResult<Vec<MessageId>> {
     let confirmed = db
         .rows(
             "UPDATE inbox SET read_at = $3, lease_until = NULL \
@@ -101,7 +101,11 @@ pub(super) async fn confirm_read(
     ids_of(&confirmed)
 }
 
-pub(super) async fn message(db: &impl Db, id: i64, now: Millis) -> StoreResult<Option<Message>> {
+pub(super) async fn message(
+    db: &impl Db,
+    id: MessageId,
+    now: Millis,
+) -> StoreResult<Option<Message>> {
     db.rows(
         &format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \

@@ -31,7 +31,7 @@ mod writer;
 pub use schema::MIGRATIONS;
 
 use super::{StoreError, StoreResult};
-use crate::model::{Channel, Handle, Millis};
+use crate::model::{Channel, Handle, MessageId, Millis, ThreadId};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Transaction};
 use std::{
     future::Future,
@@ -198,6 +198,41 @@ macro_rules! text_to_sql {
     )*};
 }
 text_to_sql!(Handle, Channel);
+
+// Ids go in and come out as the `bigint`s they are.
+macro_rules! id_sql {
+    ($($id:ident),*) => {$(
+        impl ToSql for $id {
+            fn to_sql(
+                &self,
+                ty: &tokio_postgres::types::Type,
+                out: &mut bytes::BytesMut,
+            ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+                self.0.to_sql(ty, out)
+            }
+
+            fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+                <i64 as ToSql>::accepts(ty)
+            }
+
+            tokio_postgres::types::to_sql_checked!();
+        }
+
+        impl<'a> tokio_postgres::types::FromSql<'a> for $id {
+            fn from_sql(
+                ty: &tokio_postgres::types::Type,
+                raw: &'a [u8],
+            ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+                i64::from_sql(ty, raw).map($id)
+            }
+
+            fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+                <i64 as tokio_postgres::types::FromSql>::accepts(ty)
+            }
+        }
+    )*};
+}
+id_sql!(MessageId, ThreadId);
 
 /// Runs `$body` in a transaction on a pooled connection, as `$tx`, and
 /// commits; an error rolls it back (the transaction is dropped).

@@ -3,7 +3,7 @@
 
 use super::Db;
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
-use crate::model::{Found, Millis};
+use crate::model::{Found, MessageId, Millis};
 use crate::store::StoreResult;
 use crate::store::text::{CLOSE, OPEN, excerpt, words};
 
@@ -23,7 +23,7 @@ fn ts_query(typed: &str) -> Option<String> {
 pub(super) async fn search(
     db: &impl Db,
     typed: &str,
-    before: Option<i64>,
+    before: Option<MessageId>,
     limit: u32,
     now: Millis,
 ) -> StoreResult<Vec<Found>> {
@@ -41,7 +41,7 @@ pub(super) async fn search(
             ),
             &[
                 &query,
-                &before.unwrap_or(i64::MAX),
+                &before.unwrap_or(MessageId(i64::MAX)),
                 &now,
                 &i64::from(limit),
                 &marks,

@@ -4,7 +4,7 @@
 
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, ids_of, message_from_row};
 use super::{Db, row};
-use crate::model::{Channel, Handle, Message, Millis, Place};
+use crate::model::{Channel, Handle, Message, MessageId, Millis, Place, ThreadId};
 use crate::store::rules::Statements;
 use crate::store::summary::Removed;
 use crate::store::{Offer, StoreResult};
@@ -65,7 +65,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         super::people::any(self.0).await
     }
 
-    async fn thread_is_live(&self, thread: i64, now: Millis) -> StoreResult<bool> {
+    async fn thread_is_live(&self, thread: ThreadId, now: Millis) -> StoreResult<bool> {
         self.exists(
             "SELECT 1 FROM messages WHERE thread_id = $1 AND expires_at > $2 LIMIT 1",
             &[&thread, &now],
@@ -73,7 +73,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         .await
     }
 
-    async fn is_live_in(&self, id: i64, place: &Place, now: Millis) -> StoreResult<bool> {
+    async fn is_live_in(&self, id: MessageId, place: &Place, now: Millis) -> StoreResult<bool> {
         let (column, value) = column(place);
         self.exists(
             &format!(
@@ -85,14 +85,19 @@ impl<D: Db> Statements for Sql<'_, D> {
     }
 
     /// Read under the write lock, so ids are handed out in commit order.
-    async fn next_message_id(&self) -> StoreResult<i64> {
+    async fn next_message_id(&self) -> StoreResult<MessageId> {
         Ok(row(self.0, "SELECT nextval('message_ids')", &[])
             .await?
             .expect("nextval returns a row")
             .try_get(0)?)
     }
 
-    async fn open_thread(&self, first_id: i64, people: &str, at: Millis) -> StoreResult<i64> {
+    async fn open_thread(
+        &self,
+        first_id: MessageId,
+        people: &str,
+        at: Millis,
+    ) -> StoreResult<ThreadId> {
         let row = row(
             self.0,
             "INSERT INTO threads (created_at, message_count, first_id, last_id, last_activity, \
@@ -125,7 +130,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         .await
     }
 
-    async fn insert_inbox(&self, recipient: &Handle, id: i64) -> StoreResult<()> {
+    async fn insert_inbox(&self, recipient: &Handle, id: MessageId) -> StoreResult<()> {
         self.exec(
             "INSERT INTO inbox (recipient, message_id) VALUES ($1, $2)",
             &[&recipient.as_str(), &id],
@@ -133,7 +138,12 @@ impl<D: Db> Statements for Sql<'_, D> {
         .await
     }
 
-    async fn answer_thread(&self, replier: &Handle, thread: i64, at: Millis) -> StoreResult<()> {
+    async fn answer_thread(
+        &self,
+        replier: &Handle,
+        thread: ThreadId,
+        at: Millis,
+    ) -> StoreResult<()> {
         self.exec(
             "UPDATE inbox SET answered_at = $3, read_at = coalesce(read_at, $3) \
              WHERE recipient = $1 AND answered_at IS NULL \
@@ -144,7 +154,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         .await
     }
 
-    async fn answer_message(&self, replier: &Handle, id: i64, at: Millis) -> StoreResult<()> {
+    async fn answer_message(&self, replier: &Handle, id: MessageId, at: Millis) -> StoreResult<()> {
         self.exec(
             "UPDATE inbox SET answered_at = $3, read_at = coalesce(read_at, $3) \
              WHERE recipient = $1 AND message_id = $2 AND answered_at IS NULL",
@@ -153,7 +163,12 @@ impl<D: Db> Statements for Sql<'_, D> {
         .await
     }
 
-    async fn count_in_channel(&self, channel: &Channel, id: i64, at: Millis) -> StoreResult<()> {
+    async fn count_in_channel(
+        &self,
+        channel: &Channel,
+        id: MessageId,
+        at: Millis,
+    ) -> StoreResult<()> {
         self.exec(
             "INSERT INTO channel_summaries (channel, message_count, last_id, last_activity) \
              VALUES ($1, 1, $2, $3) ON CONFLICT (channel) DO UPDATE SET \
@@ -166,8 +181,8 @@ impl<D: Db> Statements for Sql<'_, D> {
 
     async fn count_in_thread(
         &self,
-        thread: i64,
-        id: i64,
+        thread: ThreadId,
+        id: MessageId,
         sender: &Handle,
         recipient: &Handle,
         at: Millis,
@@ -188,7 +203,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         recipient: &Handle,
         now: Millis,
         limit: u32,
-    ) -> StoreResult<Vec<i64>> {
+    ) -> StoreResult<Vec<MessageId>> {
         let claimed = self
             .0
             .rows(
@@ -211,7 +226,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         recipient: &Handle,
         offer: Offer,
         limit: u32,
-    ) -> StoreResult<Vec<i64>> {
+    ) -> StoreResult<Vec<MessageId>> {
         let offered = self
             .0
             .rows(
@@ -236,7 +251,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         ids_of(&offered)
     }
 
-    async fn messages_by_id(&self, ids: &[i64]) -> StoreResult<Vec<Message>> {
+    async fn messages_by_id(&self, ids: &[MessageId]) -> StoreResult<Vec<Message>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -256,7 +271,7 @@ impl<D: Db> Statements for Sql<'_, D> {
     async fn messages_in(
         &self,
         place: &Place,
-        since_id: i64,
+        since_id: MessageId,
         limit: u32,
         now: Millis,
     ) -> StoreResult<Vec<Message>> {
@@ -290,7 +305,12 @@ impl<D: Db> Statements for Sql<'_, D> {
         messages_of(&rows)
     }
 
-    async fn raise_read_mark(&self, reader: &Handle, key: &str, last_id: i64) -> StoreResult<()> {
+    async fn raise_read_mark(
+        &self,
+        reader: &Handle,
+        key: &str,
+        last_id: MessageId,
+    ) -> StoreResult<()> {
         self.exec(
             "INSERT INTO last_read (handle, conversation, last_id) VALUES ($1, $2, $3) \
              ON CONFLICT (handle, conversation) DO UPDATE \
@@ -310,7 +330,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         now: Millis,
     ) -> StoreResult<Vec<u64>> {
         let keys: Vec<&str> = places.iter().map(|(_, key)| key.as_str()).collect();
-        let (channels, threads): (Vec<Option<&str>>, Vec<Option<i64>>) = places
+        let (channels, threads): (Vec<Option<&str>>, Vec<Option<ThreadId>>) = places
             .iter()
             .map(|(place, _)| match place {
                 Place::Channel(name) => (Some(name.as_str()), None),
@@ -363,7 +383,7 @@ impl<D: Db> Statements for Sql<'_, D> {
     }
 
     async fn delete_inbox_rows(&self, removed: &[Removed]) -> StoreResult<()> {
-        let (recipients, ids): (Vec<&str>, Vec<i64>) = removed
+        let (recipients, ids): (Vec<&str>, Vec<MessageId>) = removed
             .iter()
             .filter_map(|m| Some((m.recipient.as_deref()?, m.id)))
             .unzip();
@@ -391,7 +411,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         .await
     }
 
-    async fn refind_channel_newest(&self, channel: &str, newest: i64) -> StoreResult<()> {
+    async fn refind_channel_newest(&self, channel: &str, newest: MessageId) -> StoreResult<()> {
         self.exec(
             "UPDATE channel_summaries SET (last_id, last_activity) = \
              (SELECT id, created_at FROM messages WHERE channel = $1 ORDER BY id DESC LIMIT 1) \
@@ -401,7 +421,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         .await
     }
 
-    async fn thread_counts(&self, thread: i64) -> StoreResult<Option<(i64, String)>> {
+    async fn thread_counts(&self, thread: ThreadId) -> StoreResult<Option<(i64, String)>> {
         row(
             self.0,
             "SELECT message_count, people::text FROM threads WHERE id = $1",
@@ -412,7 +432,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         .transpose()
     }
 
-    async fn drop_thread_if_empty(&self, thread: i64) -> StoreResult<bool> {
+    async fn drop_thread_if_empty(&self, thread: ThreadId) -> StoreResult<bool> {
         let dropped = self
             .0
             .exec(
@@ -424,7 +444,12 @@ impl<D: Db> Statements for Sql<'_, D> {
         Ok(dropped == 1)
     }
 
-    async fn set_thread_counts(&self, thread: i64, count: i64, people: &str) -> StoreResult<()> {
+    async fn set_thread_counts(
+        &self,
+        thread: ThreadId,
+        count: i64,
+        people: &str,
+    ) -> StoreResult<()> {
         self.exec(
             "UPDATE threads SET message_count = $2, people = ($3::text)::jsonb WHERE id = $1",
             &[&thread, &count, &people],
@@ -432,7 +457,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         .await
     }
 
-    async fn refind_thread_opening(&self, thread: i64, oldest: i64) -> StoreResult<()> {
+    async fn refind_thread_opening(&self, thread: ThreadId, oldest: MessageId) -> StoreResult<()> {
         self.exec(
             "UPDATE threads SET first_id = \
              (SELECT id FROM messages WHERE thread_id = $1 ORDER BY id LIMIT 1) \
@@ -442,7 +467,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         .await
     }
 
-    async fn refind_thread_newest(&self, thread: i64, newest: i64) -> StoreResult<()> {
+    async fn refind_thread_newest(&self, thread: ThreadId, newest: MessageId) -> StoreResult<()> {
         self.exec(
             "UPDATE threads SET (last_id, last_activity) = \
              (SELECT id, created_at FROM messages WHERE thread_id = $1 ORDER BY id DESC LIMIT 1) \

@@ -5,7 +5,7 @@
 
 use super::statements::Sql;
 use super::{Db, WRITE_LOCK};
-use crate::model::{Channel, ChannelSummary, Millis, ThreadSummary};
+use crate::model::{Channel, ChannelSummary, MessageId, Millis, ThreadSummary};
 use crate::store::summary::handles_of;
 use crate::store::{PURGE_BATCH, StoreResult, rules};
 
@@ -13,7 +13,7 @@ use crate::store::{PURGE_BATCH, StoreResult, rules};
 pub(super) async fn channels(
     db: &impl Db,
     now: Millis,
-    before: Option<i64>,
+    before: Option<MessageId>,
     limit: u32,
 ) -> StoreResult<Vec<ChannelSummary>> {
     db.rows(
@@ -21,7 +21,11 @@ pub(super) async fn channels(
          FROM channel_summaries s JOIN messages m ON m.id = s.last_id \
          WHERE m.expires_at > $1 AND s.last_id < $2 \
          ORDER BY s.last_id DESC LIMIT $3",
-        &[&now, &before.unwrap_or(i64::MAX), &i64::from(limit)],
+        &[
+            &now,
+            &before.unwrap_or(MessageId(i64::MAX)),
+            &i64::from(limit),
+        ],
     )
     .await?
     .iter()
@@ -41,7 +45,7 @@ pub(super) async fn channels(
 pub(super) async fn threads(
     db: &impl Db,
     now: Millis,
-    before: Option<i64>,
+    before: Option<MessageId>,
     limit: u32,
 ) -> StoreResult<Vec<ThreadSummary>> {
     db.rows(
@@ -50,7 +54,11 @@ pub(super) async fn threads(
          JOIN messages f ON f.id = t.first_id \
          WHERE m.expires_at > $1 AND t.last_id < $2 \
          ORDER BY t.last_id DESC LIMIT $3",
-        &[&now, &before.unwrap_or(i64::MAX), &i64::from(limit)],
+        &[
+            &now,
+            &before.unwrap_or(MessageId(i64::MAX)),
+            &i64::from(limit),
+        ],
     )
     .await?
     .iter()

@@ -7,7 +7,7 @@
 
 use super::statements::Sql;
 use super::{Db, WRITE_LOCK, listen};
-use crate::model::Message;
+use crate::model::{Message, MessageId};
 use crate::store::{NewMessage, StoreError, StoreResult, rules};
 use deadpool_postgres::Pool;
 use futures::future::join_all;
@@ -82,7 +82,7 @@ async fn commit(
     }) {
         return Err(outcomes.swap_remove(at).expect_err("found as an error"));
     }
-    let stored: Vec<i64> = outcomes
+    let stored: Vec<MessageId> = outcomes
         .iter()
         .filter_map(|outcome| outcome.as_ref().ok().map(|m| m.id))
         .collect();

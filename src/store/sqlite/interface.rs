@@ -4,8 +4,8 @@
 use super::statements::Sql;
 use super::{SqliteStore, messages, people, search, sessions, summaries};
 use crate::model::{
-    Channel, ChannelSummary, Found, Handle, Message, Millis, Person, Place, Presence,
-    ThreadSummary, TokenHash,
+    Channel, ChannelSummary, Found, Handle, Message, MessageId, Millis, Person, Place, Presence,
+    ThreadId, ThreadSummary, TokenHash,
 };
 use crate::store::rules::{self, Statements};
 use crate::store::{NewMessage, Offer, PURGE_BATCH, Store, StoreError, StoreFuture, StoredSession};
@@ -97,7 +97,7 @@ impl Store for SqliteStore {
         &self,
         recipient: &Handle,
         holder: i64,
-        ids: Vec<i64>,
+        ids: Vec<MessageId>,
     ) -> StoreFuture<'_, ()> {
         let recipient = recipient.clone();
         self.write(move |conn| messages::release_offers(conn, &recipient, holder, &ids))
@@ -111,21 +111,21 @@ impl Store for SqliteStore {
     fn confirm_read(
         &self,
         recipient: &Handle,
-        ids: Vec<i64>,
+        ids: Vec<MessageId>,
         now: Millis,
-    ) -> StoreFuture<'_, Vec<i64>> {
+    ) -> StoreFuture<'_, Vec<MessageId>> {
         let recipient = recipient.clone();
         self.write(move |conn| messages::confirm_read(conn, &recipient, &ids, now))
     }
 
-    fn message(&self, id: i64, now: Millis) -> StoreFuture<'_, Option<Message>> {
+    fn message(&self, id: MessageId, now: Millis) -> StoreFuture<'_, Option<Message>> {
         self.read(move |conn| messages::message(conn, id, now))
     }
 
     fn thread(
         &self,
-        thread_id: i64,
-        since_id: i64,
+        thread_id: ThreadId,
+        since_id: MessageId,
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
@@ -136,7 +136,7 @@ impl Store for SqliteStore {
 
     fn thread_recent(
         &self,
-        thread_id: i64,
+        thread_id: ThreadId,
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
@@ -153,7 +153,7 @@ impl Store for SqliteStore {
     fn channel_messages(
         &self,
         channel: &Channel,
-        since_id: i64,
+        since_id: MessageId,
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Message>> {
@@ -174,7 +174,7 @@ impl Store for SqliteStore {
     fn channels(
         &self,
         now: Millis,
-        before: Option<i64>,
+        before: Option<MessageId>,
         limit: u32,
     ) -> StoreFuture<'_, Vec<ChannelSummary>> {
         self.read(move |conn| summaries::channels(conn, now, before, limit))
@@ -183,13 +183,13 @@ impl Store for SqliteStore {
     fn threads(
         &self,
         now: Millis,
-        before: Option<i64>,
+        before: Option<MessageId>,
         limit: u32,
     ) -> StoreFuture<'_, Vec<ThreadSummary>> {
         self.read(move |conn| summaries::threads(conn, now, before, limit))
     }
 
-    fn mark_read(&self, reader: &Handle, place: &Place, last_id: i64) -> StoreFuture<'_, ()> {
+    fn mark_read(&self, reader: &Handle, place: &Place, last_id: MessageId) -> StoreFuture<'_, ()> {
         let (reader, place) = (reader.clone(), place.clone());
         self.write(move |conn| {
             rules::at_once(rules::mark_read(&Sql(conn), &reader, &place, last_id))
@@ -205,7 +205,7 @@ impl Store for SqliteStore {
     fn search(
         &self,
         typed: &str,
-        before: Option<i64>,
+        before: Option<MessageId>,
         limit: u32,
         now: Millis,
     ) -> StoreFuture<'_, Vec<Found>> {

@@ -1,6 +1,6 @@
 //! Messages, threads and inboxes; the overviews are `summaries.rs`'s.
 
-use crate::model::{Delivery, Handle, Message, Millis};
+use crate::model::{Delivery, Handle, Message, MessageId, Millis};
 use crate::store::StoreResult;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -44,7 +44,7 @@ pub(super) fn release_offers(
     conn: &Connection,
     recipient: &Handle,
     holder: i64,
-    ids: &[i64],
+    ids: &[MessageId],
 ) -> StoreResult<()> {
     let mut release = conn.prepare_cached(
         "UPDATE inbox SET lease_until = NULL \
@@ -72,9 +72,9 @@ pub(super) fn next_lease_end(
 pub(super) fn confirm_read(
     conn: &Connection,
     recipient: &Handle,
-    ids: &[i64],
+    ids: &[MessageId],
     now: Millis,
-) -> StoreResult<Vec<i64>> {
+) -> StoreResult<Vec<MessageId>> {
     let mut confirm = conn.prepare_cached(
         "UPDATE inbox SET read_at = ?3, lease_until = NULL \
          WHERE recipient = ?1 AND message_id = ?2 AND read_at IS NULL",
@@ -88,7 +88,11 @@ pub(super) fn confirm_read(
     Ok(confirmed)
 }
 
-pub(super) fn message(conn: &Connection, id: i64, now: Millis) -> StoreResult<Option<Message>> {
+pub(super) fn message(
+    conn: &Connection,
+    id: MessageId,
+    now: Millis,
+) -> StoreResult<Option<Message>> {
     Ok(conn
         .prepare_cached(&format!(
             "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} WHERE m.id = ?1 AND m.expires_at > ?2"

@@ -24,7 +24,7 @@ pub use copy::{ServingLock, backup, lock_for_serving, restore};
 pub use schema::MIGRATIONS;
 
 use super::{StoreError, StoreFuture, StoreResult};
-use crate::model::{Channel, Handle};
+use crate::model::{Channel, Handle, MessageId, ThreadId};
 use rusqlite::{
     Connection,
     types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef},
@@ -180,6 +180,24 @@ impl FromSql for Handle {
         Handle::parse(value.as_str()?).map_err(|e| FromSqlError::Other(Box::new(e)))
     }
 }
+
+// Ids go in and come out as the numbers they are.
+macro_rules! id_sql {
+    ($($id:ident),*) => {$(
+        impl ToSql for $id {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::from(self.0))
+            }
+        }
+
+        impl FromSql for $id {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                i64::column_result(value).map($id)
+            }
+        }
+    )*};
+}
+id_sql!(MessageId, ThreadId);
 
 impl ToSql for Channel {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {

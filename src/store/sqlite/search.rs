@@ -1,7 +1,7 @@
 //! Full-text search over message bodies (SQLite's FTS5).
 
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
-use crate::model::{Found, Millis};
+use crate::model::{Found, MessageId, Millis};
 use crate::store::StoreResult;
 use crate::store::text::{excerpt, words};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -116,14 +116,14 @@ pub(super) fn drop_emptied_generation(conn: &Connection) -> StoreResult<bool> {
 pub(super) fn search(
     conn: &Connection,
     typed: &str,
-    before: Option<i64>,
+    before: Option<MessageId>,
     limit: u32,
     now: Millis,
 ) -> StoreResult<Vec<Found>> {
     let Some(query) = fts_query(typed) else {
         return Ok(Vec::new());
     };
-    let before = before.unwrap_or(i64::MAX);
+    let before = before.unwrap_or(MessageId(i64::MAX)).0;
     let generations: Vec<i64> = conn
         .prepare_cached(
             "SELECT number FROM search_generations WHERE number <= ?1 ORDER BY number DESC",

@@ -3,7 +3,7 @@
 //! finds and marks rows is all a claim needs to take them alone.
 
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
-use crate::model::{Channel, Handle, Message, Millis, Place};
+use crate::model::{Channel, Handle, Message, MessageId, Millis, Place, ThreadId};
 use crate::store::rules::Statements;
 use crate::store::summary::Removed;
 use crate::store::{Offer, StoreResult};
@@ -40,7 +40,7 @@ impl Sql<'_> {
         Ok(self.0.prepare_cached(sql)?.execute(params)?)
     }
 
-    fn ids(&self, sql: &str, params: &[&dyn ToSql]) -> StoreResult<Vec<i64>> {
+    fn ids(&self, sql: &str, params: &[&dyn ToSql]) -> StoreResult<Vec<MessageId>> {
         Ok(self
             .0
             .prepare_cached(sql)?
@@ -69,14 +69,14 @@ impl Statements for Sql<'_> {
         super::people::any(self.0)
     }
 
-    async fn thread_is_live(&self, thread: i64, now: Millis) -> StoreResult<bool> {
+    async fn thread_is_live(&self, thread: ThreadId, now: Millis) -> StoreResult<bool> {
         self.exists(
             "SELECT 1 FROM messages WHERE thread_id = ?1 AND expires_at > ?2 LIMIT 1",
             params![thread, now],
         )
     }
 
-    async fn is_live_in(&self, id: i64, place: &Place, now: Millis) -> StoreResult<bool> {
+    async fn is_live_in(&self, id: MessageId, place: &Place, now: Millis) -> StoreResult<bool> {
         let (column, value) = column(place);
         self.exists(
             &format!(
@@ -89,7 +89,7 @@ impl Statements for Sql<'_> {
     /// As AUTOINCREMENT would choose it: one above both the largest id
     /// recorded in `sqlite_sequence` and the largest in the table. Nobody
     /// else inserts while the write transaction (IMMEDIATE) runs.
-    async fn next_message_id(&self) -> StoreResult<i64> {
+    async fn next_message_id(&self) -> StoreResult<MessageId> {
         Ok(self
             .0
             .prepare_cached(
@@ -99,13 +99,18 @@ impl Statements for Sql<'_> {
             .query_row([], |row| row.get(0))?)
     }
 
-    async fn open_thread(&self, first_id: i64, people: &str, at: Millis) -> StoreResult<i64> {
+    async fn open_thread(
+        &self,
+        first_id: MessageId,
+        people: &str,
+        at: Millis,
+    ) -> StoreResult<ThreadId> {
         self.execute(
             "INSERT INTO threads (created_at, message_count, first_id, last_id, last_activity, people) \
              VALUES (?1, 1, ?2, ?2, ?1, ?3)",
             params![at, first_id, people],
         )?;
-        Ok(self.0.last_insert_rowid())
+        Ok(ThreadId(self.0.last_insert_rowid()))
     }
 
     async fn insert_message(&self, m: &Message) -> StoreResult<()> {
@@ -128,7 +133,7 @@ impl Statements for Sql<'_> {
         Ok(())
     }
 
-    async fn insert_inbox(&self, recipient: &Handle, id: i64) -> StoreResult<()> {
+    async fn insert_inbox(&self, recipient: &Handle, id: MessageId) -> StoreResult<()> {
         self.execute(
             "INSERT INTO inbox (recipient, message_id) VALUES (?1, ?2)",
             params![recipient, id],
@@ -136,7 +141,12 @@ impl Statements for Sql<'_> {
         Ok(())
     }
 
-    async fn answer_thread(&self, replier: &Handle, thread: i64, at: Millis) -> StoreResult<()> {
+    async fn answer_thread(
+        &self,
+        replier: &Handle,
+        thread: ThreadId,
+        at: Millis,
+    ) -> StoreResult<()> {
         self.execute(
             "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
              WHERE recipient = ?1 AND answered_at IS NULL \
@@ -147,7 +157,7 @@ impl Statements for Sql<'_> {
         Ok(())
     }
 
-    async fn answer_message(&self, replier: &Handle, id: i64, at: Millis) -> StoreResult<()> {
+    async fn answer_message(&self, replier: &Handle, id: MessageId, at: Millis) -> StoreResult<()> {
         self.execute(
             "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
              WHERE recipient = ?1 AND message_id = ?2 AND answered_at IS NULL",
@@ -156,7 +166,12 @@ impl Statements for Sql<'_> {
         Ok(())
     }
 
-    async fn count_in_channel(&self, channel: &Channel, id: i64, at: Millis) -> StoreResult<()> {
+    async fn count_in_channel(
+        &self,
+        channel: &Channel,
+        id: MessageId,
+        at: Millis,
+    ) -> StoreResult<()> {
         self.execute(
             "INSERT INTO channel_summaries (channel, message_count, last_id, last_activity) \
              VALUES (?1, 1, ?2, ?3) ON CONFLICT (channel) DO UPDATE SET \
@@ -168,8 +183,8 @@ impl Statements for Sql<'_> {
 
     async fn count_in_thread(
         &self,
-        thread: i64,
-        id: i64,
+        thread: ThreadId,
+        id: MessageId,
         sender: &Handle,
         recipient: &Handle,
         at: Millis,
@@ -190,7 +205,7 @@ impl Statements for Sql<'_> {
         recipient: &Handle,
         now: Millis,
         limit: u32,
-    ) -> StoreResult<Vec<i64>> {
+    ) -> StoreResult<Vec<MessageId>> {
         self.ids(
             &format!(
                 "UPDATE inbox SET read_at = ?2, lease_until = NULL \
@@ -208,7 +223,7 @@ impl Statements for Sql<'_> {
         recipient: &Handle,
         offer: Offer,
         limit: u32,
-    ) -> StoreResult<Vec<i64>> {
+    ) -> StoreResult<Vec<MessageId>> {
         self.ids(
             &format!(
                 "UPDATE inbox SET pushed_at = coalesce(pushed_at, ?2), lease_until = ?4, \
@@ -223,11 +238,12 @@ impl Statements for Sql<'_> {
         )
     }
 
-    async fn messages_by_id(&self, ids: &[i64]) -> StoreResult<Vec<Message>> {
+    async fn messages_by_id(&self, ids: &[MessageId]) -> StoreResult<Vec<Message>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let list = serde_json::to_string(ids).expect("ids serialize");
+        let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
+        let list = serde_json::to_string(&ids).expect("ids serialize");
         self.messages(
             &format!(
                 "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
@@ -240,7 +256,7 @@ impl Statements for Sql<'_> {
     async fn messages_in(
         &self,
         place: &Place,
-        since_id: i64,
+        since_id: MessageId,
         limit: u32,
         now: Millis,
     ) -> StoreResult<Vec<Message>> {
@@ -265,7 +281,12 @@ impl Statements for Sql<'_> {
         )
     }
 
-    async fn raise_read_mark(&self, reader: &Handle, key: &str, last_id: i64) -> StoreResult<()> {
+    async fn raise_read_mark(
+        &self,
+        reader: &Handle,
+        key: &str,
+        last_id: MessageId,
+    ) -> StoreResult<()> {
         self.execute(
             "INSERT INTO last_read (handle, conversation, last_id) VALUES (?1, ?2, ?3) \
              ON CONFLICT (handle, conversation) DO UPDATE SET last_id = max(last_id, ?3)",
@@ -354,7 +375,7 @@ impl Statements for Sql<'_> {
         Ok(())
     }
 
-    async fn refind_channel_newest(&self, channel: &str, newest: i64) -> StoreResult<()> {
+    async fn refind_channel_newest(&self, channel: &str, newest: MessageId) -> StoreResult<()> {
         self.execute(
             "UPDATE channel_summaries SET (last_id, last_activity) = \
              (SELECT id, created_at FROM messages WHERE channel = ?1 ORDER BY id DESC LIMIT 1) \
@@ -364,7 +385,7 @@ impl Statements for Sql<'_> {
         Ok(())
     }
 
-    async fn thread_counts(&self, thread: i64) -> StoreResult<Option<(i64, String)>> {
+    async fn thread_counts(&self, thread: ThreadId) -> StoreResult<Option<(i64, String)>> {
         Ok(self
             .0
             .prepare_cached("SELECT message_count, people FROM threads WHERE id = ?1")?
@@ -372,7 +393,7 @@ impl Statements for Sql<'_> {
             .optional()?)
     }
 
-    async fn drop_thread_if_empty(&self, thread: i64) -> StoreResult<bool> {
+    async fn drop_thread_if_empty(&self, thread: ThreadId) -> StoreResult<bool> {
         let dropped = self.execute(
             "DELETE FROM threads WHERE id = ?1 \
              AND NOT EXISTS (SELECT 1 FROM messages WHERE thread_id = ?1)",
@@ -381,7 +402,12 @@ impl Statements for Sql<'_> {
         Ok(dropped == 1)
     }
 
-    async fn set_thread_counts(&self, thread: i64, count: i64, people: &str) -> StoreResult<()> {
+    async fn set_thread_counts(
+        &self,
+        thread: ThreadId,
+        count: i64,
+        people: &str,
+    ) -> StoreResult<()> {
         self.execute(
             "UPDATE threads SET message_count = ?2, people = ?3 WHERE id = ?1",
             params![thread, count, people],
@@ -389,7 +415,7 @@ impl Statements for Sql<'_> {
         Ok(())
     }
 
-    async fn refind_thread_opening(&self, thread: i64, oldest: i64) -> StoreResult<()> {
+    async fn refind_thread_opening(&self, thread: ThreadId, oldest: MessageId) -> StoreResult<()> {
         self.execute(
             "UPDATE threads SET first_id = \
              (SELECT id FROM messages WHERE thread_id = ?1 ORDER BY id LIMIT 1) \
@@ -399,7 +425,7 @@ impl Statements for Sql<'_> {
         Ok(())
     }
 
-    async fn refind_thread_newest(&self, thread: i64, newest: i64) -> StoreResult<()> {
+    async fn refind_thread_newest(&self, thread: ThreadId, newest: MessageId) -> StoreResult<()> {
         self.execute(
             "UPDATE threads SET (last_id, last_activity) = \
              (SELECT id, created_at FROM messages WHERE thread_id = ?1 ORDER BY id DESC LIMIT 1) \

@@ -9,7 +9,7 @@
 //! expired; a conversation whose newest message has expired is never
 //! listed.
 
-use crate::model::{ChannelSummary, Millis, ThreadSummary};
+use crate::model::{ChannelSummary, MessageId, Millis, ThreadSummary};
 use crate::store::StoreResult;
 use crate::store::summary::handles_of;
 use rusqlite::{Connection, params};
@@ -18,7 +18,7 @@ use rusqlite::{Connection, params};
 pub(super) fn channels(
     conn: &Connection,
     now: Millis,
-    before: Option<i64>,
+    before: Option<MessageId>,
     limit: u32,
 ) -> StoreResult<Vec<ChannelSummary>> {
     Ok(conn
@@ -28,14 +28,17 @@ pub(super) fn channels(
              WHERE m.expires_at > ?1 AND s.last_id < ?2 \
              ORDER BY s.last_id DESC LIMIT ?3",
         )?
-        .query_map(params![now, before.unwrap_or(i64::MAX), limit], |row| {
-            Ok(ChannelSummary {
-                name: row.get(0)?,
-                message_count: row.get::<_, i64>(1)?.max(0) as u64,
-                last_id: row.get(2)?,
-                last_activity: row.get(3)?,
-            })
-        })?
+        .query_map(
+            params![now, before.unwrap_or(MessageId(i64::MAX)), limit],
+            |row| {
+                Ok(ChannelSummary {
+                    name: row.get(0)?,
+                    message_count: row.get::<_, i64>(1)?.max(0) as u64,
+                    last_id: row.get(2)?,
+                    last_activity: row.get(3)?,
+                })
+            },
+        )?
         .collect::<Result<_, _>>()?)
 }
 
@@ -43,7 +46,7 @@ pub(super) fn channels(
 pub(super) fn threads(
     conn: &Connection,
     now: Millis,
-    before: Option<i64>,
+    before: Option<MessageId>,
     limit: u32,
 ) -> StoreResult<Vec<ThreadSummary>> {
     let rows: Vec<(ThreadSummary, String)> = conn
@@ -54,17 +57,20 @@ pub(super) fn threads(
              WHERE m.expires_at > ?1 AND t.last_id < ?2 \
              ORDER BY t.last_id DESC LIMIT ?3",
         )?
-        .query_map(params![now, before.unwrap_or(i64::MAX), limit], |row| {
-            let summary = ThreadSummary {
-                id: row.get(0)?,
-                people: Vec::new(),
-                message_count: row.get::<_, i64>(1)?.max(0) as u64,
-                opening: row.get(2)?,
-                last_id: row.get(3)?,
-                last_activity: row.get(4)?,
-            };
-            Ok((summary, row.get(5)?))
-        })?
+        .query_map(
+            params![now, before.unwrap_or(MessageId(i64::MAX)), limit],
+            |row| {
+                let summary = ThreadSummary {
+                    id: row.get(0)?,
+                    people: Vec::new(),
+                    message_count: row.get::<_, i64>(1)?.max(0) as u64,
+                    opening: row.get(2)?,
+                    last_id: row.get(3)?,
+                    last_activity: row.get(4)?,
+                };
+                Ok((summary, row.get(5)?))
+            },
+        )?
         .collect::<Result<_, _>>()?;
     rows.into_iter()
         .map(|(mut summary, people)| {
