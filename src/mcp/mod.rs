@@ -20,7 +20,7 @@ pub mod sessions;
 
 pub use edge::{ClientMistakes, McpEdge, shape_refusals};
 
-use crate::model::{MessageId, ThreadId};
+use crate::model::{MessageId, SessionId, ThreadId};
 pub use crate::protocol::SESSION_HEADER;
 use crate::protocol::{HeldSession, INSTRUCTIONS, capabilities, wants_pushes};
 use crate::relay::{Caller, Reader, Relay, RelayError};
@@ -62,7 +62,7 @@ impl<C: AsRequestContext> FromContextPart<C> for CallerOf {
 
 /// The MCP session a tool call comes in on, as the session layer verified
 /// the caller holds it. A stateless call (2026-07-28) has none.
-pub struct SessionOf(pub String);
+pub struct SessionOf(pub SessionId);
 
 impl<C: AsRequestContext> FromContextPart<C> for SessionOf {
     fn from_context_part(context: &mut C) -> Result<Self, ErrorData> {
@@ -80,12 +80,12 @@ impl<C: AsRequestContext> FromContextPart<C> for SessionOf {
 }
 
 /// The session the caller holds, if the request came on one.
-fn held_session(context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Option<String> {
+fn held_session(context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Option<SessionId> {
     context
         .extensions
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<HeldSession>())
-        .map(|held| held.0.clone())
+        .map(|held| SessionId::new(held.0.as_str()))
 }
 
 /// Whether the request asked for pushes (`?push=1`).

@@ -29,6 +29,7 @@
 //!   and forgets idle ones.
 
 use crate::config::Sessions;
+use crate::model::SessionId;
 use crate::protocol::{HeldSession, SESSION_HEADER, wants_pushes};
 use crate::relay::{Caller, KeptSession, PushFeed, Relay, WaitSlot};
 use crate::wire::{self, ApiError};
@@ -182,7 +183,7 @@ impl SessionOwners {
             if let Err(error) = self.sessions.close_session(&Arc::from(id)).await {
                 tracing::warn!(%error, "ending an MCP session failed");
             }
-            ended.push(id.to_owned());
+            ended.push(SessionId::new(id));
         }
         if let Err(error) = self.relay.end_sessions(ended).await {
             tracing::warn!(
@@ -195,18 +196,18 @@ impl SessionOwners {
     /// Takes up a session kept from before a restart, if it is `caller`'s;
     /// says whether it did.
     async fn take_up(&self, session: &HeaderValue, caller: &Caller) -> Result<bool, ApiError> {
-        let Ok(id) = session.to_str() else {
+        let Ok(id) = session.to_str().map(SessionId::new) else {
             return Ok(false);
         };
         match self
             .relay
-            .kept_session(id, caller, self.policy.idle)
+            .kept_session(&id, caller, self.policy.idle)
             .await?
         {
             KeptSession::Yours => {
                 // Taken up here: this process holds it now (several relays
                 // on one store answer it as lost elsewhere).
-                self.relay.bind_session(id, caller).await?;
+                self.relay.bind_session(&id, caller).await?;
                 let mut owned = Owned::new(caller.clone());
                 owned.touched = true;
                 self.owners().insert(session.clone(), owned);
@@ -223,12 +224,12 @@ impl SessionOwners {
     /// Writes which sessions were used since the last time, and forgets the
     /// kept sessions that went idle.
     async fn write_use(&self) {
-        let used: Vec<String> = self
+        let used: Vec<SessionId> = self
             .owners()
             .iter_mut()
             .filter_map(|(id, o)| {
                 let used = std::mem::take(&mut o.touched) || o.streams > 0;
-                used.then(|| id.to_str().ok().map(str::to_owned)).flatten()
+                used.then(|| id.to_str().ok().map(SessionId::new)).flatten()
             })
             .collect();
         let written = async {
@@ -317,7 +318,11 @@ struct KeptSessions {
 #[async_trait::async_trait]
 impl SessionStore for KeptSessions {
     async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
-        let Some(state) = self.relay.kept_session_state(session_id, self.idle).await? else {
+        let Some(state) = self
+            .relay
+            .kept_session_state(&SessionId::new(session_id), self.idle)
+            .await?
+        else {
             return Ok(None);
         };
         Ok(Some(serde_json::from_str(&state)?))
@@ -325,11 +330,17 @@ impl SessionStore for KeptSessions {
 
     async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
         let state = serde_json::to_string(state)?;
-        Ok(self.relay.keep_session(session_id, &state).await?)
+        Ok(self
+            .relay
+            .keep_session(&SessionId::new(session_id), &state)
+            .await?)
     }
 
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
-        Ok(self.relay.end_sessions(vec![session_id.to_owned()]).await?)
+        Ok(self
+            .relay
+            .end_sessions(vec![SessionId::new(session_id)])
+            .await?)
     }
 }
 
@@ -375,7 +386,10 @@ pub async fn bind(
     ) {
         (None, Some(opened), Some(caller), _) if response.status().is_success() => {
             if let Ok(id) = opened.to_str()
-                && let Err(error) = owners.relay.bind_session(id, &caller).await
+                && let Err(error) = owners
+                    .relay
+                    .bind_session(&SessionId::new(id), &caller)
+                    .await
             {
                 tracing::warn!(
                     error = &error as &dyn std::error::Error,
@@ -393,7 +407,9 @@ pub async fn bind(
         (Some(session), _, Some(caller), Some(slot)) if response.status().is_success() => {
             owners.streaming(&session, 1);
             let pushes = match session.to_str() {
-                Ok(id) if pushes_wanted => Some(owners.relay.push_feed(&caller, id)),
+                Ok(id) if pushes_wanted => {
+                    Some(owners.relay.push_feed(&caller, &SessionId::new(id)))
+                }
                 _ => None,
             };
             let guard = StreamGuard {

@@ -1,5 +1,6 @@
-//! Ids as types, so a message's id is never taken for a thread's. Both are
-//! the store's numbers, shown as they are on the wire.
+//! Ids as types, so a message's id is never taken for a thread's, nor a
+//! session's for any other text. Messages' and threads' are the store's
+//! numbers, shown as they are on the wire.
 
 use std::fmt;
 
@@ -21,5 +22,26 @@ impl fmt::Display for MessageId {
 impl fmt::Display for ThreadId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+/// An MCP session's id, as the protocol library made it and the client
+/// names it in its `Mcp-Session-Id` header.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SessionId(String);
+
+impl SessionId {
+    pub fn new(id: impl Into<String>) -> SessionId {
+        SessionId(id.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
     }
 }

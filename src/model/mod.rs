@@ -12,7 +12,7 @@ mod token;
 
 pub use channel::{Channel, ChannelError, MAX_CHANNEL_LEN};
 pub use handle::{Handle, HandleError, MAX_HANDLE_LEN};
-pub use ids::{MessageId, ThreadId};
+pub use ids::{MessageId, SessionId, ThreadId};
 pub use token::{TOKEN_BODY_LEN, TOKEN_PREFIX, Token, TokenHash};
 
 /// Milliseconds since the Unix epoch: the one time type of crosstalk.

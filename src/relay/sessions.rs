@@ -5,7 +5,7 @@
 //! revoked or replaced token's sessions are deleted with it, by the store.
 
 use super::{Caller, Relay, RelayResult};
-use crate::model::{Millis, now_millis};
+use crate::model::{Millis, SessionId, now_millis};
 use std::time::Duration;
 
 /// A kept session, as a caller presenting its id may see it.
@@ -26,13 +26,13 @@ fn fresh_since(idle: Duration) -> Millis {
 
 impl Relay {
     /// Keeps a new session's state; it is bound to its opener next.
-    pub async fn keep_session(&self, id: &str, state: &str) -> RelayResult<()> {
+    pub async fn keep_session(&self, id: &SessionId, state: &str) -> RelayResult<()> {
         Ok(self.store.save_session(id, state, now_millis()).await?)
     }
 
     /// Binds a kept session to the credential that opened it. On an open
     /// relay there is no token to bind to, and no session is taken up.
-    pub async fn bind_session(&self, id: &str, caller: &Caller) -> RelayResult<()> {
+    pub async fn bind_session(&self, id: &SessionId, caller: &Caller) -> RelayResult<()> {
         if let Some(owner) = caller.token() {
             self.store.bind_session(id, *owner, now_millis()).await?;
         }
@@ -42,7 +42,7 @@ impl Relay {
     /// Whether `caller` may take up the kept session `id`, used within `idle`.
     pub async fn kept_session(
         &self,
-        id: &str,
+        id: &SessionId,
         caller: &Caller,
         idle: Duration,
     ) -> RelayResult<KeptSession> {
@@ -64,7 +64,7 @@ impl Relay {
     /// The state of a bound session used within `idle`, to take it up.
     pub async fn kept_session_state(
         &self,
-        id: &str,
+        id: &SessionId,
         idle: Duration,
     ) -> RelayResult<Option<String>> {
         Ok(self
@@ -78,7 +78,7 @@ impl Relay {
     }
 
     /// Records that sessions were used just now.
-    pub async fn touch_sessions(&self, ids: Vec<String>) -> RelayResult<()> {
+    pub async fn touch_sessions(&self, ids: Vec<SessionId>) -> RelayResult<()> {
         if ids.is_empty() {
             return Ok(());
         }
@@ -86,7 +86,7 @@ impl Relay {
     }
 
     /// Forgets sessions that ended.
-    pub async fn end_sessions(&self, ids: Vec<String>) -> RelayResult<()> {
+    pub async fn end_sessions(&self, ids: Vec<SessionId>) -> RelayResult<()> {
         if ids.is_empty() {
             return Ok(());
         }

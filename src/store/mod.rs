@@ -25,7 +25,7 @@ mod text;
 
 use crate::model::{
     Channel, ChannelSummary, Delivery, Found, Handle, Message, MessageId, Millis, Person, Place,
-    Presence, ThreadId, ThreadSummary, TokenHash,
+    Presence, SessionId, ThreadId, ThreadSummary, TokenHash,
 };
 
 pub use error::{BackendError, Clash, Missing, StoreError, StoreFuture, StoreResult};
@@ -272,15 +272,15 @@ pub trait Store: Send + Sync + 'static {
     /// use and kept): the same for every process serving this store.
     fn key(&self, name: &str) -> StoreFuture<'_, Vec<u8>>;
     /// Keeps an MCP session's state (a new session, not yet bound).
-    fn save_session(&self, id: &str, state: &str, now: Millis) -> StoreFuture<'_, ()>;
+    fn save_session(&self, id: &SessionId, state: &str, now: Millis) -> StoreFuture<'_, ()>;
     /// Binds a kept session to the token that opened it.
-    fn bind_session(&self, id: &str, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()>;
+    fn bind_session(&self, id: &SessionId, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()>;
     /// A kept session. Revoking or replacing its owner's token deletes it.
-    fn session(&self, id: &str) -> StoreFuture<'_, Option<StoredSession>>;
+    fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<StoredSession>>;
     /// Records that sessions were used at `now`.
-    fn touch_sessions(&self, ids: Vec<String>, now: Millis) -> StoreFuture<'_, ()>;
+    fn touch_sessions(&self, ids: Vec<SessionId>, now: Millis) -> StoreFuture<'_, ()>;
     /// Forgets sessions that ended.
-    fn end_sessions(&self, ids: Vec<String>) -> StoreFuture<'_, ()>;
+    fn end_sessions(&self, ids: Vec<SessionId>) -> StoreFuture<'_, ()>;
     /// Forgets sessions not used since `before`.
     fn forget_idle_sessions(&self, before: Millis) -> StoreFuture<'_, ()>;
     /// Daily and at shutdown: refreshes the query planner's statistics and

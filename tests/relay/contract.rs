@@ -4,7 +4,8 @@
 
 use crate::postgres::fresh_database;
 use crosstalk::model::{
-    Channel, DeliveryState, Handle, MessageId, Millis, Place, ThreadId, Token, now_millis,
+    Channel, DeliveryState, Handle, MessageId, Millis, Place, SessionId, ThreadId, Token,
+    now_millis,
 };
 use crosstalk::store::{
     Conversation, NewMessage, Offer, PostgresStore, RecipientCheck, SqliteStore, Store, StoreError,
@@ -871,27 +872,66 @@ async fn sessions_are_kept_bound_and_ended(store: Arc<dyn Store>) {
         .add_person(&handle("alice"), "Alice", token.hash(), 1)
         .await
         .unwrap();
-    store.save_session("s1", "{\"v\":1}", 10).await.unwrap();
-    store.save_session("s2", "{}", 10).await.unwrap();
-    store.save_session("s3", "{}", 10).await.unwrap();
-    let kept = store.session("s1").await.unwrap().unwrap();
+    store
+        .save_session(&SessionId::new("s1"), "{\"v\":1}", 10)
+        .await
+        .unwrap();
+    store
+        .save_session(&SessionId::new("s2"), "{}", 10)
+        .await
+        .unwrap();
+    store
+        .save_session(&SessionId::new("s3"), "{}", 10)
+        .await
+        .unwrap();
+    let kept = store.session(&SessionId::new("s1")).await.unwrap().unwrap();
     assert_eq!((kept.owner, kept.state.as_str()), (None, "{\"v\":1}"));
-    store.bind_session("s1", token.hash(), 20).await.unwrap();
-    store.bind_session("s3", token.hash(), 20).await.unwrap();
-    let bound = store.session("s1").await.unwrap().unwrap();
+    store
+        .bind_session(&SessionId::new("s1"), token.hash(), 20)
+        .await
+        .unwrap();
+    store
+        .bind_session(&SessionId::new("s3"), token.hash(), 20)
+        .await
+        .unwrap();
+    let bound = store.session(&SessionId::new("s1")).await.unwrap().unwrap();
     assert_eq!((bound.owner, bound.last_used), (Some(token.hash()), 20));
     store
-        .touch_sessions(vec!["s1".into(), "s2".into()], 40)
+        .touch_sessions(vec![SessionId::new("s1"), SessionId::new("s2")], 40)
         .await
         .unwrap();
     store.forget_idle_sessions(30).await.unwrap();
-    assert!(store.session("s3").await.unwrap().is_none(), "idle");
-    store.end_sessions(vec!["s2".into()]).await.unwrap();
-    assert!(store.session("s2").await.unwrap().is_none(), "ended");
+    assert!(
+        store
+            .session(&SessionId::new("s3"))
+            .await
+            .unwrap()
+            .is_none(),
+        "idle"
+    );
+    store
+        .end_sessions(vec![SessionId::new("s2")])
+        .await
+        .unwrap();
+    assert!(
+        store
+            .session(&SessionId::new("s2"))
+            .await
+            .unwrap()
+            .is_none(),
+        "ended"
+    );
     // Replacing the owner's token ends what it opened.
     store
         .rotate_token(&handle("alice"), Token::generate().hash())
         .await
         .unwrap();
-    assert!(store.session("s1").await.unwrap().is_none(), "rotated");
+    assert!(
+        store
+            .session(&SessionId::new("s1"))
+            .await
+            .unwrap()
+            .is_none(),
+        "rotated"
+    );
 }

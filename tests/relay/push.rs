@@ -280,15 +280,16 @@ async fn what_a_stream_was_offered_and_nobody_confirmed_goes_back_when_it_ends()
     let relay = app.running.state.relay.clone();
     let bob = relay.authenticate(Some(&bob_token)).await.unwrap();
     // A stream that delivers one message and ends (its client went away).
-    let mut feed = relay.push_feed(&bob, "a-session");
+    let session = crosstalk::model::SessionId::new("a-session");
+    let mut feed = relay.push_feed(&bob, &session);
     let first = tokio::time::timeout(PATIENCE, feed.next()).await.unwrap();
     assert!(
         matches!(first, Some(Push::Probe)),
         "asked first to prove it listens"
     );
     // Its client lists the tools twice: the proof.
-    relay.tools_listed("a-session");
-    relay.tools_listed("a-session");
+    relay.tools_listed(&session);
+    relay.tools_listed(&session);
     let mut sent = Vec::new();
     for n in 0..30 {
         let message = alice

@@ -45,7 +45,7 @@ pub use feed::PushFeed;
 
 use super::send::parse_channel;
 use super::{Caller, Identity, MAX_WAIT, Relay, RelayError, RelayResult, WaitSlot};
-use crate::model::{Channel, Handle, Message, MessageId, Millis};
+use crate::model::{Channel, Handle, Message, MessageId, Millis, SessionId};
 use std::{
     collections::{HashMap, HashSet, VecDeque},
     sync::{
@@ -112,7 +112,7 @@ impl Push {
 enum Key {
     /// An MCP session's, which outlive its stream (`follow_channel`). Only
     /// a session the caller was verified to hold is ever named.
-    Session(String),
+    Session(SessionId),
     /// An inbox stream's own, given when it opened, which end with it.
     Stream(u64),
 }
@@ -189,7 +189,7 @@ impl Relay {
     /// follows, once its client proves it listens. An unbound caller (the
     /// shared token, an open relay) is nobody in particular: only follows
     /// reach its stream.
-    pub fn push_feed(self: &Arc<Self>, caller: &Caller, session: &str) -> PushFeed {
+    pub fn push_feed(self: &Arc<Self>, caller: &Caller, session: &SessionId) -> PushFeed {
         let person = match &caller.identity {
             Identity::Person(me) => Some(me.clone()),
             Identity::Unbound => None,
@@ -223,7 +223,7 @@ impl Relay {
         self: &Arc<Self>,
         caller: &Caller,
         person: Option<Handle>,
-        session: Option<&str>,
+        session: Option<&SessionId>,
         own: Option<HashSet<Channel>>,
         slot: Option<WaitSlot>,
     ) -> PushFeed {
@@ -232,7 +232,7 @@ impl Relay {
         let stop = CancellationToken::new();
         let number = self.pushes.streams.fetch_add(1, Ordering::Relaxed);
         let key = match session {
-            Some(id) => Key::Session(id.to_owned()),
+            Some(id) => Key::Session(id.clone()),
             None => Key::Stream(number),
         };
         // An inbox stream's client is ready at once; a session's proves it.
@@ -364,10 +364,10 @@ impl Relay {
 
     /// The client of the MCP `session` listed its tools: the second time
     /// since its stream opened, it proves it shows what it is pushed.
-    pub fn tools_listed(&self, session: &str) {
+    pub fn tools_listed(&self, session: &SessionId) {
         let mut pushes = self.pushes.lock();
         if let Some(stream) = pushes
-            .get_mut(&Key::Session(session.to_owned()))
+            .get_mut(&Key::Session(session.clone()))
             .and_then(|follows| follows.stream.as_mut())
         {
             stream.lists += 1;
@@ -381,10 +381,10 @@ impl Relay {
 
     /// New posts in `channel` reach the stream of `session`, an MCP
     /// session the caller holds.
-    pub fn follow_channel(&self, session: &str, channel: &str) -> RelayResult<Channel> {
+    pub fn follow_channel(&self, session: &SessionId, channel: &str) -> RelayResult<Channel> {
         let channel = parse_channel(channel)?;
         let mut pushes = self.pushes.lock();
-        let follows = pushes.entry(Key::Session(session.to_owned())).or_default();
+        let follows = pushes.entry(Key::Session(session.clone())).or_default();
         if follows.channels.len() >= MAX_FOLLOWS && !follows.channels.contains(&channel) {
             return Err(too_many_follows());
         }
@@ -393,9 +393,9 @@ impl Relay {
     }
 
     /// Stops following `channel`; says whether the session followed it.
-    pub fn unfollow_channel(&self, session: &str, channel: &str) -> RelayResult<bool> {
+    pub fn unfollow_channel(&self, session: &SessionId, channel: &str) -> RelayResult<bool> {
         let channel = parse_channel(channel)?;
-        let key = Key::Session(session.to_owned());
+        let key = Key::Session(session.clone());
         let mut pushes = self.pushes.lock();
         let Some(follows) = pushes.get_mut(&key) else {
             return Ok(false);
@@ -413,7 +413,7 @@ impl Relay {
     }
 
     /// Forgets what ended sessions followed.
-    pub(super) fn forget_pushes(&self, sessions: &[String]) {
+    pub(super) fn forget_pushes(&self, sessions: &[SessionId]) {
         let mut pushes = self.pushes.lock();
         for id in sessions {
             pushes.remove(&Key::Session(id.clone()));

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::model::{
     Channel, ChannelSummary, Found, Handle, Message, MessageId, Millis, Person, Place, Presence,
-    ThreadId, ThreadSummary, TokenHash,
+    SessionId, ThreadId, ThreadSummary, TokenHash,
 };
 use crate::store::rules::{self, Statements};
 use crate::store::{NewMessage, Offer, Store, StoreError, StoreFuture, StoredSession};
@@ -324,35 +324,35 @@ impl Store for PostgresStore {
         Box::pin(async move { people::keep(&*self.client().await?, &name, &value).await })
     }
 
-    fn save_session(&self, id: &str, state: &str, now: Millis) -> StoreFuture<'_, ()> {
-        let (id, state) = (id.to_owned(), state.to_owned());
+    fn save_session(&self, id: &SessionId, state: &str, now: Millis) -> StoreFuture<'_, ()> {
+        let (id, state) = (id.clone(), state.to_owned());
         Box::pin(async move {
             self.hold_sessions().await?;
             sessions::save(&*self.client().await?, &self.instance, &id, &state, now).await
         })
     }
 
-    fn bind_session(&self, id: &str, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
-        let id = id.to_owned();
+    fn bind_session(&self, id: &SessionId, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
+        let id = id.clone();
         Box::pin(async move {
             self.hold_sessions().await?;
             sessions::bind(&*self.client().await?, &self.instance, &id, owner, now).await
         })
     }
 
-    fn session(&self, id: &str) -> StoreFuture<'_, Option<StoredSession>> {
-        let id = id.to_owned();
+    fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<StoredSession>> {
+        let id = id.clone();
         Box::pin(async move {
             let alive_since = crate::model::now_millis() - GONE_AFTER;
             sessions::get(&*self.client().await?, &self.instance, &id, alive_since).await
         })
     }
 
-    fn touch_sessions(&self, ids: Vec<String>, now: Millis) -> StoreFuture<'_, ()> {
+    fn touch_sessions(&self, ids: Vec<SessionId>, now: Millis) -> StoreFuture<'_, ()> {
         Box::pin(async move { sessions::touch(&*self.client().await?, &ids, now).await })
     }
 
-    fn end_sessions(&self, ids: Vec<String>) -> StoreFuture<'_, ()> {
+    fn end_sessions(&self, ids: Vec<SessionId>) -> StoreFuture<'_, ()> {
         Box::pin(async move { sessions::end(&*self.client().await?, &ids).await })
     }
 

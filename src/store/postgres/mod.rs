@@ -31,7 +31,7 @@ mod writer;
 pub use schema::MIGRATIONS;
 
 use super::{StoreError, StoreResult};
-use crate::model::{Channel, Handle, MessageId, Millis, ThreadId};
+use crate::model::{Channel, Handle, MessageId, Millis, SessionId, ThreadId};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Transaction};
 use std::{
     future::Future,
@@ -176,8 +176,8 @@ fn maybe_channel(row: &Row, column: usize) -> StoreResult<Option<Channel>> {
         .transpose()
 }
 
-// Handles and channel names go in as the text they are (and are parsed on
-// the way out, above).
+// Handles, channel names and session ids go in as the text they are
+// (handles and channels are parsed on the way out, above).
 macro_rules! text_to_sql {
     ($($text:ty),*) => {$(
         impl ToSql for $text {
@@ -197,7 +197,7 @@ macro_rules! text_to_sql {
         }
     )*};
 }
-text_to_sql!(Handle, Channel);
+text_to_sql!(Handle, Channel, SessionId);
 
 // Ids go in and come out as the `bigint`s they are.
 macro_rules! id_sql {

@@ -4,13 +4,13 @@
 
 use super::people::token_hash;
 use super::{Db, row};
-use crate::model::{Millis, TokenHash};
+use crate::model::{Millis, SessionId, TokenHash};
 use crate::store::{StoreResult, StoredSession};
 
 pub(super) async fn save(
     db: &impl Db,
     holder: &str,
-    id: &str,
+    id: &SessionId,
     state: &str,
     now: Millis,
 ) -> StoreResult<()> {
@@ -26,7 +26,7 @@ pub(super) async fn save(
 pub(super) async fn bind(
     db: &impl Db,
     holder: &str,
-    id: &str,
+    id: &SessionId,
     owner: TokenHash,
     now: Millis,
 ) -> StoreResult<()> {
@@ -43,7 +43,7 @@ pub(super) async fn bind(
 pub(super) async fn get(
     db: &impl Db,
     holder: &str,
-    id: &str,
+    id: &SessionId,
     alive_since: Millis,
 ) -> StoreResult<Option<StoredSession>> {
     let Some(row) = row(
@@ -66,7 +66,7 @@ pub(super) async fn get(
     }))
 }
 
-pub(super) async fn touch(db: &impl Db, ids: &[String], now: Millis) -> StoreResult<()> {
+pub(super) async fn touch(db: &impl Db, ids: &[SessionId], now: Millis) -> StoreResult<()> {
     db.exec(
         "UPDATE mcp_sessions SET last_used = $2 WHERE id = ANY($1)",
         &[&ids, &now],
@@ -75,7 +75,7 @@ pub(super) async fn touch(db: &impl Db, ids: &[String], now: Millis) -> StoreRes
     Ok(())
 }
 
-pub(super) async fn end(db: &impl Db, ids: &[String]) -> StoreResult<()> {
+pub(super) async fn end(db: &impl Db, ids: &[SessionId]) -> StoreResult<()> {
     db.exec("DELETE FROM mcp_sessions WHERE id = ANY($1)", &[&ids])
         .await?;
     Ok(())

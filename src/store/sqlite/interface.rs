@@ -5,7 +5,7 @@ use super::statements::Sql;
 use super::{SqliteStore, messages, people, search, sessions, summaries};
 use crate::model::{
     Channel, ChannelSummary, Found, Handle, Message, MessageId, Millis, Person, Place, Presence,
-    ThreadId, ThreadSummary, TokenHash,
+    SessionId, ThreadId, ThreadSummary, TokenHash,
 };
 use crate::store::rules::{self, Statements};
 use crate::store::{NewMessage, Offer, PURGE_BATCH, Store, StoreError, StoreFuture, StoredSession};
@@ -239,26 +239,26 @@ impl Store for SqliteStore {
         self.write(move |conn| people::keep(conn, &name, &value))
     }
 
-    fn save_session(&self, id: &str, state: &str, now: Millis) -> StoreFuture<'_, ()> {
-        let (id, state) = (id.to_owned(), state.to_owned());
+    fn save_session(&self, id: &SessionId, state: &str, now: Millis) -> StoreFuture<'_, ()> {
+        let (id, state) = (id.clone(), state.to_owned());
         self.write(move |conn| sessions::save(conn, &id, &state, now))
     }
 
-    fn bind_session(&self, id: &str, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
-        let id = id.to_owned();
+    fn bind_session(&self, id: &SessionId, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
+        let id = id.clone();
         self.write(move |conn| sessions::bind(conn, &id, owner, now))
     }
 
-    fn session(&self, id: &str) -> StoreFuture<'_, Option<StoredSession>> {
-        let id = id.to_owned();
+    fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<StoredSession>> {
+        let id = id.clone();
         self.read(move |conn| sessions::get(conn, &id))
     }
 
-    fn touch_sessions(&self, ids: Vec<String>, now: Millis) -> StoreFuture<'_, ()> {
+    fn touch_sessions(&self, ids: Vec<SessionId>, now: Millis) -> StoreFuture<'_, ()> {
         self.write(move |conn| sessions::touch(conn, &ids, now))
     }
 
-    fn end_sessions(&self, ids: Vec<String>) -> StoreFuture<'_, ()> {
+    fn end_sessions(&self, ids: Vec<SessionId>) -> StoreFuture<'_, ()> {
         self.write(move |conn| sessions::end(conn, &ids))
     }
 

@@ -24,7 +24,7 @@ pub use copy::{ServingLock, backup, lock_for_serving, restore};
 pub use schema::MIGRATIONS;
 
 use super::{StoreError, StoreFuture, StoreResult};
-use crate::model::{Channel, Handle, MessageId, ThreadId};
+use crate::model::{Channel, Handle, MessageId, SessionId, ThreadId};
 use rusqlite::{
     Connection,
     types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef},
@@ -198,6 +198,12 @@ macro_rules! id_sql {
     )*};
 }
 id_sql!(MessageId, ThreadId);
+
+impl ToSql for SessionId {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
 
 impl ToSql for Channel {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {

@@ -1,11 +1,11 @@
 //! MCP sessions kept across restarts: what the protocol library needs to
 //! take a session up again, and whose it is.
 
-use crate::model::{Millis, TokenHash};
+use crate::model::{Millis, SessionId, TokenHash};
 use crate::store::{StoreResult, StoredSession};
 use rusqlite::{Connection, OptionalExtension, params};
 
-pub(super) fn save(conn: &Connection, id: &str, state: &str, now: Millis) -> StoreResult<()> {
+pub(super) fn save(conn: &Connection, id: &SessionId, state: &str, now: Millis) -> StoreResult<()> {
     conn.prepare_cached(
         "INSERT INTO mcp_sessions (id, state, last_used) VALUES (?1, ?2, ?3) \
          ON CONFLICT (id) DO UPDATE SET state = ?2, last_used = ?3",
@@ -14,13 +14,18 @@ pub(super) fn save(conn: &Connection, id: &str, state: &str, now: Millis) -> Sto
     Ok(())
 }
 
-pub(super) fn bind(conn: &Connection, id: &str, owner: TokenHash, now: Millis) -> StoreResult<()> {
+pub(super) fn bind(
+    conn: &Connection,
+    id: &SessionId,
+    owner: TokenHash,
+    now: Millis,
+) -> StoreResult<()> {
     conn.prepare_cached("UPDATE mcp_sessions SET owner = ?2, last_used = ?3 WHERE id = ?1")?
         .execute(params![id, &owner.as_bytes()[..], now])?;
     Ok(())
 }
 
-pub(super) fn get(conn: &Connection, id: &str) -> StoreResult<Option<StoredSession>> {
+pub(super) fn get(conn: &Connection, id: &SessionId) -> StoreResult<Option<StoredSession>> {
     Ok(conn
         .prepare_cached("SELECT owner, state, last_used FROM mcp_sessions WHERE id = ?1")?
         .query_row([id], |row| {
@@ -38,7 +43,7 @@ pub(super) fn get(conn: &Connection, id: &str) -> StoreResult<Option<StoredSessi
         .optional()?)
 }
 
-pub(super) fn touch(conn: &Connection, ids: &[String], now: Millis) -> StoreResult<()> {
+pub(super) fn touch(conn: &Connection, ids: &[SessionId], now: Millis) -> StoreResult<()> {
     let mut touch = conn.prepare_cached("UPDATE mcp_sessions SET last_used = ?2 WHERE id = ?1")?;
     for id in ids {
         touch.execute(params![id, now])?;
@@ -46,7 +51,7 @@ pub(super) fn touch(conn: &Connection, ids: &[String], now: Millis) -> StoreResu
     Ok(())
 }
 
-pub(super) fn end(conn: &Connection, ids: &[String]) -> StoreResult<()> {
+pub(super) fn end(conn: &Connection, ids: &[SessionId]) -> StoreResult<()> {
     let mut end = conn.prepare_cached("DELETE FROM mcp_sessions WHERE id = ?1")?;
     for id in ids {
         end.execute([id])?;
