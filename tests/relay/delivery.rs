@@ -42,26 +42,6 @@ async fn raw_inbox_stream(app: &TestApp, token: &str) -> tokio::net::TcpStream {
     stream
 }
 
-/// A direct message over REST; what the relay answered.
-async fn send_to(app: &TestApp, token: &str, to: &str, body: &str) -> Value {
-    let (status, sent) = post(
-        app,
-        "/api/messages",
-        token,
-        json!({ "to": to, "body": body }),
-    )
-    .await;
-    assert_eq!(status, 201, "{sent}");
-    sent
-}
-
-/// Where message `id` stands, as alice (its sender) sees it.
-async fn delivery(app: &TestApp, id: i64, alice: &str) -> Value {
-    let (status, read) = get(app, &format!("/api/messages/{id}"), alice).await;
-    assert_eq!(status, 200, "{read}");
-    read["message"]["delivery"].clone()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_that_stops_reading_and_one_that_dies_lose_nothing() {
     let app = app_with_short_lease().await;
@@ -182,7 +162,7 @@ async fn a_stream_that_stops_reading_and_one_that_dies_lose_nothing() {
     );
     // Each is read now, and no inbox check hands one out again.
     for id in &sent {
-        assert_eq!(delivery(&app, *id, &alice_token).await["state"], "read");
+        assert_eq!(app.rest(&alice_token).delivery(*id).await["state"], "read");
     }
     let inbox = bob.call("check_inbox", json!({})).await.ok();
     assert_eq!(inbox["messages"], json!([]));
@@ -218,7 +198,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
         sent["thread_id"].as_i64().unwrap(),
     );
     assert_eq!(
-        delivery(&app, id, &alice_token).await,
+        app.rest(&alice_token).delivery(id).await,
         json!({ "state": "waiting" })
     );
     let (bob, mut pushes) = Mcp::listening(&app.url(), &bob_token).await.unwrap();
@@ -227,7 +207,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
         .unwrap()
         .unwrap();
     assert_eq!(push["meta"]["delivery_state"], "pushed");
-    let pushed = delivery(&app, id, &alice_token).await;
+    let pushed = app.rest(&alice_token).delivery(id).await;
     assert_eq!(keys(&pushed), ["pushed_at", "state"]);
     assert_eq!(pushed["state"], "pushed");
     // The sender reading the thread changes nothing.
@@ -241,7 +221,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
         .await
         .ok();
     assert_eq!(read["messages"][0]["delivery"]["state"], "read");
-    let was_read = delivery(&app, id, &alice_token).await;
+    let was_read = app.rest(&alice_token).delivery(id).await;
     assert_eq!(keys(&was_read), ["pushed_at", "read_at", "state"]);
     assert_eq!(was_read["pushed_at"], pushed["pushed_at"], "set once");
     bob.call(
@@ -250,7 +230,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     )
     .await
     .ok();
-    let answered = delivery(&app, id, &alice_token).await;
+    let answered = app.rest(&alice_token).delivery(id).await;
     assert_eq!(
         keys(&answered),
         ["answered_at", "pushed_at", "read_at", "state"]
@@ -263,13 +243,16 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     // answered.
     // (To dave, whom no session of bob's closing a moment ago can touch.)
     let dave_token = app.add_person("dave").await;
-    let sent = send_to(&app, &alice_token, "dave", "over rest?").await;
+    let sent = app
+        .rest(&alice_token)
+        .send("dave", "over rest?", json!({}))
+        .await;
     let (id, thread) = (
         sent["message_id"].as_i64().unwrap(),
         sent["thread_id"].as_i64().unwrap(),
     );
     assert_eq!(
-        delivery(&app, id, &alice_token).await,
+        app.rest(&alice_token).delivery(id).await,
         json!({ "state": "waiting" })
     );
     let stream = http()
@@ -285,7 +268,10 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
         (offered["id"].as_i64(), offered["offer"].as_i64()),
         (Some(id), Some(1))
     );
-    assert_eq!(offered["delivery"], delivery(&app, id, &alice_token).await);
+    assert_eq!(
+        offered["delivery"],
+        app.rest(&alice_token).delivery(id).await
+    );
     assert_eq!(offered["delivery"]["state"], "pushed");
     // Dave himself reading it in his browser (the page's Basic credentials)
     // leaves it for his agent.
@@ -301,7 +287,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
             .unwrap();
         assert_eq!(read.status(), 200);
     }
-    assert_eq!(delivery(&app, id, &alice_token).await["state"], "pushed");
+    assert_eq!(app.rest(&alice_token).delivery(id).await["state"], "pushed");
     let (_, read) = get(&app, &format!("/api/threads/{thread}"), &dave_token).await;
     assert_eq!(read["messages"][0]["delivery"]["state"], "read");
     post(
@@ -311,7 +297,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
         json!({ "to": "alice", "body": "yes", "thread_id": thread }),
     )
     .await;
-    let answered = delivery(&app, id, &alice_token).await;
+    let answered = app.rest(&alice_token).delivery(id).await;
     assert_eq!(
         keys(&answered),
         ["answered_at", "pushed_at", "read_at", "state"]
@@ -321,7 +307,10 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     // Read by an inbox check, never pushed (carol has no stream): no
     // pushed_at.
     let carol_token = app.add_person("carol").await;
-    let sent = send_to(&app, &alice_token, "carol", "checked?").await;
+    let sent = app
+        .rest(&alice_token)
+        .send("carol", "checked?", json!({}))
+        .await;
     let id = sent["message_id"].as_i64().unwrap();
     let (_, inbox) = get(&app, "/api/inbox", &carol_token).await;
     let claimed = &inbox["messages"].as_array().unwrap()[..];
@@ -330,7 +319,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     assert_eq!(keys(&claimed[0]["delivery"]), ["read_at", "state"]);
     assert_eq!(
         claimed[0]["delivery"],
-        delivery(&app, id, &alice_token).await
+        app.rest(&alice_token).delivery(id).await
     );
 
     // A message to nobody in particular has no ledger; an unknown one is 404.
@@ -433,7 +422,7 @@ async fn send_message_waits_for_the_reply_and_returns_nothing_at_its_timeout() {
     // The question itself: bob's reply answered it.
     let question = sent["message_id"].as_i64().unwrap();
     assert_eq!(
-        delivery(&app, question, &alice_token).await["state"],
+        app.rest(&alice_token).delivery(question).await["state"],
         "answered"
     );
 
@@ -600,12 +589,15 @@ async fn nothing_is_pushed_to_a_client_that_never_shows_it_listens() {
         .auth_header(bob_token.clone());
     let deaf = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
     deaf.list_all_tools().await.unwrap();
-    let sent = send_to(&app, &alice_token, "bob", "anyone listening?").await;
+    let sent = app
+        .rest(&alice_token)
+        .send("bob", "anyone listening?", json!({}))
+        .await;
     let id = sent["message_id"].as_i64().unwrap();
     let (_, peers) = get(&app, "/api/people", &alice_token).await;
     assert_eq!(peers["peers"][1]["reachable_by_push"], false);
     assert_eq!(
-        delivery(&app, id, &alice_token).await,
+        app.rest(&alice_token).delivery(id).await,
         json!({ "state": "waiting" })
     );
     // It waits for an inbox check.
@@ -620,7 +612,10 @@ async fn a_long_thread_is_read_a_page_at_a_time() {
     let app = spawn_app_with(|config| config.limits.per_credential = None).await;
     let alice_token = app.add_person("alice").await;
     let bob_token = app.add_person("bob").await;
-    let first = send_to(&app, &alice_token, "bob", "reply 0").await;
+    let first = app
+        .rest(&alice_token)
+        .send("bob", "reply 0", json!({}))
+        .await;
     let thread = first["thread_id"].as_i64().unwrap();
     const REPLIES: usize = 1_000;
     for n in 1..REPLIES {

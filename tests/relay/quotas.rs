@@ -178,11 +178,11 @@ async fn presence_of_nobodys_handles_expires_with_retention() {
     let app = spawn_app_with_flags(&["--token", SHARED]).await;
     // While nobody is on the team, the shared token may name anyone.
     let ghost = json!({ "status": "deploying", "sender": "ghost" });
-    let (status, _) = rest(&app, Method::PUT, "/api/status", Some(SHARED), Some(ghost)).await;
+    let (status, _) = app.rest(SHARED).put("/api/status", ghost).await;
     assert_eq!(status, 200);
     let alice = app.add_person("alice").await;
     let mine = json!({ "status": "reviewing" });
-    let (status, _) = rest(&app, Method::PUT, "/api/status", Some(&alice), Some(mine)).await;
+    let (status, _) = app.rest(&alice).put("/api/status", mine).await;
     assert_eq!(status, 200);
     // Both quiet for longer than messages live (what memory held of them
     // written first, so nothing newer comes after).

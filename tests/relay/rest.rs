@@ -132,14 +132,10 @@ async fn the_same_conversation_over_mcp_and_rest_is_stored_the_same() {
     let (_, thread) = get(app, "/api/threads/1", &alice).await;
     assert_eq!(thread["messages"].as_array().unwrap().len(), 2);
     assert!(thread["notice"].is_string());
-    let (status, set) = rest(
-        app,
-        Method::PUT,
-        "/api/status",
-        Some(&alice),
-        Some(json!({ "status": "on call" })),
-    )
-    .await;
+    let (status, set) = app
+        .rest(&alice)
+        .put("/api/status", json!({ "status": "on call" }))
+        .await;
     assert_eq!(
         (status, set),
         (200, json!({ "handle": "alice", "status": "on call" }))

@@ -3,7 +3,7 @@
 pub use crosstalk::agent::{Agent as Mcp, Outcome};
 use crosstalk::config::Config;
 use crosstalk::server::{self, Running};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::{
     io::{BufRead, BufReader},
     path::PathBuf,
@@ -300,6 +300,93 @@ pub async fn get(app: &TestApp, path: &str, token: &str) -> (u16, Value) {
 
 pub async fn post(app: &TestApp, path: &str, token: &str, body: Value) -> (u16, Value) {
     rest(app, reqwest::Method::POST, path, Some(token), Some(body)).await
+}
+
+/// A person on the relay's REST API, as `crosstalk::agent::Agent` is one
+/// on MCP: each call answers what a client would see. The plain calls give
+/// the status and the JSON; the named ones are the common steps of a test
+/// and fail it unless the relay did what was asked.
+pub struct Rest {
+    url: String,
+    token: String,
+}
+
+impl TestApp {
+    /// The REST client of the person holding `token`.
+    pub fn rest(&self, token: &str) -> Rest {
+        Rest {
+            url: self.url(),
+            token: token.to_owned(),
+        }
+    }
+}
+
+impl Rest {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut request = http()
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("request");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        let body =
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text:?}"));
+        (status, body)
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(reqwest::Method::PUT, path, Some(body)).await
+    }
+
+    /// Sends `body` to `to` (`POST /api/messages`, with any further
+    /// `fields`); what the relay stored, which must be a new message (201).
+    pub async fn send(&self, to: &str, body: &str, fields: Value) -> Value {
+        let mut message = json!({ "to": to, "body": body });
+        if let (Some(message), Value::Object(fields)) = (message.as_object_mut(), fields) {
+            message.extend(fields);
+        }
+        let (status, sent) = self.post("/api/messages", message).await;
+        assert_eq!(status, 201, "{sent}");
+        sent
+    }
+
+    /// Posts `body` in `channel`; what the relay stored (201).
+    pub async fn post_in(&self, channel: &str, body: &str) -> Value {
+        let path = format!("/api/channels/{channel}/messages");
+        let (status, posted) = self.post(&path, json!({ "body": body })).await;
+        assert_eq!(status, 201, "{posted}");
+        posted
+    }
+
+    /// Message `id` as this person reads it (200).
+    pub async fn message(&self, id: i64) -> Value {
+        let (status, read) = self.get(&format!("/api/messages/{id}")).await;
+        assert_eq!(status, 200, "{read}");
+        read["message"].clone()
+    }
+
+    /// Where message `id` stands (its `delivery`), as this person reads it.
+    pub async fn delivery(&self, id: i64) -> Value {
+        self.message(id).await["delivery"].clone()
+    }
+
+    /// What a search for `words` finds, newest first (200).
+    pub async fn search(&self, words: &str) -> Vec<Value> {
+        let (status, found) = self.get(&format!("/api/search?q={words}")).await;
+        assert_eq!(status, 200, "{found}");
+        found["messages"].as_array().expect("a list").clone()
+    }
 }
 
 /// One Server-Sent Event.
