@@ -228,7 +228,7 @@ async fn of_two_listening_sessions_of_one_person_one_gets_each_message_and_the_o
         second_pushes.recv().await.is_none(),
         "nothing came a third time"
     );
-    // Never read, and still there for bob's next agent, as alice sees.
+    // Never read: each still only pushed, as alice sees on the ledger.
     for id in &ids {
         let delivery = app.rest(&alice_token).delivery(id.parse().unwrap()).await;
         assert_eq!(delivery["state"], "pushed", "{id}: {delivery}");

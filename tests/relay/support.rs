@@ -280,7 +280,18 @@ pub async fn rest(
     token: Option<&str>,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let mut request = http().request(method, format!("{}{path}", app.url()));
+    call(&app.url(), method, path, token, body).await
+}
+
+/// A call to the relay at `url`: status and JSON body.
+async fn call(
+    url: &str,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut request = http().request(method, format!("{url}{path}"));
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
@@ -322,31 +333,37 @@ impl TestApp {
 }
 
 impl Rest {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = http()
-            .request(method, format!("{}{path}", self.url))
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.expect("request");
-        let status = response.status().as_u16();
-        let text = response.text().await.expect("body");
-        let body =
-            serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text:?}"));
-        (status, body)
-    }
-
     pub async fn get(&self, path: &str) -> (u16, Value) {
-        self.call(reqwest::Method::GET, path, None).await
+        call(
+            &self.url,
+            reqwest::Method::GET,
+            path,
+            Some(&self.token),
+            None,
+        )
+        .await
     }
 
     pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        self.call(reqwest::Method::POST, path, Some(body)).await
+        call(
+            &self.url,
+            reqwest::Method::POST,
+            path,
+            Some(&self.token),
+            Some(body),
+        )
+        .await
     }
 
     pub async fn put(&self, path: &str, body: Value) -> (u16, Value) {
-        self.call(reqwest::Method::PUT, path, Some(body)).await
+        call(
+            &self.url,
+            reqwest::Method::PUT,
+            path,
+            Some(&self.token),
+            Some(body),
+        )
+        .await
     }
 
     /// Sends `body` to `to` (`POST /api/messages`, with any further
@@ -376,14 +393,16 @@ impl Rest {
         read["message"].clone()
     }
 
-    /// Where message `id` stands (its `delivery`), as this person reads it.
+    /// Where message `id` stands (its `delivery`), as this person reads it;
+    /// null for a message to nobody.
     pub async fn delivery(&self, id: i64) -> Value {
         self.message(id).await["delivery"].clone()
     }
 
     /// What a search for `words` finds, newest first (200).
     pub async fn search(&self, words: &str) -> Vec<Value> {
-        let (status, found) = self.get(&format!("/api/search?q={words}")).await;
+        let q: String = form_urlencoded::byte_serialize(words.as_bytes()).collect();
+        let (status, found) = self.get(&format!("/api/search?q={q}")).await;
         assert_eq!(status, 200, "{found}");
         found["messages"].as_array().expect("a list").clone()
     }
