@@ -187,19 +187,12 @@ pub(super) fn limits(limits: &LimitArgs) -> Result<(), ConfigError> {
 
 /// The other origins whose pages may call the relay.
 pub(super) fn origins(listed: &[String]) -> Result<Vec<Origin>, ConfigError> {
-    listed
-        .iter()
-        .map(|o| o.trim())
-        .filter(|o| !o.is_empty())
-        .map(|o| {
-            Origin::parse(o).ok_or_else(|| {
-                ConfigError(format!(
-                    "RELAY_ALLOWED_ORIGINS has {o:?}, which is not an origin: use \
-                     scheme://host[:port], such as https://app.example.com"
-                ))
-            })
-        })
-        .collect()
+    each_of(listed, Origin::parse, |o| {
+        format!(
+            "RELAY_ALLOWED_ORIGINS has {o:?}, which is not an origin: use \
+             scheme://host[:port], such as https://app.example.com"
+        )
+    })
 }
 
 pub(super) fn forwarded_header(named: &str) -> Result<ForwardedHeader, ConfigError> {
@@ -212,18 +205,26 @@ pub(super) fn forwarded_header(named: &str) -> Result<ForwardedHeader, ConfigErr
 }
 
 pub(super) fn trusted_proxies(listed: &[String]) -> Result<Vec<Cidr>, ConfigError> {
+    each_of(listed, Cidr::parse, |c| {
+        format!(
+            "RELAY_TRUSTED_PROXIES has {c:?}, which is not an address or a CIDR \
+             such as 10.0.0.0/8 or 2001:db8::/32"
+        )
+    })
+}
+
+/// Each non-empty item of a listed variable, parsed; the first that does
+/// not parse is refused in `refusal`'s words.
+fn each_of<T>(
+    listed: &[String],
+    parse: impl Fn(&str) -> Option<T>,
+    refusal: impl Fn(&str) -> String,
+) -> Result<Vec<T>, ConfigError> {
     listed
         .iter()
-        .map(|c| c.trim())
-        .filter(|c| !c.is_empty())
-        .map(|c| {
-            Cidr::parse(c).ok_or_else(|| {
-                ConfigError(format!(
-                    "RELAY_TRUSTED_PROXIES has {c:?}, which is not an address or a CIDR \
-                     such as 10.0.0.0/8 or 2001:db8::/32"
-                ))
-            })
-        })
+        .map(|item| item.trim())
+        .filter(|item| !item.is_empty())
+        .map(|item| parse(item).ok_or_else(|| ConfigError(refusal(item))))
         .collect()
 }
 

@@ -177,47 +177,38 @@ fn maybe_channel(row: &Row, column: usize) -> StoreResult<Option<Channel>> {
 }
 
 // Handles, channel names and session ids go in as the text they are
-// (handles and channels are parsed on the way out, above).
-macro_rules! text_to_sql {
-    ($($text:ty),*) => {$(
-        impl ToSql for $text {
+// (handles and channels are parsed on the way out, above); ids as the
+// `bigint`s they are, and come out as them.
+macro_rules! to_sql_as {
+    ($($type:ty => $inner:ty, |$value:ident| $as_inner:expr);* $(;)?) => {$(
+        impl ToSql for $type {
             fn to_sql(
                 &self,
                 ty: &tokio_postgres::types::Type,
                 out: &mut bytes::BytesMut,
             ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
-                self.as_str().to_sql(ty, out)
+                let $value = self;
+                $as_inner.to_sql(ty, out)
             }
 
             fn accepts(ty: &tokio_postgres::types::Type) -> bool {
-                <&str as ToSql>::accepts(ty)
+                <$inner as ToSql>::accepts(ty)
             }
 
             tokio_postgres::types::to_sql_checked!();
         }
     )*};
 }
-text_to_sql!(Handle, Channel, SessionId);
+to_sql_as!(
+    Handle => &str, |h| h.as_str();
+    Channel => &str, |c| c.as_str();
+    SessionId => &str, |s| s.as_str();
+    MessageId => i64, |id| id.0;
+    ThreadId => i64, |id| id.0;
+);
 
-// Ids go in and come out as the `bigint`s they are.
-macro_rules! id_sql {
+macro_rules! id_from_sql {
     ($($id:ident),*) => {$(
-        impl ToSql for $id {
-            fn to_sql(
-                &self,
-                ty: &tokio_postgres::types::Type,
-                out: &mut bytes::BytesMut,
-            ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
-                self.0.to_sql(ty, out)
-            }
-
-            fn accepts(ty: &tokio_postgres::types::Type) -> bool {
-                <i64 as ToSql>::accepts(ty)
-            }
-
-            tokio_postgres::types::to_sql_checked!();
-        }
-
         impl<'a> tokio_postgres::types::FromSql<'a> for $id {
             fn from_sql(
                 ty: &tokio_postgres::types::Type,
@@ -232,7 +223,7 @@ macro_rules! id_sql {
         }
     )*};
 }
-id_sql!(MessageId, ThreadId);
+id_from_sql!(MessageId, ThreadId);
 
 /// Runs `$body` in a transaction on a pooled connection, as `$tx`, and
 /// commits; an error rolls it back (the transaction is dropped).

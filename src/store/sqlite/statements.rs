@@ -36,8 +36,14 @@ impl Sql<'_> {
         Ok(self.0.prepare_cached(sql)?.exists(params)?)
     }
 
+    /// Runs a statement; how many rows it changed.
     fn execute(&self, sql: &str, params: &[&dyn ToSql]) -> StoreResult<usize> {
         Ok(self.0.prepare_cached(sql)?.execute(params)?)
+    }
+
+    /// Runs a statement.
+    fn exec(&self, sql: &str, params: &[&dyn ToSql]) -> StoreResult<()> {
+        self.execute(sql, params).map(drop)
     }
 
     fn ids(&self, sql: &str, params: &[&dyn ToSql]) -> StoreResult<Vec<MessageId>> {
@@ -105,7 +111,7 @@ impl Statements for Sql<'_> {
         people: &str,
         at: Millis,
     ) -> StoreResult<ThreadId> {
-        self.execute(
+        self.exec(
             "INSERT INTO threads (created_at, message_count, first_id, last_id, last_activity, people) \
              VALUES (?1, 1, ?2, ?2, ?1, ?3)",
             params![at, first_id, people],
@@ -114,7 +120,7 @@ impl Statements for Sql<'_> {
     }
 
     async fn insert_message(&self, m: &Message) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, \
              reply_to, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
@@ -129,16 +135,14 @@ impl Statements for Sql<'_> {
                 m.created_at,
                 m.expires_at
             ],
-        )?;
-        Ok(())
+        )
     }
 
     async fn insert_inbox(&self, recipient: &Handle, id: MessageId) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "INSERT INTO inbox (recipient, message_id) VALUES (?1, ?2)",
             params![recipient, id],
-        )?;
-        Ok(())
+        )
     }
 
     async fn answer_thread(
@@ -147,23 +151,21 @@ impl Statements for Sql<'_> {
         thread: ThreadId,
         at: Millis,
     ) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
              WHERE recipient = ?1 AND answered_at IS NULL \
              AND (pushed_at IS NOT NULL OR read_at IS NOT NULL) AND message_id IN \
                  (SELECT id FROM messages WHERE thread_id = ?2)",
             params![replier, thread, at],
-        )?;
-        Ok(())
+        )
     }
 
     async fn answer_message(&self, replier: &Handle, id: MessageId, at: Millis) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
              WHERE recipient = ?1 AND message_id = ?2 AND answered_at IS NULL",
             params![replier, id, at],
-        )?;
-        Ok(())
+        )
     }
 
     async fn count_in_channel(
@@ -172,13 +174,12 @@ impl Statements for Sql<'_> {
         id: MessageId,
         at: Millis,
     ) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "INSERT INTO channel_summaries (channel, message_count, last_id, last_activity) \
              VALUES (?1, 1, ?2, ?3) ON CONFLICT (channel) DO UPDATE SET \
              message_count = message_count + 1, last_id = ?2, last_activity = ?3",
             params![channel, id, at],
-        )?;
-        Ok(())
+        )
     }
 
     async fn count_in_thread(
@@ -189,15 +190,14 @@ impl Statements for Sql<'_> {
         recipient: &Handle,
         at: Millis,
     ) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "UPDATE threads SET message_count = message_count + 1, last_id = ?2, \
              last_activity = ?3, \
              people = json_set(people, ?4, coalesce(people ->> ?4, 0) + 1, \
                                        ?5, coalesce(people ->> ?5, 0) + 1) \
              WHERE id = ?1",
             params![thread, id, at, json_path(sender), json_path(recipient)],
-        )?;
-        Ok(())
+        )
     }
 
     async fn take_for_claim(
@@ -287,12 +287,11 @@ impl Statements for Sql<'_> {
         key: &str,
         last_id: MessageId,
     ) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "INSERT INTO last_read (handle, conversation, last_id) VALUES (?1, ?2, ?3) \
              ON CONFLICT (handle, conversation) DO UPDATE SET last_id = max(last_id, ?3)",
             params![reader, key, last_id],
-        )?;
-        Ok(())
+        )
     }
 
     /// An index range of the unread messages only, stopped at `cap`, per place.
@@ -360,29 +359,26 @@ impl Statements for Sql<'_> {
     }
 
     async fn subtract_from_channel(&self, channel: &str, gone: i64) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "UPDATE channel_summaries SET message_count = message_count - ?2 WHERE channel = ?1",
             params![channel, gone],
-        )?;
-        Ok(())
+        )
     }
 
     async fn drop_channel_if_empty(&self, channel: &str) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "DELETE FROM channel_summaries WHERE channel = ?1 AND message_count <= 0",
             params![channel],
-        )?;
-        Ok(())
+        )
     }
 
     async fn refind_channel_newest(&self, channel: &str, newest: MessageId) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "UPDATE channel_summaries SET (last_id, last_activity) = \
              (SELECT id, created_at FROM messages WHERE channel = ?1 ORDER BY id DESC LIMIT 1) \
              WHERE channel = ?1 AND last_id <= ?2",
             params![channel, newest],
-        )?;
-        Ok(())
+        )
     }
 
     async fn thread_counts(&self, thread: ThreadId) -> StoreResult<Option<(i64, String)>> {
@@ -408,30 +404,27 @@ impl Statements for Sql<'_> {
         count: i64,
         people: &str,
     ) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "UPDATE threads SET message_count = ?2, people = ?3 WHERE id = ?1",
             params![thread, count, people],
-        )?;
-        Ok(())
+        )
     }
 
     async fn refind_thread_opening(&self, thread: ThreadId, oldest: MessageId) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "UPDATE threads SET first_id = \
              (SELECT id FROM messages WHERE thread_id = ?1 ORDER BY id LIMIT 1) \
              WHERE id = ?1 AND first_id >= ?2",
             params![thread, oldest],
-        )?;
-        Ok(())
+        )
     }
 
     async fn refind_thread_newest(&self, thread: ThreadId, newest: MessageId) -> StoreResult<()> {
-        self.execute(
+        self.exec(
             "UPDATE threads SET (last_id, last_activity) = \
              (SELECT id, created_at FROM messages WHERE thread_id = ?1 ORDER BY id DESC LIMIT 1) \
              WHERE id = ?1 AND last_id <= ?2",
             params![thread, newest],
-        )?;
-        Ok(())
+        )
     }
 }
