@@ -7,7 +7,6 @@
 
 use crate::model::{Message, Place};
 use std::{
-    borrow::Borrow,
     collections::HashMap,
     hash::Hash,
     sync::{Arc, Mutex},
@@ -34,18 +33,14 @@ impl<K, T> Default for Hub<K, T> {
     }
 }
 
-impl<K: Hash + Eq, T: Clone> Hub<K, T> {
-    pub fn subscribe<Q>(&self, topic: &Q) -> broadcast::Receiver<T>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
+impl<K: Hash + Eq + Clone, T: Clone> Hub<K, T> {
+    pub fn subscribe(&self, topic: &K) -> broadcast::Receiver<T> {
         let mut topics = self.topics.lock().expect("hub lock");
         if topics.len() > PRUNE_ABOVE {
             topics.retain(|_, sender| sender.receiver_count() > 0);
         }
         topics
-            .entry(topic.to_owned())
+            .entry(topic.clone())
             .or_insert_with(|| broadcast::channel(TOPIC_CAPACITY).0)
             .subscribe()
     }

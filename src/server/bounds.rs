@@ -166,9 +166,7 @@ impl ConnectionBounds {
         let client = (!trusted).then(|| client_group(peer));
         let mut open = self.open.lock().expect("connections lock");
         let of_client = client.and_then(|c| open.by_client.get(&c).copied());
-        if of_client.unwrap_or(0) >= limits.per_address
-            && !(open.unvouched_of(client) > 0 && open.evict_from(client))
-        {
+        if of_client.unwrap_or(0) >= limits.per_address && !open.evict_from(client) {
             return Err(too_many_from_one(format!(
                 "this address has {} connections open, the most one client may; close some, or \
                  reuse them",
@@ -271,9 +269,9 @@ impl Drop for Ticket {
 /// ended, whether a credential vouched for it, and whether it was closed
 /// to make room.
 pub(super) struct Activity {
-    pub(super) in_flight: AtomicUsize,
-    pub(super) last_started: Mutex<Instant>,
-    pub(super) last_ended: Mutex<Instant>,
+    in_flight: AtomicUsize,
+    last_started: Mutex<Instant>,
+    last_ended: Mutex<Instant>,
     vouched: AtomicBool,
     evicted: AtomicBool,
     /// The connection's task, woken when it is evicted.
@@ -294,6 +292,18 @@ impl Default for Activity {
 }
 
 impl Activity {
+    /// A request on the connection starts.
+    pub(super) fn started(&self) {
+        *self.last_started.lock().expect("activity lock") = Instant::now();
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A request on the connection ended (its response body finished).
+    pub(super) fn ended(&self) {
+        *self.last_ended.lock().expect("activity lock") = Instant::now();
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+
     /// Whether the connection may be closed to make room: nothing in
     /// flight, or its latest request started over [`BUSY_GRACE`] ago.
     fn evictable(&self, now: Instant) -> bool {

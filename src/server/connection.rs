@@ -19,7 +19,7 @@ use std::{
     future::{Future, Ready},
     io,
     pin::Pin,
-    sync::{Arc, atomic::Ordering},
+    sync::Arc,
     task::{Context, Poll},
     time::Duration,
 };
@@ -89,16 +89,14 @@ struct InFlight(Arc<Activity>);
 
 impl InFlight {
     fn start(activity: &Arc<Activity>) -> InFlight {
-        *activity.last_started.lock().expect("activity lock") = Instant::now();
-        activity.in_flight.fetch_add(1, Ordering::AcqRel);
+        activity.started();
         InFlight(activity.clone())
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        *self.0.last_ended.lock().expect("activity lock") = Instant::now();
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.ended();
     }
 }
 

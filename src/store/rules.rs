@@ -19,8 +19,9 @@ use std::future::Future;
 /// the rules below decide.
 pub(super) trait Statements {
     // Checks, made before anything is written.
-    async fn is_live_person(&self, handle: &Handle) -> StoreResult<bool>;
-    async fn anyone_added(&self) -> StoreResult<bool>;
+    /// Whether `handle` is a live person, or, with `or_empty_store`,
+    /// nobody was ever added.
+    async fn may_receive(&self, handle: &Handle, or_empty_store: bool) -> StoreResult<bool>;
     /// Whether the thread has a live message.
     async fn thread_is_live(&self, thread: ThreadId, now: Millis) -> StoreResult<bool>;
     /// Whether message `id` is live and lives in `place`.
@@ -185,36 +186,33 @@ pub(super) async fn insert(s: &impl Statements, new: NewMessage) -> StoreResult<
         }
     }
     let id = s.next_message_id().await?;
-    let people = [Some(&new.from), new.to.as_ref()];
+    // A new thread's row is written whole, its first message counted.
+    let opened = place.is_none();
     let place = match place {
         Some(place) => place,
-        None => Place::Thread(s.open_thread(id, &first_people(people), now).await?),
+        None => {
+            let people = first_people([Some(&new.from), new.to.as_ref()]);
+            Place::Thread(s.open_thread(id, &people, now).await?)
+        }
     };
-    let opened = matches!(new.conversation, Conversation::NewThread);
-    let (thread_id, channel) = match &place {
-        Place::Channel(name) => (None, Some(name.clone())),
-        &Place::Thread(thread) => (Some(thread), None),
-    };
-    let message = new.stored(id, thread_id, channel);
+    let message = new.stored(id, &place);
     s.insert_message(&message).await?;
     if let Some(recipient) = &message.to {
         s.insert_inbox(recipient, id).await?;
     }
-    match (&place, message.reply_to) {
-        (Place::Thread(_), _) if opened => {}
-        (&Place::Thread(thread), _) => s.answer_thread(&message.from, thread, now).await?,
-        (Place::Channel(_), Some(reply_to)) => {
-            s.answer_message(&message.from, reply_to, now).await?
+    let from = &message.from;
+    match (&place, opened) {
+        (Place::Thread(_), true) => {}
+        (&Place::Thread(thread), false) => {
+            s.answer_thread(from, thread, now).await?;
+            let recipient = message.to.as_ref().unwrap_or(from);
+            s.count_in_thread(thread, id, from, recipient, now).await?;
         }
-        (Place::Channel(_), None) => {}
-    }
-    match &place {
-        Place::Channel(name) => s.count_in_channel(name, id, now).await?,
-        Place::Thread(_) if opened => {}
-        &Place::Thread(thread) => {
-            let recipient = message.to.as_ref().unwrap_or(&message.from);
-            s.count_in_thread(thread, id, &message.from, recipient, now)
-                .await?
+        (Place::Channel(name), _) => {
+            if let Some(reply_to) = message.reply_to {
+                s.answer_message(from, reply_to, now).await?;
+            }
+            s.count_in_channel(name, id, now).await?;
         }
     }
     Ok(message)
@@ -228,7 +226,7 @@ async fn check_recipient(
     let RecipientCheck::LivePerson { or_empty_store } = check else {
         return Ok(());
     };
-    if s.is_live_person(recipient).await? || (or_empty_store && !s.anyone_added().await?) {
+    if s.may_receive(recipient, or_empty_store).await? {
         return Ok(());
     }
     Err(StoreError::NotFound(Missing::Recipient(recipient.clone())))

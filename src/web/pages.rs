@@ -374,9 +374,12 @@ pub(super) async fn search(
                 } else {
                     format!("{}.", plural(lines.len() as u64, "match", "matches"))
                 };
-                let more = found
-                    .next_before
-                    .map(|before| format!("/search?q={}&before={before}", form_encoded(&query.q)));
+                let more = found.next_before.map(|before| {
+                    format!(
+                        "/search?q={}&before={before}",
+                        crate::wire::extract::form_encode(&query.q)
+                    )
+                });
                 (lines, summary, more, None)
             }
             Err(error) => (
@@ -396,9 +399,4 @@ pub(super) async fn search(
         error,
     })
     .await
-}
-
-/// `value`, encoded for a query string.
-fn form_encoded(value: &str) -> String {
-    form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }

@@ -93,7 +93,7 @@ impl Store for PostgresStore {
 
     fn foreign_commits(&self) -> StoreFuture<'_, Option<mpsc::Receiver<Message>>> {
         Box::pin(async move {
-            let from: i64 = self
+            let from: MessageId = self
                 .client()
                 .await?
                 .query_one("SELECT coalesce(max(id), 0) FROM messages", &[])

@@ -39,7 +39,7 @@ pub(super) type Own = Arc<Mutex<BTreeSet<MessageId>>>;
 pub(super) async fn run<T>(
     config: tokio_postgres::Config,
     tls: T,
-    mut last_seen: i64,
+    mut last_seen: MessageId,
     own: Own,
     commits: mpsc::Sender<Message>,
 ) where
@@ -82,7 +82,7 @@ pub(super) async fn run<T>(
 async fn listen<T>(
     config: &tokio_postgres::Config,
     tls: T,
-    last_seen: &mut i64,
+    last_seen: &mut MessageId,
     backoff: &mut Duration,
     own: &Own,
     commits: &mpsc::Sender<Message>,
@@ -142,7 +142,7 @@ where
 async fn catch_up(
     client: &Client,
     after: &Statement,
-    last_seen: &mut i64,
+    last_seen: &mut MessageId,
     own: &Own,
     commits: &mpsc::Sender<Message>,
 ) -> StoreResult<bool> {
@@ -150,14 +150,14 @@ async fn catch_up(
         let rows = client.query(after, &[&*last_seen, &READ_BATCH]).await?;
         for row in &rows {
             let message = message_from_row(row)?;
-            *last_seen = message.id.0;
+            *last_seen = message.id;
             let mine = own.lock().expect("own ids lock").remove(&message.id);
             if !mine && commits.send(message).await.is_err() {
                 return Ok(false);
             }
         }
         // Ids at or below the last seen that were never read were rolled back.
-        let seen = MessageId(*last_seen);
+        let seen = *last_seen;
         own.lock().expect("own ids lock").retain(|&id| id > seen);
         if (rows.len() as i64) < READ_BATCH {
             return Ok(true);

@@ -53,16 +53,17 @@ impl<D: Db> Sql<'_, D> {
 }
 
 impl<D: Db> Statements for Sql<'_, D> {
-    async fn is_live_person(&self, handle: &Handle) -> StoreResult<bool> {
-        self.exists(
-            "SELECT 1 FROM people WHERE handle = $1 AND revoked_at IS NULL",
-            &[&handle.as_str()],
+    /// One round trip, whatever the answer.
+    async fn may_receive(&self, handle: &Handle, or_empty_store: bool) -> StoreResult<bool> {
+        let row = row(
+            self.0,
+            "SELECT EXISTS (SELECT 1 FROM people WHERE handle = $1 AND revoked_at IS NULL) \
+                 OR ($2 AND NOT EXISTS (SELECT 1 FROM people))",
+            &[handle, &or_empty_store],
         )
-        .await
-    }
-
-    async fn anyone_added(&self) -> StoreResult<bool> {
-        super::people::any(self.0).await
+        .await?
+        .expect("SELECT without FROM returns a row");
+        Ok(row.try_get(0)?)
     }
 
     async fn thread_is_live(&self, thread: ThreadId, now: Millis) -> StoreResult<bool> {
@@ -74,14 +75,15 @@ impl<D: Db> Statements for Sql<'_, D> {
     }
 
     async fn is_live_in(&self, id: MessageId, place: &Place, now: Millis) -> StoreResult<bool> {
-        let (column, value) = column(place);
-        self.exists(
-            &format!(
-                "SELECT 1 FROM messages m WHERE m.id = $1 AND m.expires_at > $2 AND {column} = $3"
-            ),
-            &[&id, &now, value],
-        )
-        .await
+        let sql = match place {
+            Place::Channel(_) => {
+                "SELECT 1 FROM messages WHERE id = $1 AND expires_at > $2 AND channel = $3"
+            }
+            Place::Thread(_) => {
+                "SELECT 1 FROM messages WHERE id = $1 AND expires_at > $2 AND thread_id = $3"
+            }
+        };
+        self.exists(sql, &[&id, &now, column(place).1]).await
     }
 
     /// Read under the write lock, so ids are handed out in commit order.

@@ -64,15 +64,13 @@ impl Sql<'_> {
 }
 
 impl Statements for Sql<'_> {
-    async fn is_live_person(&self, handle: &Handle) -> StoreResult<bool> {
-        self.exists(
+    /// The second look only when the first says no and it may matter.
+    async fn may_receive(&self, handle: &Handle, or_empty_store: bool) -> StoreResult<bool> {
+        let live = self.exists(
             "SELECT 1 FROM people WHERE handle = ?1 AND revoked_at IS NULL",
             params![handle],
-        )
-    }
-
-    async fn anyone_added(&self) -> StoreResult<bool> {
-        super::people::any(self.0)
+        )?;
+        Ok(live || (or_empty_store && !super::people::any(self.0)?))
     }
 
     async fn thread_is_live(&self, thread: ThreadId, now: Millis) -> StoreResult<bool> {
@@ -83,13 +81,15 @@ impl Statements for Sql<'_> {
     }
 
     async fn is_live_in(&self, id: MessageId, place: &Place, now: Millis) -> StoreResult<bool> {
-        let (column, value) = column(place);
-        self.exists(
-            &format!(
-                "SELECT 1 FROM messages m WHERE m.id = ?1 AND m.expires_at > ?2 AND {column} = ?3"
-            ),
-            params![id, now, value],
-        )
+        let sql = match place {
+            Place::Channel(_) => {
+                "SELECT 1 FROM messages WHERE id = ?1 AND expires_at > ?2 AND channel = ?3"
+            }
+            Place::Thread(_) => {
+                "SELECT 1 FROM messages WHERE id = ?1 AND expires_at > ?2 AND thread_id = ?3"
+            }
+        };
+        self.exists(sql, params![id, now, column(place).1])
     }
 
     /// As AUTOINCREMENT would choose it: one above both the largest id
@@ -311,14 +311,20 @@ impl Statements for Sql<'_> {
                 .query_row(params![reader, key], |row| row.get(0))
                 .optional()?
                 .unwrap_or(0);
-            let (column, value) = column(place);
+            let sql = match place {
+                Place::Channel(_) => {
+                    "SELECT count(*) FROM (SELECT 1 FROM messages WHERE channel = ?1 \
+                     AND id > ?2 AND expires_at > ?3 LIMIT ?4)"
+                }
+                Place::Thread(_) => {
+                    "SELECT count(*) FROM (SELECT 1 FROM messages WHERE thread_id = ?1 \
+                     AND id > ?2 AND expires_at > ?3 LIMIT ?4)"
+                }
+            };
             let count: i64 = self
                 .0
-                .prepare_cached(&format!(
-                    "SELECT count(*) FROM (SELECT 1 FROM messages m WHERE {column} = ?1 \
-                     AND m.id > ?2 AND m.expires_at > ?3 LIMIT ?4)"
-                ))?
-                .query_row(params![value, since, now, cap], |row| row.get(0))?;
+                .prepare_cached(sql)?
+                .query_row(params![column(place).1, since, now, cap], |row| row.get(0))?;
             counts.push(count.max(0) as u64);
         }
         Ok(counts)
