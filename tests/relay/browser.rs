@@ -164,7 +164,7 @@ async fn the_team_page_in_a_real_browser() {
 
     // A pasted cloud key is refused on the page, the text kept, nothing stored.
     let pasted = "here is the key: AKIAIOSFODNN7EXAMPLE";
-    let stored = app.count("SELECT count(*) FROM messages");
+    let stored = app.rest(&alice).stored_messages().await;
     type_and_send(&chrome, pasted).await;
     chrome
         .until("!document.querySelector('#compose .error').hidden")
@@ -179,7 +179,7 @@ async fn the_team_page_in_a_real_browser() {
             .await,
         pasted
     );
-    assert_eq!(app.count("SELECT count(*) FROM messages"), stored);
+    assert_eq!(app.rest(&alice).stored_messages().await, stored);
     assert_eq!(shown(&chrome).await, 3);
 
     // A channel page follows the channel live; hostile bodies are text.

@@ -8,7 +8,8 @@ use std::time::Duration;
 #[tokio::test]
 async fn two_people_converse_in_a_thread() {
     let app = spawn_app().await;
-    let alice = app.mcp(&app.add_person("alice").await).await;
+    let alice_token = app.add_person("alice").await;
+    let alice = app.mcp(&alice_token).await;
     let bob = app.mcp(&app.add_person("bob").await).await;
 
     let sent = alice
@@ -74,10 +75,8 @@ async fn two_people_converse_in_a_thread() {
         ]
     );
     assert_eq!(thread["notice"], NOTICE);
-    assert_eq!(
-        app.count("SELECT count(*) FROM messages WHERE thread_id = 1"),
-        2
-    );
+    // Those two are all the relay stored.
+    assert_eq!(app.rest(&alice_token).stored_messages().await, 2);
 }
 
 #[tokio::test]

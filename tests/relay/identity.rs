@@ -11,7 +11,7 @@ fn forbidden(message: &str) -> serde_json::Value {
 async fn one_person_cannot_act_as_another() {
     let app = spawn_app().await;
     let alice = app.mcp(&app.add_person("alice").await).await;
-    let _bob = app.add_person("bob").await;
+    let bob = app.rest(&app.add_person("bob").await);
 
     let as_bob = alice
         .call(
@@ -42,7 +42,7 @@ async fn one_person_cannot_act_as_another() {
         .await
         .tool_error();
     assert_eq!(bobs_status["error"]["code"], "forbidden");
-    assert_eq!(app.count("SELECT count(*) FROM messages"), 0);
+    assert_eq!(bob.stored_messages().await, 0);
 
     // Naming yourself is fine, and the stored sender is always the credential's.
     alice
@@ -52,10 +52,8 @@ async fn one_person_cannot_act_as_another() {
         )
         .await
         .ok();
-    assert_eq!(
-        app.count("SELECT count(*) FROM messages WHERE sender = 'alice'"),
-        1
-    );
+    assert_eq!(bob.stored_messages().await, 1);
+    assert_eq!(bob.message(1).await["from"], "alice");
 }
 
 #[tokio::test]
@@ -100,7 +98,7 @@ async fn nobody_can_ride_another_persons_mcp_session() {
         ridden.json::<serde_json::Value>().await.unwrap(),
         forbidden("this MCP session belongs to someone else")
     );
-    assert_eq!(app.count("SELECT count(*) FROM messages"), 0);
+    assert_eq!(app.rest(&bob).stored_messages().await, 0);
 
     // The owner goes on using it.
     let own = call(&alice).send().await.unwrap();
@@ -111,10 +109,8 @@ async fn nobody_can_ride_another_persons_mcp_session() {
         .find(|m| m["id"] == 2)
         .expect("a reply to the call");
     assert_ne!(reply["result"]["isError"], true, "{reply}");
-    assert_eq!(
-        app.count("SELECT count(*) FROM messages WHERE sender = 'alice'"),
-        1
-    );
+    assert_eq!(app.rest(&bob).stored_messages().await, 1);
+    assert_eq!(app.rest(&bob).message(1).await["from"], "alice");
 }
 
 #[tokio::test]

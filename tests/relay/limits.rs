@@ -202,7 +202,7 @@ async fn oversized_requests_get_413_with_the_error_shape() {
             .await
             .unwrap();
     assert_eq!(over_mcp.status(), 413);
-    assert_eq!(app.count("SELECT count(*) FROM messages"), 0);
+    assert_eq!(app.rest(&alice).stored_messages().await, 0);
 }
 
 #[tokio::test]

@@ -117,14 +117,11 @@ async fn participants_are_bound_to_their_ids_and_the_shared_token_names_a_sender
     let (_, inbox) = get(&app, "/api/inbox", REVIEWER).await;
     assert_eq!(inbox["messages"][0]["body"], "PR 12 please");
 
-    let senders: Vec<String> = app.sql("SELECT sender FROM messages ORDER BY id", |c, q| {
-        c.prepare(q)
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect()
-    });
+    let reader = app.rest(&alice);
+    let mut senders = Vec::new();
+    for id in 1..=reader.stored_messages().await {
+        senders.push(reader.glance(id).await.unwrap()["from"].clone());
+    }
     assert_eq!(senders, ["ci", "ci", "alice", "alice"]);
     // Revoked, a person is no one the shared token may speak as.
     app.running

@@ -7,7 +7,7 @@ use serde_json::json;
 async fn a_refused_secret_is_not_stored_and_not_repeated() {
     let app = spawn_app().await;
     let alice = app.mcp(&app.add_person("alice").await).await;
-    let _bob = app.add_person("bob").await;
+    let bob = app.rest(&app.add_person("bob").await);
     let key = "AKIAIOSFODNN7EXAMPLE";
     let refused = alice
         .call(
@@ -23,9 +23,10 @@ async fn a_refused_secret_is_not_stored_and_not_repeated() {
         !message.contains(key),
         "the refusal repeats the secret: {message}"
     );
-    assert_eq!(app.count("SELECT count(*) FROM messages"), 0);
-    assert_eq!(app.count("SELECT count(*) FROM threads"), 0);
-    assert_eq!(app.count("SELECT count(*) FROM inbox"), 0);
+    assert_eq!(bob.stored_messages().await, 0);
+    assert_eq!(bob.get("/api/threads/1").await.0, 404, "no thread opened");
+    let (_, inbox) = bob.get("/api/inbox?timeout_s=0").await;
+    assert_eq!(inbox["messages"], json!([]));
 
     // The relay's own tokens are secrets too.
     let bobs_token = app.add_person("carol").await;
@@ -43,14 +44,14 @@ async fn a_refused_secret_is_not_stored_and_not_repeated() {
             .unwrap()
             .contains("a crosstalk token")
     );
-    assert_eq!(app.count("SELECT count(*) FROM messages"), 0);
+    assert_eq!(bob.stored_messages().await, 0);
 }
 
 #[tokio::test]
 async fn bad_arguments_get_a_clear_error_and_the_relay_goes_on() {
     let app = spawn_app_with(|c| c.settings.max_body_bytes = 100).await;
     let alice = app.mcp(&app.add_person("alice").await).await;
-    let _bob = app.add_person("bob").await;
+    let bob = app.rest(&app.add_person("bob").await);
 
     let tool_error =
         |code: &str, message: &str| json!({ "error": { "code": code, "message": message } });
@@ -145,7 +146,7 @@ async fn bad_arguments_get_a_clear_error_and_the_relay_goes_on() {
     }
 
     // Nothing was stored, and the relay still works.
-    assert_eq!(app.count("SELECT count(*) FROM messages"), 0);
+    assert_eq!(bob.stored_messages().await, 0);
     let sent = alice
         .call("send_message", json!({ "to": "bob", "body": "still here" }))
         .await

@@ -628,7 +628,7 @@ async fn every_kind_is_refused_over_http_naming_the_kind() {
             "{kind}: the refusal repeats the secret"
         );
     }
-    assert_eq!(app.count("SELECT count(*) FROM messages"), 0);
+    assert_eq!(app.rest(&alice).stored_messages().await, 0);
 }
 
 /// One ecosystem's real source code and prose, with no secret in it: its

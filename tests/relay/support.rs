@@ -94,7 +94,10 @@ impl TestApp {
             .expect("MCP client connects")
     }
 
-    /// Runs SQL against the database file, for what a test must see stored.
+    /// Runs SQL against the SQLite file. Edge tests assert through the API
+    /// (`Rest`, `Mcp`); this is for the few things no API shows: moving a
+    /// time into the past (`expires_at`, presence), and what is kept at rest
+    /// (a token only as its hash, kept MCP sessions, rows nobody can see).
     pub fn sql<T>(&self, query: &str, read: impl FnOnce(&rusqlite::Connection, &str) -> T) -> T {
         let conn = rusqlite::Connection::open(&self.db).expect("open db");
         read(&conn, query)
@@ -397,6 +400,34 @@ impl Rest {
     /// null for a message to nobody.
     pub async fn delivery(&self, id: i64) -> Value {
         self.message(id).await["delivery"].clone()
+    }
+
+    /// Message `id` as this person reads it on the page (Basic
+    /// credentials), so it is not marked read; None if there is none (404).
+    pub async fn glance(&self, id: i64) -> Option<Value> {
+        let response = http()
+            .get(format!("{}/api/messages/{id}", self.url))
+            .basic_auth("", Some(&self.token))
+            .send()
+            .await
+            .expect("request");
+        match response.status().as_u16() {
+            200 => Some(response.json::<Value>().await.expect("JSON")["message"].take()),
+            404 => None,
+            status => panic!("message {id}: {status}"),
+        }
+    }
+
+    /// How many messages the relay has stored, read back one by one: it
+    /// gives ids one after another from 1, only to a message it stores, so
+    /// this counts up to the first id there is no message for. A refused
+    /// message takes no id; nothing counted is marked read.
+    pub async fn stored_messages(&self) -> i64 {
+        let mut stored = 0;
+        while self.glance(stored + 1).await.is_some() {
+            stored += 1;
+        }
+        stored
     }
 
     /// What a search for `words` finds, newest first (200).
