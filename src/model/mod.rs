@@ -33,14 +33,38 @@ pub enum Place {
     Thread(ThreadId),
 }
 
+impl Place {
+    /// From a stored row's two columns, of which the database keeps exactly
+    /// one (a CHECK); None for a row that broke that.
+    pub fn from_columns(thread: Option<ThreadId>, channel: Option<Channel>) -> Option<Place> {
+        match (thread, channel) {
+            (None, Some(channel)) => Some(Place::Channel(channel)),
+            (Some(thread), None) => Some(Place::Thread(thread)),
+            _ => None,
+        }
+    }
+
+    pub fn channel(&self) -> Option<&Channel> {
+        match self {
+            Place::Channel(channel) => Some(channel),
+            Place::Thread(_) => None,
+        }
+    }
+
+    pub fn thread(&self) -> Option<ThreadId> {
+        match self {
+            Place::Thread(thread) => Some(*thread),
+            Place::Channel(_) => None,
+        }
+    }
+}
+
 /// A stored message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     pub id: MessageId,
-    /// The thread of a direct message; exactly one of this and `channel`.
-    pub thread_id: Option<ThreadId>,
-    /// The channel of a channel post.
-    pub channel: Option<Channel>,
+    /// Its channel, or the thread of a direct message.
+    pub place: Place,
     pub from: Handle,
     /// Whose inbox it landed in, if anyone's.
     pub to: Option<Handle>,
@@ -54,18 +78,6 @@ pub struct Message {
     pub expires_at: Millis,
     /// Where it stands with its recipient: present exactly when `to` is.
     pub delivery: Option<Delivery>,
-}
-
-impl Message {
-    /// Where it lives. The store keeps exactly one of `channel` and
-    /// `thread_id`; were neither there, it would be thread 0, which no
-    /// message is in (thread ids start at 1).
-    pub fn place(&self) -> Place {
-        match (&self.channel, self.thread_id) {
-            (Some(channel), _) => Place::Channel(channel.clone()),
-            (None, thread) => Place::Thread(thread.unwrap_or_default()),
-        }
-    }
 }
 
 /// The delivery ledger of a message addressed to a person: when it was

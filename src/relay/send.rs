@@ -81,7 +81,7 @@ impl Relay {
         let timeout = super::waits::parse_wait(message.wait_for_reply_seconds, Duration::ZERO)?;
         let slot = self.wait_slot(caller, timeout)?;
         let sent = self.send_direct(caller, message).await?;
-        let (Some(thread_id), Some(to), Some(_slot)) = (sent.thread_id, sent.to.clone(), slot)
+        let (Some(thread_id), Some(to), Some(_slot)) = (sent.place.thread(), sent.to.clone(), slot)
         else {
             return Ok((sent, None));
         };
@@ -165,7 +165,7 @@ impl Relay {
     /// Tells those who watch a conversation that `reply` answered what was
     /// sent to its sender there (the store marked them with the reply).
     async fn show_answered(&self, reply: &Message) {
-        let Some(thread_id) = reply.thread_id else {
+        let Some(thread_id) = reply.place.thread() else {
             return; // in a channel, the page shows what reply_to names
         };
         if !self.places.has_subscribers(&Place::Thread(thread_id)) {
@@ -193,8 +193,8 @@ impl Relay {
     /// stand changed: their feeds yield them again, as updates.
     pub(super) fn delivery_changed(&self, messages: &[Message]) {
         for message in messages {
-            let message = Arc::new(message.clone());
-            self.places.publish(&message.place(), message);
+            self.places
+                .publish(&message.place, Arc::new(message.clone()));
         }
     }
 
@@ -205,8 +205,8 @@ impl Relay {
         if let Some(to) = &message.to {
             self.wake_inbox(to);
         }
-        let place = message.place();
-        self.places.publish(&place, message.clone());
+        let place = &message.place;
+        self.places.publish(place, message.clone());
         if let Place::Channel(_) = place {
             self.push_post(&message);
         }

@@ -105,14 +105,9 @@ pub struct NewMessage {
 impl NewMessage {
     /// The message as stored in `place`, with the id the store gave it.
     pub(crate) fn stored(self, id: MessageId, place: &Place) -> Message {
-        let (thread_id, channel) = match place {
-            Place::Channel(name) => (None, Some(name.clone())),
-            &Place::Thread(thread) => (Some(thread), None),
-        };
         Message {
             id,
-            thread_id,
-            channel,
+            place: place.clone(),
             from: self.from,
             kind: self.kind,
             body: self.body,

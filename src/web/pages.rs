@@ -248,7 +248,7 @@ pub async fn render_conversation(
 /// Marks what a page shows as read by the viewer, up to its last message.
 async fn mark_shown(relay: &Relay, caller: &Caller, messages: &[Message]) -> Result<(), ApiError> {
     if let Some(last) = messages.last() {
-        relay.mark_read(caller, &last.place(), last.id).await?;
+        relay.mark_read(caller, &last.place, last.id).await?;
     }
     Ok(())
 }
@@ -351,8 +351,8 @@ pub(super) async fn search(
                         FoundLine {
                             href: views::link(m),
                             place: m
-                                .channel
-                                .as_ref()
+                                .place
+                                .channel()
                                 .map_or_else(|| "a thread".to_owned(), |c| format!("#{c}")),
                             from_name: frame.names.name(m.from.as_str()),
                             when: When::at(m.created_at),

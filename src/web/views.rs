@@ -138,9 +138,9 @@ impl MessageLine {
 
 /// Where a message is on the page: its conversation, at its anchor.
 pub fn link(message: &Message) -> String {
-    match (&message.channel, message.thread_id) {
-        (Some(channel), _) => format!("/channels/{channel}#m{}", message.id),
-        (None, thread) => format!("/threads/{}#m{}", thread.unwrap_or_default(), message.id),
+    match &message.place {
+        Place::Channel(channel) => format!("/channels/{channel}#m{}", message.id),
+        Place::Thread(thread) => format!("/threads/{thread}#m{}", message.id),
     }
 }
 

@@ -118,8 +118,8 @@ impl From<&Message> for MessageView {
     fn from(m: &Message) -> Self {
         MessageView {
             id: m.id.0,
-            thread_id: m.thread_id.map(|t| t.0),
-            channel: m.channel.as_ref().map(ToString::to_string),
+            thread_id: m.place.thread().map(|t| t.0),
+            channel: m.place.channel().map(ToString::to_string),
             from: m.from.to_string(),
             to: m.to.as_ref().map(ToString::to_string),
             kind: m.kind.clone(),
@@ -212,7 +212,7 @@ impl Sent {
     pub fn new(sent: &Message, reply: Option<&Message>) -> Sent {
         Sent {
             message_id: sent.id.0,
-            thread_id: sent.thread_id.unwrap_or_default().0,
+            thread_id: sent.place.thread().unwrap_or_default().0,
             reply: reply.map(MessageView::from),
             notice: reply.map(|_| NOTICE.to_owned()),
         }

@@ -234,11 +234,11 @@ async fn messages_threads_and_replies(store: Arc<dyn Store>) {
         ))
         .await
         .unwrap();
-    let thread = opening.thread_id.unwrap();
+    let thread = opening.place.thread().unwrap();
     let mut answer = message(Conversation::Thread(thread), "carol", Some("alice"), "0042");
     answer.reply_to = Some(opening.id);
     let answer = store.insert_message(answer).await.unwrap();
-    assert_eq!(answer.thread_id, Some(thread));
+    assert_eq!(answer.place, Place::Thread(thread));
     assert!(answer.id > opening.id);
     let bodies: Vec<String> = store
         .thread(thread, MessageId(0), 500, now_millis())
@@ -409,7 +409,7 @@ async fn channels_pages_and_summaries(store: Arc<dyn Store>) {
         .await
         .unwrap();
     assert_eq!(after_first.len(), 2);
-    assert_eq!(all[0].channel.as_ref(), Some(&three));
+    assert_eq!(all[0].place.channel(), Some(&three));
 }
 
 async fn a_claim_hands_each_message_out_once(store: Arc<dyn Store>) {
@@ -484,7 +484,7 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
         .insert_message(message(Conversation::NewThread, "alice", Some("bob"), "q1"))
         .await
         .unwrap();
-    let thread = first.thread_id.unwrap();
+    let thread = first.place.thread().unwrap();
     let second = store
         .insert_message(message(
             Conversation::Thread(thread),
@@ -715,7 +715,7 @@ async fn expired_messages_are_invisible_and_purged(store: Arc<dyn Store>) {
     );
     assert!(
         store
-            .thread(thread.thread_id.unwrap(), MessageId(0), 500, later)
+            .thread(thread.place.thread().unwrap(), MessageId(0), 500, later)
             .await
             .is_err()
     );
@@ -762,7 +762,7 @@ async fn unread_counts_follow_read_marks(store: Arc<dyn Store>) {
     let ops = Place::Channel(Channel::parse("ops").unwrap());
     let conversations = vec![
         ops.clone(),
-        Place::Thread(thread.thread_id.unwrap()),
+        Place::Thread(thread.place.thread().unwrap()),
         Place::Channel(Channel::parse("nowhere").unwrap()),
     ];
     let bob = handle("bob");

@@ -273,7 +273,7 @@ async fn play(
                 };
                 // A reply to a thread the purge emptied is refused: fine.
                 if let Ok(stored) = store.insert_message(message(conversation, to)).await
-                    && let Some(thread) = stored.thread_id
+                    && let Some(thread) = stored.place.thread()
                     && !threads.contains(&thread)
                 {
                     threads.push(thread);

@@ -155,7 +155,7 @@ impl Pushes {
     /// follow its channel, except its sender's and its recipient's (who is
     /// offered it from their inbox).
     fn post(&self, message: &Arc<Message>) {
-        let Some(channel) = &message.channel else {
+        let Some(channel) = message.place.channel() else {
             return;
         };
         for follows in self.lock().values() {

@@ -2,8 +2,8 @@
 //! (`../sqlite/messages.rs`, in PostgreSQL).
 
 use super::{Db, handle, maybe_channel, maybe_handle, row};
-use crate::model::{Delivery, Handle, Message, MessageId, Millis};
-use crate::store::StoreResult;
+use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place};
+use crate::store::{StoreError, StoreResult};
 use tokio_postgres::Row;
 
 /// A message's columns, with its delivery ledger: select them from
@@ -29,10 +29,11 @@ pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
         }),
         None => None,
     };
+    let place = Place::from_columns(row.try_get(1)?, maybe_channel(row, 2)?)
+        .ok_or_else(|| StoreError::backend("a stored message", "in no channel and no thread"))?;
     Ok(Message {
         id: row.try_get(0)?,
-        thread_id: row.try_get(1)?,
-        channel: maybe_channel(row, 2)?,
+        place,
         from: handle(row, 3)?,
         to,
         kind: row.try_get(5)?,

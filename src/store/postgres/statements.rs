@@ -118,8 +118,8 @@ impl<D: Db> Statements for Sql<'_, D> {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             &[
                 &m.id,
-                &m.thread_id,
-                &m.channel.as_ref().map(Channel::as_str),
+                &m.place.thread(),
+                &m.place.channel().map(Channel::as_str),
                 &m.from.as_str(),
                 &m.to.as_ref().map(Handle::as_str),
                 &m.kind,

@@ -1,6 +1,6 @@
 //! Messages, threads and inboxes; the overviews are `summaries.rs`'s.
 
-use crate::model::{Delivery, Handle, Message, MessageId, Millis};
+use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place};
 use crate::store::StoreResult;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -25,10 +25,12 @@ pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Mess
         }),
         None => None,
     };
+    let place = Place::from_columns(row.get(1)?, row.get(2)?).ok_or_else(|| {
+        rusqlite::Error::InvalidColumnType(1, "thread_id".into(), rusqlite::types::Type::Null)
+    })?;
     Ok(Message {
         id: row.get(0)?,
-        thread_id: row.get(1)?,
-        channel: row.get(2)?,
+        place,
         from: row.get(3)?,
         to,
         kind: row.get(5)?,

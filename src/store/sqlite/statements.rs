@@ -125,8 +125,8 @@ impl Statements for Sql<'_> {
              reply_to, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 m.id,
-                m.thread_id,
-                m.channel,
+                m.place.thread(),
+                m.place.channel(),
                 m.from,
                 m.to,
                 m.kind,
