@@ -162,6 +162,7 @@ async fn main() {
     let database = crosstalk::config::Database {
         db: dir.path().join("unused.db"),
         database_url: Some(url.clone()),
+        sqlite_sync: Default::default(),
     };
     let (alice, bob) = people(&server::open_team(&database, true).await.unwrap()).await;
     let a = relay(&dir.path().join("a"), Some(&url)).await;

@@ -3,6 +3,7 @@
 //! defaults for the relays that tests, the demo and the benchmarks start.
 
 use super::{ConfigError, DEFAULT_HTTP_PORT, DEFAULT_PORT, DEFAULT_TLS_PORT, DatabaseUrl};
+use crate::store::sqlite::Durability;
 use clap::{Args, Command, FromArgMatches};
 use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr},
@@ -25,6 +26,22 @@ pub struct Database {
         hide_env_values = true
     )]
     pub database_url: Option<DatabaseUrl>,
+    /// When the SQLite file's commits are synced to the disk: `full` at
+    /// every commit (one sync per batch of messages), so what the relay
+    /// acknowledged survives a power cut; `normal` at checkpoints only,
+    /// which may lose the last moments of acknowledged messages to a power
+    /// cut or an operating-system crash (never to a crash of the relay).
+    #[arg(long, env = "RELAY_SQLITE_SYNC", value_name = "full|normal", default_value = "full",
+          value_parser = parse_durability)]
+    pub sqlite_sync: Durability,
+}
+
+fn parse_durability(said: &str) -> Result<Durability, String> {
+    match said.to_ascii_lowercase().as_str() {
+        "full" => Ok(Durability::Full),
+        "normal" => Ok(Durability::Normal),
+        _ => Err("RELAY_SQLITE_SYNC is full or normal".to_owned()),
+    }
 }
 
 /// Where the relay listens and the address people are told to use. `add`

@@ -10,6 +10,7 @@ pub use args::{AddressArgs, Database, LimitArgs, ServeArgs, TlsArgs};
 
 use crate::host::{Cidr, ForwardedHeader, Origin};
 use crate::relay::Settings;
+use crate::store::sqlite::Durability;
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 /// The port used when none is given and TLS is off.
@@ -183,6 +184,8 @@ pub struct Config {
     pub db: PathBuf,
     /// PostgreSQL instead of the SQLite file, when set.
     pub database_url: Option<DatabaseUrl>,
+    /// When the SQLite file's commits reach the disk.
+    pub durability: Durability,
     /// Where to listen.
     pub listen: SocketAddr,
     /// How agents reach the relay (printed by `add`; names the allowed host).
@@ -256,6 +259,7 @@ impl Config {
         Ok(Config {
             db,
             database_url: args.database.database_url.clone(),
+            durability: args.database.sqlite_sync,
             listen,
             page_origin: Origin::parse(&args.address.public_url()),
             public_url: args.address.public_url(),

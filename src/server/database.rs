@@ -5,6 +5,7 @@
 use super::StartError;
 use crate::config::{Database, DatabaseUrl};
 use crate::relay::Team;
+use crate::store::sqlite::Durability;
 use crate::store::{PostgresStore, SqliteStore, Store, StoreError, migrate, sqlite};
 use std::{path::Path, sync::Arc};
 
@@ -14,6 +15,7 @@ use std::{path::Path, sync::Arc};
 pub async fn open_store(
     db: &Path,
     url: Option<&DatabaseUrl>,
+    durability: Durability,
     may_create: bool,
 ) -> Result<Arc<dyn Store>, StartError> {
     if let Some(url) = url {
@@ -23,7 +25,7 @@ pub async fn open_store(
         return Ok(Arc::new(store));
     }
     let store = if may_create {
-        SqliteStore::open(db)
+        SqliteStore::open_with(db, durability)
     } else {
         SqliteStore::open_existing(db)
     };
@@ -33,7 +35,13 @@ pub async fn open_store(
 /// The team in `database`, for the commands that manage it while a relay
 /// may be serving it.
 pub async fn open_team(database: &Database, may_create: bool) -> Result<Team, StartError> {
-    let store = open_store(&database.db, database.database_url.as_ref(), may_create).await?;
+    let store = open_store(
+        &database.db,
+        database.database_url.as_ref(),
+        database.sqlite_sync,
+        may_create,
+    )
+    .await?;
     Ok(Team::new(store))
 }
 

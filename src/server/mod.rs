@@ -71,7 +71,13 @@ async fn build(
     config: Config,
     shutdown: CancellationToken,
 ) -> Result<(AppState, Arc<dyn Store>), StartError> {
-    let store = open_store(&config.db, config.database_url.as_ref(), true).await?;
+    let store = open_store(
+        &config.db,
+        config.database_url.as_ref(),
+        config.durability,
+        true,
+    )
+    .await?;
     let has_people = store
         .has_people()
         .await

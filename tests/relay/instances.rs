@@ -70,6 +70,7 @@ async fn add_people(url: &str, handles: &[&str]) -> Vec<String> {
     let database = Database {
         db: "unused.db".into(),
         database_url: Some(url.parse().unwrap()),
+        sqlite_sync: Default::default(),
     };
     let team = crosstalk::server::open_team(&database, true).await.unwrap();
     let mut tokens = Vec::new();

@@ -340,6 +340,17 @@ fn check_names_each_problem_and_fails_where_serve_would_refuse() {
         assert!(!ok, "{vars:?} passed:\n{said}");
         assert!(said.contains(finding), "{vars:?}:\n{said}");
     }
+    // A durability the relay does not know is refused by name.
+    let refused = crosstalk_with(
+        &[("RELAY_DB", db), ("RELAY_SQLITE_SYNC", "sometimes")],
+        &["check"],
+    );
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("RELAY_SQLITE_SYNC is full or normal"),
+        "{said}"
+    );
     // A database others may read is worth a warning, not a refusal.
     std::fs::set_permissions(db, std::fs::Permissions::from_mode(0o644)).unwrap();
     let (ok, said) = check(&[("RELAY_DB", db), ("RELAY_PORT", &free)]);

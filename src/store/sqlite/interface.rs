@@ -24,7 +24,13 @@ impl Store for SqliteStore {
     }
 
     fn credentials_revision(&self) -> StoreFuture<'_, u64> {
-        self.read(people::credentials_revision)
+        let now = self.read_now(people::credentials_revision);
+        Box::pin(async move {
+            match now {
+                Some(read) => read,
+                None => self.read(|c| Ok(people::credentials_revision(c)?)).await,
+            }
+        })
     }
 
     fn people(&self) -> StoreFuture<'_, Vec<Person>> {

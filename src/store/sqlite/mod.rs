@@ -21,7 +21,7 @@ mod summaries;
 mod writer;
 
 pub use copy::{ServingLock, backup, lock_for_serving, restore};
-pub use schema::MIGRATIONS;
+pub use schema::{Durability, MIGRATIONS};
 
 use super::{StoreError, StoreFuture, StoreResult};
 use crate::model::{Channel, Handle, MessageId, SessionId, ThreadId};
@@ -49,6 +49,10 @@ pub struct SqliteStore {
     writer: Mutex<mpsc::Sender<writer::Job>>,
     /// Idle reader connections, reused from the blocking pool.
     readers: Arc<Mutex<Vec<Connection>>>,
+    /// A reader of its own for the one read every authenticated request
+    /// makes (the credentials revision), run on the async worker: the
+    /// hand-off to the blocking pool and back costs more than the read.
+    now: Mutex<Connection>,
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -71,18 +75,28 @@ impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and brings its schema
     /// up to date. The CLI opens it this way too while a server runs on it.
     pub fn open(path: &Path) -> StoreResult<SqliteStore> {
+        SqliteStore::open_with(path, Durability::default())
+    }
+
+    /// As [`SqliteStore::open`], with commits synced as `durability` says.
+    pub fn open_with(path: &Path, durability: Durability) -> StoreResult<SqliteStore> {
         create_private(path)?;
         let mut conn = schema::open_connection(path)?;
+        durability.apply(&conn)?;
         schema::migrate(&mut conn)?;
         let (sender, receiver) = mpsc::channel();
         std::thread::Builder::new()
             .name("crosstalk-writer".into())
             .spawn(move || writer::run(conn, receiver))
             .map_err(|e| StoreError::backend("cannot start the database writer thread", e))?;
+        let now = schema::open_connection(path)?;
+        // Never waits for a lock on the async worker: see read_now.
+        now.busy_timeout(std::time::Duration::ZERO)?;
         Ok(SqliteStore {
             path: path.to_owned(),
             writer: Mutex::new(sender),
             readers: Arc::new(Mutex::new(Vec::new())),
+            now: Mutex::new(now),
         })
     }
 
@@ -105,6 +119,25 @@ impl SqliteStore {
             sent.map_err(|_| lost())?;
             answer.await.map_err(|_| lost())?
         })
+    }
+
+    /// Runs a read of one row at once, on the async worker, if the database
+    /// lets it without waiting. In WAL mode a reader waits only while a
+    /// checkpoint resets the log or the file is being recovered; then this
+    /// gives None, and the caller reads on the pool, which may wait.
+    fn read_now<T>(
+        &self,
+        work: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Option<StoreResult<T>> {
+        let conn = self.now.lock().expect("inline reader lock");
+        match work(&conn) {
+            Err(rusqlite::Error::SqliteFailure(error, _))
+                if error.code == rusqlite::ErrorCode::DatabaseBusy =>
+            {
+                None
+            }
+            read => Some(read.map_err(StoreError::from)),
+        }
     }
 
     /// Runs `work` on a reader connection in the blocking pool.
@@ -214,5 +247,30 @@ impl ToSql for Channel {
 impl FromSql for Channel {
     fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
         Channel::parse(value.as_str()?).map_err(|e| FromSqlError::Other(Box::new(e)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_writer_syncs_as_it_is_told_and_fully_by_default() {
+        for (durability, synchronous) in [
+            (Durability::default(), 2),
+            (Durability::Full, 2),
+            (Durability::Normal, 1),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = SqliteStore::open_with(&dir.path().join("relay.db"), durability).unwrap();
+            let set = store.write(|conn| {
+                Ok(conn.pragma_query_value(None, "synchronous", |row| row.get::<_, i64>(0))?)
+            });
+            assert_eq!(
+                futures::executor::block_on(set).unwrap(),
+                synchronous,
+                "{durability:?}"
+            );
+        }
     }
 }

@@ -1,14 +1,42 @@
 //! The schema, and how a connection is opened and brought up to date.
 //!
-//! Durability: WAL with `synchronous=NORMAL`. A commit is in the WAL before
-//! its caller hears of it, so a crash of the process loses nothing that was
-//! acknowledged. The WAL is synced at checkpoints, not at every commit, so a
-//! power loss or an operating-system crash may lose the last moments of
-//! acknowledged writes; the database is never left inconsistent.
+//! Durability: WAL, synced as [`Durability`] says. Either way a commit is in
+//! the WAL before its caller hears of it, so a crash of the process loses
+//! nothing that was acknowledged, and the database is never left
+//! inconsistent.
 
 use super::StoreError;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::{path::Path, time::Duration};
+
+/// When the writer syncs the WAL to the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// At every commit (`synchronous=FULL`): an acknowledged message
+    /// survives a power cut or an operating-system crash too. Under group
+    /// commit that is one sync per batch, not per message.
+    #[default]
+    Full,
+    /// At checkpoints only (`synchronous=NORMAL`): a power cut or an
+    /// operating-system crash may lose the last moments of acknowledged
+    /// writes.
+    Normal,
+}
+
+impl Durability {
+    fn pragma(self) -> &'static str {
+        match self {
+            Durability::Full => "FULL",
+            Durability::Normal => "NORMAL",
+        }
+    }
+
+    /// Set on the connection that commits: the writer's.
+    pub(super) fn apply(self, conn: &Connection) -> Result<(), StoreError> {
+        conn.pragma_update(None, "synchronous", self.pragma())
+            .map_err(|e| StoreError::backend("cannot set how commits are synced", e))
+    }
+}
 
 /// The schema, one step per version. A database is brought up to the last
 /// step at open; a step never changes once released (the upgrade test
@@ -303,8 +331,8 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     .map_err(|e| StoreError::backend(opening(), e))?;
     let configure = || -> rusqlite::Result<()> {
         conn.busy_timeout(Duration::from_secs(5))?;
-        // WAL lets readers run beside the writer; see the module's note on
-        // what NORMAL keeps through a crash.
+        // WAL lets readers run beside the writer. Readers commit nothing;
+        // the writer's own syncing is set as the store is opened.
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;

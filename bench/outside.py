@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""The relay measured from outside its process, against a baseline run alternately.
+
+    bench/outside.py [--rounds 3] [--seconds 5] BIN [BASELINE_BIN]
+
+Each round starts each binary in turn (A B A B …) on a spare loopback port
+with a throwaway database, the quotas off by their variables and room for
+64 MCP sessions a person, and drives it with wrk (Debian's `wrk`): a
+second process, never the relay's own threads. `--env` and
+`--baseline-env` set variables for A and B, so one binary given twice
+compares two settings (`RELAY_SQLITE_SYNC=normal` against the default).
+
+It measures:
+
+- `GET /healthz`, 32 connections: what the HTTP stack alone serves; the
+  baseline of every rate below, from the same run of the same binary;
+- `POST /api/channels/bench/messages`, 32 connections, and one connection
+  (sequential posts);
+- `tools/call post_message` through `/mcp`, 32 connections, over 32 MCP
+  sessions in turn (protocol 2025-11-25, or what the binary settles on)
+  and, where the binary speaks it, stateless (2026-07-28);
+- a long-poll's wake-up: a waiting `GET …/wait` against the post that ends
+  it, one at a time, p50 / p99;
+- the relay's resident memory when idle after start and after the load.
+
+Every figure is printed beside its baseline: each rate as a ratio of the
+same run's `/healthz`, and each binary's figures beside the other's. Nothing
+here leaves 127.0.0.1.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+CONNECTIONS = 32
+WAKES = 200
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Relay:
+    """One binary serving on loopback, with two people on it."""
+
+    def __init__(self, binary, env_extra):
+        self.dir = tempfile.mkdtemp(prefix="crosstalk-bench-")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = dict(
+            os.environ,
+            RELAY_DB=os.path.join(self.dir, "relay.db"),
+            RELAY_HOST="127.0.0.1",
+            RELAY_PORT=str(self.port),
+            RELAY_PUBLIC_URL=self.url,
+            RELAY_RATE_PER_CREDENTIAL="0",
+            RELAY_RATE_PER_ADDRESS="0",
+            RELAY_MAX_BYTES_PER_DAY="0",
+            RELAY_MAX_SESSIONS_PER_PERSON="64",
+            RUST_LOG="warn",
+            **env_extra,
+        )
+        self.tokens = {h: self.add(binary, h) for h in ("alice", "bob")}
+        self.process = subprocess.Popen(
+            [binary, "serve"],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(os.path.join(self.dir, "relay.log"), "w"),
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(self.url + "/healthz", timeout=1).read()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise SystemExit(f"{binary} did not start: see {self.dir}/relay.log")
+                time.sleep(0.05)
+
+    def add(self, binary, handle):
+        printed = subprocess.run(
+            [binary, "add", handle], env=self.env, capture_output=True, text=True, check=True
+        ).stdout
+        return re.search(r"xtalk_[A-Za-z0-9_\-]+", printed).group(0)
+
+    def memory_mb(self):
+        """Resident memory (MB): all of it, and the part that is the
+        process's own (heap, stacks) rather than mapped file pages."""
+        fields = {}
+        with open(f"/proc/{self.process.pid}/status") as status:
+            for line in status:
+                name, _, value = line.partition(":")
+                if name in ("VmRSS", "RssAnon"):
+                    fields[name] = int(value.split()[0]) / 1024
+        return fields.get("VmRSS", 0), fields.get("RssAnon", 0)
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def request(self, method, path, token, body=None, headers=None):
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {token}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return dict(response.headers), response.read().decode()
+
+
+def rpc_result(text):
+    """The JSON-RPC message of a reply, plain JSON or one SSE event."""
+    for line in text.splitlines():
+        if line.startswith("data:") and line[5:].strip():
+            return json.loads(line[5:])
+    return json.loads(text)
+
+
+def open_session(relay):
+    """An initialized MCP session: its id and protocol version."""
+    accept = {"Accept": "application/json, text/event-stream"}
+    headers, text = relay.request(
+        "POST",
+        "/mcp",
+        relay.tokens["alice"],
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"},
+            },
+        },
+        accept,
+    )
+    session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+    version = rpc_result(text)["result"]["protocolVersion"]
+    relay.request(
+        "POST",
+        "/mcp",
+        relay.tokens["alice"],
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        dict(accept, **{"Mcp-Session-Id": session, "Mcp-Protocol-Version": version}),
+    )
+    return session, version
+
+
+def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, rotate=None):
+    """Requests a second, and how many answers were not 2xx. `rotate`: a
+    header and the values its requests take in turn (an MCP session each)."""
+    lines = [f'wrk.method = "{method}"']
+    if body is not None:
+        lines.append(f"wrk.body = {json.dumps(json.dumps(body))}")
+    for name, value in (headers or {}).items():
+        lines.append(f'wrk.headers["{name}"] = "{value}"')
+    if rotate:
+        name, values = rotate
+        lines.append("local values = {" + ", ".join(f'"{v}"' for v in values) + "}")
+        lines.append("local n = 0")
+        lines.append("request = function()")
+        lines.append("  n = n % #values + 1")
+        lines.append(f'  wrk.headers["{name}"] = values[n]')
+        lines.append("  return wrk.format()")
+        lines.append("end")
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write("\n".join(lines) + "\n")
+    try:
+        out = subprocess.run(
+            [
+                "wrk",
+                f"-t{min(2, connections)}",
+                f"-c{connections}",
+                f"-d{seconds}s",
+                "-s",
+                script.name,
+                url + path,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    finally:
+        os.unlink(script.name)
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    errors = re.search(r"Socket errors:.*", out)
+    return rate, int(bad.group(1)) if bad else 0, errors.group(0) if errors else ""
+
+
+def wakes(relay):
+    """Milliseconds from a post to the wake of the long-poll waiting for it."""
+    alice, bob = relay.tokens["alice"], relay.tokens["bob"]
+    _, text = relay.request("POST", "/api/channels/wake/messages", alice, {"body": "start"})
+    last = json.loads(text)["id"]
+    took = []
+    for _ in range(WAKES):
+        woke = {}
+
+        def wait(since=last):
+            relay.request("GET", f"/api/channels/wake/wait?since_id={since}&timeout_s=10", bob)
+            woke["at"] = time.perf_counter()
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        time.sleep(0.005)  # the wait is parked before the post: this is setup, not a wait for a result
+        sent = time.perf_counter()
+        _, text = relay.request("POST", "/api/channels/wake/messages", alice, {"body": "wake"})
+        waiter.join()
+        last = json.loads(text)["id"]
+        took.append((woke["at"] - sent) * 1000)
+    took.sort()
+    return took[len(took) // 2], took[int(len(took) * 0.99) - 1]
+
+
+def measure(binary, seconds, env_extra):
+    relay = Relay(binary, env_extra)
+    try:
+        rss, anon = relay.memory_mb()
+        figures = {"RSS idle after start (MB)": rss, "  of which anonymous (MB)": anon}
+        alice = relay.tokens["alice"]
+        bearer = {"Authorization": f"Bearer {alice}", "Content-Type": "application/json"}
+        healthz, _, _ = wrk(relay.url, "/healthz", seconds, CONNECTIONS)
+        figures["GET /healthz, 32 connections (/s)"] = healthz
+        post = {"body": "a message from the benchmark"}
+        rate, bad, _ = wrk(relay.url, "/api/channels/bench/messages", seconds, CONNECTIONS,
+                           "POST", post, bearer)
+        figures["REST posts, 32 connections (/s)"] = rate
+        figures["REST posts ÷ /healthz"] = rate / healthz
+        figures["REST answers not 2xx"] = bad
+        rate, bad, _ = wrk(relay.url, "/api/channels/bench/messages", seconds, 1,
+                           "POST", post, bearer)
+        figures["REST posts, one connection (/s)"] = rate
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "post_message",
+                       "arguments": {"channel": "bench", "body": "a message over MCP"}},
+        }
+        # One session an agent, as 32 agents would: the calls go to them in turn.
+        sessions = [open_session(relay) for _ in range(CONNECTIONS)]
+        version = sessions[0][1]
+        print(f"  MCP sessions on {version}", file=sys.stderr)
+        mcp = dict(bearer, **{"Accept": "application/json, text/event-stream",
+                              "Mcp-Protocol-Version": version})
+        rate, bad, _ = wrk(relay.url, "/mcp", seconds, CONNECTIONS, "POST", call, mcp,
+                           ("Mcp-Session-Id", [s for s, _ in sessions]))
+        figures["MCP calls on 32 sessions, 32 connections (/s)"] = rate
+        figures["MCP session calls ÷ REST posts"] = rate / figures["REST posts, 32 connections (/s)"]
+        figures["MCP session answers not 2xx"] = bad
+        stateless_call = json.loads(json.dumps(call))
+        stateless_call["params"]["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+        }
+        stateless = dict(bearer, **{"Accept": "application/json, text/event-stream",
+                                    "Mcp-Protocol-Version": "2026-07-28",
+                                    "Mcp-Method": "tools/call", "Mcp-Name": "post_message"})
+        rate, bad, _ = wrk(relay.url, "/mcp", seconds, CONNECTIONS, "POST", stateless_call,
+                           stateless)
+        if bad == 0:
+            figures["MCP stateless calls (2026-07-28), 32 connections (/s)"] = rate
+            figures["MCP stateless calls ÷ REST posts"] = rate / figures["REST posts, 32 connections (/s)"]
+        p50, p99 = wakes(relay)
+        figures["long-poll wake p50 (ms)"] = p50
+        figures["long-poll wake p99 (ms)"] = p99
+        rss, anon = relay.memory_mb()
+        figures["RSS after the load (MB)"] = rss
+        figures["  of which anonymous (MB) "] = anon
+        return figures
+    finally:
+        relay.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("binary")
+    parser.add_argument("baseline", nargs="?")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--env", action="append", default=[],
+                        help="NAME=VALUE for the first binary (A)")
+    parser.add_argument("--baseline-env", action="append", default=[],
+                        help="NAME=VALUE for the baseline (B): give one binary twice to compare settings")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("needs wrk: apt-get install wrk")
+    extra = dict(pair.split("=", 1) for pair in args.env)
+    baseline_extra = dict(pair.split("=", 1) for pair in args.baseline_env)
+    runs = [("A", args.binary, extra)]
+    if args.baseline:
+        runs.append(("B", args.baseline, baseline_extra))
+    results = {name: [] for name, _, _ in runs}
+    for round_ in range(args.rounds):
+        for name, binary, env_extra in runs:
+            print(f"round {round_ + 1}: {name} {binary} {env_extra or ''}", file=sys.stderr)
+            results[name].append(measure(binary, args.seconds, env_extra))
+    print(f"A = {args.binary} {extra or ''}")
+    if args.baseline:
+        print(f"B = {args.baseline} {baseline_extra or ''}")
+    keys = [k for k in results["A"][0]]
+    width = max(map(len, keys))
+    for key in keys:
+        cells = []
+        for name, _, _ in runs:
+            values = [r[key] for r in results[name] if key in r]
+            if not values:
+                cells.append(f"{name}: —")
+                continue
+            low, high = min(values), max(values)
+            fmt = (lambda v: f"{v:,.2f}") if high < 100 else (lambda v: f"{v:,.0f}")
+            cells.append(f"{name}: {fmt(low)}–{fmt(high)} (median {fmt(statistics.median(values))})")
+        print(f"{key:<{width}}  " + "   ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
