@@ -57,7 +57,7 @@ def free_port():
 class Relay:
     """One binary serving on loopback, with two people on it."""
 
-    def __init__(self, binary, env_extra):
+    def __init__(self, binary, env_extra, handles=("alice", "bob")):
         self.dir = tempfile.mkdtemp(prefix="crosstalk-bench-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -72,14 +72,18 @@ class Relay:
             RELAY_MAX_BYTES_PER_DAY="0",
             RELAY_MAX_SESSIONS_PER_PERSON="64",
             RUST_LOG="warn",
-            **env_extra,
-        )
-        self.tokens = {h: self.add(binary, h) for h in ("alice", "bob")}
+                    )
+        self.env.update(env_extra)
+        self.binary = binary
+        self.tokens = {h: self.add(binary, h) for h in handles}
+        self.start()
+
+    def start(self):
         self.process = subprocess.Popen(
-            [binary, "serve"],
+            [self.binary, "serve"],
             env=self.env,
             stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(self.dir, "relay.log"), "w"),
+            stderr=open(os.path.join(self.dir, "relay.log"), "a"),
         )
         deadline = time.monotonic() + 30
         while True:
@@ -88,8 +92,14 @@ class Relay:
                 break
             except (urllib.error.URLError, ConnectionError):
                 if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise SystemExit(f"{binary} did not start: see {self.dir}/relay.log")
-                time.sleep(0.05)
+                    raise SystemExit(f"{self.binary} did not start: see {self.dir}/relay.log")
+                time.sleep(0.05)  # polling for the port to open: setup, not a measurement
+
+    def restart(self):
+        """Stops the relay and starts it again on the same port and database."""
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=60)
+        self.start()
 
     def add(self, binary, handle):
         printed = subprocess.run(
