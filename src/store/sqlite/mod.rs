@@ -1,6 +1,9 @@
 //! The SQLite store: one file in WAL mode, one writer thread with group
 //! commit (`writer.rs`), and a small pool of reader connections used from the
-//! blocking pool, so SQLite never blocks the async workers.
+//! blocking pool, so SQLite never blocks the async workers. The one
+//! exception is the credentials revision every authenticated request reads:
+//! one row, read at once on a connection of its own that never waits for a
+//! lock (`read_now`).
 //!
 //! The layout is PostgreSQL's too: `interface.rs` says where each query
 //! runs; `statements.rs` has the statements of the message rules
