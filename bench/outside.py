@@ -19,8 +19,8 @@ It measures:
 - `tools/call post_message` through `/mcp`, 32 connections, over 32 MCP
   sessions in turn (protocol 2025-11-25, or what the binary settles on)
   and, where the binary speaks it, stateless (2026-07-28);
-- a long-poll's wake-up: a waiting `GET …/wait` against the post that ends
-  it, one at a time, p50 / p99;
+- from a post until the long-poll waiting for it (`GET …/wait`) returns,
+  the post's commit included, one at a time, p50 / p99;
 - the relay's resident memory when idle after start and after the load.
 
 Every figure is printed beside its baseline: each rate as a ratio of the
@@ -177,6 +177,19 @@ def open_session(relay):
     return session, version
 
 
+def checked(relay, call, headers, required=True):
+    """Whether one call answers a result that is no error."""
+    try:
+        _, text = relay.request("POST", "/mcp", relay.tokens["alice"], call, headers)
+        result = rpc_result(text).get("result", {})
+        ok = result.get("isError") is False
+    except (urllib.error.URLError, ValueError):
+        ok = False
+    if required and not ok:
+        raise SystemExit(f"a tools/call on /mcp did not succeed on {relay.binary}")
+    return ok
+
+
 def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, rotate=None):
     """Requests a second, and how many answers were not 2xx. `rotate`: a
     header and the values its requests take in turn (an MCP session each)."""
@@ -216,6 +229,8 @@ def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, 
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     errors = re.search(r"Socket errors:.*", out)
+    if errors:
+        print(f"  {path}: {errors.group(0)}", file=sys.stderr)
     return rate, int(bad.group(1)) if bad else 0, errors.group(0) if errors else ""
 
 
@@ -262,6 +277,7 @@ def measure(binary, seconds, env_extra):
         rate, bad, _ = wrk(relay.url, "/api/channels/bench/messages", seconds, 1,
                            "POST", post, bearer)
         figures["REST posts, one connection (/s)"] = rate
+        figures["REST answers not 2xx, one connection"] = bad
         call = {
             "jsonrpc": "2.0",
             "id": 2,
@@ -275,6 +291,9 @@ def measure(binary, seconds, env_extra):
         print(f"  MCP sessions on {version}", file=sys.stderr)
         mcp = dict(bearer, **{"Accept": "application/json, text/event-stream",
                               "Mcp-Protocol-Version": version})
+        # wrk counts any 200 as done: a JSON-RPC or tool error would be one,
+        # so one call is checked first.
+        checked(relay, call, dict(mcp, **{"Mcp-Session-Id": sessions[0][0]}))
         rate, bad, _ = wrk(relay.url, "/mcp", seconds, CONNECTIONS, "POST", call, mcp,
                            ("Mcp-Session-Id", [s for s, _ in sessions]))
         figures["MCP calls on 32 sessions, 32 connections (/s)"] = rate
@@ -291,12 +310,12 @@ def measure(binary, seconds, env_extra):
                                     "Mcp-Method": "tools/call", "Mcp-Name": "post_message"})
         rate, bad, _ = wrk(relay.url, "/mcp", seconds, CONNECTIONS, "POST", stateless_call,
                            stateless)
-        if bad == 0:
+        if bad == 0 and checked(relay, stateless_call, stateless, required=False):
             figures["MCP stateless calls (2026-07-28), 32 connections (/s)"] = rate
             figures["MCP stateless calls ÷ REST posts"] = rate / figures["REST posts, 32 connections (/s)"]
         p50, p99 = wakes(relay)
-        figures["long-poll wake p50 (ms)"] = p50
-        figures["long-poll wake p99 (ms)"] = p99
+        figures["post until the waiting long-poll returns, p50 (ms)"] = p50
+        figures["post until the waiting long-poll returns, p99 (ms)"] = p99
         rss, anon = relay.memory_mb()
         figures["RSS after the load (MB)"] = rss
         figures["  of which anonymous (MB) "] = anon
@@ -331,7 +350,7 @@ def main():
     print(f"A = {args.binary} {extra or ''}")
     if args.baseline:
         print(f"B = {args.baseline} {baseline_extra or ''}")
-    keys = [k for k in results["A"][0]]
+    keys = list(dict.fromkeys(k for rounds in results.values() for r in rounds for k in r))
     width = max(map(len, keys))
     for key in keys:
         cells = []

@@ -97,7 +97,8 @@ impl TestApp {
     /// Runs SQL against the SQLite file. Edge tests assert through the API
     /// (`Rest`, `Mcp`); this is for the few things no API shows: moving a
     /// time into the past (`expires_at`, presence), and what is kept at rest
-    /// (a token only as its hash, kept MCP sessions, rows nobody can see).
+    /// (a token only as its hash, kept MCP sessions, rows nobody can see:
+    /// presence of nobody's handles, threads and inbox rows a purge left).
     pub fn sql<T>(&self, query: &str, read: impl FnOnce(&rusqlite::Connection, &str) -> T) -> T {
         let conn = rusqlite::Connection::open(&self.db).expect("open db");
         read(&conn, query)
@@ -418,10 +419,11 @@ impl Rest {
         }
     }
 
-    /// How many messages the relay has stored, read back one by one: it
-    /// gives ids one after another from 1, only to a message it stores, so
-    /// this counts up to the first id there is no message for. A refused
-    /// message takes no id; nothing counted is marked read.
+    /// How many live messages the relay has stored, read back one by one:
+    /// on SQLite, which the tests run on, ids are given one after another
+    /// from 1, only to a message that is stored (a write rolled back gives
+    /// its id back), so this counts up to the first id there is no message
+    /// for. A refused message takes no id; nothing counted is marked read.
     pub async fn stored_messages(&self) -> i64 {
         let mut stored = 0;
         while self.glance(stored + 1).await.is_some() {

@@ -29,8 +29,12 @@ pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
         }),
         None => None,
     };
-    let place = Place::from_columns(row.try_get(1)?, maybe_channel(row, 2)?)
-        .ok_or_else(|| StoreError::backend("a stored message", "in no channel and no thread"))?;
+    let place = Place::from_columns(row.try_get(1)?, maybe_channel(row, 2)?).ok_or_else(|| {
+        StoreError::backend(
+            "a stored message",
+            "in no channel and no thread, or in both",
+        )
+    })?;
     Ok(Message {
         id: row.try_get(0)?,
         place,

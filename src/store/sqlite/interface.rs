@@ -24,9 +24,8 @@ impl Store for SqliteStore {
     }
 
     fn credentials_revision(&self) -> StoreFuture<'_, u64> {
-        let now = self.read_now(people::credentials_revision);
         Box::pin(async move {
-            match now {
+            match self.read_now(people::credentials_revision) {
                 Some(read) => read,
                 None => self.read(|c| Ok(people::credentials_revision(c)?)).await,
             }

@@ -26,7 +26,11 @@ pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Mess
         None => None,
     };
     let place = Place::from_columns(row.get(1)?, row.get(2)?).ok_or_else(|| {
-        rusqlite::Error::InvalidColumnType(1, "thread_id".into(), rusqlite::types::Type::Null)
+        rusqlite::Error::FromSqlConversionFailure(
+            1,
+            rusqlite::types::Type::Null,
+            "a stored message in no channel and no thread, or in both".into(),
+        )
     })?;
     Ok(Message {
         id: row.get(0)?,

@@ -2,8 +2,8 @@
 //! commit (`writer.rs`), and a small pool of reader connections used from the
 //! blocking pool, so SQLite never blocks the async workers. The one
 //! exception is the credentials revision every authenticated request reads:
-//! one row, read at once on a connection of its own that never waits for a
-//! lock (`read_now`).
+//! one row, read at once on a connection of its own, which goes to the pool
+//! instead whenever it would wait for a lock (`read_now`).
 //!
 //! The layout is PostgreSQL's too: `interface.rs` says where each query
 //! runs; `statements.rs` has the statements of the message rules
@@ -124,15 +124,16 @@ impl SqliteStore {
         })
     }
 
-    /// Runs a read of one row at once, on the async worker, if the database
-    /// lets it without waiting. In WAL mode a reader waits only while a
-    /// checkpoint resets the log or the file is being recovered; then this
-    /// gives None, and the caller reads on the pool, which may wait.
+    /// Runs a read of one row at once, on the async worker, if neither
+    /// another worker nor the database would make it wait. In WAL mode a
+    /// reader waits only while a checkpoint resets the log or the file is
+    /// being recovered. Either way this gives None, and the caller reads on
+    /// the pool, which may wait.
     fn read_now<T>(
         &self,
         work: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Option<StoreResult<T>> {
-        let conn = self.now.lock().expect("inline reader lock");
+        let conn = self.now.try_lock().ok()?;
         match work(&conn) {
             Err(rusqlite::Error::SqliteFailure(error, _))
                 if error.code == rusqlite::ErrorCode::DatabaseBusy =>
