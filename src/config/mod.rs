@@ -220,6 +220,15 @@ pub struct Config {
 }
 
 impl Config {
+    /// The database the relay works on, as the commands name it.
+    pub fn database(&self) -> Database {
+        Database {
+            db: self.db.clone(),
+            database_url: self.database_url.clone(),
+            sqlite_sync: self.durability,
+        }
+    }
+
     /// A loopback relay on a spare port with every default of
     /// `crosstalk serve`: for tests, the demo and benchmarks, which then
     /// adjust the public fields.

@@ -3,9 +3,8 @@
 //! said in terms of those variables, with what to do.
 
 use super::StartError;
-use crate::config::{Database, DatabaseUrl};
+use crate::config::Database;
 use crate::relay::Team;
-use crate::store::sqlite::Durability;
 use crate::store::{PostgresStore, SqliteStore, Store, StoreError, migrate, sqlite};
 use std::{path::Path, sync::Arc};
 
@@ -13,19 +12,18 @@ use std::{path::Path, sync::Arc};
 /// (or serves) may create a SQLite database; PostgreSQL's schema is made
 /// by whichever connects first.
 pub async fn open_store(
-    db: &Path,
-    url: Option<&DatabaseUrl>,
-    durability: Durability,
+    database: &Database,
     may_create: bool,
 ) -> Result<Arc<dyn Store>, StartError> {
-    if let Some(url) = url {
+    let db = &database.db;
+    if let Some(url) = &database.database_url {
         let store = PostgresStore::connect(url.expose())
             .await
             .map_err(postgres_error)?;
         return Ok(Arc::new(store));
     }
     let store = if may_create {
-        SqliteStore::open_with(db, durability)
+        SqliteStore::open_with(db, database.sqlite_sync)
     } else {
         SqliteStore::open_existing(db)
     };
@@ -35,13 +33,7 @@ pub async fn open_store(
 /// The team in `database`, for the commands that manage it while a relay
 /// may be serving it.
 pub async fn open_team(database: &Database, may_create: bool) -> Result<Team, StartError> {
-    let store = open_store(
-        &database.db,
-        database.database_url.as_ref(),
-        database.sqlite_sync,
-        may_create,
-    )
-    .await?;
+    let store = open_store(database, may_create).await?;
     Ok(Team::new(store))
 }
 

@@ -71,13 +71,7 @@ async fn build(
     config: Config,
     shutdown: CancellationToken,
 ) -> Result<(AppState, Arc<dyn Store>), StartError> {
-    let store = open_store(
-        &config.db,
-        config.database_url.as_ref(),
-        config.durability,
-        true,
-    )
-    .await?;
+    let store = open_store(&config.database(), true).await?;
     let has_people = store
         .has_people()
         .await

@@ -1,7 +1,7 @@
 //! Identities from the environment: RELAY_PARTICIPANTS and RELAY_TOKEN.
 
 use crate::support::{get, post, spawn_app_with_flags};
-use serde_json::json;
+use serde_json::{Value, json};
 
 const CI: &str = "ci-token-0123456789";
 const REVIEWER: &str = "rv-token-0123456789";
@@ -117,11 +117,13 @@ async fn participants_are_bound_to_their_ids_and_the_shared_token_names_a_sender
     let (_, inbox) = get(&app, "/api/inbox", REVIEWER).await;
     assert_eq!(inbox["messages"][0]["body"], "PR 12 please");
 
-    let reader = app.rest(&alice);
-    let mut senders = Vec::new();
-    for id in 1..=reader.stored_messages().await {
-        senders.push(reader.glance(id).await.unwrap()["from"].clone());
-    }
+    let senders: Vec<Value> = app
+        .rest(&alice)
+        .stored()
+        .await
+        .iter()
+        .map(|m| m["from"].clone())
+        .collect();
     assert_eq!(senders, ["ci", "ci", "alice", "alice"]);
     // Revoked, a person is no one the shared token may speak as.
     app.running

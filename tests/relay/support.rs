@@ -419,17 +419,23 @@ impl Rest {
         }
     }
 
-    /// How many live messages the relay has stored, read back one by one:
-    /// on SQLite, which the tests run on, ids are given one after another
-    /// from 1, only to a message that is stored (a write rolled back gives
-    /// its id back), so this counts up to the first id there is no message
-    /// for. A refused message takes no id; nothing counted is marked read.
-    pub async fn stored_messages(&self) -> i64 {
-        let mut stored = 0;
-        while self.glance(stored + 1).await.is_some() {
-            stored += 1;
+    /// Every live message the relay has stored, in id order, read back one
+    /// by one: on SQLite, which the tests run on, ids are given one after
+    /// another from 1, only to a message that is stored (a write rolled back
+    /// gives its id back), so this reads up to the first id there is no
+    /// message for. A refused message takes no id; nothing read is marked
+    /// read.
+    pub async fn stored(&self) -> Vec<Value> {
+        let mut stored = Vec::new();
+        while let Some(message) = self.glance(stored.len() as i64 + 1).await {
+            stored.push(message);
         }
         stored
+    }
+
+    /// How many live messages the relay has stored (see [`Rest::stored`]).
+    pub async fn stored_messages(&self) -> i64 {
+        self.stored().await.len() as i64
     }
 
     /// What a search for `words` finds, newest first (200).
