@@ -9,6 +9,9 @@ with a throwaway database, the quotas off by their variables and room for
 second process, never the relay's own threads. `--env` and
 `--baseline-env` set variables for A and B, so one binary given twice
 compares two settings (`RELAY_SQLITE_SYNC=normal` against the default).
+`--postgres` runs A on PostgreSQL (Debian's `postgresql`, a server of the
+run's own with its default, durable settings, a fresh database each round)
+and B, unless another baseline is named, on SQLite with the same binary.
 
 It measures:
 
@@ -52,6 +55,46 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class Postgres:
+    """A PostgreSQL server of the run's own, on a Unix socket in a temp
+    dir, as the `postgres` user when run as root (PostgreSQL refuses root);
+    its settings are PostgreSQL's defaults: a commit is on disk."""
+
+    def __init__(self):
+        bins = sorted(p for p in (f"/usr/lib/postgresql/{v}/bin" for v in
+                                  os.listdir("/usr/lib/postgresql"))
+                      if os.path.exists(f"{p}/initdb")) if os.path.isdir("/usr/lib/postgresql") else []
+        if not bins:
+            raise SystemExit("needs PostgreSQL: apt-get install postgresql")
+        self.bin = bins[-1]
+        self.dir = tempfile.mkdtemp(prefix="crosstalk-bench-pg-")
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, user="postgres")
+        self.databases = 0
+        self.run(f"'{self.bin}/initdb' -D '{self.dir}/data' -A trust -U postgres -E UTF8 "
+                 f">'{self.dir}/initdb.log' 2>&1")
+        self.run(f"'{self.bin}/pg_ctl' -D '{self.dir}/data' -w -l '{self.dir}/server.log' "
+                 f"-o \"-k {self.dir} -p 5432 -c listen_addresses='' -c max_connections=100\" "
+                 "start >/dev/null")
+
+    def run(self, script):
+        command = ["sh", "-c", script]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "postgres", "--"] + command
+        subprocess.run(command, check=True)
+
+    def database(self):
+        """A fresh database's URL."""
+        self.databases += 1
+        name = f"bench{self.databases}"
+        self.run(f"'{self.bin}/createdb' -h '{self.dir}' -U postgres {name}")
+        return f"postgresql:///{name}?host={self.dir}&port=5432&user=postgres"
+
+    def stop(self):
+        self.run(f"'{self.bin}/pg_ctl' -D '{self.dir}/data' -m fast -w stop >/dev/null")
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Relay:
@@ -334,20 +377,31 @@ def main():
                         help="NAME=VALUE for the first binary (A)")
     parser.add_argument("--baseline-env", action="append", default=[],
                         help="NAME=VALUE for the baseline (B): give one binary twice to compare settings")
+    parser.add_argument("--postgres", action="store_true",
+                        help="A on PostgreSQL; B, unless named, the same binary on SQLite")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("needs wrk: apt-get install wrk")
     extra = dict(pair.split("=", 1) for pair in args.env)
     baseline_extra = dict(pair.split("=", 1) for pair in args.baseline_env)
+    if args.postgres and not args.baseline:
+        args.baseline = args.binary
     runs = [("A", args.binary, extra)]
     if args.baseline:
         runs.append(("B", args.baseline, baseline_extra))
     results = {name: [] for name, _, _ in runs}
-    for round_ in range(args.rounds):
-        for name, binary, env_extra in runs:
-            print(f"round {round_ + 1}: {name} {binary} {env_extra or ''}", file=sys.stderr)
-            results[name].append(measure(binary, args.seconds, env_extra))
-    print(f"A = {args.binary} {extra or ''}")
+    postgres = Postgres() if args.postgres else None
+    try:
+        for round_ in range(args.rounds):
+            for name, binary, env_extra in runs:
+                if postgres and name == "A":
+                    env_extra = dict(env_extra, RELAY_DATABASE_URL=postgres.database())
+                print(f"round {round_ + 1}: {name} {binary} {env_extra or ''}", file=sys.stderr)
+                results[name].append(measure(binary, args.seconds, env_extra))
+    finally:
+        if postgres:
+            postgres.stop()
+    print(f"A = {args.binary} {extra or ''}" + (" on PostgreSQL" if postgres else ""))
     if args.baseline:
         print(f"B = {args.baseline} {baseline_extra or ''}")
     keys = list(dict.fromkeys(k for rounds in results.values() for r in rounds for k in r))

@@ -13,13 +13,19 @@
 //!   their very next request; a token memory does not know is counted
 //!   against its address's quota before that read, so a flood of bad tokens
 //!   is refused without any.
+//!
+//! Requests that come together share a read ([`RevisionReads`]): each
+//! waits for one begun after it came, which sees all it must. Under load
+//! that is one read for many requests, not one each; on PostgreSQL those
+//! reads were the most of the database's work.
 
 use super::{Caller, Identity, RelayResult, Settings};
 use crate::model::{Handle, TokenHash};
-use crate::store::Store;
+use crate::store::{Store, StoreError, StoreResult};
+use futures::future::{BoxFuture, FutureExt, Shared};
 use std::{
     collections::HashMap,
-    sync::{Arc, RwLock},
+    sync::{Arc, Mutex, RwLock},
     time::Duration,
 };
 use tokio::sync::watch;
@@ -39,6 +45,7 @@ struct Snapshot {
 
 pub(super) struct Credentials {
     store: Arc<dyn Store>,
+    revisions: RevisionReads,
     settings: Settings,
     snapshot: RwLock<Snapshot>,
     /// The revision of the snapshot; holders wait on its changes.
@@ -48,6 +55,13 @@ pub(super) struct Credentials {
 impl Credentials {
     pub(super) fn new(store: Arc<dyn Store>, settings: Settings) -> Credentials {
         Credentials {
+            revisions: RevisionReads::new({
+                let store = store.clone();
+                move || {
+                    let store = store.clone();
+                    async move { store.credentials_revision().await }.boxed()
+                }
+            }),
             store,
             settings,
             snapshot: RwLock::default(),
@@ -130,7 +144,7 @@ impl Credentials {
 
     /// Reloads the tokens if the store's revision moved; says whether it did.
     pub(super) async fn refresh(&self) -> RelayResult<bool> {
-        let revision = self.store.credentials_revision().await?;
+        let revision = self.revisions.latest().await?;
         if self.snapshot.read().expect("credentials lock").revision == Some(revision) {
             return Ok(false);
         }
@@ -160,5 +174,141 @@ impl Credentials {
     /// Changes of the credentials, for holders outside the core.
     pub(super) fn subscribe(&self) -> watch::Receiver<u64> {
         self.changes.subscribe()
+    }
+}
+
+/// Reads of the store's credentials revision, shared. A caller waits for a
+/// read begun after it asked, so it sees every change committed before it
+/// came; while one read runs, everyone who asks waits for the same next
+/// one.
+struct RevisionReads {
+    read: Arc<ReadRevision>,
+    reads: Arc<Mutex<Reads>>,
+}
+
+type ReadRevision = dyn Fn() -> BoxFuture<'static, StoreResult<u64>> + Send + Sync;
+
+type Read = Shared<BoxFuture<'static, Result<u64, Arc<StoreError>>>>;
+
+#[derive(Default)]
+struct Reads {
+    /// The read last begun: running until it has its answer.
+    running: Option<Read>,
+    /// The read to begin when the running one ends, and who waits for it.
+    next: Option<Read>,
+}
+
+impl RevisionReads {
+    fn new(
+        read: impl Fn() -> BoxFuture<'static, StoreResult<u64>> + Send + Sync + 'static,
+    ) -> RevisionReads {
+        RevisionReads {
+            read: Arc::new(read),
+            reads: Arc::default(),
+        }
+    }
+
+    /// The revision, as of a read begun after this was called.
+    async fn latest(&self) -> StoreResult<u64> {
+        let read = {
+            let mut reads = self.reads.lock().expect("revision reads lock");
+            match (&reads.next, &reads.running) {
+                (Some(next), _) => next.clone(),
+                // Begun before this call: the next read begins after it.
+                (None, Some(running)) if running.peek().is_none() => {
+                    let before = running.clone();
+                    let (read, all) = (self.read.clone(), self.reads.clone());
+                    let next = async move {
+                        let _ = before.await;
+                        let begun = read();
+                        {
+                            let mut reads = all.lock().expect("revision reads lock");
+                            reads.running = reads.next.take();
+                        }
+                        begun.await.map_err(Arc::new)
+                    }
+                    .boxed()
+                    .shared();
+                    reads.next = Some(next.clone());
+                    next
+                }
+                _ => {
+                    let begun = (self.read)();
+                    let read = async move { begun.await.map_err(Arc::new) }
+                        .boxed()
+                        .shared();
+                    reads.running = Some(read.clone());
+                    read
+                }
+            }
+        };
+        read.await.map_err(|error| {
+            // Each waiter gets the error as its own: its words, and whether
+            // the database is away.
+            let doing = "reading the credentials revision".to_owned();
+            let source = error.to_string().into();
+            match *error {
+                StoreError::Unavailable { .. } => StoreError::Unavailable { doing, source },
+                _ => StoreError::Backend { doing, source },
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::sync::Semaphore;
+
+    /// Reads that count themselves and wait for a permit each to answer.
+    fn gated() -> (RevisionReads, Arc<AtomicU64>, Arc<Semaphore>) {
+        let (begun, gate) = (Arc::new(AtomicU64::new(0)), Arc::new(Semaphore::new(0)));
+        let reads = RevisionReads::new({
+            let (begun, gate) = (begun.clone(), gate.clone());
+            move || {
+                let revision = begun.fetch_add(1, Ordering::SeqCst) + 1;
+                let gate = gate.clone();
+                async move {
+                    gate.acquire().await.expect("gate open").forget();
+                    Ok(revision)
+                }
+                .boxed()
+            }
+        });
+        (reads, begun, gate)
+    }
+
+    #[tokio::test]
+    async fn a_caller_waits_for_a_read_begun_after_it_and_callers_meanwhile_share_one() {
+        let (reads, begun, gate) = gated();
+        let reads = Arc::new(reads);
+        let first = tokio::spawn({
+            let reads = reads.clone();
+            async move { reads.latest().await.unwrap() }
+        });
+        while begun.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        // Two come while the first read runs: it began before them.
+        let later: Vec<_> = (0..2)
+            .map(|_| {
+                let reads = reads.clone();
+                tokio::spawn(async move { reads.latest().await.unwrap() })
+            })
+            .collect();
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(begun.load(Ordering::SeqCst), 1, "the next read waits for the first");
+        gate.add_permits(2);
+        assert_eq!(first.await.unwrap(), 1);
+        for caller in later {
+            assert_eq!(caller.await.unwrap(), 2, "a read begun after they came");
+        }
+        assert_eq!(begun.load(Ordering::SeqCst), 2, "the two shared one read");
+        // Nothing running: the next caller begins a read of its own.
+        gate.add_permits(1);
+        assert_eq!(reads.latest().await.unwrap(), 3);
     }
 }

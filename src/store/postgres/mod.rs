@@ -122,9 +122,10 @@ impl From<deadpool_postgres::PoolError> for StoreError {
     }
 }
 
-/// Where a query runs: a pooled connection or a transaction, its
-/// statements prepared once per connection.
-pub(super) trait Db: Sync {
+/// Where a query runs: a pooled connection, a transaction, or a group
+/// commit's batch (`writer.rs`), its statements prepared once per
+/// connection.
+pub(super) trait Db: Sync + Sized {
     fn rows<'a>(
         &'a self,
         sql: &'a str,
@@ -135,6 +136,28 @@ pub(super) trait Db: Sync {
         sql: &'a str,
         params: &'a [&'a (dyn ToSql + Sync)],
     ) -> impl Future<Output = StoreResult<u64>> + Send + 'a;
+
+    /// A write whose row count nobody reads. A group commit's batch only
+    /// queues it, to go with the batch's other writes in one round trip.
+    fn write<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [&'a (dyn ToSql + Sync)],
+    ) -> impl Future<Output = StoreResult<()>> + Send + 'a {
+        async move { self.exec(sql, params).await.map(drop) }
+    }
+
+    /// The next message's id, from the sequence; taken under the write
+    /// lock, so ids are handed out in commit order. A group commit's batch
+    /// hands them out from the sequence's value it read under the lock.
+    fn next_message_id(&self) -> impl Future<Output = StoreResult<MessageId>> + Send + '_ {
+        async move {
+            Ok(row(self, "SELECT nextval('message_ids')", &[])
+                .await?
+                .expect("nextval returns a row")
+                .try_get(0)?)
+        }
+    }
 }
 
 /// The same two methods for a pooled connection and a transaction.

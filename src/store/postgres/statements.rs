@@ -1,6 +1,8 @@
 //! The message rules' statements (`../rules.rs`), in PostgreSQL: each
 //! awaited on the caller's transaction (or pooled connection), so the
-//! inserts of one group commit pipeline theirs on one connection.
+//! inserts of one group commit pipeline theirs on one connection, and
+//! their writes wait to go together (`writer.rs`). A summary's newest
+//! message is the one with the highest id, whichever write comes first.
 
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, ids_of, message_from_row};
 use super::{Db, row};
@@ -46,9 +48,8 @@ impl<D: Db> Sql<'_, D> {
         Ok(row(self.0, sql, params).await?.is_some())
     }
 
-    async fn exec(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<()> {
-        self.0.exec(sql, params).await?;
-        Ok(())
+    async fn write(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<()> {
+        self.0.write(sql, params).await
     }
 }
 
@@ -86,12 +87,8 @@ impl<D: Db> Statements for Sql<'_, D> {
         self.exists(sql, &[&id, &now, column(place).1]).await
     }
 
-    /// Read under the write lock, so ids are handed out in commit order.
     async fn next_message_id(&self) -> StoreResult<MessageId> {
-        Ok(row(self.0, "SELECT nextval('message_ids')", &[])
-            .await?
-            .expect("nextval returns a row")
-            .try_get(0)?)
+        self.0.next_message_id().await
     }
 
     async fn open_thread(
@@ -112,7 +109,7 @@ impl<D: Db> Statements for Sql<'_, D> {
     }
 
     async fn insert_message(&self, m: &Message) -> StoreResult<()> {
-        self.exec(
+        self.write(
             "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, \
              reply_to, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -133,7 +130,7 @@ impl<D: Db> Statements for Sql<'_, D> {
     }
 
     async fn insert_inbox(&self, recipient: &Handle, id: MessageId) -> StoreResult<()> {
-        self.exec(
+        self.write(
             "INSERT INTO inbox (recipient, message_id) VALUES ($1, $2)",
             &[&recipient.as_str(), &id],
         )
@@ -146,7 +143,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         thread: ThreadId,
         at: Millis,
     ) -> StoreResult<()> {
-        self.exec(
+        self.write(
             "UPDATE inbox SET answered_at = $3, read_at = coalesce(read_at, $3) \
              WHERE recipient = $1 AND answered_at IS NULL \
              AND (pushed_at IS NOT NULL OR read_at IS NOT NULL) AND message_id IN \
@@ -157,7 +154,7 @@ impl<D: Db> Statements for Sql<'_, D> {
     }
 
     async fn answer_message(&self, replier: &Handle, id: MessageId, at: Millis) -> StoreResult<()> {
-        self.exec(
+        self.write(
             "UPDATE inbox SET answered_at = $3, read_at = coalesce(read_at, $3) \
              WHERE recipient = $1 AND message_id = $2 AND answered_at IS NULL",
             &[&replier.as_str(), &id, &at],
@@ -171,11 +168,13 @@ impl<D: Db> Statements for Sql<'_, D> {
         id: MessageId,
         at: Millis,
     ) -> StoreResult<()> {
-        self.exec(
+        self.write(
             "INSERT INTO channel_summaries (channel, message_count, last_id, last_activity) \
              VALUES ($1, 1, $2, $3) ON CONFLICT (channel) DO UPDATE SET \
-             message_count = channel_summaries.message_count + 1, last_id = $2, \
-             last_activity = $3",
+             message_count = channel_summaries.message_count + 1, \
+             last_id = greatest(channel_summaries.last_id, $2), \
+             last_activity = CASE WHEN $2 > channel_summaries.last_id THEN $3 \
+                 ELSE channel_summaries.last_activity END",
             &[&channel.as_str(), &id, &at],
         )
         .await
@@ -189,9 +188,11 @@ impl<D: Db> Statements for Sql<'_, D> {
         recipient: &Handle,
         at: Millis,
     ) -> StoreResult<()> {
-        self.exec(
-            "UPDATE threads SET message_count = message_count + 1, last_id = $2, \
-             last_activity = $3, people = people \
+        self.write(
+            "UPDATE threads SET message_count = message_count + 1, \
+             last_id = greatest(last_id, $2), \
+             last_activity = CASE WHEN $2 > last_id THEN $3 ELSE last_activity END, \
+             people = people \
                  || jsonb_build_object($4::text, coalesce((people ->> $4::text)::bigint, 0) + 1) \
                  || jsonb_build_object($5::text, coalesce((people ->> $5::text)::bigint, 0) + 1) \
              WHERE id = $1",
@@ -313,7 +314,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         key: &str,
         last_id: MessageId,
     ) -> StoreResult<()> {
-        self.exec(
+        self.write(
             "INSERT INTO last_read (handle, conversation, last_id) VALUES ($1, $2, $3) \
              ON CONFLICT (handle, conversation) DO UPDATE \
              SET last_id = greatest(last_read.last_id, $3)",
@@ -389,7 +390,7 @@ impl<D: Db> Statements for Sql<'_, D> {
             .iter()
             .filter_map(|m| Some((m.recipient.as_deref()?, m.id)))
             .unzip();
-        self.exec(
+        self.write(
             "DELETE FROM inbox WHERE (recipient, message_id) IN \
              (SELECT * FROM unnest($1::text[], $2::bigint[]))",
             &[&recipients, &ids],
@@ -398,7 +399,7 @@ impl<D: Db> Statements for Sql<'_, D> {
     }
 
     async fn subtract_from_channel(&self, channel: &str, gone: i64) -> StoreResult<()> {
-        self.exec(
+        self.write(
             "UPDATE channel_summaries SET message_count = message_count - $2 WHERE channel = $1",
             &[&channel, &gone],
         )
@@ -406,7 +407,7 @@ impl<D: Db> Statements for Sql<'_, D> {
     }
 
     async fn drop_channel_if_empty(&self, channel: &str) -> StoreResult<()> {
-        self.exec(
+        self.write(
             "DELETE FROM channel_summaries WHERE channel = $1 AND message_count <= 0",
             &[&channel],
         )
@@ -414,7 +415,7 @@ impl<D: Db> Statements for Sql<'_, D> {
     }
 
     async fn refind_channel_newest(&self, channel: &str, newest: MessageId) -> StoreResult<()> {
-        self.exec(
+        self.write(
             "UPDATE channel_summaries SET (last_id, last_activity) = \
              (SELECT id, created_at FROM messages WHERE channel = $1 ORDER BY id DESC LIMIT 1) \
              WHERE channel = $1 AND last_id <= $2",
@@ -452,7 +453,7 @@ impl<D: Db> Statements for Sql<'_, D> {
         count: i64,
         people: &str,
     ) -> StoreResult<()> {
-        self.exec(
+        self.write(
             "UPDATE threads SET message_count = $2, people = ($3::text)::jsonb WHERE id = $1",
             &[&thread, &count, &people],
         )
@@ -460,7 +461,7 @@ impl<D: Db> Statements for Sql<'_, D> {
     }
 
     async fn refind_thread_opening(&self, thread: ThreadId, oldest: MessageId) -> StoreResult<()> {
-        self.exec(
+        self.write(
             "UPDATE threads SET first_id = \
              (SELECT id FROM messages WHERE thread_id = $1 ORDER BY id LIMIT 1) \
              WHERE id = $1 AND first_id >= $2",
@@ -470,7 +471,7 @@ impl<D: Db> Statements for Sql<'_, D> {
     }
 
     async fn refind_thread_newest(&self, thread: ThreadId, newest: MessageId) -> StoreResult<()> {
-        self.exec(
+        self.write(
             "UPDATE threads SET (last_id, last_activity) = \
              (SELECT id, created_at FROM messages WHERE thread_id = $1 ORDER BY id DESC LIMIT 1) \
              WHERE id = $1 AND last_id <= $2",

@@ -1,17 +1,28 @@
 //! Group commit for message inserts, as the SQLite writer does: one task
 //! takes every insert that is waiting (up to [`MAX_BATCH`]), runs them in
-//! one transaction under the write lock — their statements pipelined on
-//! one connection — notifies the other relays once, commits once, and only
-//! then answers each caller. The write lock is held for a batch, not for
-//! each message, so one durable commit carries many messages.
+//! one transaction under the write lock, notifies the other relays once,
+//! commits once, and only then answers each caller. The write lock is held
+//! for a batch, not for each message, so one durable commit carries many
+//! messages.
+//!
+//! A batch costs round trips, not one a statement: the messages' rules run
+//! side by side, so their checks pipeline on the one connection; ids are
+//! handed out from the sequence's value read with the lock; and every
+//! write waits in the [`Batch`] to go with the others. A batch of channel
+//! posts is four round trips whatever its size: `BEGIN`, the lock and the
+//! sequence, the writes, `COMMIT`.
 
 use super::statements::Sql;
 use super::{Db, WRITE_LOCK, listen};
 use crate::model::{Message, MessageId};
 use crate::store::{NewMessage, StoreError, StoreResult, rules};
-use deadpool_postgres::Pool;
+use bytes::{Bytes, BytesMut};
+use deadpool_postgres::{Pool, Transaction};
 use futures::future::join_all;
+use std::sync::Mutex;
 use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::types::{IsNull, ToSql, Type};
+use tokio_postgres::{Row, SimpleQueryMessage, Statement};
 
 /// The most inserts committed together.
 const MAX_BATCH: usize = 256;
@@ -62,10 +73,8 @@ async fn commit(
     messages: Vec<NewMessage>,
 ) -> StoreResult<Vec<StoreResult<Message>>> {
     let mut client = pool.get().await?;
-    let tx = client.transaction().await?;
-    tx.exec("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])
-        .await?;
-    let on = Sql(&tx);
+    let batch = Batch::begin(client.transaction().await?).await?;
+    let on = Sql(&batch);
     let mut outcomes = join_all(
         messages
             .into_iter()
@@ -87,12 +96,164 @@ async fn commit(
         .filter_map(|outcome| outcome.as_ref().ok().map(|m| m.id))
         .collect();
     if !stored.is_empty() {
-        // Delivered to every listening relay as this commits (listen.rs);
-        // before the commit, this process's own are marked as its own.
-        tx.exec("SELECT pg_notify($1, '')", &[&listen::CHANNEL])
+        // Delivered to every listening relay as this commits (listen.rs).
+        batch
+            .write("SELECT pg_notify($1, '')", &[&listen::CHANNEL])
             .await?;
-        own.lock().expect("own ids lock").extend(&stored);
     }
+    let tx = batch.flush().await?;
+    // Before the commit, this process's own are marked as its own.
+    own.lock().expect("own ids lock").extend(&stored);
     tx.commit().await?;
     Ok(outcomes)
+}
+
+/// A group commit's transaction as the rules see it. Reads go to the
+/// database at once; ids come from [`Batch::next_id`]; writes are encoded
+/// as they come and wait for [`Batch::flush`]. Holding them loses nothing:
+/// an insert reads only what was committed before its batch (a live
+/// person, a live thread or reply target, known to its sender from an
+/// earlier acknowledgement), never another insert's rows.
+struct Batch<'c> {
+    tx: Transaction<'c>,
+    /// The id the next message gets, and the first of this batch.
+    next_id: Mutex<i64>,
+    first_id: i64,
+    writes: Mutex<Vec<Write>>,
+}
+
+/// A write waiting in its batch: the prepared statement and its parameters
+/// as they go on the wire.
+struct Write {
+    statement: Statement,
+    params: Vec<Encoded>,
+}
+
+impl<'c> Batch<'c> {
+    /// Takes the write lock and reads the sequence under it, in one round
+    /// trip: a simple query runs its statements in order.
+    async fn begin(tx: Transaction<'c>) -> StoreResult<Self> {
+        let replies = tx
+            .simple_query(&format!(
+                "SELECT pg_advisory_xact_lock({WRITE_LOCK}); \
+                 SELECT last_value, is_called FROM message_ids"
+            ))
+            .await?;
+        let sequence = replies
+            .iter()
+            .rev()
+            .find_map(|reply| match reply {
+                SimpleQueryMessage::Row(row) => Some(row),
+                _ => None,
+            })
+            .ok_or_else(|| StoreError::backend("reading the message ids", "no row"))?;
+        let last: i64 = sequence
+            .get(0)
+            .and_then(|last| last.parse().ok())
+            .ok_or_else(|| StoreError::backend("reading the message ids", "no last value"))?;
+        // A sequence never used holds its first value, not yet given.
+        let next = match sequence.get(1) {
+            Some("t") => last + 1,
+            _ => last,
+        };
+        Ok(Batch {
+            tx,
+            next_id: Mutex::new(next),
+            first_id: next,
+            writes: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Sends every waiting write, and the sequence moved past the ids
+    /// given, pipelined in the order they came; the transaction, to be
+    /// committed, once every one is done.
+    async fn flush(self) -> StoreResult<Transaction<'c>> {
+        let next = *self.next_id.lock().expect("next id lock");
+        if next > self.first_id {
+            self.write("SELECT setval('message_ids', $1)", &[&(next - 1)])
+                .await?;
+        }
+        let writes = std::mem::take(&mut *self.writes.lock().expect("writes lock"));
+        let tx = &self.tx;
+        let sent = writes.iter().map(|write| {
+            let params: Vec<&(dyn ToSql + Sync)> = write
+                .params
+                .iter()
+                .map(|param| param as &(dyn ToSql + Sync))
+                .collect();
+            async move { tx.execute(&write.statement, &params).await }
+        });
+        for done in join_all(sent).await {
+            done?;
+        }
+        Ok(self.tx)
+    }
+}
+
+impl Db for Batch<'_> {
+    async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Vec<Row>> {
+        self.tx.rows(sql, params).await
+    }
+
+    async fn exec(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<u64> {
+        self.tx.exec(sql, params).await
+    }
+
+    async fn write(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<()> {
+        let statement = self.tx.prepare_cached(sql).await?;
+        let params = params
+            .iter()
+            .zip(statement.params())
+            .map(|(param, ty)| Encoded::new(*param, ty))
+            .collect::<StoreResult<_>>()?;
+        let write = Write { statement, params };
+        self.writes.lock().expect("writes lock").push(write);
+        Ok(())
+    }
+
+    async fn next_message_id(&self) -> StoreResult<MessageId> {
+        let mut next = self.next_id.lock().expect("next id lock");
+        *next += 1;
+        Ok(MessageId(*next - 1))
+    }
+}
+
+/// A parameter already encoded for its statement's type.
+#[derive(Debug)]
+struct Encoded(Option<Bytes>);
+
+impl Encoded {
+    fn new(param: &(dyn ToSql + Sync), ty: &Type) -> StoreResult<Self> {
+        let mut out = BytesMut::new();
+        let encoded = param
+            .to_sql_checked(ty, &mut out)
+            .map_err(|error| StoreError::backend("encoding a parameter", error))?;
+        Ok(Encoded(match encoded {
+            IsNull::Yes => None,
+            IsNull::No => Some(out.freeze()),
+        }))
+    }
+}
+
+impl ToSql for Encoded {
+    fn to_sql(
+        &self,
+        _: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(match &self.0 {
+            Some(bytes) => {
+                out.extend_from_slice(bytes);
+                IsNull::No
+            }
+            None => IsNull::Yes,
+        })
+    }
+
+    /// Checked as it was encoded, for the type it was encoded for.
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    tokio_postgres::types::to_sql_checked!();
 }
