@@ -11,7 +11,8 @@ second process, never the relay's own threads. `--env` and
 compares two settings (`RELAY_SQLITE_SYNC=normal` against the default).
 `--postgres` runs A on PostgreSQL (Debian's `postgresql`, a server of the
 run's own with its default, durable settings, a fresh database each round)
-and B, unless another baseline is named, on SQLite with the same binary.
+and B, unless another baseline is named, on SQLite with the same binary;
+`--baseline-postgres` runs B on it too (two builds on PostgreSQL).
 
 It measures:
 
@@ -379,31 +380,35 @@ def main():
                         help="NAME=VALUE for the baseline (B): give one binary twice to compare settings")
     parser.add_argument("--postgres", action="store_true",
                         help="A on PostgreSQL; B, unless named, the same binary on SQLite")
+    parser.add_argument("--baseline-postgres", action="store_true", help="B on PostgreSQL too")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("needs wrk: apt-get install wrk")
     extra = dict(pair.split("=", 1) for pair in args.env)
     baseline_extra = dict(pair.split("=", 1) for pair in args.baseline_env)
-    if args.postgres and not args.baseline:
+    if (args.postgres or args.baseline_postgres) and not args.baseline:
         args.baseline = args.binary
     runs = [("A", args.binary, extra)]
     if args.baseline:
         runs.append(("B", args.baseline, baseline_extra))
     results = {name: [] for name, _, _ in runs}
-    postgres = Postgres() if args.postgres else None
+    postgres = Postgres() if args.postgres or args.baseline_postgres else None
+    on_postgres = {name for name, wanted in (("A", args.postgres), ("B", args.baseline_postgres))
+                   if wanted}
     try:
         for round_ in range(args.rounds):
             for name, binary, env_extra in runs:
-                if postgres and name == "A":
+                if name in on_postgres:
                     env_extra = dict(env_extra, RELAY_DATABASE_URL=postgres.database())
                 print(f"round {round_ + 1}: {name} {binary} {env_extra or ''}", file=sys.stderr)
                 results[name].append(measure(binary, args.seconds, env_extra))
     finally:
         if postgres:
             postgres.stop()
-    print(f"A = {args.binary} {extra or ''}" + (" on PostgreSQL" if postgres else ""))
+    where = {name: " on PostgreSQL" if name in on_postgres else "" for name, _, _ in runs}
+    print(f"A = {args.binary} {extra or ''}{where['A']}")
     if args.baseline:
-        print(f"B = {args.baseline} {baseline_extra or ''}")
+        print(f"B = {args.baseline} {baseline_extra or ''}{where.get('B', '')}")
     keys = list(dict.fromkeys(k for rounds in results.values() for r in rounds for k in r))
     width = max(map(len, keys))
     for key in keys:

@@ -300,7 +300,11 @@ mod tests {
         for _ in 0..8 {
             tokio::task::yield_now().await;
         }
-        assert_eq!(begun.load(Ordering::SeqCst), 1, "the next read waits for the first");
+        assert_eq!(
+            begun.load(Ordering::SeqCst),
+            1,
+            "the next read waits for the first"
+        );
         gate.add_permits(2);
         assert_eq!(first.await.unwrap(), 1);
         for caller in later {
