@@ -64,12 +64,12 @@ class Postgres:
     its settings are PostgreSQL's defaults: a commit is on disk."""
 
     def __init__(self):
-        bins = sorted(p for p in (f"/usr/lib/postgresql/{v}/bin" for v in
-                                  os.listdir("/usr/lib/postgresql"))
-                      if os.path.exists(f"{p}/initdb")) if os.path.isdir("/usr/lib/postgresql") else []
-        if not bins:
+        root = "/usr/lib/postgresql"
+        versions = sorted((v for v in (os.listdir(root) if os.path.isdir(root) else [])
+                           if v.isdigit() and os.path.exists(f"{root}/{v}/bin/initdb")), key=int)
+        if not versions:
             raise SystemExit("needs PostgreSQL: apt-get install postgresql")
-        self.bin = bins[-1]
+        self.bin = f"{root}/{versions[-1]}/bin"
         self.dir = tempfile.mkdtemp(prefix="crosstalk-bench-pg-")
         if os.geteuid() == 0:
             shutil.chown(self.dir, user="postgres")

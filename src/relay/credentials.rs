@@ -22,10 +22,13 @@
 use super::{Caller, Identity, RelayResult, Settings};
 use crate::model::{Handle, TokenHash};
 use crate::store::{Store, StoreError, StoreResult};
-use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::future::{BoxFuture, FutureExt};
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, RwLock},
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 use tokio::sync::watch;
@@ -50,6 +53,9 @@ pub(super) struct Credentials {
     snapshot: RwLock<Snapshot>,
     /// The revision of the snapshot; holders wait on its changes.
     changes: watch::Sender<u64>,
+    /// Held while the tokens are reloaded: the requests that see a new
+    /// revision together reload once.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 impl Credentials {
@@ -66,6 +72,7 @@ impl Credentials {
             settings,
             snapshot: RwLock::default(),
             changes: watch::Sender::new(0),
+            reloading: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -95,10 +102,11 @@ impl Credentials {
         })
     }
 
-    /// Who a token belongs to, as of the store's latest revision: one
-    /// cheap read of the revision (the tokens are reloaded only when it
-    /// moved), so a token revoked by another process a moment ago is refused
-    /// on its very next request.
+    /// Who a token belongs to, as of the store's latest revision: a cheap
+    /// read of the revision begun after this call, shared with the calls
+    /// that come meanwhile (the tokens are reloaded only when it moved), so
+    /// a token revoked by another process a moment ago is refused on its
+    /// very next request.
     pub(super) async fn find(&self, presented: &str) -> RelayResult<Option<Caller>> {
         self.refresh().await?;
         Ok(self.known(presented))
@@ -145,7 +153,12 @@ impl Credentials {
     /// Reloads the tokens if the store's revision moved; says whether it did.
     pub(super) async fn refresh(&self) -> RelayResult<bool> {
         let revision = self.revisions.latest().await?;
-        if self.snapshot.read().expect("credentials lock").revision == Some(revision) {
+        let current = || self.snapshot.read().expect("credentials lock").revision == Some(revision);
+        if current() {
+            return Ok(false);
+        }
+        let _reloading = self.reloading.lock().await;
+        if current() {
             return Ok(false);
         }
         let people: HashMap<TokenHash, Handle> =
@@ -179,77 +192,49 @@ impl Credentials {
 
 /// Reads of the store's credentials revision, shared. A caller waits for a
 /// read begun after it asked, so it sees every change committed before it
-/// came; while one read runs, everyone who asks waits for the same next
-/// one.
+/// came; one read runs at a time, and answers everyone who asked before it
+/// began. A caller dropped mid-read (its client gone) leaves nothing
+/// behind: the next caller reads for itself.
 struct RevisionReads {
-    read: Arc<ReadRevision>,
-    reads: Arc<Mutex<Reads>>,
+    read: Box<ReadRevision>,
+    /// How many have asked.
+    asked: AtomicU64,
+    /// The last read's answer, for everyone up to the `asked` count it
+    /// began at.
+    last: tokio::sync::Mutex<(u64, Result<u64, Arc<StoreError>>)>,
 }
 
 type ReadRevision = dyn Fn() -> BoxFuture<'static, StoreResult<u64>> + Send + Sync;
-
-type Read = Shared<BoxFuture<'static, Result<u64, Arc<StoreError>>>>;
-
-#[derive(Default)]
-struct Reads {
-    /// The read last begun: running until it has its answer.
-    running: Option<Read>,
-    /// The read to begin when the running one ends, and who waits for it.
-    next: Option<Read>,
-}
 
 impl RevisionReads {
     fn new(
         read: impl Fn() -> BoxFuture<'static, StoreResult<u64>> + Send + Sync + 'static,
     ) -> RevisionReads {
         RevisionReads {
-            read: Arc::new(read),
-            reads: Arc::default(),
+            read: Box::new(read),
+            asked: AtomicU64::new(0),
+            last: tokio::sync::Mutex::new((0, Ok(0))),
         }
     }
 
     /// The revision, as of a read begun after this was called.
     async fn latest(&self) -> StoreResult<u64> {
-        let read = {
-            let mut reads = self.reads.lock().expect("revision reads lock");
-            match (&reads.next, &reads.running) {
-                (Some(next), _) => next.clone(),
-                // Begun before this call: the next read begins after it.
-                (None, Some(running)) if running.peek().is_none() => {
-                    let before = running.clone();
-                    let (read, all) = (self.read.clone(), self.reads.clone());
-                    let next = async move {
-                        let _ = before.await;
-                        let begun = read();
-                        {
-                            let mut reads = all.lock().expect("revision reads lock");
-                            reads.running = reads.next.take();
-                        }
-                        begun.await.map_err(Arc::new)
-                    }
-                    .boxed()
-                    .shared();
-                    reads.next = Some(next.clone());
-                    next
-                }
-                _ => {
-                    let begun = (self.read)();
-                    let read = async move { begun.await.map_err(Arc::new) }
-                        .boxed()
-                        .shared();
-                    reads.running = Some(read.clone());
-                    read
-                }
-            }
-        };
-        read.await.map_err(|error| {
-            // Each waiter gets the error as its own: its words, and whether
-            // the database is away.
+        let ticket = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut last = self.last.lock().await;
+        if last.0 < ticket {
+            let covers = self.asked.load(Ordering::SeqCst);
+            let answer = (self.read)().await.map_err(Arc::new);
+            *last = (covers, answer);
+        }
+        last.1.clone().map_err(|error| {
+            // Each caller gets the error as its own, the store's kept as
+            // its source.
             let doing = "reading the credentials revision".to_owned();
-            let source = error.to_string().into();
-            match *error {
-                StoreError::Unavailable { .. } => StoreError::Unavailable { doing, source },
-                _ => StoreError::Backend { doing, source },
+            let away = matches!(*error, StoreError::Unavailable { .. });
+            let source = Box::new(error);
+            match away {
+                true => StoreError::Unavailable { doing, source },
+                false => StoreError::Backend { doing, source },
             }
         })
     }
@@ -258,7 +243,6 @@ impl RevisionReads {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU64, Ordering};
     use tokio::sync::Semaphore;
 
     /// Reads that count themselves and wait for a permit each to answer.
@@ -314,5 +298,22 @@ mod tests {
         // Nothing running: the next caller begins a read of its own.
         gate.add_permits(1);
         assert_eq!(reads.latest().await.unwrap(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_caller_dropped_mid_read_leaves_the_next_to_read_for_itself() {
+        let (reads, begun, gate) = gated();
+        let reads = Arc::new(reads);
+        let dropped = tokio::spawn({
+            let reads = reads.clone();
+            async move { reads.latest().await }
+        });
+        while begun.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        dropped.abort();
+        assert!(dropped.await.unwrap_err().is_cancelled());
+        gate.add_permits(1);
+        assert_eq!(reads.latest().await.unwrap(), 2, "a read of its own");
     }
 }

@@ -10,6 +10,7 @@
 //! target empty; at the end the counts of both are compared.
 
 use super::PostgresStore;
+use super::postgres::WRITE_LOCK;
 use crate::model::Millis;
 use crate::store::{Clash, StoreError, StoreResult};
 use deadpool_postgres::Transaction;
@@ -51,6 +52,9 @@ pub async fn to_postgres(to: &PostgresStore, from: &Path, now: Millis) -> StoreR
     let expected = source_counts(&source, now).map_err(sqlite_error)?;
     let mut client = to.client().await?;
     let tx = client.transaction().await?;
+    // No relay's group commit may insert, or move the ids, meanwhile.
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])
+        .await?;
     let holds: i64 = tx
         .query_one(
             "SELECT (SELECT count(*) FROM people) + (SELECT count(*) FROM messages)",

@@ -42,8 +42,9 @@ use tokio_postgres::{Row, types::ToSql};
 
 /// Advisory lock keys, the same in every instance ("crosstalk" and a role).
 const MIGRATE_LOCK: i64 = 0x6372_6f73_7374_0001;
-/// Held by every write that adds or removes messages, to its commit.
-const WRITE_LOCK: i64 = 0x6372_6f73_7374_0002;
+/// Held by every write that adds or removes messages or moves their ids,
+/// to its commit.
+pub(in crate::store) const WRITE_LOCK: i64 = 0x6372_6f73_7374_0002;
 /// Held by the instance that purges, for the whole purge.
 const PURGE_LOCK: i64 = 0x6372_6f73_7374_0003;
 

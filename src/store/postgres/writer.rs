@@ -10,7 +10,8 @@
 //! handed out from the sequence's value read with the lock; and every
 //! write waits in the [`Batch`] to go with the others. A batch of channel
 //! posts is four round trips whatever its size: `BEGIN`, the lock and the
-//! sequence, the writes, `COMMIT`.
+//! sequence, the writes, `COMMIT`; each kind of check (a recipient, a
+//! thread, a reply's target) and a new thread's row add one.
 
 use super::statements::Sql;
 use super::{Db, WRITE_LOCK, listen};
@@ -108,16 +109,19 @@ async fn commit(
     Ok(outcomes)
 }
 
-/// A group commit's transaction as the rules see it. Reads go to the
-/// database at once; ids come from [`Batch::next_id`]; writes are encoded
-/// as they come and wait for [`Batch::flush`]. Holding them loses nothing:
-/// an insert reads only what was committed before its batch (a live
-/// person, a live thread or reply target, known to its sender from an
-/// earlier acknowledgement), never another insert's rows.
+/// A group commit's transaction as the rules see it. Reads (and `exec`,
+/// whose count is read) go to the database at once, ahead of the writes
+/// waiting; ids are handed out from the sequence's value read under the
+/// lock; writes are encoded as they come and wait for [`Batch::flush`].
+/// Holding them loses nothing: an insert reads only what was committed
+/// before its batch (a live person, a live thread or reply target, known
+/// to its sender from an earlier acknowledgement), never another insert's
+/// rows.
 struct Batch<'c> {
     tx: Transaction<'c>,
-    /// The id the next message gets, and the first of this batch.
+    /// The id the next message gets.
     next_id: Mutex<i64>,
+    /// The first id this batch may give.
     first_id: i64,
     writes: Mutex<Vec<Write>>,
 }
@@ -164,16 +168,23 @@ impl<'c> Batch<'c> {
         })
     }
 
-    /// Sends every waiting write, and the sequence moved past the ids
-    /// given, pipelined in the order they came; the transaction, to be
-    /// committed, once every one is done.
+    /// Sends the sequence moved past the ids given, then every waiting
+    /// write, pipelined in the order they came; the transaction, to be
+    /// committed, once every one is done. The sequence goes first: it is
+    /// never rolled back, so even a batch that fails gives its ids to
+    /// nobody else, as `nextval` would.
     async fn flush(self) -> StoreResult<Transaction<'c>> {
         let next = *self.next_id.lock().expect("next id lock");
+        let mut writes = Vec::new();
         if next > self.first_id {
-            self.write("SELECT setval('message_ids', $1)", &[&(next - 1)])
+            let statement = self
+                .tx
+                .prepare_cached("SELECT setval('message_ids', $1)")
                 .await?;
+            let params = vec![Encoded::new(&(next - 1), &statement.params()[0])?];
+            writes.push(Write { statement, params });
         }
-        let writes = std::mem::take(&mut *self.writes.lock().expect("writes lock"));
+        writes.append(&mut self.writes.lock().expect("writes lock"));
         let tx = &self.tx;
         let sent = writes.iter().map(|write| {
             let params: Vec<&(dyn ToSql + Sync)> = write
