@@ -116,10 +116,10 @@ class Relay:
             RELAY_MAX_BYTES_PER_DAY="0",
             RELAY_MAX_SESSIONS_PER_PERSON="64",
             RUST_LOG="warn",
-                    )
+        )
         self.env.update(env_extra)
         self.binary = binary
-        self.tokens = {h: self.add(binary, h) for h in handles}
+        self.tokens = {h: self.add(h) for h in handles}
         self.start()
 
     def start(self):
@@ -145,9 +145,9 @@ class Relay:
         self.process.wait(timeout=60)
         self.start()
 
-    def add(self, binary, handle):
+    def add(self, handle):
         printed = subprocess.run(
-            [binary, "add", handle], env=self.env, capture_output=True, text=True, check=True
+            [self.binary, "add", handle], env=self.env, capture_output=True, text=True, check=True
         ).stdout
         return re.search(r"xtalk_[A-Za-z0-9_\-]+", printed).group(0)
 

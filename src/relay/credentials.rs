@@ -226,17 +226,9 @@ impl RevisionReads {
             let answer = (self.read)().await.map_err(Arc::new);
             *last = (covers, answer);
         }
-        last.1.clone().map_err(|error| {
-            // Each caller gets the error as its own, the store's kept as
-            // its source.
-            let doing = "reading the credentials revision".to_owned();
-            let away = matches!(*error, StoreError::Unavailable { .. });
-            let source = Box::new(error);
-            match away {
-                true => StoreError::Unavailable { doing, source },
-                false => StoreError::Backend { doing, source },
-            }
-        })
+        last.1
+            .clone()
+            .map_err(|failure| StoreError::shared(&failure, "reading the credentials revision"))
     }
 }
 
@@ -263,17 +255,26 @@ mod tests {
         (reads, begun, gate)
     }
 
-    #[tokio::test]
-    async fn a_caller_waits_for_a_read_begun_after_it_and_callers_meanwhile_share_one() {
-        let (reads, begun, gate) = gated();
-        let reads = Arc::new(reads);
-        let first = tokio::spawn({
+    /// A caller in a task of its own, once its read has begun.
+    async fn reading(
+        reads: &Arc<RevisionReads>,
+        begun: &AtomicU64,
+    ) -> tokio::task::JoinHandle<StoreResult<u64>> {
+        let caller = tokio::spawn({
             let reads = reads.clone();
-            async move { reads.latest().await.unwrap() }
+            async move { reads.latest().await }
         });
         while begun.load(Ordering::SeqCst) == 0 {
             tokio::task::yield_now().await;
         }
+        caller
+    }
+
+    #[tokio::test]
+    async fn a_caller_waits_for_a_read_begun_after_it_and_callers_meanwhile_share_one() {
+        let (reads, begun, gate) = gated();
+        let reads = Arc::new(reads);
+        let first = reading(&reads, &begun).await;
         // Two come while the first read runs: it began before them.
         let later: Vec<_> = (0..2)
             .map(|_| {
@@ -290,7 +291,7 @@ mod tests {
             "the next read waits for the first"
         );
         gate.add_permits(2);
-        assert_eq!(first.await.unwrap(), 1);
+        assert_eq!(first.await.unwrap().unwrap(), 1);
         for caller in later {
             assert_eq!(caller.await.unwrap(), 2, "a read begun after they came");
         }
@@ -304,13 +305,7 @@ mod tests {
     async fn a_caller_dropped_mid_read_leaves_the_next_to_read_for_itself() {
         let (reads, begun, gate) = gated();
         let reads = Arc::new(reads);
-        let dropped = tokio::spawn({
-            let reads = reads.clone();
-            async move { reads.latest().await }
-        });
-        while begun.load(Ordering::SeqCst) == 0 {
-            tokio::task::yield_now().await;
-        }
+        let dropped = reading(&reads, &begun).await;
         dropped.abort();
         assert!(dropped.await.unwrap_err().is_cancelled());
         gate.add_permits(1);

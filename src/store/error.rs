@@ -3,7 +3,7 @@
 //! here once, whatever backend refused.
 
 use crate::model::{Handle, MessageId, ThreadId};
-use std::{fmt, future::Future, path::PathBuf, pin::Pin};
+use std::{fmt, future::Future, path::PathBuf, pin::Pin, sync::Arc};
 
 pub type StoreResult<T> = Result<T, StoreError>;
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 'a>>;
@@ -138,6 +138,18 @@ impl StoreError {
         StoreError::Backend {
             doing: doing.into(),
             source: source.into(),
+        }
+    }
+
+    /// The failure of an attempt several callers shared, as each of them
+    /// gets it: what it was doing, the database away if it was, and the
+    /// shared failure as its source.
+    pub(crate) fn shared(failure: &Arc<StoreError>, doing: &str) -> StoreError {
+        let doing = doing.to_owned();
+        let source = Box::new(failure.clone());
+        match **failure {
+            StoreError::Unavailable { .. } => StoreError::Unavailable { doing, source },
+            _ => StoreError::Backend { doing, source },
         }
     }
 }

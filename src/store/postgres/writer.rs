@@ -20,7 +20,10 @@ use crate::store::{NewMessage, StoreError, StoreResult, rules};
 use bytes::{Bytes, BytesMut};
 use deadpool_postgres::{Pool, Transaction};
 use futures::future::join_all;
-use std::sync::Mutex;
+use std::sync::{
+    Arc, Mutex,
+    atomic::{AtomicI64, Ordering},
+};
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::{IsNull, ToSql, Type};
 use tokio_postgres::{Row, SimpleQueryMessage, Statement};
@@ -52,14 +55,12 @@ pub(super) async fn run(pool: Pool, own: listen::Own, mut jobs: mpsc::Receiver<J
                     error = &error as &dyn std::error::Error,
                     "a group commit failed"
                 );
-                let away = matches!(error, StoreError::Unavailable { .. });
+                let error = Arc::new(error);
                 for reply in replies {
-                    let doing = "the write was not committed".to_owned();
-                    let source = error.to_string().into();
-                    let _ = reply.send(Err(match away {
-                        true => StoreError::Unavailable { doing, source },
-                        false => StoreError::Backend { doing, source },
-                    }));
+                    let _ = reply.send(Err(StoreError::shared(
+                        &error,
+                        "the write was not committed",
+                    )));
                 }
             }
         }
@@ -120,7 +121,7 @@ async fn commit(
 struct Batch<'c> {
     tx: Transaction<'c>,
     /// The id the next message gets.
-    next_id: Mutex<i64>,
+    next_id: AtomicI64,
     /// The first id this batch may give.
     first_id: i64,
     writes: Mutex<Vec<Write>>,
@@ -131,6 +132,22 @@ struct Batch<'c> {
 struct Write {
     statement: Statement,
     params: Vec<Encoded>,
+}
+
+impl Write {
+    async fn new(
+        tx: &Transaction<'_>,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> StoreResult<Write> {
+        let statement = tx.prepare_cached(sql).await?;
+        let params = params
+            .iter()
+            .zip(statement.params())
+            .map(|(param, ty)| Encoded::new(*param, ty))
+            .collect::<StoreResult<_>>()?;
+        Ok(Write { statement, params })
+    }
 }
 
 impl<'c> Batch<'c> {
@@ -162,7 +179,7 @@ impl<'c> Batch<'c> {
         };
         Ok(Batch {
             tx,
-            next_id: Mutex::new(next),
+            next_id: AtomicI64::new(next),
             first_id: next,
             writes: Mutex::new(Vec::new()),
         })
@@ -174,15 +191,11 @@ impl<'c> Batch<'c> {
     /// never rolled back, so even a batch that fails gives its ids to
     /// nobody else, as `nextval` would.
     async fn flush(self) -> StoreResult<Transaction<'c>> {
-        let next = *self.next_id.lock().expect("next id lock");
+        let next = self.next_id.load(Ordering::Relaxed);
         let mut writes = Vec::new();
         if next > self.first_id {
-            let statement = self
-                .tx
-                .prepare_cached("SELECT setval('message_ids', $1)")
-                .await?;
-            let params = vec![Encoded::new(&(next - 1), &statement.params()[0])?];
-            writes.push(Write { statement, params });
+            let setval = "SELECT setval('message_ids', $1)";
+            writes.push(Write::new(&self.tx, setval, &[&(next - 1)]).await?);
         }
         writes.append(&mut self.writes.lock().expect("writes lock"));
         let tx = &self.tx;
@@ -211,21 +224,13 @@ impl Db for Batch<'_> {
     }
 
     async fn write(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<()> {
-        let statement = self.tx.prepare_cached(sql).await?;
-        let params = params
-            .iter()
-            .zip(statement.params())
-            .map(|(param, ty)| Encoded::new(*param, ty))
-            .collect::<StoreResult<_>>()?;
-        let write = Write { statement, params };
+        let write = Write::new(&self.tx, sql, params).await?;
         self.writes.lock().expect("writes lock").push(write);
         Ok(())
     }
 
     async fn next_message_id(&self) -> StoreResult<MessageId> {
-        let mut next = self.next_id.lock().expect("next id lock");
-        *next += 1;
-        Ok(MessageId(*next - 1))
+        Ok(MessageId(self.next_id.fetch_add(1, Ordering::Relaxed)))
     }
 }
 
