@@ -1,28 +1,39 @@
 #!/usr/bin/env python3
 """Many listening agents on one relay, measured from outside its process.
 
-    bench/listeners.py [--agents 10000] [--followers 1000] [--sends 200] BIN
+    bench/listeners.py [--agents 10000] [--mcp 5000] [--followers 1000] [--sends 200] BIN
 
 Starts BIN on a spare loopback port with a throwaway database, its bounds
-on connections and open streams raised by their variables, and connects
-AGENTS listening agents to it from this process: each an inbox stream
-(`GET /api/inbox/stream`), FOLLOWERS of them a channel's stream instead
-(`GET /api/channels/bench/stream`), from source addresses spread across
-127.0.0.0/8 so the per-address bounds hold as they would in production.
+on connections, open streams and sessions raised by their variables, and
+connects AGENTS listening agents to it from this process, from source
+addresses spread across 127.0.0.0/8 so the per-address bounds hold as they
+would in production:
+
+- MCP of them are MCP sessions as Claude Code holds one: `initialize`
+  (2025-11-25) on `/mcp?push=1`, `notifications/initialized`, the
+  standalone stream (`GET /mcp?push=1`), and a `tools/list` for each
+  `notifications/tools/list_changed` the relay sends to ask the client to
+  prove it listens; FOLLOWERS of them follow a channel (`follow_channel`);
+- the rest are inbox streams (`GET /api/inbox/stream`).
+
 While all are connected it measures:
 
-- the relay's resident memory per listening agent (its growth from
-  before the agents connected, divided by their number);
-- from a send to bob (`POST /api/messages`) to its event on bob's stream,
-  SENDS times one after another, p50 / p99; the baseline is the same
-  with nobody else connected, in the same run;
-- from a channel post to its event on each of the followers' streams,
-  p50 / p99 over the followers;
+- the relay's resident memory per listening agent of each kind (its
+  growth while they connected, divided by their number);
+- from a send (`POST /api/messages`) to its push on bob's MCP session,
+  and to its event on dave's inbox stream, SENDS times one after another,
+  p50 / p99; the baseline is the same with nobody else connected, in the
+  same run;
+- from a channel post to its push on each follower's session, p50 / p99
+  over the followers;
 - after the relay is restarted on the same database, the time until every
-  agent has its stream open again.
+  agent has its stream open again: the sessions carry on under their ids
+  (the relay restores them), and one that is refused starts a new one, as
+  a client does, which is counted.
 
-Nothing here leaves 127.0.0.1/8. Needs a limit on open files above twice
-AGENTS: it raises its own and the relay's as far as the hard limit allows.
+Nothing here leaves 127.0.0.1/8. Needs a limit on open files above AGENTS
+for this process and for the relay: it raises both as far as the hard
+limit allows.
 """
 
 import argparse
@@ -38,6 +49,7 @@ from outside import Relay  # noqa: E402
 
 
 BATCH = 200
+PROTOCOL = "2025-11-25"
 
 
 def raise_file_limit():
@@ -52,54 +64,123 @@ def source(n):
     return f"127.{1 + n // 250}.{1 + n % 250}.1"
 
 
-class Stream:
-    """One SSE stream, read as it comes: the ids of its events, with when."""
+def head(method, path, port, headers, body=b""):
+    lines = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    if body:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
-    def __init__(self):
+
+async def read_head(reader):
+    status = await reader.readline()
+    headers = {}
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(status.split()[1]) if status else 0, headers
+
+
+async def read_body(reader, headers):
+    if headers.get("transfer-encoding") == "chunked":
+        body = b""
+        while size := int((await reader.readline()).strip() or b"0", 16):
+            body += await reader.readexactly(size)
+            await reader.readline()
+        return body
+    if "content-length" in headers:
+        return await reader.readexactly(int(headers["content-length"]))
+    return await reader.read()
+
+
+async def request(port, address, method, path, headers, body=None):
+    """One request on a connection of its own: status, headers, body."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0))
+    try:
+        data = json.dumps(body).encode() if body is not None else b""
+        writer.write(head(method, path, port, {**headers, "Connection": "close"}, data))
+        await writer.drain()
+        status, answered = await read_head(reader)
+        return status, answered, await read_body(reader, answered)
+    finally:
+        writer.close()
+
+
+def said(data):
+    """The JSON of an SSE `data:` line, or of a plain JSON body; None if neither."""
+    for line in data.splitlines():
+        if line.startswith(b"data:") and line[5:].strip():
+            try:
+                return json.loads(line[5:])
+            except ValueError:
+                return None
+    try:
+        return json.loads(data) if data.strip() else None
+    except ValueError:
+        return None
+
+
+class Stream:
+    """One inbox stream, read as it comes: the ids of its events, with when."""
+
+    def __init__(self, port, token, address):
+        self.port, self.token, self.address = port, token, address
         self.events = {}
         self.waiters = {}
         self.open = asyncio.Event()
         self.failed = None
 
-    async def run(self, port, path, token, address):
+    path = "/api/inbox/stream"
+
+    def headers(self):
+        return {"Authorization": f"Bearer {self.token}", "Accept": "text/event-stream"}
+
+    async def run(self):
         try:
-            await self.read(port, path, token, address)
+            await self.read()
         except Exception as error:  # said by connect(), which waits on `open`
             self.failed = error
             self.open.set()
 
-    async def read(self, port, path, token, address):
-        reader, writer = await asyncio.open_connection(
-            "127.0.0.1", port, local_addr=(address, 0), limit=1 << 20
-        )
-        writer.write(
-            (
-                f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
-                f"Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
-            ).encode()
-        )
-        await writer.drain()
-        status = await reader.readline()
-        if b" 200 " not in status:
-            raise RuntimeError(f"{path}: {status!r}")
-        while (await reader.readline()) not in (b"\r\n", b""):
-            pass
-        self.open.set()
-        try:
-            while line := await reader.readline():
-                if line.startswith(b"data:"):
-                    try:
-                        said = json.loads(line[5:])
-                    except ValueError:
-                        continue
-                    ident = said.get("id") if isinstance(said, dict) else None
-                    if ident is not None:
-                        self.events[ident] = time.perf_counter()
-                        waiter = self.waiters.pop(ident, None)
-                        if waiter:
-                            waiter.set()
-        finally:
-            writer.close()
+    async def handshake(self):
+        """What comes before the stream opens (nothing for an inbox stream)."""
+
+    async def read(self):
+        while True:
+            await self.handshake()
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", self.port, local_addr=(self.address, 0), limit=1 << 20
+            )
+            try:
+                writer.write(head("GET", self.path, self.port, self.headers()))
+                await writer.drain()
+                status, _ = await read_head(reader)
+                if status == 404 and self.refused():
+                    continue
+                if status != 200:
+                    raise RuntimeError(f"GET {self.path}: {status}")
+                self.open.set()
+                while line := await reader.readline():
+                    if line.startswith(b"data:") and (event := said(line)) is not None:
+                        self.seen(event)
+                return
+            finally:
+                writer.close()
+
+    def refused(self):
+        """Whether to start again after a 404 (a session the relay lost)."""
+        return False
+
+    def seen(self, event):
+        ident = event.get("id") if isinstance(event, dict) else None
+        if ident is not None:
+            self.arrived(ident)
+
+    def arrived(self, ident):
+        self.events[ident] = time.perf_counter()
+        waiter = self.waiters.pop(ident, None)
+        if waiter:
+            waiter.set()
 
     async def until(self, ident):
         if ident not in self.events:
@@ -108,20 +189,80 @@ class Stream:
         return self.events[ident]
 
 
+class McpAgent(Stream):
+    """An MCP session with its push stream, answering the relay's requests
+    to prove it listens as Claude Code does (a `tools/list` each)."""
+
+    path = "/mcp?push=1"
+
+    def __init__(self, port, token, address, follows=None):
+        super().__init__(port, token, address)
+        self.follows = follows
+        self.session = None
+        self.started = 0  # sessions this agent had to start
+        self.listing = None
+
+    def headers(self):
+        headers = {
+            "Authorization": f"Bearer {self.token}",
+            "Accept": "application/json, text/event-stream",
+        }
+        if self.session:
+            headers["Mcp-Session-Id"] = self.session
+            headers["MCP-Protocol-Version"] = PROTOCOL
+        return headers
+
+    async def call(self, ident, method, params=None):
+        body = {"jsonrpc": "2.0", "method": method}
+        if ident is not None:
+            body["id"] = ident
+        if params is not None:
+            body["params"] = params
+        status, headers, data = await request(
+            self.port, self.address, "POST", self.path, self.headers(), body)
+        if status not in (200, 202):
+            raise RuntimeError(f"{method}: {status} {data[:200]!r}")
+        return headers, said(data)
+
+    async def handshake(self):
+        if self.session:
+            return  # after a restart: carry on under the same session
+        headers, _ = await self.call(1, "initialize", {
+            "protocolVersion": PROTOCOL,
+            "capabilities": {},
+            "clientInfo": {"name": "listeners-bench", "version": "1"},
+        })
+        self.session = headers["mcp-session-id"]
+        self.started += 1
+        await self.call(None, "notifications/initialized")
+        if self.follows:
+            _, answer = await self.call(2, "tools/call", {
+                "name": "follow_channel", "arguments": {"channel": self.follows}})
+            if answer.get("result", {}).get("isError"):
+                raise RuntimeError(f"follow_channel: {answer}")
+
+    def refused(self):
+        # A client whose session the relay no longer knows starts another.
+        if not self.session:
+            return False
+        self.session = None
+        return True
+
+    def seen(self, event):
+        method = event.get("method") if isinstance(event, dict) else None
+        if method == "notifications/tools/list_changed":
+            if self.listing is None or self.listing.done():
+                self.listing = asyncio.ensure_future(self.call(3, "tools/list"))
+        elif method == "notifications/claude/channel":
+            self.arrived(int(event["params"]["meta"]["message_id"]))
+
+
 async def post(port, path, token, body):
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    data = json.dumps(body).encode()
-    writer.write(
-        (
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
-        ).encode()
-        + data
-    )
-    await writer.drain()
-    answer = await reader.read()
-    writer.close()
-    return json.loads(answer.split(b"\r\n\r\n", 1)[1])
+    status, _, data = await request(port, "127.0.0.1", "POST", path,
+                                    {"Authorization": f"Bearer {token}"}, body)
+    if status not in (200, 201):
+        raise RuntimeError(f"POST {path}: {status} {data[:200]!r}")
+    return json.loads(data)
 
 
 async def stop(tasks):
@@ -135,88 +276,132 @@ def percentiles(values):
     return values[len(values) // 2], values[max(0, int(len(values) * 0.99) - 1)]
 
 
-async def sends_to_bob(relay, bob_stream, sends):
+async def sends_to(relay, handle, stream, sends):
     took = []
     for _ in range(sends):
         started = time.perf_counter()
         sent = await post(relay.port, "/api/messages", relay.tokens["alice"],
-                          {"to": "bob", "body": "are you there?"})
-        took.append((await bob_stream.until(sent["message_id"]) - started) * 1000)
+                          {"to": handle, "body": "are you there?"})
+        took.append((await stream.until(sent["message_id"]) - started) * 1000)
     return percentiles(took)
 
 
-async def connect(relay, agents, followers, carol):
-    streams, tasks = [], []
-    for n in range(agents):
-        stream = Stream()
-        path = "/api/channels/bench/stream" if n < followers else "/api/inbox/stream"
-        tasks.append(asyncio.create_task(stream.run(relay.port, path, carol, source(n))))
-        streams.append(stream)
-        # A quarter of the connection bound may wait unvouched for (their
-        # credentials not yet read): open them in batches below that.
-        if n % BATCH == BATCH - 1:
-            await asyncio.gather(*(s.open.wait() for s in streams[-BATCH:]))
-    await asyncio.gather(*(s.open.wait() for s in streams))
-    failed = [s.failed for s in streams if s.failed]
+async def connect(relay, agents):
+    """Opens every agent's stream, BATCH at a time: a quarter of the
+    connection bound may wait unvouched for (their credentials not yet
+    read)."""
+    tasks = []
+    for start in range(0, len(agents), BATCH):
+        batch = agents[start:start + BATCH]
+        tasks += [asyncio.create_task(agent.run()) for agent in batch]
+        await asyncio.gather(*(agent.open.wait() for agent in batch))
+    failed = [agent.failed for agent in agents if agent.failed]
     if failed:
         log = open(os.path.join(relay.dir, "relay.log")).read()[-2000:]
-        raise SystemExit(f"{len(failed)} of {agents} streams did not open: {failed[0]!r}\n{log}")
-    return streams, tasks
+        raise SystemExit(f"{len(failed)} of {len(agents)} streams did not open: {failed[0]!r}\n{log}")
+    return tasks
+
+
+def fresh(agents):
+    for agent in agents:
+        agent.open = asyncio.Event()
+        agent.failed = None
 
 
 async def measure(args):
     limit = raise_file_limit()
+    # Never below the defaults: a quarter of the connection bound may wait
+    # unvouched for, and a batch's streams and its sessions' requests come
+    # together.
+    bound = str(max(args.agents + 1000, 4096))
     env = {
-        "RELAY_MAX_CONNECTIONS": str(args.agents + 1000),
-        "RELAY_MAX_WAITS": str(args.agents + 1000),
-        "RELAY_MAX_WAITS_PER_PERSON": str(args.agents + 1000),
+        "RELAY_MAX_CONNECTIONS": bound,
+        "RELAY_MAX_WAITS": bound,
+        "RELAY_MAX_WAITS_PER_PERSON": bound,
+        "RELAY_MAX_SESSIONS_PER_PERSON": bound,
     }
-    relay = Relay(args.binary, env, handles=("alice", "bob", "carol"))
+    relay = Relay(args.binary, env, handles=("alice", "bob", "carol", "dave"))
     figures = {}
+    tasks = []
     try:
-        bob = Stream()
-        bob_task = asyncio.create_task(bob.run(relay.port, "/api/inbox/stream",
-                                               relay.tokens["bob"], "127.0.0.1"))
-        await bob.open.wait()
-        figures["send to push, nobody else connected, p50 / p99 (ms)"] = await sends_to_bob(
-            relay, bob, args.sends)
-        before, _ = relay.memory_mb()
-        started = time.perf_counter()
-        streams, tasks = await connect(relay, args.agents, args.followers, relay.tokens["carol"])
-        figures[f"connecting {args.agents} agents (s)"] = time.perf_counter() - started
+        bob = McpAgent(relay.port, relay.tokens["bob"], "127.0.0.1")
+        dave = Stream(relay.port, relay.tokens["dave"], "127.0.0.1")
+        mine = [bob, dave]
+        tasks += await connect(relay, mine)
+        await post(relay.port, "/api/channels/bench/messages", relay.tokens["alice"],
+                   {"body": "the channel the followers follow"})
+        figures["send to push on an MCP session, nobody else connected, p50 / p99 (ms)"] = \
+            await sends_to(relay, "bob", bob, args.sends)
+        figures["send to an inbox stream, nobody else connected, p50 / p99 (ms)"] = \
+            await sends_to(relay, "dave", dave, args.sends)
+
+        carol = relay.tokens["carol"]
+        sessions = [McpAgent(relay.port, carol, source(n),
+                             "bench" if n < args.followers else None)
+                    for n in range(args.mcp)]
+        streams = [Stream(relay.port, carol, source(n)) for n in range(args.mcp, args.agents)]
+        for kind, agents in (("MCP sessions with a push stream", sessions),
+                             ("inbox streams", streams)):
+            if not agents:
+                continue
+            before, _ = relay.memory_mb()
+            started = time.perf_counter()
+            tasks += await connect(relay, agents)
+            figures[f"connecting {len(agents)} {kind} (s)"] = time.perf_counter() - started
+            after, _ = relay.memory_mb()
+            figures[f"relay memory per listening agent, {kind} (KiB)"] = \
+                (after - before) * 1024 / len(agents)
+        everyone = mine + sessions + streams
         after, anon = relay.memory_mb()
-        figures["relay memory per listening agent (KiB)"] = (after - before) * 1024 / args.agents
         figures["relay memory with all connected, all / anonymous (MB)"] = (after, anon)
-        figures[f"send to push, {args.agents} connected, p50 / p99 (ms)"] = await sends_to_bob(
-            relay, bob, args.sends)
-        started = time.perf_counter()
-        posted = await post(relay.port, "/api/channels/bench/messages", relay.tokens["alice"],
-                            {"body": "to every follower"})
-        arrived = [await s.until(posted["id"]) for s in streams[: args.followers]]
-        figures[f"channel post to {args.followers} followers, p50 / p99 (ms)"] = percentiles(
-            [(t - started) * 1000 for t in arrived])
+        figures[f"send to push on an MCP session, {len(everyone)} connected, p50 / p99 (ms)"] = \
+            await sends_to(relay, "bob", bob, args.sends)
+        figures[f"send to an inbox stream, {len(everyone)} connected, p50 / p99 (ms)"] = \
+            await sends_to(relay, "dave", dave, args.sends)
+        if args.followers:
+            started = time.perf_counter()
+            posted = await post(relay.port, "/api/channels/bench/messages",
+                                relay.tokens["alice"], {"body": "to every follower"})
+            arrived = [await s.until(posted["id"]) for s in sessions[: args.followers]]
+            figures[f"channel post to {args.followers} following sessions, p50 / p99 (ms)"] = \
+                percentiles([(t - started) * 1000 for t in arrived])
+
         relay.restart()
-        await stop(tasks + [bob_task])
-        started = time.perf_counter()
-        streams, tasks = await connect(relay, args.agents, args.followers, relay.tokens["carol"])
-        figures[f"reconnecting {args.agents} agents after a restart (s)"] = time.perf_counter() - started
         await stop(tasks)
+        fresh(everyone)
+        started_before = sum(s.started for s in sessions)
+        started = time.perf_counter()
+        tasks = await connect(relay, everyone)
+        figures[f"reconnecting {len(everyone)} agents after a restart (s)"] = \
+            time.perf_counter() - started
+        figures["sessions started again after the restart (of those connected)"] = \
+            sum(s.started for s in sessions) - started_before
+        figures["send to push on an MCP session after the restart, p50 / p99 (ms)"] = \
+            await sends_to(relay, "bob", bob, min(args.sends, 50))
     finally:
+        await stop(tasks)
         relay.stop()
-    print(f"{args.binary}: {args.agents} agents ({args.followers} following a channel), "
+    print(f"{args.binary}: {args.agents} agents, {args.mcp} of them MCP sessions "
+          f"({args.followers} following a channel), the rest inbox streams; "
           f"open files up to {limit}")
     for name, value in figures.items():
         shown = " / ".join(f"{v:,.2f}" for v in value) if isinstance(value, tuple) else f"{value:,.2f}"
-        print(f"{name:<60} {shown}")
+        print(f"{name:<75} {shown}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("binary")
     parser.add_argument("--agents", type=int, default=10_000)
+    parser.add_argument("--mcp", type=int, help="how many are MCP sessions (half by default)")
     parser.add_argument("--followers", type=int, default=1_000)
     parser.add_argument("--sends", type=int, default=200)
-    asyncio.run(measure(parser.parse_args()))
+    args = parser.parse_args()
+    if args.mcp is None:
+        args.mcp = args.agents // 2
+    if not 0 <= args.followers <= args.mcp <= args.agents:
+        parser.error("need 0 <= --followers <= --mcp <= --agents")
+    asyncio.run(measure(args))
 
 
 if __name__ == "__main__":
