@@ -248,11 +248,17 @@ class McpAgent(Stream):
         self.session = None
         return True
 
+    async def list_tools(self):
+        try:
+            await self.call(3, "tools/list")
+        except (OSError, RuntimeError):
+            pass  # the relay went away (a restart); the next probe asks again
+
     def seen(self, event):
         method = event.get("method") if isinstance(event, dict) else None
         if method == "notifications/tools/list_changed":
             if self.listing is None or self.listing.done():
-                self.listing = asyncio.ensure_future(self.call(3, "tools/list"))
+                self.listing = asyncio.ensure_future(self.list_tools())
         elif method == "notifications/claude/channel":
             self.arrived(int(event["params"]["meta"]["message_id"]))
 
