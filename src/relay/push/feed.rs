@@ -22,7 +22,7 @@ pub struct PushFeed {
     pub(super) number: u64,
     pub(super) person: Option<Handle>,
     pub(super) holder: i64,
-    pub(super) offered: mpsc::Receiver<(Message, Millis)>,
+    pub(super) offered: mpsc::Receiver<(Box<Message>, Millis)>,
     pub(super) followed: mpsc::Receiver<Arc<Message>>,
     /// What it delivered whose lease may still run: given back when it ends.
     pub(super) leased: VecDeque<(MessageId, Millis)>,
@@ -72,7 +72,7 @@ impl futures::Stream for PushFeed {
                     }
                     self.leased.retain(|&(_, until)| until > now);
                     self.leased.push_back((message.id, until));
-                    return Poll::Ready(Some(Push::Inbox(Box::new(message))));
+                    return Poll::Ready(Some(Push::Inbox(message)));
                 }
                 // The offering ended: the relay stops, or the token was revoked.
                 Poll::Ready(None) if self.person.is_some() => return Poll::Ready(None),

@@ -58,7 +58,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 /// Offered messages queued for a stream beyond the one it is writing: a
-/// stream that stops reading holds few.
+/// stream that stops reading holds few. They travel boxed: a channel
+/// holds room for 32 of its items from the start, on every open stream.
 const QUEUED: usize = 8;
 
 /// Followed posts queued for a stream that is not reading: past this, it
@@ -298,7 +299,7 @@ impl Relay {
         caller: Caller,
         me: Handle,
         holder: i64,
-        queue: mpsc::Sender<(Message, Millis)>,
+        queue: mpsc::Sender<(Box<Message>, Millis)>,
         stop: CancellationToken,
     ) {
         loop {
@@ -333,7 +334,7 @@ impl Relay {
             let mut offered = offered.into_iter();
             while let Some(message) = offered.next() {
                 if let Err(mpsc::error::SendError((message, _))) =
-                    queue.send((message, until)).await
+                    queue.send((Box::new(message), until)).await
                 {
                     let unsent = std::iter::once(message.id)
                         .chain(offered.map(|m| m.id))
