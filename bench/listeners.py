@@ -39,6 +39,7 @@ limit allows.
 import argparse
 import asyncio
 import json
+import math
 import os
 import resource
 import sys
@@ -50,6 +51,9 @@ from outside import Relay  # noqa: E402
 
 BATCH = 200
 PROTOCOL = "2025-11-25"
+# Longest the benchmark waits for any one thing (a stream to be ready, an
+# event to arrive) before it fails the run.
+TIMEOUT = 60
 
 
 def raise_file_limit():
@@ -106,29 +110,48 @@ async def request(port, address, method, path, headers, body=None):
         writer.close()
 
 
-def said(data):
-    """The JSON of an SSE `data:` line, or of a plain JSON body; None if neither."""
-    for line in data.splitlines():
-        if line.startswith(b"data:") and line[5:].strip():
-            try:
-                return json.loads(line[5:])
-            except ValueError:
-                return None
+def event(line):
+    """The JSON of an SSE `data:` line; None for any other line (rmcp's
+    priming events have empty data)."""
+    if not line.startswith(b"data:") or not line[5:].strip():
+        return None
     try:
-        return json.loads(data) if data.strip() else None
+        return json.loads(line[5:])
     except ValueError:
         return None
 
 
+def reply(headers, data, ident):
+    """The JSON-RPC reply numbered `ident` in a POST's answer, plain JSON
+    or an SSE stream; an error reply is raised."""
+    if headers.get("content-type", "").startswith("application/json"):
+        said = [json.loads(data)]
+    else:
+        said = [e for e in map(event, data.splitlines()) if e is not None]
+    for answer in said:
+        if isinstance(answer, dict) and answer.get("id") == ident:
+            if "result" not in answer:
+                raise RuntimeError(f"reply {ident}: {answer}")
+            return answer["result"]
+    raise RuntimeError(f"no reply {ident} in {data[:200]!r}")
+
+
 class Stream:
-    """One inbox stream, read as it comes: the ids of its events, with when."""
+    """One inbox stream, read as it comes: the ids of its events, with when.
+    (Each event comes in one chunk of the response, so its chunked framing
+    is read past, not taken apart.)"""
 
     def __init__(self, port, token, address):
         self.port, self.token, self.address = port, token, address
         self.events = {}
         self.waiters = {}
-        self.open = asyncio.Event()
+        self.fresh()
+
+    def fresh(self):
+        """Before its stream opens (again)."""
+        self.ready = asyncio.Event()  # set once pushes can reach it, or it failed
         self.failed = None
+        self.ended = False  # its stream ended without being stopped
 
     path = "/api/inbox/stream"
 
@@ -138,9 +161,9 @@ class Stream:
     async def run(self):
         try:
             await self.read()
-        except Exception as error:  # said by connect(), which waits on `open`
+        except Exception as error:  # said by connect(), which waits on `ready`
             self.failed = error
-            self.open.set()
+            self.ready.set()
 
     async def handshake(self):
         """What comes before the stream opens (nothing for an inbox stream)."""
@@ -159,20 +182,25 @@ class Stream:
                     continue
                 if status != 200:
                     raise RuntimeError(f"GET {self.path}: {status}")
-                self.open.set()
+                self.opened()
                 while line := await reader.readline():
-                    if line.startswith(b"data:") and (event := said(line)) is not None:
-                        self.seen(event)
+                    if (said := event(line)) is not None:
+                        self.seen(said)
+                self.ended = True
                 return
             finally:
                 writer.close()
+
+    def opened(self):
+        """Its stream answered 200: an inbox stream is pushed to at once."""
+        self.ready.set()
 
     def refused(self):
         """Whether to start again after a 404 (a session the relay lost)."""
         return False
 
-    def seen(self, event):
-        ident = event.get("id") if isinstance(event, dict) else None
+    def seen(self, said):
+        ident = said.get("id") if isinstance(said, dict) else None
         if ident is not None:
             self.arrived(ident)
 
@@ -184,14 +212,16 @@ class Stream:
 
     async def until(self, ident):
         if ident not in self.events:
-            event = self.waiters.setdefault(ident, asyncio.Event())
-            await event.wait()
+            waiter = self.waiters.setdefault(ident, asyncio.Event())
+            await asyncio.wait_for(waiter.wait(), TIMEOUT)
         return self.events[ident]
 
 
 class McpAgent(Stream):
-    """An MCP session with its push stream, answering the relay's requests
-    to prove it listens as Claude Code does (a `tools/list` each)."""
+    """An MCP session with its push stream, proving it listens as Claude
+    Code does: a `tools/list` for each `notifications/tools/list_changed`
+    (one at a time); the relay pushes to it after the second since its
+    stream opened."""
 
     path = "/mcp?push=1"
 
@@ -201,6 +231,11 @@ class McpAgent(Stream):
         self.session = None
         self.started = 0  # sessions this agent had to start
         self.listing = None
+        self.list_failures = 0
+
+    def fresh(self):
+        super().fresh()
+        self.lists = 0  # tools/list answered since its stream opened
 
     def headers(self):
         headers = {
@@ -222,7 +257,7 @@ class McpAgent(Stream):
             self.port, self.address, "POST", self.path, self.headers(), body)
         if status not in (200, 202):
             raise RuntimeError(f"{method}: {status} {data[:200]!r}")
-        return headers, said(data)
+        return headers, None if ident is None else reply(headers, data, ident)
 
     async def handshake(self):
         if self.session:
@@ -236,10 +271,13 @@ class McpAgent(Stream):
         self.started += 1
         await self.call(None, "notifications/initialized")
         if self.follows:
-            _, answer = await self.call(2, "tools/call", {
+            _, result = await self.call(2, "tools/call", {
                 "name": "follow_channel", "arguments": {"channel": self.follows}})
-            if answer.get("result", {}).get("isError"):
-                raise RuntimeError(f"follow_channel: {answer}")
+            if result.get("isError"):
+                raise RuntimeError(f"follow_channel: {result}")
+
+    def opened(self):
+        self.lists = 0
 
     def refused(self):
         # A client whose session the relay no longer knows starts another.
@@ -252,15 +290,21 @@ class McpAgent(Stream):
         try:
             await self.call(3, "tools/list")
         except (OSError, RuntimeError):
-            pass  # the relay went away (a restart); the next probe asks again
+            # Counted: none may fail but across the relay's restart (the
+            # next request to prove comes again).
+            self.list_failures += 1
+            return
+        self.lists += 1
+        if self.lists == 2:
+            self.ready.set()
 
-    def seen(self, event):
-        method = event.get("method") if isinstance(event, dict) else None
+    def seen(self, said):
+        method = said.get("method") if isinstance(said, dict) else None
         if method == "notifications/tools/list_changed":
             if self.listing is None or self.listing.done():
                 self.listing = asyncio.ensure_future(self.list_tools())
         elif method == "notifications/claude/channel":
-            self.arrived(int(event["params"]["meta"]["message_id"]))
+            self.arrived(int(said["params"]["meta"]["message_id"]))
 
 
 async def post(port, path, token, body):
@@ -278,8 +322,9 @@ async def stop(tasks):
 
 
 def percentiles(values):
+    """p50 and p99, each the smallest value with that share at or below it."""
     values = sorted(values)
-    return values[len(values) // 2], values[max(0, int(len(values) * 0.99) - 1)]
+    return tuple(values[max(0, math.ceil(len(values) * p) - 1)] for p in (0.5, 0.99))
 
 
 async def sends_to(relay, handle, stream, sends):
@@ -292,26 +337,41 @@ async def sends_to(relay, handle, stream, sends):
     return percentiles(took)
 
 
-async def connect(relay, agents):
-    """Opens every agent's stream, BATCH at a time: a quarter of the
-    connection bound may wait unvouched for (their credentials not yet
-    read)."""
-    tasks = []
+def fail(relay, said):
+    log = open(os.path.join(relay.dir, "relay.log")).read()[-2000:]
+    raise SystemExit(f"{said}\n{log}")
+
+
+async def in_batches(agents, act):
+    """`act` on every agent, BATCH at a time: a quarter of the connection
+    bound may wait unvouched for (their credentials not yet read)."""
+    done = []
     for start in range(0, len(agents), BATCH):
-        batch = agents[start:start + BATCH]
-        tasks += [asyncio.create_task(agent.run()) for agent in batch]
-        await asyncio.gather(*(agent.open.wait() for agent in batch))
+        done += await asyncio.gather(*(act(agent) for agent in agents[start:start + BATCH]))
+    return done
+
+
+async def connect(relay, agents):
+    """Opens every agent's stream; returns once pushes can reach each."""
+    tasks = []
+
+    async def start(agent):
+        agent.fresh()
+        tasks.append(asyncio.create_task(agent.run()))
+        await asyncio.wait_for(agent.ready.wait(), TIMEOUT)
+
+    await in_batches(agents, start)
     failed = [agent.failed for agent in agents if agent.failed]
     if failed:
-        log = open(os.path.join(relay.dir, "relay.log")).read()[-2000:]
-        raise SystemExit(f"{len(failed)} of {len(agents)} streams did not open: {failed[0]!r}\n{log}")
+        fail(relay, f"{len(failed)} of {len(agents)} streams did not open: {failed[0]!r}")
     return tasks
 
 
-def fresh(agents):
-    for agent in agents:
-        agent.open = asyncio.Event()
-        agent.failed = None
+def check_none_lost(relay, agents):
+    ended = sum(agent.ended for agent in agents)
+    unlisted = sum(getattr(agent, "list_failures", 0) for agent in agents)
+    if ended or unlisted:
+        fail(relay, f"{ended} streams ended, {unlisted} tools/list failed")
 
 
 async def measure(args):
@@ -346,17 +406,25 @@ async def measure(args):
                              "bench" if n < args.followers else None)
                     for n in range(args.mcp)]
         streams = [Stream(relay.port, carol, source(n)) for n in range(args.mcp, args.agents)]
-        for kind, agents in (("MCP sessions with a push stream", sessions),
-                             ("inbox streams", streams)):
+        handshakes = 0
+        if sessions:
+            before, _ = relay.memory_mb()
+            await in_batches(sessions, McpAgent.handshake)
+            after, _ = relay.memory_mb()
+            handshakes = (after - before) * 1024 / len(sessions)
+            figures["relay memory per MCP session before its stream opens (KiB)"] = handshakes
+        for kind, agents, opened in (("MCP sessions with a push stream", sessions, handshakes),
+                                     ("inbox streams", streams, 0)):
             if not agents:
                 continue
             before, _ = relay.memory_mb()
             started = time.perf_counter()
             tasks += await connect(relay, agents)
-            figures[f"connecting {len(agents)} {kind} (s)"] = time.perf_counter() - started
+            figures[f"connecting {len(agents)} {kind}, until pushes reach each (s)"] = \
+                time.perf_counter() - started
             after, _ = relay.memory_mb()
-            figures[f"relay memory per listening agent, {kind} (KiB)"] = \
-                (after - before) * 1024 / len(agents)
+            figures[f"relay memory per listening agent, {kind}, in all (KiB)"] = \
+                opened + (after - before) * 1024 / len(agents)
         everyone = mine + sessions + streams
         after, anon = relay.memory_mb()
         figures["relay memory with all connected, all / anonymous (MB)"] = (after, anon)
@@ -371,14 +439,14 @@ async def measure(args):
             arrived = [await s.until(posted["id"]) for s in sessions[: args.followers]]
             figures[f"channel post to {args.followers} following sessions, p50 / p99 (ms)"] = \
                 percentiles([(t - started) * 1000 for t in arrived])
+        check_none_lost(relay, everyone)
 
         relay.restart()
         await stop(tasks)
-        fresh(everyone)
         started_before = sum(s.started for s in sessions)
         started = time.perf_counter()
         tasks = await connect(relay, everyone)
-        figures[f"reconnecting {len(everyone)} agents after a restart (s)"] = \
+        figures[f"reconnecting {len(everyone)} agents after a restart, until pushes reach each (s)"] = \
             time.perf_counter() - started
         figures["sessions started again after the restart (of those connected)"] = \
             sum(s.started for s in sessions) - started_before
@@ -392,7 +460,7 @@ async def measure(args):
           f"open files up to {limit}")
     for name, value in figures.items():
         shown = " / ".join(f"{v:,.2f}" for v in value) if isinstance(value, tuple) else f"{value:,.2f}"
-        print(f"{name:<75} {shown}")
+        print(f"{name:<90} {shown}")
 
 
 def main():
