@@ -232,9 +232,6 @@ class McpAgent(Stream):
         self.started = 0  # sessions this agent had to start
         self.listing = None
         self.list_failures = 0
-
-    def fresh(self):
-        super().fresh()
         self.lists = 0  # tools/list answered since its stream opened
 
     def headers(self):
