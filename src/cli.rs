@@ -16,6 +16,7 @@
 
 use crate::config::{AddressArgs, Database, ServeArgs};
 use crate::relay::{NewToken, Team};
+use crate::wire::attention::{ChangeNotifications, Notifications};
 use crate::wire::timestamp;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::{
@@ -137,6 +138,35 @@ pub enum Admin {
         #[command(flatten)]
         database: Database,
     },
+    /// Show or change when and where a person is told of messages their
+    /// agent has not read: `--webhook URL`, `--after DURATION`, `--off`.
+    Notify {
+        /// The person's handle.
+        handle: String,
+        /// Post notifications to this https:// URL (an ntfy topic URL, a
+        /// Slack-compatible incoming webhook, or any that takes JSON).
+        #[arg(long, value_name = "URL", conflicts_with = "no_webhook")]
+        webhook: Option<String>,
+        /// What the webhook is posted: json, ntfy or slack.
+        #[arg(long, value_name = "FORMAT")]
+        format: Option<String>,
+        /// Post no more notifications to a webhook.
+        #[arg(long)]
+        no_webhook: bool,
+        /// How long a message may stay unread before they are told: 90s,
+        /// 5m, 1h (at most a day); 0 is at once.
+        #[arg(long, value_name = "DURATION", conflicts_with = "off")]
+        after: Option<String>,
+        /// Never tell them.
+        #[arg(long)]
+        off: bool,
+        #[command(flatten)]
+        database: Database,
+        /// Whether plain http and private addresses may be notified, as
+        /// the relay itself is configured.
+        #[arg(long, env = "RELAY_NOTIFY_ALLOW_PRIVATE", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new(), hide = true)]
+        notify_allow_private: bool,
+    },
 }
 
 impl Admin {
@@ -146,7 +176,8 @@ impl Admin {
             Admin::Add { database, .. }
             | Admin::Rotate { database, .. }
             | Admin::Revoke { database, .. }
-            | Admin::People { database } => database,
+            | Admin::People { database }
+            | Admin::Notify { database, .. } => database,
         }
     }
 
@@ -315,6 +346,50 @@ pub async fn admin(team: &Team, command: Admin) -> anyhow::Result<()> {
             }
             println!("Revoked {revoked}: their token no longer works.");
         }
+        Admin::Notify {
+            handle,
+            webhook,
+            format,
+            no_webhook,
+            after,
+            off,
+            notify_allow_private,
+            ..
+        } => {
+            let (handle, current) = team.notify_settings(&handle).await?;
+            let mut change = ChangeNotifications {
+                webhook_format: format,
+                ..ChangeNotifications::default()
+            };
+            if let Some(url) = webhook {
+                change.webhook = Some(Some(url));
+            } else if no_webhook {
+                change.webhook = Some(None);
+            }
+            if off {
+                change.after_seconds = Some(None);
+            } else if let Some(after) = after {
+                change.after_seconds = Some(Some(parse_duration(&after)?));
+            }
+            let settings = change.apply(current)?;
+            team.set_notify_settings(&handle, settings.clone(), notify_allow_private)
+                .await?;
+            let shown = Notifications::from(&settings);
+            let when = match shown.after_seconds {
+                None => "never told".to_owned(),
+                Some(0) => "told at once".to_owned(),
+                Some(seconds) => format!("told after {seconds} s"),
+            };
+            let webhook = match &settings.webhook {
+                Some(webhook) => format!(
+                    "posted to {} ({})",
+                    webhook.url.as_str(),
+                    webhook.format.as_str()
+                ),
+                None => "no webhook".to_owned(),
+            };
+            println!("{handle}: unread messages are {when}; {webhook}.");
+        }
         Admin::People { .. } => {
             let people = team.people().await?;
             if people.is_empty() {
@@ -390,4 +465,27 @@ fn print_connection(new: &NewToken, public_url: &str) {
          Over HTTP, ending the URL with ?push=1 ({url}?push=1) and launching with\n\
          --dangerously-load-development-channels server:crosstalk does the same without the bridge.)"
     );
+}
+
+/// `90s`, `5m`, `1h`, or plain seconds, as seconds.
+fn parse_duration(text: &str) -> anyhow::Result<u64> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => {
+            anyhow::bail!("--after {text:?}: a number of seconds, or with s, m or h (90s, 5m, 1h)")
+        }
+    };
+    let number: u64 = number
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--after {text:?}: a number of seconds, or with s, m or h"))?;
+    number
+        .checked_mul(scale)
+        .ok_or_else(|| anyhow::anyhow!("--after {text:?}: at most a day"))
 }

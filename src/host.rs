@@ -6,7 +6,7 @@
 //! configuration lists them.
 
 use http::uri::{Authority, Uri};
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// A host, lowercase and without brackets, and the port if one was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,6 +185,45 @@ impl Cidr {
     }
 }
 
+/// Whether `ip` is on the public internet: not loopback, private,
+/// link-local, shared (CGNAT), multicast, reserved or for documentation.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => is_public_v4(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public_v4(v4);
+            }
+            let [first, second, ..] = v6.segments();
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || first & 0xfe00 == 0xfc00 // unique local
+                || first & 0xffc0 == 0xfe80 // link-local
+                || first & 0xffc0 == 0xfec0 // site-local, deprecated
+                || (first == 0x2001 && second == 0x0db8) // documentation
+                || (first == 0x0064 && second == 0xff9b) // NAT64: an IPv4 address behind it
+                || first == 0x2002) // 6to4: likewise
+        }
+    }
+}
+
+fn is_public_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, c, _] = ip.octets();
+    !(ip.is_private()
+        || ip.is_loopback()
+        || ip.is_link_local()
+        || ip.is_broadcast()
+        || ip.is_unspecified()
+        || ip.is_multicast()
+        || ip.is_documentation()
+        || a == 0
+        || (a == 100 && b & 0xc0 == 64) // shared address space (CGNAT)
+        || (a == 192 && b == 0 && c == 0) // IETF protocol assignments
+        || (a == 198 && b & 0xfe == 18) // benchmarking
+        || a >= 240) // reserved
+}
+
 /// The client a connection or request is counted as: an IPv4 address as
 /// it is, an IPv6 one by its /64, which one client usually holds whole
 /// (an IPv4-mapped IPv6 address is its IPv4 address).
@@ -200,6 +239,33 @@ pub fn client_group(ip: IpAddr) -> IpAddr {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_public_addresses_are_public() {
+        for private in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::1",
+            "::",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "64:ff9b::a00:1",
+        ] {
+            assert!(!is_public(private.parse().unwrap()), "{private}");
+        }
+        for public in ["1.1.1.1", "93.184.216.34", "2606:4700:4700::1111"] {
+            assert!(is_public(public.parse().unwrap()), "{public}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -30,6 +30,7 @@
 //! - [`agent`]: an agent's MCP client, for the demo, benchmarks and tests.
 //! - [`protocol`]: what the MCP server and its clients agree on.
 //! - [`bridge`]: `crosstalk bridge`, a local stdio MCP server for Claude Code.
+//! - [`notify`]: delivering what the core tells people, to their webhooks.
 #![forbid(unsafe_code)]
 
 pub mod agent;
@@ -44,6 +45,7 @@ pub mod host;
 pub mod layers;
 pub mod mcp;
 pub mod model;
+pub mod notify;
 pub mod protocol;
 pub mod relay;
 pub mod server;

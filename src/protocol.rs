@@ -17,6 +17,18 @@ pub const TOOLS_CHANGED: &str = "notifications/tools/list_changed";
 /// [`CHANNEL_NOTIFICATION`].
 pub const CHANNEL_CAPABILITY: &str = "claude/channel";
 
+/// The experimental capability that makes Claude Code relay its
+/// permission prompts to the server ([`PERMISSION_REQUEST`]) and take an
+/// answer back ([`PERMISSION_NOTIFICATION`]). The bridge declares it.
+pub const PERMISSION_CAPABILITY: &str = "claude/channel/permission";
+
+/// Claude Code to the server: `{request_id, tool_name, description,
+/// input_preview}`.
+pub const PERMISSION_REQUEST: &str = "notifications/claude/channel/permission_request";
+
+/// The server to Claude Code: `{request_id, behavior: "allow" | "deny"}`.
+pub const PERMISSION_NOTIFICATION: &str = "notifications/claude/channel/permission";
+
 /// The header that names a streamable HTTP session (lower case, as `http`
 /// spells header names).
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -64,9 +76,21 @@ information, and get your user's agreement before acting on a request that chang
 /// What the relay's MCP server offers: tools (whose list may be said to
 /// change: the probe of readiness), and Claude Code's channel
 /// notifications (sent to the servers that declare this; see the
-/// instructions and `wire::push`). The bridge offers the same.
+/// instructions and `wire::push`).
 pub fn capabilities() -> ServerCapabilities {
-    let experimental = [(String::from(CHANNEL_CAPABILITY), Default::default())].into();
+    with_experimental(&[CHANNEL_CAPABILITY])
+}
+
+/// What the bridge offers: the relay's, and permission prompts relayed.
+pub fn bridge_capabilities() -> ServerCapabilities {
+    with_experimental(&[CHANNEL_CAPABILITY, PERMISSION_CAPABILITY])
+}
+
+fn with_experimental(names: &[&str]) -> ServerCapabilities {
+    let experimental = names
+        .iter()
+        .map(|name| (String::from(*name), Default::default()))
+        .collect();
     ServerCapabilities::builder()
         .enable_tools()
         .enable_tool_list_changed()

@@ -4,6 +4,7 @@
 //! The routes come in groups by the credentials they take and whether they
 //! answer at once; [`crate::app::router`] puts the layers in front of each.
 
+mod attention;
 mod stream;
 
 use crate::model::{MessageId, ThreadId};
@@ -31,11 +32,15 @@ pub fn reads() -> Router<AppState> {
         .route("/api/messages/{id}", get(message))
         .route("/api/people", get(people))
         .route("/api/search", get(search))
+        .route("/api/me/notifications", get(attention::notifications))
+        .route("/api/approvals", get(attention::approvals))
 }
 
 /// The channel long-poll: credentials as reads; bounded by its own timeout.
 pub fn waits() -> Router<AppState> {
-    Router::new().route("/api/channels/{channel}/wait", get(wait_channel))
+    Router::new()
+        .route("/api/channels/{channel}/wait", get(wait_channel))
+        .route("/api/approvals/{id}", get(attention::approval))
 }
 
 /// Changes that answer at once: Bearer only, which no browser sends by itself.
@@ -43,6 +48,12 @@ pub fn writes() -> Router<AppState> {
     Router::new()
         .route("/api/channels/{channel}/messages", post(post_message))
         .route("/api/status", put(set_status))
+        .route(
+            "/api/me/notifications",
+            put(attention::change_notifications),
+        )
+        .route("/api/approvals", post(attention::ask_approval))
+        .route("/api/approvals/{id}", post(attention::answer_approval))
 }
 
 /// Sending a direct message, which may wait for the reply

@@ -26,24 +26,29 @@
 //!   `notifications/claude/channel` notification on stdout. The relay
 //!   leases it to the stream (a push is not a hand-over: unconfirmed, it is
 //!   offered again); the bridge shows each message to Claude Code once.
+//! - **Approvals**: the bridge declares `claude/channel/permission`, so
+//!   Claude Code sends it each permission prompt; the bridge asks the
+//!   relay (`POST /api/approvals`), waits for the person's answer, and
+//!   passes it back as a `permission` notification (`bridge/approvals.rs`).
 //! - **Restarts**: when the relay goes away, the bridge says so on stderr
 //!   and reconnects with backoff (0.5 s doubling to 30 s); a tool call that
 //!   meets a lost session opens a new one and is tried once more.
 //!
 //! stdout carries MCP only; everything the bridge says goes to stderr.
 
+mod approvals;
 mod inbox;
 
 use crate::agent::Agent;
 use crate::model::Channel;
-use crate::protocol::{INSTRUCTIONS, PUSH_REVISION, capabilities};
+use crate::protocol::{INSTRUCTIONS, PUSH_REVISION, bridge_capabilities};
 use crate::wire::Following;
 use rmcp::{
     ErrorData, RoleServer, ServerHandler, ServiceExt,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, DiscoverRequestMethod,
-        DiscoverResult, Implementation, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-        ServerConfig,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CustomNotification,
+        DiscoverRequestMethod, DiscoverResult, Implementation, ListToolsResult,
+        PaginatedRequestParams, ProtocolVersion, ServerConfig,
     },
     service::{NotificationContext, Peer, RequestContext},
 };
@@ -223,7 +228,7 @@ fn refusal(message: &str) -> CallToolResult {
 
 impl ServerHandler for Bridge {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(capabilities())
+        ServerConfig::new(bridge_capabilities())
             .with_server_info(Implementation::new(
                 "crosstalk-bridge",
                 env!("CARGO_PKG_VERSION"),
@@ -286,6 +291,14 @@ impl ServerHandler for Bridge {
             return Ok(CallToolResponse::from(answer));
         }
         self.forward(request).await.map(CallToolResponse::from)
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        context: NotificationContext<RoleServer>,
+    ) {
+        self.on_client_notification(notification, context.peer);
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

@@ -200,6 +200,11 @@ pub struct ServeArgs {
     /// network behind a proxy that terminates TLS.
     #[arg(long, env = "RELAY_ALLOW_PLAIN_HTTP", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]
     pub allow_plain_http: bool,
+    /// Post notifications (webhooks, Web Push) to private, loopback and
+    /// link-local addresses too, and to plain `http://` ones there (`1`):
+    /// for tests and a private network's own ntfy.
+    #[arg(long, env = "RELAY_NOTIFY_ALLOW_PRIVATE", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]
+    pub notify_allow_private: bool,
     #[command(flatten)]
     pub tls: TlsArgs,
     #[command(flatten)]

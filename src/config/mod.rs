@@ -304,6 +304,7 @@ impl Config {
                 max_bytes_per_day: limits.max_bytes_per_day,
                 max_shared_senders: limits.max_shared_senders,
                 push_lease: Duration::from_secs(limits.push_lease_secs),
+                notify_allow_private: args.notify_allow_private,
             },
         })
     }

@@ -5,11 +5,16 @@
 //! depending on another. Parse-don't-validate: a [`Handle`] or a [`Channel`]
 //! that exists has the documented shape.
 
+mod attention;
 mod channel;
 mod handle;
 mod ids;
 mod token;
 
+pub use attention::{
+    Approval, ApprovalId, ApprovalState, Behavior, DEFAULT_NOTIFY_AFTER, MAX_NOTIFY_AFTER,
+    MAX_WEBHOOK_LEN, NewApproval, NotifySettings, Preview, Webhook, WebhookFormat, WebhookUrl,
+};
 pub use channel::{Channel, ChannelError, MAX_CHANNEL_LEN};
 pub use handle::{Handle, HandleError, MAX_HANDLE_LEN};
 pub use ids::{MessageId, SessionId, ThreadId};

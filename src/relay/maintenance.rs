@@ -40,11 +40,16 @@ impl Relay {
             tokio::time::interval_at(tokio::time::Instant::now() + TIDY_EVERY, TIDY_EVERY);
         loop {
             tokio::select! {
-                _ = purge.tick() => match self.purge_expired().await {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(deleted = n, "purged expired messages"),
-                    Err(error) => tracing::error!(error = &error as &dyn std::error::Error, "purge failed"),
-                },
+                _ = purge.tick() => {
+                    match self.purge_expired().await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(deleted = n, "purged expired messages"),
+                        Err(error) => tracing::error!(error = &error as &dyn std::error::Error, "purge failed"),
+                    }
+                    if let Err(error) = self.forget_old_approvals().await {
+                        tracing::error!(error = &error as &dyn std::error::Error, "forgetting old approvals failed");
+                    }
+                }
                 _ = flush.tick() => {
                     if let Err(error) = self.flush_presence().await {
                         tracing::error!(error = &error as &dyn std::error::Error, "writing last-seen times failed");

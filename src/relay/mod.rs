@@ -9,11 +9,13 @@
 //! resync after a lag, expired messages are never returned, and the team is
 //! changed ([`Team`]) only through here.
 
+mod approvals;
 mod credentials;
 mod error;
 mod feed;
 mod hub;
 mod maintenance;
+mod notify;
 mod presence;
 mod push;
 mod quota;
@@ -26,9 +28,11 @@ mod team;
 mod text;
 mod waits;
 
+pub use approvals::{APPROVAL_KEPT, APPROVAL_LIFETIME, AskApproval, MAX_APPROVALS_LISTED};
 pub use credentials::CHECK_EVERY;
 pub use error::{RelayError, RelayResult};
 pub use feed::{Feed, Update};
+pub use notify::{About, ESCALATE_EVERY, NOTICE_QUEUE, Notice, QUIET_PERIOD};
 pub use push::{MAX_FOLLOWS, Push, PushFeed};
 pub use read::{
     Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer, Reader, ThreadPage,
@@ -83,6 +87,9 @@ pub struct Settings {
     pub max_shared_senders: usize,
     /// How long a push is leased to its stream before it is offered again.
     pub push_lease: Duration,
+    /// Notifications may go to private, loopback and link-local addresses,
+    /// and to plain `http://` ones (`RELAY_NOTIFY_ALLOW_PRIVATE`).
+    pub notify_allow_private: bool,
 }
 
 impl Settings {
@@ -159,11 +166,17 @@ pub struct Relay {
     quotas: Quotas,
     /// Sessions' follows and open push streams.
     pushes: push::Pushes,
+    /// Notices for people, on their way to what delivers them.
+    notices: tokio::sync::mpsc::Sender<Notice>,
+    notices_out: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<Notice>>>,
+    /// Wakes those waiting for an approval's answer.
+    approvals_answered: Hub<crate::model::ApprovalId, ()>,
 }
 
 impl Relay {
     pub fn new(store: Arc<dyn Store>, settings: Settings, shutdown: CancellationToken) -> Relay {
         let credentials = Arc::new(Credentials::new(store.clone(), settings.clone()));
+        let (notices, notices_out) = tokio::sync::mpsc::channel(NOTICE_QUEUE);
         Relay {
             team: Team::serving(store.clone(), credentials.clone()),
             credentials,
@@ -177,6 +190,9 @@ impl Relay {
             waits: WaitSlots::new(settings.max_waits_per_person, settings.max_waits),
             quotas: Quotas::new(settings.max_bytes_per_day, settings.max_shared_senders),
             pushes: push::Pushes::default(),
+            notices,
+            notices_out: std::sync::Mutex::new(Some(notices_out)),
+            approvals_answered: Hub::default(),
             settings,
         }
     }

@@ -3,7 +3,7 @@
 //! live here, so the CLI and every edge apply the same ones.
 
 use super::{Caller, Relay, RelayError, RelayResult, credentials::Credentials, text};
-use crate::model::{Handle, Person, Token, now_millis};
+use crate::model::{Handle, NotifySettings, Person, Token, now_millis};
 use crate::store::Store;
 use std::sync::Arc;
 
@@ -110,6 +110,37 @@ impl Team {
     /// Whether anyone, revoked or not, was ever added.
     pub async fn has_people(&self) -> RelayResult<bool> {
         Ok(self.store.has_people().await?)
+    }
+
+    /// A live person's notification settings (the defaults until chosen).
+    pub async fn notify_settings(&self, handle: &str) -> RelayResult<(Handle, NotifySettings)> {
+        let handle = self.live(handle).await?;
+        let settings = self.store.notify_settings(&handle).await?;
+        Ok((handle, settings.unwrap_or_default()))
+    }
+
+    /// Replaces a live person's notification settings (the operator's CLI).
+    pub async fn set_notify_settings(
+        &self,
+        handle: &Handle,
+        settings: NotifySettings,
+        allow_private: bool,
+    ) -> RelayResult<()> {
+        super::notify::check_settings(&settings, allow_private)?;
+        Ok(self.store.set_notify_settings(handle, settings).await?)
+    }
+
+    /// Someone on the team, not revoked.
+    async fn live(&self, handle: &str) -> RelayResult<Handle> {
+        let handle = parse_handle(handle)?;
+        let people = self.store.people().await?;
+        match people.iter().find(|p| p.handle == handle) {
+            Some(person) if person.revoked_at.is_none() => Ok(handle),
+            Some(_) => Err(RelayError::NotFound(format!("{handle} was revoked"))),
+            None => Err(RelayError::NotFound(format!(
+                "nobody called {handle} was added"
+            ))),
+        }
     }
 }
 

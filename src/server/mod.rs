@@ -23,6 +23,7 @@ use crate::app;
 use crate::config::{Config, ConfigError, Connections, Tls};
 use crate::layers::limits::{self, RateLimits};
 use crate::mcp::McpEdge;
+use crate::notify::Notifier;
 use crate::relay::Relay;
 use crate::state::AppState;
 use crate::store::{
@@ -64,6 +65,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Tls(#[from] TlsError),
+    #[error("cannot make the HTTP client notifications go out through")]
+    Notifications(#[source] reqwest::Error),
 }
 
 /// Opens the store and checks that the configuration is safe to serve.
@@ -187,6 +190,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
 
     let maintenance = tokio::spawn(state.relay.clone().run_maintenance());
     tokio::spawn(state.relay.clone().watch_credentials());
+    start_notifications(&state, &config, addr, &shutdown)?;
     let mcp = McpEdge::new(&state);
     tokio::spawn(mcp.clone().end_revoked(shutdown.clone()));
     tokio::spawn(prune_limits(state.limits.clone(), shutdown.clone()));
@@ -218,6 +222,32 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
         sessions,
         _lock: lock,
     })
+}
+
+/// Escalation, and the deliveries of what the core tells people. Links
+/// point at the public URL; when the port was left to the system (`:0`,
+/// which no public URL can name), at the address bound.
+fn start_notifications(
+    state: &AppState,
+    config: &Config,
+    addr: SocketAddr,
+    shutdown: &CancellationToken,
+) -> Result<(), StartError> {
+    let Some(notices) = state.relay.take_notices() else {
+        return Ok(());
+    };
+    let public_url = match config.listen.port() {
+        0 => {
+            let scheme = if config.tls.is_on() { "https" } else { "http" };
+            format!("{scheme}://{addr}")
+        }
+        _ => config.public_url.clone(),
+    };
+    let notifier = Notifier::new(&public_url, config.settings.notify_allow_private)
+        .map_err(StartError::Notifications)?;
+    tokio::spawn(notifier.run(notices, shutdown.clone()));
+    tokio::spawn(state.relay.clone().run_escalation());
+    Ok(())
 }
 
 /// The TLS the relay terminates, if any, as its mode says; with ACME,

@@ -1,8 +1,8 @@
 //! `crosstalk migrate-to-postgres`: copies a SQLite relay into an empty
 //! PostgreSQL database. It knows both schemas, so it lives beside both
 //! backends, in neither. It copies, keeping ids: people and their token hashes,
-//! presence, live messages with their threads and inbox rows, read marks
-//! and the relay's keys. The summaries are computed again from what was
+//! presence, live messages with their threads and inbox rows, read marks,
+//! the relay's keys, notification settings and approvals. The summaries are computed again from what was
 //! copied, and the id sequences carry on past the largest id either had.
 //! MCP sessions are not copied: clients open new ones.
 //!
@@ -165,6 +165,42 @@ async fn copy_people(source: &Connection, tx: &Transaction<'_>) -> StoreResult<(
          SELECT k, v FROM unnest($1::bigint[], $2::text[], $3::bytea[]) AS r(n, k, v)",
         [n: i64, name: String, value: Vec<u8>],
     );
+    copy!(
+        source,
+        tx,
+        "SELECT n, handle, after_ms, at_once_when_away, webhook, webhook_format FROM \
+         (SELECT row_number() OVER (ORDER BY handle) AS n, * FROM notify_settings) \
+         WHERE n > ?1 ORDER BY n LIMIT ?2",
+        "INSERT INTO notify_settings (handle, after_ms, at_once_when_away, webhook, \
+                                      webhook_format) \
+         SELECT h, a, w, u, f FROM unnest($1::bigint[], $2::text[], $3::bigint[], \
+                                        $4::boolean[], $5::text[], $6::text[]) \
+             AS r(n, h, a, w, u, f)",
+        [n: i64, handle: String, after: Option<i64>, away: bool, webhook: Option<String>,
+         format: String],
+    );
+    copy!(
+        source,
+        tx,
+        "SELECT id, handle, request_id, tool_name, description, input_preview, withheld, \
+         created_at, expires_at, behavior, answered_at FROM approvals \
+         WHERE id > ?1 ORDER BY id LIMIT ?2",
+        "INSERT INTO approvals (id, handle, request_id, tool_name, description, \
+                                input_preview, withheld, created_at, expires_at, behavior, \
+                                answered_at) \
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], \
+                              $6::text[], $7::text[], $8::bigint[], $9::bigint[], \
+                              $10::text[], $11::bigint[])",
+        [id: i64, handle: String, request: String, tool: String, description: String,
+         preview: String, withheld: Option<String>, created: i64, expires: i64,
+         behavior: Option<String>, answered: Option<i64>],
+    );
+    // The copied ids are taken: the next approval's comes after them.
+    tx.execute(
+        "SELECT setval('approvals_id_seq', coalesce(max(id), 0) + 1, false) FROM approvals",
+        &[],
+    )
+    .await?;
     Ok(())
 }
 
@@ -199,15 +235,16 @@ async fn copy_messages(source: &Connection, tx: &Transaction<'_>, now: Millis) -
         source,
         tx,
         // The ledger, without leases: a stopped relay has no streams.
-        "SELECT message_id, recipient, read_at, pushed_at, answered_at, offers FROM inbox i \
-         WHERE message_id > ?1 AND EXISTS (SELECT 1 FROM messages m \
+        "SELECT message_id, recipient, read_at, pushed_at, answered_at, offers, notified_at \
+         FROM inbox i WHERE message_id > ?1 AND EXISTS (SELECT 1 FROM messages m \
              WHERE m.id = i.message_id AND m.expires_at > ?3) \
          ORDER BY message_id LIMIT ?2",
-        "INSERT INTO inbox (message_id, recipient, read_at, pushed_at, answered_at, offers) \
+        "INSERT INTO inbox (message_id, recipient, read_at, pushed_at, answered_at, offers, \
+                            notified_at) \
          SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], \
-                              $5::bigint[], $6::integer[])",
+                              $5::bigint[], $6::integer[], $7::bigint[])",
         [id: i64, recipient: String, read: Option<i64>, pushed: Option<i64>,
-         answered: Option<i64>, offers: i32],
+         answered: Option<i64>, offers: i32, notified: Option<i64>],
         now
     );
     copy!(

@@ -24,8 +24,9 @@ mod summary;
 mod text;
 
 use crate::model::{
-    Channel, ChannelSummary, Delivery, Found, Handle, Message, MessageId, Millis, Person, Place,
-    Presence, SessionId, ThreadId, ThreadSummary, TokenHash,
+    Approval, ApprovalId, Behavior, Channel, ChannelSummary, Delivery, Found, Handle, Message,
+    MessageId, Millis, NewApproval, NotifySettings, Person, Place, Presence, SessionId, ThreadId,
+    ThreadSummary, TokenHash, Webhook, WebhookFormat, WebhookUrl,
 };
 
 pub use error::{BackendError, Clash, Missing, StoreError, StoreFuture, StoreResult};
@@ -287,6 +288,53 @@ pub trait Store: Send + Sync + 'static {
     /// Also brings the search index up to date.
     fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64>;
 
+    // What needs a person's attention.
+    /// A person's notification settings; `None` until they choose.
+    fn notify_settings(&self, handle: &Handle) -> StoreFuture<'_, Option<NotifySettings>>;
+    fn set_notify_settings(&self, handle: &Handle, settings: NotifySettings)
+    -> StoreFuture<'_, ()>;
+    /// Live addressed messages with an id above `after` that are unread
+    /// (by the recipient's agent, and by the recipient on the page: their
+    /// read mark is below them), unanswered and not yet brought to their
+    /// person, oldest first, at most `limit`.
+    fn unnotified(
+        &self,
+        after: MessageId,
+        now: Millis,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Message>>;
+    /// Marks those of `ids` addressed to `recipient` and still unread,
+    /// unanswered and unmarked as brought to them at `now`; returns which
+    /// were. Atomic: of the relays serving a store, one takes each.
+    fn mark_notified(
+        &self,
+        recipient: &Handle,
+        ids: Vec<MessageId>,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<MessageId>>;
+    /// Keeps a step a person's agent asks them to allow.
+    fn add_approval(&self, approval: NewApproval) -> StoreFuture<'_, Approval>;
+    fn approval(&self, id: ApprovalId) -> StoreFuture<'_, Option<Approval>>;
+    /// `handle`'s approvals asked for since `since`, newest first.
+    fn approvals(
+        &self,
+        handle: &Handle,
+        since: Millis,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Approval>>;
+    /// Answers approval `id` if it is `handle`'s, unanswered, and not
+    /// expired at `now`; `None` (and nothing changed) otherwise. Atomic:
+    /// the first answer wins.
+    fn answer_approval(
+        &self,
+        id: ApprovalId,
+        handle: &Handle,
+        behavior: Behavior,
+        now: Millis,
+    ) -> StoreFuture<'_, Option<Approval>>;
+    /// Forgets approvals asked for before `before`; returns how many.
+    fn forget_approvals(&self, before: Millis) -> StoreFuture<'_, u64>;
+
     /// Bytes the relay keeps under `name` for all its processes (the ACME
     /// account and certificates, when several relays share the store).
     fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>>;
@@ -307,4 +355,26 @@ pub trait Store: Send + Sync + 'static {
     fn foreign_commits(&self) -> StoreFuture<'_, Option<tokio::sync::mpsc::Receiver<Message>>> {
         Box::pin(async { Ok(None) })
     }
+}
+
+/// Settings as both backends keep them.
+fn settings_from_columns(
+    after: Option<Millis>,
+    at_once_when_away: bool,
+    webhook: Option<String>,
+    format: &str,
+) -> StoreResult<NotifySettings> {
+    let broken = |what: &str| StoreError::backend("stored notification settings", what.to_owned());
+    let webhook = match webhook {
+        Some(url) => Some(Webhook {
+            url: WebhookUrl::parse(&url).map_err(|e| broken(&e))?,
+            format: WebhookFormat::parse(format).ok_or_else(|| broken("an unknown format"))?,
+        }),
+        None => None,
+    };
+    Ok(NotifySettings {
+        after,
+        at_once_when_away,
+        webhook,
+    })
 }

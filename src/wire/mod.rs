@@ -8,6 +8,7 @@
 //! - [`extract`]: axum extractors whose refusals speak that shape.
 
 pub mod args;
+pub mod attention;
 pub mod error;
 pub mod extract;
 pub mod push;

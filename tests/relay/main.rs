@@ -3,6 +3,7 @@
 
 mod answers;
 mod arrows;
+mod attention;
 mod browser;
 mod chrome;
 mod claude;

@@ -4,7 +4,7 @@
 //! notification on its own, leased to it; with no stream open it waits in
 //! the inbox. (The leases' ends and losses: `delivery.rs`.)
 
-use crate::support::{Mcp, TestApp, get, spawn_app};
+use crate::support::{KillOnDrop, Mcp, TestApp, get, spawn_app};
 use crosstalk::relay::Push;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -636,14 +636,4 @@ async fn the_bridge_runs_tool_calls_side_by_side() {
     );
     assert!(!waiting.is_finished(), "the inbox check still waits");
     waiting.abort();
-}
-
-/// Ends a child process when a test ends, however it ends.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

@@ -654,3 +654,13 @@ pub fn token_in(printed: &str) -> String {
         .expect("a token line")
         .to_owned()
 }
+
+/// Ends a child process when a test ends, however it ends.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

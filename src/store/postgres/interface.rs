@@ -3,12 +3,13 @@
 
 use super::statements::Sql;
 use super::{
-    GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, listen, messages, people, search, sessions,
-    summaries,
+    GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, attention, listen, messages, people, search,
+    sessions, summaries,
 };
 use crate::model::{
-    Channel, ChannelSummary, Found, Handle, Message, MessageId, Millis, Person, Place, Presence,
-    SessionId, ThreadId, ThreadSummary, TokenHash,
+    Approval, ApprovalId, Behavior, Channel, ChannelSummary, Found, Handle, Message, MessageId,
+    Millis, NewApproval, NotifySettings, Person, Place, Presence, SessionId, ThreadId,
+    ThreadSummary, TokenHash,
 };
 use crate::store::rules::{self, Statements};
 use crate::store::{NewMessage, Offer, Store, StoreError, StoreFuture, StoredSession};
@@ -312,6 +313,82 @@ impl Store for PostgresStore {
             made.map_err(|e| StoreError::backend("making a key", e.to_string()))?;
             people::key(&*self.client().await?, &name, fresh).await
         })
+    }
+
+    fn notify_settings(&self, handle: &Handle) -> StoreFuture<'_, Option<NotifySettings>> {
+        let handle = handle.clone();
+        Box::pin(async move { attention::notify_settings(&*self.client().await?, &handle).await })
+    }
+
+    fn set_notify_settings(
+        &self,
+        handle: &Handle,
+        settings: NotifySettings,
+    ) -> StoreFuture<'_, ()> {
+        let handle = handle.clone();
+        Box::pin(async move {
+            attention::set_notify_settings(&*self.client().await?, &handle, &settings).await
+        })
+    }
+
+    fn unnotified(
+        &self,
+        after: MessageId,
+        now: Millis,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        Box::pin(
+            async move { attention::unnotified(&*self.client().await?, after, now, limit).await },
+        )
+    }
+
+    fn mark_notified(
+        &self,
+        recipient: &Handle,
+        ids: Vec<MessageId>,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<MessageId>> {
+        let recipient = recipient.clone();
+        Box::pin(async move {
+            attention::mark_notified(&*self.client().await?, &recipient, &ids, now).await
+        })
+    }
+
+    fn add_approval(&self, approval: NewApproval) -> StoreFuture<'_, Approval> {
+        Box::pin(async move { attention::add_approval(&*self.client().await?, &approval).await })
+    }
+
+    fn approval(&self, id: ApprovalId) -> StoreFuture<'_, Option<Approval>> {
+        Box::pin(async move { attention::approval(&*self.client().await?, id).await })
+    }
+
+    fn approvals(
+        &self,
+        handle: &Handle,
+        since: Millis,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Approval>> {
+        let handle = handle.clone();
+        Box::pin(async move {
+            attention::approvals(&*self.client().await?, &handle, since, limit).await
+        })
+    }
+
+    fn answer_approval(
+        &self,
+        id: ApprovalId,
+        handle: &Handle,
+        behavior: Behavior,
+        now: Millis,
+    ) -> StoreFuture<'_, Option<Approval>> {
+        let handle = handle.clone();
+        Box::pin(async move {
+            attention::answer_approval(&*self.client().await?, id, &handle, behavior, now).await
+        })
+    }
+
+    fn forget_approvals(&self, before: Millis) -> StoreFuture<'_, u64> {
+        Box::pin(async move { attention::forget_approvals(&*self.client().await?, before).await })
     }
 
     fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>> {

@@ -18,6 +18,7 @@
 //! What survives a crash is PostgreSQL's: a write is acknowledged after
 //! its commit, durable as the server's `synchronous_commit` says.
 
+mod attention;
 mod listen;
 mod messages;
 mod people;

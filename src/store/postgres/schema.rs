@@ -143,6 +143,35 @@ ALTER TABLE inbox ADD COLUMN offers integer NOT NULL DEFAULT 0;
 DROP INDEX inbox_unclaimed;
 CREATE INDEX inbox_unread ON inbox(recipient, message_id) WHERE read_at IS NULL;
 "#,
+    r#"
+-- People in the loop, as in SQLite's step 11 (relay/attention.rs).
+ALTER TABLE inbox ADD COLUMN notified_at bigint;
+UPDATE inbox SET notified_at = 0 WHERE read_at IS NULL AND answered_at IS NULL;
+CREATE INDEX inbox_unnotified ON inbox(message_id)
+    WHERE read_at IS NULL AND answered_at IS NULL AND notified_at IS NULL;
+CREATE TABLE notify_settings (
+    handle             text PRIMARY KEY,
+    after_ms           bigint,
+    at_once_when_away  boolean NOT NULL,
+    webhook            text,
+    webhook_format     text NOT NULL
+);
+CREATE TABLE approvals (
+    id             bigserial PRIMARY KEY,
+    handle         text NOT NULL,
+    request_id     text NOT NULL,
+    tool_name      text NOT NULL,
+    description    text NOT NULL,
+    input_preview  text NOT NULL,
+    withheld       text,
+    created_at     bigint NOT NULL,
+    expires_at     bigint NOT NULL,
+    behavior       text,
+    answered_at    bigint
+);
+CREATE INDEX approvals_by_person ON approvals(handle, id);
+CREATE INDEX approvals_by_age ON approvals(created_at);
+"#,
 ];
 
 /// Brings the schema up to the last step, under the migration lock, in one

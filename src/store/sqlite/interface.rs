@@ -2,10 +2,11 @@
 //! (and, for the message rules, runs `../rules.rs` there).
 
 use super::statements::Sql;
-use super::{SqliteStore, messages, people, search, sessions, summaries};
+use super::{SqliteStore, attention, messages, people, search, sessions, summaries};
 use crate::model::{
-    Channel, ChannelSummary, Found, Handle, Message, MessageId, Millis, Person, Place, Presence,
-    SessionId, ThreadId, ThreadSummary, TokenHash,
+    Approval, ApprovalId, Behavior, Channel, ChannelSummary, Found, Handle, Message, MessageId,
+    Millis, NewApproval, NotifySettings, Person, Place, Presence, SessionId, ThreadId,
+    ThreadSummary, TokenHash,
 };
 use crate::store::rules::{self, Statements};
 use crate::store::{NewMessage, Offer, PURGE_BATCH, Store, StoreError, StoreFuture, StoredSession};
@@ -232,6 +233,72 @@ impl Store for SqliteStore {
             self.write(move |conn| people::key(conn, &name, fresh))
                 .await
         })
+    }
+
+    fn notify_settings(&self, handle: &Handle) -> StoreFuture<'_, Option<NotifySettings>> {
+        let handle = handle.clone();
+        self.read(move |conn| attention::notify_settings(conn, &handle))
+    }
+
+    fn set_notify_settings(
+        &self,
+        handle: &Handle,
+        settings: NotifySettings,
+    ) -> StoreFuture<'_, ()> {
+        let handle = handle.clone();
+        self.write(move |conn| attention::set_notify_settings(conn, &handle, &settings))
+    }
+
+    fn unnotified(
+        &self,
+        after: MessageId,
+        now: Millis,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Message>> {
+        self.read(move |conn| attention::unnotified(conn, after, now, limit))
+    }
+
+    fn mark_notified(
+        &self,
+        recipient: &Handle,
+        ids: Vec<MessageId>,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<MessageId>> {
+        let recipient = recipient.clone();
+        self.write(move |conn| attention::mark_notified(conn, &recipient, &ids, now))
+    }
+
+    fn add_approval(&self, approval: NewApproval) -> StoreFuture<'_, Approval> {
+        self.write(move |conn| attention::add_approval(conn, &approval))
+    }
+
+    fn approval(&self, id: ApprovalId) -> StoreFuture<'_, Option<Approval>> {
+        self.read(move |conn| attention::approval(conn, id))
+    }
+
+    fn approvals(
+        &self,
+        handle: &Handle,
+        since: Millis,
+        limit: u32,
+    ) -> StoreFuture<'_, Vec<Approval>> {
+        let handle = handle.clone();
+        self.read(move |conn| attention::approvals(conn, &handle, since, limit))
+    }
+
+    fn answer_approval(
+        &self,
+        id: ApprovalId,
+        handle: &Handle,
+        behavior: Behavior,
+        now: Millis,
+    ) -> StoreFuture<'_, Option<Approval>> {
+        let handle = handle.clone();
+        self.write(move |conn| attention::answer_approval(conn, id, &handle, behavior, now))
+    }
+
+    fn forget_approvals(&self, before: Millis) -> StoreFuture<'_, u64> {
+        self.write(move |conn| attention::forget_approvals(conn, before))
     }
 
     fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>> {

@@ -12,6 +12,7 @@
 //! presence and keys, `sessions.rs` and `search.rs` theirs; the schema and
 //! what survives a crash are in `schema.rs`.
 
+mod attention;
 mod copy;
 mod interface;
 mod messages;

@@ -317,6 +317,42 @@ ALTER TABLE inbox ADD COLUMN offers INTEGER NOT NULL DEFAULT 0;
 DROP INDEX inbox_unclaimed;
 CREATE INDEX inbox_unread ON inbox(recipient, message_id) WHERE read_at IS NULL;
 "#,
+    r#"
+-- People in the loop (relay/attention.rs). notified_at: when an unread
+-- message was brought to its person (or let go without telling them), set
+-- once by the relay that claims it. Messages from before notifications
+-- existed are not brought up now: they count as handled at time 0.
+ALTER TABLE inbox ADD COLUMN notified_at INTEGER;
+UPDATE inbox SET notified_at = 0 WHERE read_at IS NULL AND answered_at IS NULL;
+CREATE INDEX inbox_unnotified ON inbox(message_id)
+    WHERE read_at IS NULL AND answered_at IS NULL AND notified_at IS NULL;
+-- A person's choices; no row: the defaults. after_ms NULL: never.
+CREATE TABLE notify_settings (
+    handle             TEXT PRIMARY KEY,
+    after_ms           INTEGER,
+    at_once_when_away  INTEGER NOT NULL,
+    webhook            TEXT,
+    webhook_format     TEXT NOT NULL
+) WITHOUT ROWID;
+-- The steps people's agents asked them to allow, and their answers: kept
+-- a while as the person's audit trail. withheld: the kind of secret the
+-- input preview looked like it held (the preview is then not kept).
+CREATE TABLE approvals (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    handle         TEXT NOT NULL,
+    request_id     TEXT NOT NULL,
+    tool_name      TEXT NOT NULL,
+    description    TEXT NOT NULL,
+    input_preview  TEXT NOT NULL,
+    withheld       TEXT,
+    created_at     INTEGER NOT NULL,
+    expires_at     INTEGER NOT NULL,
+    behavior       TEXT,
+    answered_at    INTEGER
+);
+CREATE INDEX approvals_by_person ON approvals(handle, id);
+CREATE INDEX approvals_by_age ON approvals(created_at);
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.

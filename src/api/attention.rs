@@ -1,0 +1,89 @@
+//! What needs a person's attention: their notification settings and their
+//! agents' approvals. Each is the caller's own: the shared token has none.
+
+use super::ApiResult;
+use crate::model::{ApprovalId, Behavior, now_millis};
+use crate::relay::{Caller, RelayError};
+use crate::state::AppState;
+use crate::wire::{
+    ApiError,
+    attention::{
+        AnswerApproval, ApprovalView, Approvals, ApprovalsQuery, ChangeNotifications,
+        NewApprovalArgs, Notifications,
+    },
+    extract::{Body, Path, Query},
+};
+use axum::{Extension, Json, extract::State, http::StatusCode};
+
+pub(super) async fn notifications(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Notifications> {
+    let settings = state.relay.notify_settings(&caller).await?;
+    Ok(Json(Notifications::from(&settings)))
+}
+
+pub(super) async fn change_notifications(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Body(change): Body<ChangeNotifications>,
+) -> ApiResult<Notifications> {
+    let current = state.relay.notify_settings(&caller).await?;
+    let settings = change.apply(current)?;
+    let settings = state.relay.set_notify_settings(&caller, settings).await?;
+    Ok(Json(Notifications::from(&settings)))
+}
+
+pub(super) async fn approvals(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<ApprovalsQuery>,
+) -> ApiResult<Approvals> {
+    let kept = state.relay.approvals(&caller, query.all).await?;
+    let now = now_millis();
+    Ok(Json(Approvals {
+        approvals: kept.iter().map(|a| ApprovalView::new(a, now)).collect(),
+    }))
+}
+
+pub(super) async fn ask_approval(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Body(args): Body<NewApprovalArgs>,
+) -> Result<(StatusCode, Json<ApprovalView>), ApiError> {
+    let approval = state.relay.ask_approval(&caller, args.into()).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(ApprovalView::new(&approval, now_millis())),
+    ))
+}
+
+/// One approval; with `wait_seconds`, once it is answered or expires (or
+/// the wait ends).
+pub(super) async fn approval(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+    Query(query): Query<ApprovalsQuery>,
+) -> ApiResult<ApprovalView> {
+    let approval = state
+        .relay
+        .wait_approval(&caller, ApprovalId(id), query.wait_seconds)
+        .await?;
+    Ok(Json(ApprovalView::new(&approval, now_millis())))
+}
+
+pub(super) async fn answer_approval(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+    Body(answer): Body<AnswerApproval>,
+) -> ApiResult<ApprovalView> {
+    let behavior = Behavior::parse(&answer.behavior)
+        .ok_or_else(|| RelayError::BadInput("behavior: \"allow\" or \"deny\"".into()))?;
+    let approval = state
+        .relay
+        .answer_approval(&caller, ApprovalId(id), behavior)
+        .await?;
+    Ok(Json(ApprovalView::new(&approval, now_millis())))
+}

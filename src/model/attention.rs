@@ -1,0 +1,266 @@
+//! What needs a person's attention: where they are told of what waits for
+//! them ([`NotifySettings`]), and the steps their own agent asks them to
+//! allow ([`Approval`]).
+
+use super::{Handle, Millis};
+use std::fmt;
+
+/// How long an addressed message may stay unread before its person is
+/// told, unless they choose otherwise: five minutes.
+pub const DEFAULT_NOTIFY_AFTER: Millis = 5 * 60 * 1000;
+
+/// The longest a person may ask to wait before being told: a day.
+pub const MAX_NOTIFY_AFTER: Millis = 24 * 60 * 60 * 1000;
+
+/// The longest webhook address accepted.
+pub const MAX_WEBHOOK_LEN: usize = 2048;
+
+/// Where and when a person is told of a message their agent has not read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifySettings {
+    /// How long after it was sent an unread message is brought to them;
+    /// `None`: never.
+    pub after: Option<Millis>,
+    /// Told at once when none of their agents listens (no push stream, no
+    /// waiting inbox check), instead of after `after`.
+    pub at_once_when_away: bool,
+    /// Where notifications are posted, if anywhere.
+    pub webhook: Option<Webhook>,
+}
+
+impl Default for NotifySettings {
+    fn default() -> Self {
+        NotifySettings {
+            after: Some(DEFAULT_NOTIFY_AFTER),
+            at_once_when_away: false,
+            webhook: None,
+        }
+    }
+}
+
+/// A webhook: an address and the shape of what is posted to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    pub url: WebhookUrl,
+    pub format: WebhookFormat,
+}
+
+/// What a webhook is posted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WebhookFormat {
+    /// crosstalk's own JSON object.
+    #[default]
+    Json,
+    /// ntfy's JSON publishing, to the server of a topic URL.
+    Ntfy,
+    /// A Slack-compatible incoming webhook: `{"text": …}`.
+    Slack,
+}
+
+impl WebhookFormat {
+    pub const ALL: [WebhookFormat; 3] = [
+        WebhookFormat::Json,
+        WebhookFormat::Ntfy,
+        WebhookFormat::Slack,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebhookFormat::Json => "json",
+            WebhookFormat::Ntfy => "ntfy",
+            WebhookFormat::Slack => "slack",
+        }
+    }
+
+    pub fn parse(named: &str) -> Option<WebhookFormat> {
+        Self::ALL
+            .into_iter()
+            .find(|format| format.as_str() == named)
+    }
+}
+
+/// A webhook's address: `https://` (or `http://`, which only a relay that
+/// allows private destinations posts to) with a host, printable ASCII,
+/// without credentials before the host. Whether its host may be reached is
+/// decided when it is posted to, after the name is resolved.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookUrl(String);
+
+impl WebhookUrl {
+    pub fn parse(url: &str) -> Result<WebhookUrl, String> {
+        if url.len() > MAX_WEBHOOK_LEN {
+            return Err(format!("is longer than {MAX_WEBHOOK_LEN} characters"));
+        }
+        if !url.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("must be printable ASCII without spaces (percent-encode the rest)".into());
+        }
+        let rest = url
+            .strip_prefix("https://")
+            .or_else(|| url.strip_prefix("http://"))
+            .ok_or("must be an https:// URL")?;
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if authority.contains('@') {
+            return Err("must not carry a user name or password before the host".into());
+        }
+        if authority.is_empty() || authority.starts_with(':') {
+            return Err("has no host".into());
+        }
+        Ok(WebhookUrl(url.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_https(&self) -> bool {
+        self.0.starts_with("https://")
+    }
+
+    /// Its host (and port), the one part of it safe to show in a log: the
+    /// path of many webhooks is their secret.
+    pub fn host(&self) -> &str {
+        let rest = self.0.split_once("://").map_or("", |(_, rest)| rest);
+        rest.split(['/', '?', '#']).next().unwrap_or_default()
+    }
+}
+
+/// Only the host: a webhook's path and query are often its secret.
+impl fmt::Debug for WebhookUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "WebhookUrl({}/…)", self.host())
+    }
+}
+
+/// An approval's id: the store's number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ApprovalId(pub i64);
+
+impl fmt::Display for ApprovalId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A person's answer to their agent's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behavior {
+    Allow,
+    Deny,
+}
+
+impl Behavior {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Behavior::Allow => "allow",
+            Behavior::Deny => "deny",
+        }
+    }
+
+    pub fn parse(named: &str) -> Option<Behavior> {
+        match named {
+            "allow" => Some(Behavior::Allow),
+            "deny" => Some(Behavior::Deny),
+            _ => None,
+        }
+    }
+}
+
+/// What a request's input looks like to its person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Preview {
+    /// As the agent's client sent it (scanned: no likely secret in it).
+    Shown(String),
+    /// Not kept: it looked like it carried a secret of this kind.
+    Withheld(String),
+}
+
+/// A step a person's agent asks them to allow (Claude Code's permission
+/// prompt, relayed by the bridge).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    pub id: ApprovalId,
+    /// Whose agent asked: the one person who may answer.
+    pub handle: Handle,
+    /// The client's own id for the prompt (Claude Code's five letters).
+    pub request_id: String,
+    pub tool_name: String,
+    pub description: String,
+    pub preview: Preview,
+    pub created_at: Millis,
+    /// No answer is taken from this moment on.
+    pub expires_at: Millis,
+    /// The answer and when it came.
+    pub answer: Option<(Behavior, Millis)>,
+}
+
+/// Where an approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalState {
+    Pending,
+    Allowed,
+    Denied,
+    Expired,
+}
+
+impl ApprovalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalState::Pending => "pending",
+            ApprovalState::Allowed => "allowed",
+            ApprovalState::Denied => "denied",
+            ApprovalState::Expired => "expired",
+        }
+    }
+}
+
+impl Approval {
+    pub fn state(&self, now: Millis) -> ApprovalState {
+        match self.answer {
+            Some((Behavior::Allow, _)) => ApprovalState::Allowed,
+            Some((Behavior::Deny, _)) => ApprovalState::Denied,
+            None if now >= self.expires_at => ApprovalState::Expired,
+            None => ApprovalState::Pending,
+        }
+    }
+}
+
+/// An approval about to be stored; the store gives it an id.
+#[derive(Debug, Clone)]
+pub struct NewApproval {
+    pub handle: Handle,
+    pub request_id: String,
+    pub tool_name: String,
+    pub description: String,
+    pub preview: Preview,
+    pub created_at: Millis,
+    pub expires_at: Millis,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhook_urls_are_https_with_a_host_and_no_credentials() {
+        for good in [
+            "https://ntfy.sh/team-bob",
+            "https://hooks.slack.com/services/T0/B0/XYZ",
+            "http://10.0.0.5:8080/hook",
+        ] {
+            assert!(WebhookUrl::parse(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "ftp://example.com/",
+            "https://",
+            "https://:443/x",
+            "https://user:pw@example.com/",
+            "https://exa mple.com/",
+            "example.com/hook",
+        ] {
+            assert!(WebhookUrl::parse(bad).is_err(), "{bad}");
+        }
+        let url = WebhookUrl::parse("https://hooks.slack.com/services/SECRET").unwrap();
+        assert_eq!(url.host(), "hooks.slack.com");
+        assert!(!format!("{url:?}").contains("SECRET"));
+    }
+}

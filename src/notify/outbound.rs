@@ -1,0 +1,159 @@
+//! Requests the relay makes to addresses people chose: only to the public
+//! internet (unless the operator allows private destinations), checked
+//! after each name is resolved and at each redirect, with short timeouts.
+
+use crate::host::is_public;
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::{Client, Url, redirect};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long one request may take, connecting included.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// The most redirects followed.
+const MAX_REDIRECTS: usize = 3;
+
+/// Why a destination is not posted to.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    #[error("{0} is not https://")]
+    NotHttps(String),
+    #[error("{0} is a private, loopback or link-local address")]
+    Private(String),
+    #[error("{0} resolves only to private, loopback or link-local addresses")]
+    ResolvesPrivate(String),
+    #[error("{0} has no host")]
+    NoHost(String),
+}
+
+/// Whether a request may go to `url` (its scheme, and its host when it is
+/// an address; a name is checked when it is resolved).
+pub fn check_url(url: &Url, allow_private: bool) -> Result<(), Refused> {
+    let shown = || url.host_str().unwrap_or_default().to_owned();
+    match url.scheme() {
+        "https" => {}
+        "http" if allow_private => {}
+        _ => return Err(Refused::NotHttps(shown())),
+    }
+    let host = url.host_str().ok_or_else(|| Refused::NoHost(shown()))?;
+    // An address (IPv6 in brackets) is checked here; a name once resolved.
+    let Ok(ip) = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+    else {
+        return Ok(());
+    };
+    if allow_private || is_public(ip) {
+        Ok(())
+    } else {
+        Err(Refused::Private(shown()))
+    }
+}
+
+/// Resolves names to their public addresses only.
+struct PublicOnly;
+
+impl Resolve for PublicOnly {
+    fn resolve(&self, name: Name) -> Resolving {
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let public: Vec<SocketAddr> = found
+                .into_iter()
+                .filter(|addr| is_public(addr.ip()))
+                .collect();
+            if public.is_empty() {
+                return Err(Box::new(Refused::ResolvesPrivate(host)) as _);
+            }
+            Ok(Box::new(public.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// The client every notification goes out through.
+pub fn client(allow_private: bool) -> reqwest::Result<Client> {
+    let policy = redirect::Policy::custom(move |attempt| {
+        if attempt.previous().len() >= MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else if let Err(refused) = check_url(attempt.url(), allow_private) {
+            attempt.error(refused)
+        } else {
+            attempt.follow()
+        }
+    });
+    let builder = Client::builder()
+        .user_agent(concat!("crosstalk/", env!("CARGO_PKG_VERSION")))
+        .timeout(REQUEST_TIMEOUT)
+        .connect_timeout(CONNECT_TIMEOUT)
+        // A proxy would resolve the name itself, past the check.
+        .no_proxy()
+        .redirect(policy)
+        .tls_backend_preconfigured(tls_config());
+    match allow_private {
+        true => builder.build(),
+        false => builder.dns_resolver(Arc::new(PublicOnly)).build(),
+    }
+}
+
+/// TLS to the public internet: the web's roots, compiled in, so the relay
+/// trusts the same authorities wherever it runs.
+fn tls_config() -> rustls::ClientConfig {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_redirect_or_a_first_request_to_a_private_address_is_refused() {
+        let check = |url: &str, allow| check_url(&Url::parse(url).unwrap(), allow);
+        assert!(matches!(
+            check("http://ntfy.sh/x", false),
+            Err(Refused::NotHttps(_))
+        ));
+        assert!(matches!(
+            check("https://127.0.0.1/x", false),
+            Err(Refused::Private(_))
+        ));
+        assert!(matches!(
+            check("https://[::1]:8443/", false),
+            Err(Refused::Private(_))
+        ));
+        assert!(matches!(
+            check("https://169.254.169.254/", false),
+            Err(Refused::Private(_))
+        ));
+        assert!(check("https://ntfy.sh/x", false).is_ok());
+        assert!(check("https://1.1.1.1/", false).is_ok());
+        assert!(check("http://127.0.0.1:8080/x", true).is_ok());
+        assert!(matches!(
+            check("ftp://127.0.0.1/", true),
+            Err(Refused::NotHttps(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_name_that_resolves_to_loopback_is_refused() {
+        let name: Name = "localhost".parse().unwrap();
+        let refused = match PublicOnly.resolve(name).await {
+            Ok(_) => panic!("localhost resolved to a public address"),
+            Err(error) => error.to_string(),
+        };
+        assert_eq!(
+            refused,
+            "localhost resolves only to private, loopback or link-local addresses"
+        );
+    }
+}

@@ -1,0 +1,221 @@
+//! Approvals: a step a person's agent asks them to allow (Claude Code's
+//! permission prompt, relayed by the bridge), answered from the page, the
+//! API or a phone, and carried back to the agent that asked.
+//!
+//! - Only the person whose agent asked sees it and may answer it. Nobody
+//!   may answer for someone else: an approval lets code run on that
+//!   person's machine, with their authority, so it is not delegated (a
+//!   teammate who should decide can be asked in a message instead).
+//! - The first answer wins, and none is taken once it expired
+//!   ([`APPROVAL_LIFETIME`]); the terminal's own prompt stays open all the
+//!   while, and whichever answer reaches the agent first is the one it
+//!   uses.
+//! - What the agent's client shows of the step's input passes the secret
+//!   scanner before it is kept: one that looks like it holds a secret is
+//!   withheld, and only the kind of secret is kept.
+//! - Every request and its answer are kept for [`APPROVAL_KEPT`] as the
+//!   person's audit trail.
+
+use super::notify::{About, Notice};
+use super::{Caller, Relay, RelayError, RelayResult, secrets};
+use crate::model::{
+    Approval, ApprovalId, ApprovalState, Behavior, Millis, NewApproval, Preview, now_millis,
+};
+use std::time::Duration;
+
+/// How long an approval can be answered.
+pub const APPROVAL_LIFETIME: Millis = 10 * 60 * 1000;
+/// How long an approval, answered or not, is kept for its person to see.
+pub const APPROVAL_KEPT: Millis = 7 * 24 * 60 * 60 * 1000;
+/// The most approvals a list returns.
+pub const MAX_APPROVALS_LISTED: u32 = 200;
+/// How often a wait for an answer looks in the store, for answers given
+/// through another relay sharing it (an answer given here wakes it at once).
+const WAIT_RECHECK: Duration = Duration::from_secs(2);
+
+const MAX_REQUEST_ID_CHARS: usize = 64;
+const MAX_TOOL_NAME_CHARS: usize = 200;
+const MAX_DESCRIPTION_CHARS: usize = 2_000;
+const MAX_PREVIEW_CHARS: usize = 4_000;
+
+/// What an agent's client asks to be allowed.
+#[derive(Debug, Clone)]
+pub struct AskApproval {
+    pub request_id: String,
+    pub tool_name: String,
+    pub description: String,
+    pub input_preview: String,
+}
+
+/// At most `max` characters of `text`, marked when cut.
+fn shortened(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+impl Relay {
+    /// Keeps the caller's agent's request and tells the caller at once.
+    pub async fn ask_approval(&self, caller: &Caller, ask: AskApproval) -> RelayResult<Approval> {
+        let me = self.person(caller)?.clone();
+        let request_id = ask.request_id.trim();
+        if request_id.is_empty()
+            || request_id.chars().count() > MAX_REQUEST_ID_CHARS
+            || !request_id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(RelayError::BadInput(format!(
+                "request_id: 1 to {MAX_REQUEST_ID_CHARS} letters, digits, '-' or '_'"
+            )));
+        }
+        let tool_name = ask.tool_name.trim();
+        if tool_name.is_empty()
+            || tool_name.chars().count() > MAX_TOOL_NAME_CHARS
+            || tool_name.chars().any(char::is_control)
+        {
+            return Err(RelayError::BadInput(format!(
+                "tool_name: one line of 1 to {MAX_TOOL_NAME_CHARS} characters"
+            )));
+        }
+        // The client's own texts, kept short; a secret in either withholds
+        // the input preview, and the description too when it holds one.
+        let mut description = shortened(ask.description.trim(), MAX_DESCRIPTION_CHARS);
+        let preview = shortened(&ask.input_preview, MAX_PREVIEW_CHARS);
+        let in_description = secrets::find_secret(&description);
+        if let Some(kind) = in_description {
+            description = format!("withheld: looks like it contains {kind}");
+        }
+        let preview = match secrets::find_secret(&preview).or(in_description) {
+            Some(kind) => Preview::Withheld(kind.to_owned()),
+            None => Preview::Shown(preview),
+        };
+        let now = now_millis();
+        let approval = self
+            .store
+            .add_approval(NewApproval {
+                handle: me.clone(),
+                request_id: request_id.to_owned(),
+                tool_name: tool_name.to_owned(),
+                description,
+                preview,
+                created_at: now,
+                expires_at: now + APPROVAL_LIFETIME,
+            })
+            .await?;
+        tracing::info!(%me, id = %approval.id, "an agent asks its person to allow a step");
+        let settings = self.settings_of(&me).await?;
+        self.tell(Notice {
+            to: me,
+            webhook: settings.webhook,
+            about: About::Approval {
+                id: approval.id,
+                tool_name: approval.tool_name.clone(),
+                description: approval.description.clone(),
+            },
+        });
+        Ok(approval)
+    }
+
+    /// The caller's approvals: those still pending, or (with `all`) every
+    /// one kept, newest first.
+    pub async fn approvals(&self, caller: &Caller, all: bool) -> RelayResult<Vec<Approval>> {
+        let me = self.person(caller)?;
+        let now = now_millis();
+        let mut kept = self
+            .store
+            .approvals(me, now - APPROVAL_KEPT, MAX_APPROVALS_LISTED)
+            .await?;
+        if !all {
+            kept.retain(|approval| approval.state(now) == ApprovalState::Pending);
+        }
+        Ok(kept)
+    }
+
+    /// One of the caller's approvals.
+    pub async fn approval(&self, caller: &Caller, id: ApprovalId) -> RelayResult<Approval> {
+        let me = self.person(caller)?;
+        match self.store.approval(id).await? {
+            Some(approval) if approval.handle == *me => Ok(approval),
+            Some(_) => Err(not_yours(id)),
+            None => Err(RelayError::NotFound(format!("there is no approval {id}"))),
+        }
+    }
+
+    /// Answers one of the caller's pending approvals; the agent that asked
+    /// hears of it.
+    pub async fn answer_approval(
+        &self,
+        caller: &Caller,
+        id: ApprovalId,
+        behavior: Behavior,
+    ) -> RelayResult<Approval> {
+        let me = self.person(caller)?;
+        let now = now_millis();
+        if let Some(answered) = self.store.answer_approval(id, me, behavior, now).await? {
+            tracing::info!(%me, %id, behavior = behavior.as_str(), "a person answered their agent");
+            self.approvals_answered.publish(&id, ());
+            return Ok(answered);
+        }
+        // Why not: in the order a person would want to hear it.
+        let approval = self.approval(caller, id).await?;
+        Err(match approval.answer {
+            Some((given, _)) => RelayError::Conflict(format!(
+                "approval {id} was answered already ({}): the first answer is the one the \
+                 agent gets",
+                given.as_str()
+            )),
+            None => RelayError::Conflict(format!(
+                "approval {id} expired: it can be answered for {} minutes; answer it where \
+                 the agent runs",
+                APPROVAL_LIFETIME / 60_000
+            )),
+        })
+    }
+
+    /// Waits up to `timeout` (at most [`super::MAX_WAIT`]) for one of the
+    /// caller's approvals to be answered or to expire; returns it as it
+    /// stands then.
+    pub async fn wait_approval(
+        &self,
+        caller: &Caller,
+        id: ApprovalId,
+        timeout_s: Option<f64>,
+    ) -> RelayResult<Approval> {
+        let timeout = super::waits::parse_wait(timeout_s, Duration::ZERO)?;
+        let _slot = self.wait_slot(caller, timeout)?;
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let mut answered = self.approvals_answered.subscribe(&id);
+            let approval = self.approval(caller, id).await?;
+            let now = now_millis();
+            if approval.state(now) != ApprovalState::Pending
+                || tokio::time::Instant::now() >= deadline
+            {
+                return Ok(approval);
+            }
+            let expires = Duration::from_millis(approval.expires_at.saturating_sub(now) as u64);
+            let until = deadline.min(tokio::time::Instant::now() + expires.min(WAIT_RECHECK));
+            tokio::select! {
+                _ = answered.recv() => {}
+                () = tokio::time::sleep_until(until) => {}
+                () = self.shutdown.cancelled() => return Ok(approval),
+            }
+        }
+    }
+
+    /// Forgets approvals older than [`APPROVAL_KEPT`].
+    pub(super) async fn forget_old_approvals(&self) -> RelayResult<u64> {
+        Ok(self
+            .store
+            .forget_approvals(now_millis() - APPROVAL_KEPT)
+            .await?)
+    }
+}
+
+fn not_yours(id: ApprovalId) -> RelayError {
+    RelayError::Forbidden(format!(
+        "approval {id} was asked by another person's agent: only they may see or answer it"
+    ))
+}

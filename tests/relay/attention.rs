@@ -1,0 +1,541 @@
+//! People in the loop: unread messages brought to their person's webhook,
+//! and approvals asked by an agent (through the bridge, as Claude Code
+//! asks) and answered by its person.
+
+use crate::support::{TestApp, page, spawn_app_with};
+use axum::{body::Bytes, http::Uri};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// A loopback endpoint that records what is posted to it: the path and
+/// the JSON body of each request.
+struct Hook {
+    url: String,
+    posted: mpsc::UnboundedReceiver<(String, Value)>,
+}
+
+impl Hook {
+    async fn start() -> Hook {
+        let (tx, posted) = mpsc::unbounded_channel();
+        let app = axum::Router::new().fallback(move |uri: Uri, body: Bytes| {
+            let tx = tx.clone();
+            async move {
+                let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let _ = tx.send((uri.path().to_owned(), body));
+                "ok"
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Hook { url, posted }
+    }
+
+    /// The next request posted; fails the test after 20 s.
+    async fn next(&mut self) -> (String, Value) {
+        tokio::time::timeout(Duration::from_secs(20), self.posted.recv())
+            .await
+            .expect("a notification arrives")
+            .expect("the hook runs")
+    }
+}
+
+/// A relay that may post to loopback, as `RELAY_NOTIFY_ALLOW_PRIVATE=1`.
+async fn relay() -> TestApp {
+    spawn_app_with(|config| config.settings.notify_allow_private = true).await
+}
+
+async fn thread_of(app: &TestApp, token: &str, to: &str, body: &str) -> (i64, i64) {
+    let sent = app.rest(token).send(to, body, json!({})).await;
+    (
+        sent["thread_id"].as_i64().unwrap(),
+        sent["message_id"].as_i64().unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn an_unread_message_reaches_its_person_s_webhook_once_per_conversation() {
+    let app = relay().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let mut hook = Hook::start().await;
+    let bobs = app.rest(&bob);
+
+    // The defaults, then a webhook; the delay waits while messages come.
+    let (status, defaults) = bobs.get("/api/me/notifications").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        defaults,
+        json!({"after_seconds": 300, "at_once_when_away": false, "webhook": null,
+               "webhook_format": "json"})
+    );
+    let url = format!("{}/hooks/bob", hook.url);
+    let (status, set) = bobs
+        .put(
+            "/api/me/notifications",
+            json!({"webhook": url, "after_seconds": 3600}),
+        )
+        .await;
+    assert_eq!(status, 200, "{set}");
+    assert_eq!(set["webhook"], url.as_str());
+
+    let (thread, first) = thread_of(
+        &app,
+        &alice,
+        "bob",
+        "Which port does staging use?\nThe API one.",
+    )
+    .await;
+    let (status, _) = app
+        .rest(&alice)
+        .post(
+            "/api/messages",
+            json!({"to": "bob", "thread_id": thread, "body": "Also: which region?"}),
+        )
+        .await;
+    assert_eq!(status, 201);
+
+    // Due now: both are brought at once, in one notification.
+    bobs.put("/api/me/notifications", json!({"after_seconds": 0}))
+        .await;
+    let (path, posted) = hook.next().await;
+    assert_eq!(path, "/hooks/bob");
+    assert_eq!(
+        posted,
+        json!({
+            "type": "unread",
+            "to": "bob",
+            "from": "alice",
+            "conversation": {"thread_id": thread},
+            "message_id": first,
+            "first_line": "Which port does staging use?",
+            "count": 2,
+            "url": format!("{}/threads/{thread}", app.url()),
+        })
+    );
+    assert!(!posted.to_string().contains(&bob) && !posted.to_string().contains(&alice));
+
+    // More in that conversation is folded into it (the quiet period);
+    // another conversation is told of on its own.
+    let (status, _) = app
+        .rest(&alice)
+        .post(
+            "/api/messages",
+            json!({"to": "bob", "thread_id": thread, "body": "Still there?"}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (other, _) = thread_of(&app, &alice, "bob", "Lunch?").await;
+    let (_, posted) = hook.next().await;
+    assert_eq!(posted["conversation"], json!({"thread_id": other}));
+    assert_eq!(posted["first_line"], "Lunch?");
+    assert_eq!(
+        app.count("SELECT count(*) FROM inbox WHERE notified_at IS NULL"),
+        0,
+        "the folded message was claimed too"
+    );
+}
+
+#[tokio::test]
+async fn nothing_is_brought_that_the_agent_or_the_person_read() {
+    let app = relay().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let mut hook = Hook::start().await;
+    let bobs = app.rest(&bob);
+    bobs.put(
+        "/api/me/notifications",
+        json!({"webhook": hook.url, "after_seconds": 3600}),
+    )
+    .await;
+    // One taken by bob's agent's inbox check, one whose thread it read,
+    // one bob read on the page.
+    thread_of(&app, &alice, "bob", "for the inbox check").await;
+    let (status, inbox) = bobs.get("/api/inbox").await;
+    assert_eq!(
+        (status, inbox["messages"].as_array().unwrap().len()),
+        (200, 1)
+    );
+    let (read, _) = thread_of(&app, &alice, "bob", "for the agent to read").await;
+    let (status, _) = bobs.get(&format!("/api/threads/{read}")).await;
+    assert_eq!(status, 200);
+    let (on_page, _) = thread_of(&app, &alice, "bob", "for the page").await;
+    let (status, _) = page(&app, &format!("/threads/{on_page}"), &bob).await;
+    assert_eq!(status, 200);
+    let (last, _) = thread_of(&app, &alice, "bob", "the one unread").await;
+
+    bobs.put("/api/me/notifications", json!({"after_seconds": 0}))
+        .await;
+    let (_, posted) = hook.next().await;
+    assert_eq!(posted["conversation"], json!({"thread_id": last}));
+    assert_eq!(posted["count"], 1);
+}
+
+#[tokio::test]
+async fn ntfy_and_slack_get_their_own_formats() {
+    let app = relay().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let mut hook = Hook::start().await;
+    let bobs = app.rest(&bob);
+    bobs.put(
+        "/api/me/notifications",
+        json!({"webhook": format!("{}/team-bob", hook.url), "webhook_format": "ntfy",
+               "after_seconds": 0}),
+    )
+    .await;
+    let (thread, _) = thread_of(&app, &alice, "bob", "Is <main> green & deployed?").await;
+    let (path, posted) = hook.next().await;
+    let link = format!("{}/threads/{thread}", app.url());
+    assert_eq!(path, "/", "ntfy's JSON publishing goes to the server");
+    assert_eq!(
+        posted,
+        json!({"topic": "team-bob", "title": "alice is waiting for your answer",
+               "message": "Is <main> green & deployed?", "click": link,
+               "tags": ["speech_balloon"]})
+    );
+
+    let (status, set) = bobs
+        .put("/api/me/notifications", json!({"webhook_format": "slack"}))
+        .await;
+    assert_eq!((status, &set["webhook_format"]), (200, &json!("slack")));
+    let (thread, _) = thread_of(&app, &alice, "bob", "Is <main> green & deployed?").await;
+    let (path, posted) = hook.next().await;
+    assert_eq!(path, "/team-bob");
+    assert_eq!(
+        posted,
+        json!({"text": format!(
+            "*alice is waiting for your answer*\nIs &lt;main&gt; green &amp; deployed?\n\
+             <{}/threads/{thread}|Open in crosstalk>",
+            app.url()
+        )})
+    );
+}
+
+#[tokio::test]
+async fn a_dead_endpoint_holds_up_no_send() {
+    let app = relay().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    // Takes connections and never answers.
+    let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead_url = format!("http://{}/hook", dead.local_addr().unwrap());
+    app.rest(&bob)
+        .put(
+            "/api/me/notifications",
+            json!({"webhook": dead_url, "after_seconds": 0}),
+        )
+        .await;
+    thread_of(&app, &alice, "bob", "the first").await;
+    let (_held, _) = tokio::time::timeout(Duration::from_secs(20), dead.accept())
+        .await
+        .expect("the relay tries the endpoint")
+        .unwrap();
+    // While that delivery hangs, sends go on as ever, to bob and others.
+    for n in 0..40 {
+        let (status, _) = app
+            .rest(&alice)
+            .post(
+                "/api/messages",
+                json!({"to": "bob", "body": format!("more {n}")}),
+            )
+            .await;
+        assert_eq!(status, 201);
+    }
+    assert_eq!(app.count("SELECT count(*) FROM messages"), 41);
+}
+
+#[tokio::test]
+async fn settings_refuse_what_would_leak_or_reach_inside() {
+    // Without RELAY_NOTIFY_ALLOW_PRIVATE.
+    let app = crate::support::spawn_app().await;
+    let bob = app.add_person("bob").await;
+    let bobs = app.rest(&bob);
+    for (webhook, says) in [
+        ("http://ntfy.sh/bob", "must be an https:// URL"),
+        (
+            "https://127.0.0.1:8443/hook",
+            "127.0.0.1 is a private, loopback or link-local address",
+        ),
+        (
+            "https://[::1]/hook",
+            "::1 is a private, loopback or link-local address",
+        ),
+        ("https://10.0.0.7/hook", "10.0.0.7 is a private"),
+        (
+            "https://169.254.169.254/latest",
+            "169.254.169.254 is a private",
+        ),
+        ("https://localhost/hook", "localhost is a private"),
+        (
+            "https://user:pw@ntfy.sh/bob",
+            "must not carry a user name or password",
+        ),
+        ("ntfy.sh/bob", "must be an https:// URL"),
+    ] {
+        let (status, body) = bobs
+            .put("/api/me/notifications", json!({ "webhook": webhook }))
+            .await;
+        assert_eq!(status, 400, "{webhook}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{webhook}: {message}");
+    }
+    for (change, says) in [
+        (
+            json!({"after_seconds": 86401}),
+            "after_seconds: from 0 to 86400",
+        ),
+        (
+            json!({"webhook_format": "teams"}),
+            "webhook_format: one of json, ntfy, slack",
+        ),
+        (json!({"after": 5}), "unknown field"),
+    ] {
+        let (status, body) = bobs.put("/api/me/notifications", change.clone()).await;
+        assert_eq!(status, 400, "{change}: {body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(says),
+            "{body}"
+        );
+    }
+    // Nothing changed, and a public https address is taken.
+    let (_, kept) = bobs.get("/api/me/notifications").await;
+    assert_eq!(kept["webhook"], Value::Null);
+    let (status, set) = bobs
+        .put(
+            "/api/me/notifications",
+            json!({"webhook": "https://ntfy.sh/team-bob", "webhook_format": "ntfy", "after_seconds": null}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(set["after_seconds"], Value::Null);
+    // The shared token speaks for nobody in particular: it has no settings.
+    let shared = "a-shared-token-for-the-team-s-services-0123456789";
+    let app = crate::support::spawn_app_with_flags(&["--token", shared]).await;
+    for path in ["/api/me/notifications", "/api/approvals"] {
+        let (status, body) = crate::support::get(&app, path, shared).await;
+        assert_eq!(status, 403, "{path}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn approvals_are_their_person_s_to_see_and_answer_once() {
+    let app = relay().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let mut hook = Hook::start().await;
+    let bobs = app.rest(&bob);
+    bobs.put("/api/me/notifications", json!({"webhook": hook.url}))
+        .await;
+
+    let (status, asked) = bobs
+        .post(
+            "/api/approvals",
+            json!({"request_id": "abcde", "tool_name": "Bash",
+                   "description": "Run the migrations", "input_preview": "make migrate"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{asked}");
+    let id = asked["id"].as_i64().unwrap();
+    assert_eq!(asked["state"], "pending");
+    assert_eq!(asked["input_preview"], "make migrate");
+    // Told at once, whatever the delay for messages.
+    let (_, posted) = hook.next().await;
+    assert_eq!(
+        posted,
+        json!({"type": "approval", "to": "bob", "approval_id": id, "tool_name": "Bash",
+               "description": "Run the migrations",
+               "url": format!("{}/approvals", app.url())})
+    );
+
+    // Listed for bob only; alice can neither see nor answer it.
+    let (_, listed) = bobs.get("/api/approvals").await;
+    assert_eq!(listed["approvals"][0]["id"], id);
+    let (_, hers) = app.rest(&alice).get("/api/approvals").await;
+    assert_eq!(hers, json!({"approvals": []}));
+    let (status, refused) = app
+        .rest(&alice)
+        .post(
+            &format!("/api/approvals/{id}"),
+            json!({"behavior": "allow"}),
+        )
+        .await;
+    assert_eq!(status, 403, "{refused}");
+    let (status, _) = bobs
+        .post(
+            &format!("/api/approvals/{id}"),
+            json!({"behavior": "maybe"}),
+        )
+        .await;
+    assert_eq!(status, 400);
+
+    let (status, answered) = bobs
+        .post(&format!("/api/approvals/{id}"), json!({"behavior": "deny"}))
+        .await;
+    assert_eq!((status, &answered["state"]), (200, &json!("denied")));
+    let (status, again) = bobs
+        .post(
+            &format!("/api/approvals/{id}"),
+            json!({"behavior": "allow"}),
+        )
+        .await;
+    assert_eq!(status, 409);
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("answered already (deny)")
+    );
+    let (_, pending) = bobs.get("/api/approvals").await;
+    assert_eq!(pending, json!({"approvals": []}));
+    let (_, all) = bobs.get("/api/approvals?all=true").await;
+    assert_eq!(all["approvals"][0]["state"], "denied");
+
+    // An expired one is refused.
+    let (_, late) = bobs
+        .post(
+            "/api/approvals",
+            json!({"request_id": "fghij", "tool_name": "Edit"}),
+        )
+        .await;
+    let late = late["id"].as_i64().unwrap();
+    app.sql(
+        &format!("UPDATE approvals SET expires_at = 1 WHERE id = {late}"),
+        |conn, q| conn.execute(q, []).unwrap(),
+    );
+    let (status, expired) = bobs
+        .post(
+            &format!("/api/approvals/{late}"),
+            json!({"behavior": "allow"}),
+        )
+        .await;
+    assert_eq!(status, 409);
+    assert!(
+        expired["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired")
+    );
+
+    // A preview holding a key is withheld, and never stored.
+    let (status, withheld) = bobs
+        .post(
+            "/api/approvals",
+            json!({"request_id": "klmno", "tool_name": "Bash", "description": "Deploy",
+                   "input_preview": "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE ./deploy"}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    assert_eq!(withheld["input_preview"], Value::Null);
+    assert!(
+        withheld["withheld"]
+            .as_str()
+            .unwrap()
+            .starts_with("looks like it contains ")
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM approvals WHERE input_preview LIKE '%AKIA%'"),
+        0
+    );
+}
+
+/// A client that records every notification it is sent, by method.
+#[derive(Clone)]
+struct Claude {
+    heard: mpsc::UnboundedSender<(String, Value)>,
+}
+
+impl rmcp::ClientHandler for Claude {
+    async fn on_custom_notification(
+        &self,
+        notification: rmcp::model::CustomNotification,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.heard.send((
+            notification.method,
+            notification.params.unwrap_or(Value::Null),
+        ));
+    }
+}
+
+/// Claude Code's permission prompt, through `crosstalk bridge` (spoken to
+/// over its stdio by rmcp's client, as Claude Code does): its person sees
+/// it and answers it, and the answer reaches the client with its
+/// `request_id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_prompt_is_answered_by_its_person_through_the_bridge() {
+    use rmcp::ServiceExt;
+    use std::process::{Command, Stdio};
+    let app = relay().await;
+    let bob = app.add_person("bob").await;
+    let alice = app.add_person("alice").await;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .arg("bridge")
+        .env("CROSSTALK_URL", app.url())
+        .env("CROSSTALK_TOKEN", &bob)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("crosstalk bridge starts");
+    let mut log = crate::support::LogWatch::new(&mut child);
+    let stdout = tokio::process::ChildStdout::from_std(child.stdout.take().unwrap()).unwrap();
+    let stdin = tokio::process::ChildStdin::from_std(child.stdin.take().unwrap()).unwrap();
+    let _stopped = crate::support::KillOnDrop(child);
+    let (heard, mut hearing) = mpsc::unbounded_channel();
+    let claude = Claude { heard }.serve((stdout, stdin)).await.unwrap();
+    let capabilities = &claude.peer_info().unwrap().capabilities;
+    assert!(
+        capabilities
+            .experimental
+            .as_ref()
+            .is_some_and(|e| e.contains_key("claude/channel/permission")),
+        "the bridge declares the permission relay"
+    );
+
+    for (request_id, behavior) in [("pqrst", "allow"), ("uvwxy", "deny")] {
+        claude
+            .send_notification(rmcp::model::ClientNotification::CustomNotification(
+                rmcp::model::CustomNotification::new(
+                    "notifications/claude/channel/permission_request",
+                    Some(json!({"request_id": request_id, "tool_name": "Bash",
+                                "description": "List the files", "input_preview": "ls -la"})),
+                ),
+            ))
+            .await
+            .unwrap();
+        log.wait_for("a permission request waits for its person on the relay");
+        let (_, pending) = app.rest(&bob).get("/api/approvals").await;
+        let asked = &pending["approvals"][0];
+        assert_eq!(
+            (&asked["request_id"], &asked["input_preview"]),
+            (&json!(request_id), &json!("ls -la"))
+        );
+        let path = format!("/api/approvals/{}", asked["id"]);
+        let (status, _) = app
+            .rest(&alice)
+            .post(&path, json!({"behavior": "allow"}))
+            .await;
+        assert_eq!(status, 403, "alice may not answer bob's agent");
+        let (status, _) = app
+            .rest(&bob)
+            .post(&path, json!({ "behavior": behavior }))
+            .await;
+        assert_eq!(status, 200);
+        let answer = loop {
+            let (method, params) = tokio::time::timeout(Duration::from_secs(20), hearing.recv())
+                .await
+                .expect("the answer reaches the client")
+                .unwrap();
+            if method == "notifications/claude/channel/permission" {
+                break params;
+            }
+        };
+        assert_eq!(
+            answer,
+            json!({"request_id": request_id, "behavior": behavior})
+        );
+    }
+}
