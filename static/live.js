@@ -4,7 +4,10 @@
 //   what arrived while it was hidden;
 // - where an addressed message stands (waiting, shown to their agent,
 //   read, answered) changes live;
-// - forms send in place and show a refusal without losing the text.
+// - forms send in place and show a refusal without losing the text;
+// - a message to the viewer that arrives while the tab is in the
+//   background shows a browser notification (once they allowed them);
+// - "Notify me on this device" subscribes the browser to Web Push.
 // Message text is never parsed here as markup: new messages arrive as
 // fragments the server rendered and escaped, parsed inert by DOMParser.
 (function () {
@@ -96,6 +99,63 @@
       if (!shown || !update.delivery) return;
       shown.className = "delivery delivery-" + update.delivery.state;
       shown.textContent = deliveryLabel(update.delivery.state, shown.dataset.to);
+    });
+  }
+
+  // What arrives for the viewer, wherever they are on the page: a
+  // notification while the tab is hidden. Nothing is claimed by this.
+  if (window.EventSource && "Notification" in window) {
+    var arrivals = new EventSource("/api/me/stream");
+    arrivals.addEventListener("arrived", function (event) {
+      if (!document.hidden || Notification.permission !== "granted") return;
+      var arrived;
+      try { arrived = JSON.parse(event.data); } catch (e) { return; }
+      var shown = new Notification(arrived.from + " wrote to you", {
+        body: arrived.first_line,
+        tag: "crosstalk-" + arrived.id
+      });
+      shown.onclick = function () {
+        window.focus();
+        window.location.assign(arrived.url);
+      };
+    });
+  }
+
+  // "Notify me on this device": asks the browser's permission, registers
+  // the service worker, subscribes with the relay's key, and hands the
+  // subscription to the relay.
+  var device = document.getElementById("device-subscribe");
+  if (device && "serviceWorker" in navigator && "PushManager" in window && "Notification" in window) {
+    var deviceError = document.getElementById("device-error");
+    device.hidden = false;
+    device.addEventListener("click", function () {
+      device.disabled = true;
+      deviceError.hidden = true;
+      Notification.requestPermission().then(function (permission) {
+        if (permission !== "granted") throw new Error("This browser blocks notifications from this page.");
+        return navigator.serviceWorker.register("/sw.js", { scope: "/" });
+      }).then(function () {
+        return navigator.serviceWorker.ready;
+      }).then(function (registration) {
+        return registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: device.dataset.key });
+      }).then(function (subscription) {
+        var json = subscription.toJSON();
+        return fetch("/settings/devices", {
+          method: "POST",
+          body: new URLSearchParams({ csrf: device.dataset.csrf, endpoint: json.endpoint, p256dh: json.keys.p256dh, auth: json.keys.auth }),
+          headers: { "X-Requested-With": "fetch" },
+          credentials: "same-origin"
+        });
+      }).then(function (response) {
+        if (response.status === 201) { window.location.reload(); return; }
+        return response.json().then(function (answer) {
+          throw new Error((answer.refused || answer.error).message);
+        });
+      }).catch(function (error) {
+        deviceError.textContent = error.message || "This browser could not be subscribed.";
+        deviceError.hidden = false;
+        device.disabled = false;
+      });
     });
   }
 

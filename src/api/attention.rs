@@ -2,14 +2,14 @@
 //! agents' approvals. Each is the caller's own: the shared token has none.
 
 use super::ApiResult;
-use crate::model::{ApprovalId, Behavior, now_millis};
+use crate::model::{ApprovalId, Behavior, DeviceId, now_millis};
 use crate::relay::{Caller, RelayError};
 use crate::state::AppState;
 use crate::wire::{
     ApiError,
     attention::{
-        AnswerApproval, ApprovalView, Approvals, ApprovalsQuery, ChangeNotifications,
-        NewApprovalArgs, Notifications,
+        AnswerApproval, ApprovalView, Approvals, ApprovalsQuery, ChangeNotifications, DeviceView,
+        Devices, NewApprovalArgs, NewDevice, Notifications, PushKeyView,
     },
     extract::{Body, Path, Query},
 };
@@ -86,4 +86,47 @@ pub(super) async fn answer_approval(
         .answer_approval(&caller, ApprovalId(id), behavior)
         .await?;
     Ok(Json(ApprovalView::new(&approval, now_millis())))
+}
+
+pub(super) async fn push_key(State(state): State<AppState>) -> ApiResult<PushKeyView> {
+    let key = state.relay.push_key().await?;
+    Ok(Json(PushKeyView {
+        public_key: key.public_key_text(),
+    }))
+}
+
+pub(super) async fn devices(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<Devices> {
+    let devices = state.relay.devices(&caller).await?;
+    Ok(Json(Devices {
+        subscriptions: devices.iter().map(DeviceView::from).collect(),
+    }))
+}
+
+pub(super) async fn add_device(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Body(device): Body<NewDevice>,
+) -> Result<(StatusCode, Json<DeviceView>), ApiError> {
+    let added = state
+        .relay
+        .add_device(
+            &caller,
+            &device.endpoint,
+            &device.keys.p256dh,
+            &device.keys.auth,
+        )
+        .await?;
+    Ok((StatusCode::CREATED, Json(DeviceView::from(&added))))
+}
+
+pub(super) async fn remove_device(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+) -> Result<StatusCode, ApiError> {
+    state.relay.remove_device(&caller, DeviceId(id)).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -18,7 +18,7 @@ use axum::{
     Extension, Json, Router,
     extract::State,
     http::{HeaderMap, StatusCode},
-    routing::{get, post, put},
+    routing::{delete, get, post, put},
 };
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
@@ -34,6 +34,8 @@ pub fn reads() -> Router<AppState> {
         .route("/api/search", get(search))
         .route("/api/me/notifications", get(attention::notifications))
         .route("/api/approvals", get(attention::approvals))
+        .route("/api/push/key", get(attention::push_key))
+        .route("/api/push/subscriptions", get(attention::devices))
 }
 
 /// The channel long-poll: credentials as reads; bounded by its own timeout.
@@ -54,6 +56,11 @@ pub fn writes() -> Router<AppState> {
         )
         .route("/api/approvals", post(attention::ask_approval))
         .route("/api/approvals/{id}", post(attention::answer_approval))
+        .route("/api/push/subscriptions", post(attention::add_device))
+        .route(
+            "/api/push/subscriptions/{id}",
+            delete(attention::remove_device),
+        )
 }
 
 /// Sending a direct message, which may wait for the reply
@@ -79,6 +86,7 @@ pub fn streams() -> Router<AppState> {
             get(stream::channel_stream),
         )
         .route("/api/threads/{id}/stream", get(stream::thread_stream))
+        .route("/api/me/stream", get(stream::arrivals))
 }
 
 async fn search(

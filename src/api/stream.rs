@@ -166,3 +166,29 @@ fn message_event(id: i64, data: serde_json::Value) -> Event {
 fn event(message: &Message) -> Event {
     message_event(message.id.0, view(message))
 }
+
+/// `GET /api/me/stream`: an `arrived` event for each message addressed to
+/// the caller as it commits (`{id, from, first_line, url}`, the url on the
+/// team page), for the open page to show as a browser notification.
+/// Nothing is claimed: the agent's inbox is untouched.
+pub async fn arrivals(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let arrivals = state.relay.arrivals(&caller)?;
+    let events = futures::stream::unfold(arrivals, |mut arrivals| async move {
+        let message = arrivals.next().await?;
+        let data = serde_json::json!({
+            "id": message.id.0,
+            "from": message.from.as_str(),
+            "first_line": crate::relay::first_line(&message.body),
+            "url": crate::wire::page_link(&message),
+        });
+        let event = Event::default()
+            .id(message.id.0.to_string())
+            .event("arrived")
+            .data(data.to_string());
+        Some((event, arrivals))
+    });
+    Ok(sse(events))
+}

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 /// The team page's policy, sent on every response: nothing but this origin's
 /// own scripts, styles, images and connections; no framing, no plugins.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
-style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; \
-frame-ancestors 'none'; base-uri 'none'";
+style-src 'self'; connect-src 'self'; img-src 'self'; manifest-src 'self'; \
+worker-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// Logs each request: method, path (never the query, which may carry a
 /// token), status and duration. Failures at info and above, the rest at debug.

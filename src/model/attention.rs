@@ -131,6 +131,52 @@ impl fmt::Debug for WebhookUrl {
     }
 }
 
+/// A browser a person asked to be notified on (Web Push): where its push
+/// service takes messages for it, and the keys its messages are
+/// encrypted to (RFC 8291).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Device {
+    pub id: DeviceId,
+    pub handle: Handle,
+    /// The push service's URL for this browser: a capability, kept like a
+    /// secret (only its host is shown or logged).
+    pub endpoint: String,
+    /// The browser's P-256 public key, uncompressed (65 bytes).
+    pub p256dh: Vec<u8>,
+    /// The browser's authentication secret (16 bytes).
+    pub auth: Vec<u8>,
+    pub created_at: Millis,
+}
+
+impl Device {
+    /// The push service's host, the one part of the endpoint safe to show.
+    pub fn service(&self) -> &str {
+        let rest = self.endpoint.split_once("://").map_or("", |(_, rest)| rest);
+        rest.split(['/', '?', '#']).next().unwrap_or_default()
+    }
+}
+
+/// The keys stay out of logs; the endpoint shows only its host.
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("id", &self.id)
+            .field("handle", &self.handle)
+            .field("service", &self.service())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A device's id: the store's number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DeviceId(pub i64);
+
+impl fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// An approval's id: the store's number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ApprovalId(pub i64);

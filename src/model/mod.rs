@@ -12,8 +12,9 @@ mod ids;
 mod token;
 
 pub use attention::{
-    Approval, ApprovalId, ApprovalState, Behavior, DEFAULT_NOTIFY_AFTER, MAX_NOTIFY_AFTER,
-    MAX_WEBHOOK_LEN, NewApproval, NotifySettings, Preview, Webhook, WebhookFormat, WebhookUrl,
+    Approval, ApprovalId, ApprovalState, Behavior, DEFAULT_NOTIFY_AFTER, Device, DeviceId,
+    MAX_NOTIFY_AFTER, MAX_WEBHOOK_LEN, NewApproval, NotifySettings, Preview, Webhook,
+    WebhookFormat, WebhookUrl,
 };
 pub use channel::{Channel, ChannelError, MAX_CHANNEL_LEN};
 pub use handle::{Handle, HandleError, MAX_HANDLE_LEN};

@@ -1,19 +1,23 @@
 //! Delivering what the core decided to tell people ([`Notice`]s) to where
-//! each chose: a webhook, in crosstalk's JSON, ntfy's or Slack's.
+//! each chose: their webhook (crosstalk's JSON, ntfy's or Slack's) and the
+//! browsers they subscribed (Web Push, [`webpush`]).
 //!
 //! Deliveries run beside each other, at most [`IN_FLIGHT`] at once; while
 //! all are busy the core's queue fills and the newest notices are dropped
 //! there (logged), so a slow or dead endpoint costs a send nothing. Each
-//! is tried [`ATTEMPTS`] times with a growing pause, on a failure to
-//! connect, a timeout, 429 or a 5xx; every request goes through
-//! [`outbound`]'s checks. A webhook's address is a secret of its owner's
-//! (Slack's and ntfy's often are): only its host is ever logged.
+//! request is tried [`ATTEMPTS`] times with a growing pause, on a failure
+//! to connect, a timeout, 429 or a 5xx; every one goes through
+//! [`outbound`]'s checks. A browser whose push service answers 404 or 410
+//! is forgotten. A webhook's address and a push endpoint are secrets of
+//! their owner's (Slack's, ntfy's and push services' URLs are
+//! capabilities): only their host is ever logged.
 
 pub mod outbound;
+pub mod webpush;
 
-use crate::model::{Place, WebhookFormat};
-use crate::relay::{About, Notice};
-use reqwest::{Client, StatusCode, Url};
+use crate::model::{Device, Handle, Place, Webhook, WebhookFormat, now_millis};
+use crate::relay::{APPROVAL_LIFETIME, About, Notice, Relay};
+use reqwest::{Client, RequestBuilder, StatusCode, Url};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,14 +26,18 @@ use tokio_util::sync::CancellationToken;
 
 /// The most deliveries under way at once.
 pub const IN_FLIGHT: usize = 16;
-/// How many times a delivery is tried.
+/// How many times a request is tried.
 pub const ATTEMPTS: u32 = 3;
 /// The pause before the second try; doubled before each next.
 const FIRST_RETRY: Duration = Duration::from_secs(1);
+/// How long a push service keeps a notice about unread messages for a
+/// browser that is offline.
+const UNREAD_TTL_SECS: i64 = 24 * 60 * 60;
 
 /// Posts notices where their people asked.
 #[derive(Clone)]
 pub struct Notifier {
+    relay: Arc<Relay>,
     client: Client,
     /// The relay's address as people reach it: links point there.
     public_url: String,
@@ -43,9 +51,23 @@ pub struct Post {
     pub body: Value,
 }
 
+/// How a request ended, after its tries.
+#[derive(Debug, PartialEq, Eq)]
+enum Sent {
+    Delivered,
+    /// The destination says it is gone for good (404, 410).
+    Gone,
+    Failed,
+}
+
 impl Notifier {
-    pub fn new(public_url: &str, allow_private: bool) -> reqwest::Result<Notifier> {
+    pub fn new(
+        relay: Arc<Relay>,
+        public_url: &str,
+        allow_private: bool,
+    ) -> reqwest::Result<Notifier> {
         Ok(Notifier {
+            relay,
             client: outbound::client(allow_private)?,
             public_url: public_url.trim_end_matches('/').to_owned(),
             allow_private,
@@ -75,62 +97,166 @@ impl Notifier {
         }
     }
 
+    /// Delivers one notice everywhere its person asked, side by side.
     async fn deliver(&self, notice: Notice) {
-        let Some(webhook) = &notice.webhook else {
-            return; // nowhere chosen yet: the page shows it
+        let (settings, devices) = match tokio::try_join!(
+            self.relay.settings_of(&notice.to),
+            self.relay.devices_of(&notice.to)
+        ) {
+            Ok(found) => found,
+            Err(error) => {
+                tracing::error!(to = %notice.to, error = &error as &dyn std::error::Error, "cannot find where to notify");
+                return;
+            }
         };
-        let host = webhook.url.host().to_owned();
-        let post = match self.post(&notice) {
-            Ok(Some(post)) => post,
-            Ok(None) => return,
+        let webhook = async {
+            if let Some(webhook) = &settings.webhook {
+                self.to_webhook(&notice, webhook).await;
+            }
+        };
+        let browsers = futures::future::join_all(
+            devices
+                .iter()
+                .map(|device| self.to_browser(&notice, device)),
+        );
+        tokio::join!(webhook, browsers);
+    }
+
+    async fn to_webhook(&self, notice: &Notice, webhook: &Webhook) {
+        let host = webhook.url.host();
+        let post = match self.post(notice, webhook) {
+            Ok(post) => post,
             Err(why) => {
                 tracing::warn!(to = %notice.to, %host, "a notification was not sent: {why}");
                 return;
             }
         };
+        self.send(&notice.to, host, || {
+            self.client.post(post.url.clone()).json(&post.body)
+        })
+        .await;
+    }
+
+    async fn to_browser(&self, notice: &Notice, device: &Device) {
+        let service = device.service();
+        let request = match self.push_request(notice, device).await {
+            Ok(request) => request,
+            Err(why) => {
+                tracing::warn!(to = %notice.to, %service, "a push was not sent: {why}");
+                return;
+            }
+        };
+        if self.send(&notice.to, service, request).await == Sent::Gone {
+            tracing::info!(to = %notice.to, %service, "the push service no longer knows a browser; forgetting it");
+            if let Err(error) = self.relay.forget_device(device.id).await {
+                tracing::error!(
+                    error = &error as &dyn std::error::Error,
+                    "forgetting a browser failed"
+                );
+            }
+        }
+    }
+
+    /// The push to `device`, ready to send (again): encrypted and signed.
+    async fn push_request(
+        &self,
+        notice: &Notice,
+        device: &Device,
+    ) -> Result<impl Fn() -> RequestBuilder + '_, String> {
+        let url = Url::parse(&device.endpoint).map_err(|e| format!("its endpoint: {e}"))?;
+        outbound::check_url(&url, self.allow_private).map_err(|e| e.to_string())?;
+        let key = self.relay.push_key().await.map_err(|e| e.to_string())?;
+        let mut payload = self.push_payload(notice).to_string();
+        if payload.len() > webpush::MAX_PAYLOAD {
+            // Only the first line can be long; the link still opens it all.
+            payload = self.push_payload(&shortened(notice)).to_string();
+        }
+        let body = webpush::encrypt(device, payload.as_bytes())
+            .map_err(|_| "its keys do not make a valid P-256 key agreement".to_owned())?;
+        let subject = match self.public_url.starts_with("https://") {
+            true => self.public_url.clone(),
+            false => "mailto:crosstalk@localhost".to_owned(),
+        };
+        let now = u64::try_from(now_millis() / 1000).unwrap_or_default();
+        let authorization = webpush::authorization(&key, &url, &subject, now)
+            .map_err(|_| "signing it failed".to_owned())?;
+        let ttl = match notice.about {
+            About::Unread { .. } => UNREAD_TTL_SECS,
+            About::Approval { .. } => APPROVAL_LIFETIME / 1000,
+        };
+        Ok(move || {
+            self.client
+                .post(url.clone())
+                .header("TTL", ttl.to_string())
+                .header("Urgency", "high")
+                .header("Content-Encoding", "aes128gcm")
+                .header("Content-Type", "application/octet-stream")
+                .header("Authorization", &authorization)
+                .body(body.clone())
+        })
+    }
+
+    /// What the page's service worker shows: a title, a line, where a
+    /// click goes, and a tag that makes a newer notice replace an older
+    /// one about the same thing.
+    fn push_payload(&self, notice: &Notice) -> Value {
+        let text = self.text(notice);
+        let tag = match &notice.about {
+            About::Unread {
+                place: Place::Thread(id),
+                ..
+            } => format!("thread-{id}"),
+            About::Unread {
+                place: Place::Channel(name),
+                ..
+            } => format!("channel-{name}"),
+            About::Approval { id, .. } => format!("approval-{id}"),
+        };
+        json!({ "title": text.title, "body": text.message, "url": text.link, "tag": tag })
+    }
+
+    /// Sends the request `make` builds, tried again as the module says.
+    async fn send(&self, to: &Handle, host: &str, make: impl Fn() -> RequestBuilder) -> Sent {
         let mut pause = FIRST_RETRY;
         for attempt in 1..=ATTEMPTS {
-            let outcome = self
-                .client
-                .post(post.url.clone())
-                .json(&post.body)
-                .send()
-                .await;
-            let retry = match outcome {
+            let again = match make().send().await {
                 Ok(response) if response.status().is_success() => {
-                    tracing::info!(to = %notice.to, %host, "a notification was delivered");
-                    return;
+                    tracing::info!(%to, %host, "a notification was delivered");
+                    return Sent::Delivered;
+                }
+                Ok(response)
+                    if matches!(response.status(), StatusCode::NOT_FOUND | StatusCode::GONE) =>
+                {
+                    tracing::warn!(%to, %host, status = %response.status(), "a notification's destination is gone");
+                    return Sent::Gone;
                 }
                 Ok(response) => {
                     let status = response.status();
-                    let again = status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
-                    tracing::warn!(to = %notice.to, %host, %status, attempt, "a webhook refused a notification");
-                    again
+                    tracing::warn!(%to, %host, %status, attempt, "a notification was refused");
+                    status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
                 }
                 Err(error) => {
-                    // Without the URL: its path may be the webhook's secret.
+                    // Without the URL: its path may be the destination's secret.
                     let error = error.without_url();
-                    tracing::warn!(to = %notice.to, %host, attempt, error = &error as &dyn std::error::Error, "a notification could not be posted");
+                    tracing::warn!(%to, %host, attempt, error = &error as &dyn std::error::Error, "a notification could not be posted");
                     !is_refusal(&error)
                 }
             };
-            if !retry || attempt == ATTEMPTS {
-                return;
+            if !again || attempt == ATTEMPTS {
+                break;
             }
             tokio::time::sleep(pause).await;
             pause *= 2;
         }
+        Sent::Failed
     }
 
-    /// The request a notice becomes, if it goes anywhere.
-    pub fn post(&self, notice: &Notice) -> Result<Option<Post>, String> {
-        let Some(webhook) = &notice.webhook else {
-            return Ok(None);
-        };
+    /// The request a notice becomes for `webhook`.
+    pub fn post(&self, notice: &Notice, webhook: &Webhook) -> Result<Post, String> {
         let url = Url::parse(webhook.url.as_str()).map_err(|e| format!("its address: {e}"))?;
         outbound::check_url(&url, self.allow_private).map_err(|e| e.to_string())?;
         let text = self.text(notice);
-        Ok(Some(match webhook.format {
+        Ok(match webhook.format {
             WebhookFormat::Json => Post {
                 url,
                 body: self.json(notice),
@@ -170,7 +296,7 @@ impl Notifier {
                     ),
                 }),
             },
-        }))
+        })
     }
 
     /// crosstalk's own shape.
@@ -274,6 +400,39 @@ fn slack_escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+/// The notice with its texts cut short, for a push that would be too long.
+fn shortened(notice: &Notice) -> Notice {
+    let cut = |text: &str| text.chars().take(500).collect::<String>();
+    let about = match &notice.about {
+        About::Unread {
+            from,
+            place,
+            message,
+            first_line,
+            count,
+        } => About::Unread {
+            from: from.clone(),
+            place: place.clone(),
+            message: *message,
+            first_line: cut(first_line),
+            count: *count,
+        },
+        About::Approval {
+            id,
+            tool_name,
+            description,
+        } => About::Approval {
+            id: *id,
+            tool_name: cut(tool_name),
+            description: cut(description),
+        },
+    };
+    Notice {
+        to: notice.to.clone(),
+        about,
+    }
 }
 
 /// Whether the error is the relay's own refusal of the destination (not

@@ -105,10 +105,8 @@ impl Relay {
             })
             .await?;
         tracing::info!(%me, id = %approval.id, "an agent asks its person to allow a step");
-        let settings = self.settings_of(&me).await?;
         self.tell(Notice {
             to: me,
-            webhook: settings.webhook,
             about: About::Approval {
                 id: approval.id,
                 tool_name: approval.tool_name.clone(),

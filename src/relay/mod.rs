@@ -11,6 +11,7 @@
 
 mod approvals;
 mod credentials;
+mod devices;
 mod error;
 mod feed;
 mod hub;
@@ -30,9 +31,10 @@ mod waits;
 
 pub use approvals::{APPROVAL_KEPT, APPROVAL_LIFETIME, AskApproval, MAX_APPROVALS_LISTED};
 pub use credentials::CHECK_EVERY;
+pub use devices::{MAX_DEVICES, PushKey, base64url};
 pub use error::{RelayError, RelayResult};
 pub use feed::{Feed, Update};
-pub use notify::{About, ESCALATE_EVERY, NOTICE_QUEUE, Notice, QUIET_PERIOD};
+pub use notify::{About, Arrivals, ESCALATE_EVERY, NOTICE_QUEUE, Notice, QUIET_PERIOD, first_line};
 pub use push::{MAX_FOLLOWS, Push, PushFeed};
 pub use read::{
     Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer, Reader, ThreadPage,
@@ -151,8 +153,13 @@ pub struct Relay {
     inboxes: Hub<Handle, ()>,
     /// Wakes the waiters and streams of a channel or a thread.
     places: Hub,
+    /// Each committed message addressed to a person, by recipient: their
+    /// open pages' notifications ([`Arrivals`]).
+    arrivals: Hub<Handle>,
     /// The key that signs the team page's forms, read once from the store.
     page_key: tokio::sync::OnceCell<Arc<[u8]>>,
+    /// The key pushes to browsers are signed with, read once from the store.
+    push_key: tokio::sync::OnceCell<Arc<PushKey>>,
     /// Last-seen times gathered since the last flush.
     presence: Presence,
     /// Fires at shutdown, so waits end cleanly instead of being cut off.
@@ -183,7 +190,9 @@ impl Relay {
             store,
             inboxes: Hub::default(),
             places: Hub::default(),
+            arrivals: Hub::default(),
             page_key: tokio::sync::OnceCell::new(),
+            push_key: tokio::sync::OnceCell::new(),
             presence: Presence::default(),
             shutdown,
             parked: tokio::sync::watch::Sender::new(0),

@@ -21,7 +21,7 @@
 use super::{Caller, Identity, Relay, RelayError, RelayResult};
 use crate::model::{
     ApprovalId, Handle, MAX_NOTIFY_AFTER, Message, MessageId, Millis, NotifySettings, Place,
-    Webhook, now_millis,
+    WebhookUrl, now_millis,
 };
 use std::collections::HashMap;
 use std::time::Duration;
@@ -44,11 +44,11 @@ const SCAN_PAGES: usize = 20;
 /// The longest first line a notice carries.
 const FIRST_LINE_CHARS: usize = 120;
 
-/// Something to tell a person, and where they asked to be told.
+/// Something to tell a person (what delivers it looks up where they
+/// asked to be told: their webhook, their browsers).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
     pub to: Handle,
-    pub webhook: Option<Webhook>,
     pub about: About,
 }
 
@@ -75,7 +75,7 @@ pub enum About {
 }
 
 /// The first line of `text`, at most [`FIRST_LINE_CHARS`] characters.
-pub(super) fn first_line(text: &str) -> String {
+pub fn first_line(text: &str) -> String {
     let line = text.trim().lines().next().unwrap_or_default().trim();
     match line.char_indices().nth(FIRST_LINE_CHARS) {
         Some((cut, _)) => format!("{}…", &line[..cut]),
@@ -95,32 +95,39 @@ pub(super) fn check_settings(settings: &NotifySettings, allow_private: bool) -> 
             MAX_NOTIFY_AFTER / 1000
         )));
     }
-    let Some(webhook) = &settings.webhook else {
-        return Ok(());
-    };
+    match &settings.webhook {
+        Some(webhook) => check_destination(&webhook.url, allow_private)
+            .map_err(|e| RelayError::bad_field("webhook", e)),
+        None => Ok(()),
+    }
+}
+
+/// Whether notifications may go to `url`: over https to a name or a public
+/// address, unless the relay allows private destinations. A name is
+/// checked again each time it is posted to, once resolved.
+pub(super) fn check_destination(url: &WebhookUrl, allow_private: bool) -> Result<(), String> {
     if allow_private {
         return Ok(());
     }
-    if !webhook.url.is_https() {
-        return Err(RelayError::BadInput(
-            "webhook: must be an https:// URL (plain http is posted to only on a relay that \
-             allows private destinations, RELAY_NOTIFY_ALLOW_PRIVATE=1)"
+    if !url.is_https() {
+        return Err(
+            "must be an https:// URL (plain http is posted to only on a relay that \
+                    allows private destinations, RELAY_NOTIFY_ALLOW_PRIVATE=1)"
                 .into(),
-        ));
+        );
     }
-    // A name is checked again each time it is posted to, once resolved.
-    let host = crate::host::url_host(webhook.url.as_str()).unwrap_or_default();
+    let host = crate::host::url_host(url.as_str()).unwrap_or_default();
     let private = match host.parse::<std::net::IpAddr>() {
         Ok(ip) => !crate::host::is_public(ip),
         Err(_) => host == "localhost" || host.ends_with(".localhost"),
     };
-    if private {
-        return Err(RelayError::BadInput(format!(
-            "webhook: {host} is a private, loopback or link-local address, which this relay \
-             does not post to (RELAY_NOTIFY_ALLOW_PRIVATE=1 allows it)"
-        )));
+    match private {
+        true => Err(format!(
+            "{host} is a private, loopback or link-local address, which this relay does not \
+             post to (RELAY_NOTIFY_ALLOW_PRIVATE=1 allows it)"
+        )),
+        false => Ok(()),
     }
-    Ok(())
 }
 
 impl Relay {
@@ -273,7 +280,6 @@ impl Relay {
             tracing::info!(%to, count = claimed.len(), "bringing unread messages to their person");
             self.tell(Notice {
                 to: to.clone(),
-                webhook: chosen.webhook.clone(),
                 about: About::Unread {
                     from: first.from.clone(),
                     place,
@@ -308,6 +314,47 @@ impl Quiet {
 
     fn forget_before(&mut self, before: Millis) {
         self.0.retain(|_, since| *since >= before);
+    }
+}
+
+/// The messages addressed to a person, as they commit: what their open
+/// team page shows as a browser notification. Nothing is claimed or
+/// leased: the agent's inbox is untouched.
+pub struct Arrivals {
+    _slot: super::WaitSlot,
+    receiver: tokio::sync::broadcast::Receiver<std::sync::Arc<Message>>,
+    shutdown: tokio_util::sync::CancellationToken,
+}
+
+impl Arrivals {
+    /// The next message; `None` when the relay stops. One missed while
+    /// the reader lagged is not shown (the page shows it when opened).
+    pub async fn next(&mut self) -> Option<std::sync::Arc<Message>> {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            tokio::select! {
+                received = self.receiver.recv() => match received {
+                    Ok(message) => return Some(message),
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return None,
+                },
+                () = self.shutdown.cancelled() => return None,
+            }
+        }
+    }
+}
+
+impl Relay {
+    /// What arrives for the caller from now on (see [`Arrivals`]); holds
+    /// one of their wait slots while open.
+    pub fn arrivals(&self, caller: &Caller) -> RelayResult<Arrivals> {
+        let me = self.person(caller)?;
+        let slot = self.hold_slot(caller)?;
+        Ok(Arrivals {
+            _slot: slot,
+            receiver: self.arrivals.subscribe(me),
+            shutdown: self.shutdown.clone(),
+        })
     }
 }
 

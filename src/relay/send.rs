@@ -199,11 +199,12 @@ impl Relay {
     }
 
     /// Wakes whoever waits for a committed message: its recipient's
-    /// waiters and push streams, its channel's or thread's feeds, and the
-    /// sessions that follow its channel.
+    /// waiters, push streams and open pages, its channel's or thread's
+    /// feeds, and the sessions that follow its channel.
     fn wake(&self, message: Arc<Message>) {
         if let Some(to) = &message.to {
             self.wake_inbox(to);
+            self.arrivals.publish(to, message.clone());
         }
         let place = &message.place;
         self.places.publish(place, message.clone());

@@ -243,8 +243,12 @@ fn start_notifications(
         }
         _ => config.public_url.clone(),
     };
-    let notifier = Notifier::new(&public_url, config.settings.notify_allow_private)
-        .map_err(StartError::Notifications)?;
+    let notifier = Notifier::new(
+        state.relay.clone(),
+        &public_url,
+        config.settings.notify_allow_private,
+    )
+    .map_err(StartError::Notifications)?;
     tokio::spawn(notifier.run(notices, shutdown.clone()));
     tokio::spawn(state.relay.clone().run_escalation());
     Ok(())

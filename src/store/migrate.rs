@@ -2,7 +2,7 @@
 //! PostgreSQL database. It knows both schemas, so it lives beside both
 //! backends, in neither. It copies, keeping ids: people and their token hashes,
 //! presence, live messages with their threads and inbox rows, read marks,
-//! the relay's keys, notification settings and approvals. The summaries are computed again from what was
+//! the relay's keys, notification settings, approvals and push devices. The summaries are computed again from what was
 //! copied, and the id sequences carry on past the largest id either had.
 //! MCP sessions are not copied: clients open new ones.
 //!
@@ -195,12 +195,27 @@ async fn copy_people(source: &Connection, tx: &Transaction<'_>) -> StoreResult<(
          preview: String, withheld: Option<String>, created: i64, expires: i64,
          behavior: Option<String>, answered: Option<i64>],
     );
-    // The copied ids are taken: the next approval's comes after them.
-    tx.execute(
-        "SELECT setval('approvals_id_seq', coalesce(max(id), 0) + 1, false) FROM approvals",
-        &[],
-    )
-    .await?;
+    copy!(
+        source,
+        tx,
+        "SELECT id, handle, endpoint, p256dh, auth, created_at FROM push_devices \
+         WHERE id > ?1 ORDER BY id LIMIT ?2",
+        "INSERT INTO push_devices (id, handle, endpoint, p256dh, auth, created_at) \
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bytea[], \
+                              $5::bytea[], $6::bigint[])",
+        [id: i64, handle: String, endpoint: String, p256dh: Vec<u8>, auth: Vec<u8>,
+         created: i64],
+    );
+    // The copied ids are taken: the next ones come after them.
+    for table in ["approvals", "push_devices"] {
+        tx.execute(
+            &format!(
+                "SELECT setval('{table}_id_seq', coalesce(max(id), 0) + 1, false) FROM {table}"
+            ),
+            &[],
+        )
+        .await?;
+    }
     Ok(())
 }
 

@@ -24,9 +24,9 @@ mod summary;
 mod text;
 
 use crate::model::{
-    Approval, ApprovalId, Behavior, Channel, ChannelSummary, Delivery, Found, Handle, Message,
-    MessageId, Millis, NewApproval, NotifySettings, Person, Place, Presence, SessionId, ThreadId,
-    ThreadSummary, TokenHash, Webhook, WebhookFormat, WebhookUrl,
+    Approval, ApprovalId, Behavior, Channel, ChannelSummary, Delivery, Device, DeviceId, Found,
+    Handle, Message, MessageId, Millis, NewApproval, NotifySettings, Person, Place, Presence,
+    SessionId, ThreadId, ThreadSummary, TokenHash, Webhook, WebhookFormat, WebhookUrl,
 };
 
 pub use error::{BackendError, Clash, Missing, StoreError, StoreFuture, StoreResult};
@@ -266,6 +266,9 @@ pub trait Store: Send + Sync + 'static {
     /// The relay's own secret named `name` (32 random bytes, made on first
     /// use and kept): the same for every process serving this store.
     fn key(&self, name: &str) -> StoreFuture<'_, Vec<u8>>;
+    /// The relay's own key named `name`: `fresh`, kept, when none is kept
+    /// yet (the first of processes making one at once wins).
+    fn key_or(&self, name: &str, fresh: Vec<u8>) -> StoreFuture<'_, Vec<u8>>;
     /// Keeps an MCP session's state (a new session, not yet bound).
     fn save_session(&self, id: &SessionId, state: &str, now: Millis) -> StoreFuture<'_, ()>;
     /// Binds a kept session to the token that opened it.
@@ -334,6 +337,14 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreFuture<'_, Option<Approval>>;
     /// Forgets approvals asked for before `before`; returns how many.
     fn forget_approvals(&self, before: Millis) -> StoreFuture<'_, u64>;
+    /// Keeps a browser `handle` subscribed (Web Push). An endpoint is one
+    /// browser's: subscribed again, it is this person's, with these keys.
+    fn add_device(&self, device: Device) -> StoreFuture<'_, Device>;
+    /// `handle`'s devices, oldest first.
+    fn devices(&self, handle: &Handle) -> StoreFuture<'_, Vec<Device>>;
+    /// Forgets device `id` (only if it is `handle`'s, when one is named);
+    /// whether there was one.
+    fn remove_device(&self, id: DeviceId, handle: Option<&Handle>) -> StoreFuture<'_, bool>;
 
     /// Bytes the relay keeps under `name` for all its processes (the ACME
     /// account and certificates, when several relays share the store).

@@ -16,6 +16,8 @@ pub fn assets() -> Router<AppState> {
     Router::new()
         .route("/static/{file}", get(asset))
         .route("/favicon.ico", get(favicon))
+        .route("/manifest.webmanifest", get(manifest))
+        .route("/sw.js", get(service_worker))
 }
 
 /// One static file: its hashed path, type and content.
@@ -85,6 +87,31 @@ async fn favicon() -> Response {
             (header::CACHE_CONTROL, "public, max-age=86400"),
         ],
         include_str!("../../static/favicon.svg"),
+    )
+        .into_response()
+}
+
+/// What makes the page installable (a web app manifest).
+async fn manifest() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "application/manifest+json"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        include_str!("../../static/manifest.webmanifest"),
+    )
+        .into_response()
+}
+
+/// The service worker, at the root so its scope is the whole page, and
+/// never cached long: a browser checks it for updates.
+async fn service_worker() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        include_str!("../../static/sw.js"),
     )
         .into_response()
 }

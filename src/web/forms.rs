@@ -75,7 +75,7 @@ fn base64_url(bytes: &[u8]) -> String {
 
 /// Refuses a form that did not come from this relay's own page, before
 /// anything is read or stored.
-async fn guard(
+pub(super) async fn guard(
     state: &AppState,
     caller: &Caller,
     (uri, headers): (&Uri, &HeaderMap),

@@ -11,6 +11,7 @@
 //! `views.rs` what templates show.
 
 mod assets;
+mod attention;
 mod forms;
 mod markdown;
 mod pages;
@@ -43,6 +44,20 @@ pub fn pages() -> Router<AppState> {
         .route("/new", axum::routing::post(forms::start))
         .route("/status", axum::routing::post(forms::status))
         .route("/search", get(pages::search))
+        .route("/approvals", get(attention::approvals))
+        .route("/approvals/{id}", axum::routing::post(attention::answer))
+        .route(
+            "/settings",
+            get(attention::settings).post(attention::save_settings),
+        )
+        .route(
+            "/settings/devices",
+            axum::routing::post(attention::add_device),
+        )
+        .route(
+            "/settings/devices/{id}/remove",
+            axum::routing::post(attention::remove_device),
+        )
         .route("/signout", get(signin::sign_out))
         .route("/signin", get(signin::sign_in))
 }

@@ -5,7 +5,7 @@ use super::markdown;
 use crate::model::{
     ChannelSummary, Delivery, DeliveryState, Handle, Message, MessageId, Millis, Place,
 };
-use crate::relay::{Caller, Listing, MAX_UNREAD, Peer, Relay, RelayResult, secrets};
+use crate::relay::{Caller, Identity, Listing, MAX_UNREAD, Peer, Relay, RelayResult, secrets};
 use std::{collections::HashMap, sync::Arc};
 
 /// "1 message", "2 messages".
@@ -138,10 +138,7 @@ impl MessageLine {
 
 /// Where a message is on the page: its conversation, at its anchor.
 pub fn link(message: &Message) -> String {
-    match &message.place {
-        Place::Channel(channel) => format!("/channels/{channel}#m{}", message.id),
-        Place::Thread(thread) => format!("/threads/{thread}#m{}", message.id),
-    }
+    crate::wire::page_link(message)
 }
 
 /// The first page of channels (or the one before `before`), with how many
@@ -266,6 +263,8 @@ pub struct Frame {
     pub names: Names,
     /// What was typed in the search box, if this is a search.
     pub query: String,
+    /// The viewer's agents' approvals waiting for an answer ("" for none).
+    pub approvals: String,
 }
 
 impl Frame {
@@ -274,7 +273,12 @@ impl Frame {
         let (listing, unread) = channels_with_unread(relay, caller, None).await?;
         let viewer = caller.account();
         let me = peers.iter().find(|p| p.handle.as_str() == viewer);
+        let approvals = match caller.identity() {
+            Identity::Person(_) => relay.approvals(caller, false).await?.len() as u64,
+            Identity::Unbound => 0,
+        };
         Ok(Frame {
+            approvals: unread_label(approvals),
             viewer_name: me.map_or_else(|| viewer.clone(), |p| p.name.clone()),
             status: me.map(|p| p.status.clone()).unwrap_or_default(),
             viewer,

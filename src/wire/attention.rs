@@ -3,7 +3,7 @@
 
 use super::timestamp;
 use crate::model::{
-    Approval, ApprovalState, MAX_NOTIFY_AFTER, Millis, NotifySettings, Preview, Webhook,
+    Approval, ApprovalState, Device, MAX_NOTIFY_AFTER, Millis, NotifySettings, Preview, Webhook,
     WebhookFormat, WebhookUrl,
 };
 use crate::relay::{AskApproval, RelayError};
@@ -198,4 +198,56 @@ pub struct ApprovalsQuery {
     /// On one approval: wait up to this many seconds (at most 50) for its
     /// answer.
     pub wait_seconds: Option<f64>,
+}
+
+/// `GET /api/push/key`: what a browser subscribes with
+/// (`applicationServerKey`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct PushKeyView {
+    /// The relay's VAPID public key: P-256, uncompressed, base64url.
+    pub public_key: String,
+}
+
+/// `POST /api/push/subscriptions`: a browser's `PushSubscription`, as its
+/// `toJSON()` gives it.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct NewDevice {
+    pub endpoint: String,
+    pub keys: DeviceKeys,
+    /// Given by some browsers; the push service's answers say when a
+    /// subscription ends.
+    #[serde(default, rename = "expirationTime")]
+    pub expiration_time: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct DeviceKeys {
+    pub p256dh: String,
+    pub auth: String,
+}
+
+/// A browser a person is notified on: never its endpoint or keys, only
+/// its push service.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct DeviceView {
+    pub id: i64,
+    /// The push service's host, e.g. `fcm.googleapis.com`.
+    pub service: String,
+    pub created_at: String,
+}
+
+impl From<&Device> for DeviceView {
+    fn from(device: &Device) -> Self {
+        DeviceView {
+            id: device.id.0,
+            service: device.service().to_owned(),
+            created_at: timestamp(device.created_at),
+        }
+    }
+}
+
+/// `GET /api/push/subscriptions`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Devices {
+    pub subscriptions: Vec<DeviceView>,
 }

@@ -15,6 +15,14 @@ pub mod push;
 
 pub use error::ApiError;
 
+/// Where a message is on the team page: its conversation, at its anchor.
+pub fn page_link(message: &crate::model::Message) -> String {
+    match &message.place {
+        crate::model::Place::Channel(channel) => format!("/channels/{channel}#m{}", message.id),
+        crate::model::Place::Thread(thread) => format!("/threads/{thread}#m{}", message.id),
+    }
+}
+
 use crate::model::{ChannelSummary, Delivery, DeliveryState, Found, Handle, Message, Millis};
 use crate::relay::{Listing, NOTICE, Page, Peer, ThreadPage};
 use schemars::JsonSchema;

@@ -539,3 +539,287 @@ async fn a_permission_prompt_is_answered_by_its_person_through_the_bridge() {
         );
     }
 }
+
+/// What a push service was sent: its headers and body.
+struct Pushed {
+    path: String,
+    headers: axum::http::HeaderMap,
+    body: Vec<u8>,
+}
+
+/// A loopback push service: records each push; answers 201, or 410 for
+/// the paths in `gone` (a browser that unsubscribed).
+async fn push_service(gone: &'static [&'static str]) -> (String, mpsc::UnboundedReceiver<Pushed>) {
+    let (tx, pushed) = mpsc::unbounded_channel();
+    let app = axum::Router::new().fallback(
+        move |uri: Uri, headers: axum::http::HeaderMap, body: Bytes| {
+            let tx = tx.clone();
+            async move {
+                let path = uri.path().to_owned();
+                let status = match gone.contains(&path.as_str()) {
+                    true => axum::http::StatusCode::GONE,
+                    false => axum::http::StatusCode::CREATED,
+                };
+                let _ = tx.send(Pushed {
+                    path,
+                    headers,
+                    body: body.to_vec(),
+                });
+                status
+            }
+        },
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, pushed)
+}
+
+/// A browser's side of Web Push: its P-256 key pair and auth secret.
+struct Browser {
+    private: ring::agreement::EphemeralPrivateKey,
+    public: Vec<u8>,
+    auth: [u8; 16],
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn unb64(text: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(text)
+        .unwrap()
+}
+
+impl Browser {
+    fn new() -> Browser {
+        use ring::rand::SecureRandom;
+        let rng = ring::rand::SystemRandom::new();
+        let private =
+            ring::agreement::EphemeralPrivateKey::generate(&ring::agreement::ECDH_P256, &rng)
+                .unwrap();
+        let public = private.compute_public_key().unwrap().as_ref().to_vec();
+        let mut auth = [0u8; 16];
+        rng.fill(&mut auth).unwrap();
+        Browser {
+            private,
+            public,
+            auth,
+        }
+    }
+
+    /// Its `PushSubscription.toJSON()` for `endpoint`.
+    fn subscription(&self, endpoint: &str) -> Value {
+        json!({"endpoint": endpoint, "expirationTime": null,
+               "keys": {"p256dh": b64(&self.public), "auth": b64(&self.auth)}})
+    }
+
+    /// Decrypts a push as RFC 8291 says a browser does (RFC 8188's
+    /// header: salt, record size, key id: the relay's ephemeral key).
+    fn decrypt(self, body: &[u8]) -> Vec<u8> {
+        use ring::{aead, agreement, hkdf};
+        struct Len(usize);
+        impl hkdf::KeyType for Len {
+            fn len(&self) -> usize {
+                self.0
+            }
+        }
+        let hkdf = |salt: &[u8], ikm: &[u8], info: &[u8], len: usize| {
+            let mut out = vec![0u8; len];
+            hkdf::Salt::new(hkdf::HKDF_SHA256, salt)
+                .extract(ikm)
+                .expand(&[info], Len(len))
+                .unwrap()
+                .fill(&mut out)
+                .unwrap();
+            out
+        };
+        let salt = &body[..16];
+        let record_size = u32::from_be_bytes(body[16..20].try_into().unwrap());
+        let id_len = body[20] as usize;
+        assert_eq!(
+            id_len, 65,
+            "the key id is the relay's uncompressed P-256 key"
+        );
+        let relay_key = &body[21..21 + id_len];
+        let record = &body[21 + id_len..];
+        assert!(record.len() <= record_size as usize, "one record");
+        let peer = agreement::UnparsedPublicKey::new(&agreement::ECDH_P256, relay_key);
+        let (cek, nonce) = agreement::agree_ephemeral(self.private, &peer, |secret| {
+            let info = [b"WebPush: info\0".as_slice(), &self.public, relay_key].concat();
+            let ikm = hkdf(&self.auth, secret, &info, 32);
+            (
+                hkdf(salt, &ikm, b"Content-Encoding: aes128gcm\0", 16),
+                hkdf(salt, &ikm, b"Content-Encoding: nonce\0", 12),
+            )
+        })
+        .unwrap();
+        let key = aead::LessSafeKey::new(aead::UnboundKey::new(&aead::AES_128_GCM, &cek).unwrap());
+        let mut sealed = record.to_vec();
+        let opened = key
+            .open_in_place(
+                aead::Nonce::try_assume_unique_for_key(&nonce).unwrap(),
+                aead::Aad::empty(),
+                &mut sealed,
+            )
+            .expect("the push decrypts with the browser's keys");
+        assert_eq!(opened.last(), Some(&2), "the last record's delimiter");
+        opened[..opened.len() - 1].to_vec()
+    }
+}
+
+/// Checks a push's `Authorization: vapid t=JWT, k=KEY` (RFC 8292): the key
+/// is the relay's, the JWT is ES256 over its header and claims, for the
+/// push service's origin, and expires within a day.
+fn check_vapid(headers: &axum::http::HeaderMap, relay_key: &str, service: &str) {
+    let authorization = headers["authorization"].to_str().unwrap();
+    let rest = authorization
+        .strip_prefix("vapid ")
+        .expect("the vapid scheme");
+    let (t, k) = rest.split_once(", ").unwrap();
+    let (jwt, key) = (t.strip_prefix("t=").unwrap(), k.strip_prefix("k=").unwrap());
+    assert_eq!(key, relay_key);
+    let (signed, signature) = jwt.rsplit_once('.').unwrap();
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ECDSA_P256_SHA256_FIXED, unb64(key))
+        .verify(signed.as_bytes(), &unb64(signature))
+        .expect("the JWT's ES256 signature is the relay's");
+    let (header, claims) = signed.split_once('.').unwrap();
+    let header: Value = serde_json::from_slice(&unb64(header)).unwrap();
+    assert_eq!(header, json!({"typ": "JWT", "alg": "ES256"}));
+    let claims: Value = serde_json::from_slice(&unb64(claims)).unwrap();
+    assert_eq!(claims["aud"], service);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let exp = claims["exp"].as_u64().unwrap();
+    assert!(
+        exp > now && exp <= now + 24 * 3600,
+        "exp within a day: {exp}"
+    );
+    assert!(claims["sub"].as_str().unwrap().starts_with("mailto:"));
+}
+
+/// The test plays the push service and two browsers: a subscription
+/// through the API, a push the browser decrypts (RFC 8291) and whose
+/// VAPID signature checks (RFC 8292), and a browser whose push service
+/// says it is gone, forgotten.
+#[tokio::test]
+async fn a_subscribed_browser_gets_an_encrypted_signed_push_and_a_gone_one_is_forgotten() {
+    let app = relay().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let bobs = app.rest(&bob);
+    let (service, mut pushed) = push_service(&["/push/gone"]).await;
+
+    let (status, key) = bobs.get("/api/push/key").await;
+    assert_eq!(status, 200);
+    let relay_key = key["public_key"].as_str().unwrap().to_owned();
+    assert_eq!(unb64(&relay_key).len(), 65);
+    let (_, again) = app.rest(&alice).get("/api/push/key").await;
+    assert_eq!(
+        again["public_key"],
+        relay_key.as_str(),
+        "one key for the relay"
+    );
+
+    let browser = Browser::new();
+    let gone = Browser::new();
+    let (status, device) = bobs
+        .post(
+            "/api/push/subscriptions",
+            browser.subscription(&format!("{service}/push/bobs-laptop")),
+        )
+        .await;
+    assert_eq!(status, 201, "{device}");
+    let host = service.trim_start_matches("http://");
+    assert_eq!(device["service"], host);
+    let (status, _) = bobs
+        .post(
+            "/api/push/subscriptions",
+            gone.subscription(&format!("{service}/push/gone")),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (_, listed) = bobs.get("/api/push/subscriptions").await;
+    assert_eq!(listed["subscriptions"].as_array().unwrap().len(), 2);
+    assert!(
+        !listed.to_string().contains("bobs-laptop"),
+        "the endpoint is not shown"
+    );
+
+    bobs.put("/api/me/notifications", json!({"after_seconds": 0}))
+        .await;
+    let (thread, _) = thread_of(&app, &alice, "bob", "Can you review #42?").await;
+    let mut by_path = std::collections::HashMap::new();
+    for _ in 0..2 {
+        let push = tokio::time::timeout(Duration::from_secs(20), pushed.recv())
+            .await
+            .expect("a push arrives")
+            .unwrap();
+        by_path.insert(push.path.clone(), push);
+    }
+    let push = by_path
+        .remove("/push/bobs-laptop")
+        .expect("bob's laptop was pushed to");
+    assert_eq!(push.headers["content-encoding"], "aes128gcm");
+    assert_eq!(push.headers["ttl"], "86400");
+    check_vapid(&push.headers, &relay_key, &service);
+    let shown: Value = serde_json::from_slice(&browser.decrypt(&push.body)).unwrap();
+    assert_eq!(
+        shown,
+        json!({"title": "alice is waiting for your answer", "body": "Can you review #42?",
+               "url": format!("{}/threads/{thread}", app.url()), "tag": format!("thread-{thread}")})
+    );
+    let gone_push = by_path
+        .remove("/push/gone")
+        .expect("the gone browser was pushed to");
+    gone.decrypt(&gone_push.body);
+
+    // The 410 makes the relay forget that browser (just after its answer:
+    // ask again a little later); the other stays.
+    let relay = app.running.state.relay.clone();
+    let bob_handle = crosstalk::model::Handle::parse("bob").unwrap();
+    let left = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let left = relay.devices_of(&bob_handle).await.unwrap();
+            if left.len() == 1 {
+                return left;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the browser its push service called gone is forgotten");
+    assert!(left[0].endpoint.ends_with("/push/bobs-laptop"));
+
+    // Removed through the API, and someone else's cannot be.
+    let id = device["id"].as_i64().unwrap();
+    let (status, _) = app
+        .rest(&alice)
+        .delete(&format!("/api/push/subscriptions/{id}"))
+        .await;
+    assert_eq!(status, 404);
+    let (status, _) = bobs.delete(&format!("/api/push/subscriptions/{id}")).await;
+    assert_eq!(status, 204);
+    let (_, listed) = bobs.get("/api/push/subscriptions").await;
+    assert_eq!(listed, json!({"subscriptions": []}));
+
+    // A subscription with keys no browser makes is refused.
+    let (status, refused) = bobs
+        .post(
+            "/api/push/subscriptions",
+            json!({"endpoint": format!("{service}/push/x"), "keys": {"p256dh": "AAAA", "auth": "AAAA"}}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("keys.p256dh")
+    );
+}

@@ -351,7 +351,8 @@ async fn every_page_carries_the_security_headers_and_fails_as_a_page() {
         assert_eq!(
             headers["content-security-policy"],
             "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
-             img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+             img-src 'self'; manifest-src 'self'; worker-src 'self'; form-action 'self'; \
+             frame-ancestors 'none'; base-uri 'none'"
         );
         assert_eq!(headers["x-content-type-options"], "nosniff");
         assert_eq!(headers["referrer-policy"], "no-referrer");

@@ -305,6 +305,9 @@ async fn call(
     let response = request.send().await.expect("request");
     let status = response.status().as_u16();
     let text = response.text().await.expect("body");
+    if text.is_empty() {
+        return (status, Value::Null); // 204
+    }
     let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text:?}"));
     (status, body)
 }
@@ -366,6 +369,17 @@ impl Rest {
             path,
             Some(&self.token),
             Some(body),
+        )
+        .await
+    }
+
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        call(
+            &self.url,
+            reqwest::Method::DELETE,
+            path,
+            Some(&self.token),
+            None,
         )
         .await
     }

@@ -4,8 +4,8 @@
 use super::messages::{MESSAGE_COLUMNS, ids_of, message_from_row};
 use super::{Db, handle, row};
 use crate::model::{
-    Approval, ApprovalId, Behavior, Handle, Message, MessageId, Millis, NewApproval,
-    NotifySettings, Preview, WebhookFormat,
+    Approval, ApprovalId, Behavior, Device, DeviceId, Handle, Message, MessageId, Millis,
+    NewApproval, NotifySettings, Preview, WebhookFormat,
 };
 use crate::store::{StoreResult, settings_from_columns};
 use tokio_postgres::Row;
@@ -208,4 +208,64 @@ pub(super) async fn answer_approval(
 pub(super) async fn forget_approvals(db: &impl Db, before: Millis) -> StoreResult<u64> {
     db.exec("DELETE FROM approvals WHERE created_at < $1", &[&before])
         .await
+}
+
+const DEVICE_COLUMNS: &str = "id, handle, endpoint, p256dh, auth, created_at";
+
+fn device_from_row(row: &Row) -> StoreResult<Device> {
+    Ok(Device {
+        id: DeviceId(row.try_get(0)?),
+        handle: handle(row, 1)?,
+        endpoint: row.try_get(2)?,
+        p256dh: row.try_get(3)?,
+        auth: row.try_get(4)?,
+        created_at: row.try_get(5)?,
+    })
+}
+
+pub(super) async fn add_device(db: &impl Db, device: &Device) -> StoreResult<Device> {
+    let rows = db
+        .rows(
+            &format!(
+                "INSERT INTO push_devices (handle, endpoint, p256dh, auth, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (endpoint) DO UPDATE SET handle = $1, p256dh = $3, auth = $4, \
+                 created_at = $5 RETURNING {DEVICE_COLUMNS}"
+            ),
+            &[
+                &device.handle.as_str(),
+                &device.endpoint,
+                &device.p256dh,
+                &device.auth,
+                &device.created_at,
+            ],
+        )
+        .await?;
+    device_from_row(rows.first().expect("INSERT … RETURNING returns the row"))
+}
+
+pub(super) async fn devices(db: &impl Db, handle: &Handle) -> StoreResult<Vec<Device>> {
+    db.rows(
+        &format!("SELECT {DEVICE_COLUMNS} FROM push_devices WHERE handle = $1 ORDER BY id"),
+        &[&handle.as_str()],
+    )
+    .await?
+    .iter()
+    .map(device_from_row)
+    .collect()
+}
+
+pub(super) async fn remove_device(
+    db: &impl Db,
+    id: DeviceId,
+    handle: Option<&Handle>,
+) -> StoreResult<bool> {
+    let handle = handle.map(Handle::as_str);
+    Ok(db
+        .exec(
+            "DELETE FROM push_devices WHERE id = $1 AND ($2::text IS NULL OR handle = $2)",
+            &[&id.0, &handle],
+        )
+        .await?
+        > 0)
 }

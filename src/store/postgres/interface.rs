@@ -7,9 +7,9 @@ use super::{
     sessions, summaries,
 };
 use crate::model::{
-    Approval, ApprovalId, Behavior, Channel, ChannelSummary, Found, Handle, Message, MessageId,
-    Millis, NewApproval, NotifySettings, Person, Place, Presence, SessionId, ThreadId,
-    ThreadSummary, TokenHash,
+    Approval, ApprovalId, Behavior, Channel, ChannelSummary, Device, DeviceId, Found, Handle,
+    Message, MessageId, Millis, NewApproval, NotifySettings, Person, Place, Presence, SessionId,
+    ThreadId, ThreadSummary, TokenHash,
 };
 use crate::store::rules::{self, Statements};
 use crate::store::{NewMessage, Offer, Store, StoreError, StoreFuture, StoredSession};
@@ -311,8 +311,13 @@ impl Store for PostgresStore {
         let made = getrandom::fill(&mut fresh);
         Box::pin(async move {
             made.map_err(|e| StoreError::backend("making a key", e.to_string()))?;
-            people::key(&*self.client().await?, &name, fresh).await
+            people::key(&*self.client().await?, &name, &fresh).await
         })
+    }
+
+    fn key_or(&self, name: &str, fresh: Vec<u8>) -> StoreFuture<'_, Vec<u8>> {
+        let name = name.to_owned();
+        Box::pin(async move { people::key(&*self.client().await?, &name, &fresh).await })
     }
 
     fn notify_settings(&self, handle: &Handle) -> StoreFuture<'_, Option<NotifySettings>> {
@@ -389,6 +394,22 @@ impl Store for PostgresStore {
 
     fn forget_approvals(&self, before: Millis) -> StoreFuture<'_, u64> {
         Box::pin(async move { attention::forget_approvals(&*self.client().await?, before).await })
+    }
+
+    fn add_device(&self, device: Device) -> StoreFuture<'_, Device> {
+        Box::pin(async move { attention::add_device(&*self.client().await?, &device).await })
+    }
+
+    fn devices(&self, handle: &Handle) -> StoreFuture<'_, Vec<Device>> {
+        let handle = handle.clone();
+        Box::pin(async move { attention::devices(&*self.client().await?, &handle).await })
+    }
+
+    fn remove_device(&self, id: DeviceId, handle: Option<&Handle>) -> StoreFuture<'_, bool> {
+        let handle = handle.cloned();
+        Box::pin(async move {
+            attention::remove_device(&*self.client().await?, id, handle.as_ref()).await
+        })
     }
 
     fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>> {

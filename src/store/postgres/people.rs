@@ -180,10 +180,10 @@ pub(super) async fn forget_quiet_presence(db: &impl Db, quiet_since: Millis) -> 
 
 /// The relay's key named `name`, made of `fresh` by whichever instance
 /// asks first, and the same for all.
-pub(super) async fn key(db: &impl Db, name: &str, fresh: [u8; 32]) -> StoreResult<Vec<u8>> {
+pub(super) async fn key(db: &impl Db, name: &str, fresh: &[u8]) -> StoreResult<Vec<u8>> {
     db.exec(
         "INSERT INTO keys (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-        &[&name, &fresh.as_slice()],
+        &[&name, &fresh],
     )
     .await?;
     Ok(row(db, "SELECT value FROM keys WHERE name = $1", &[&name])

@@ -171,6 +171,15 @@ CREATE TABLE approvals (
 );
 CREATE INDEX approvals_by_person ON approvals(handle, id);
 CREATE INDEX approvals_by_age ON approvals(created_at);
+CREATE TABLE push_devices (
+    id          bigserial PRIMARY KEY,
+    handle      text NOT NULL,
+    endpoint    text NOT NULL UNIQUE,
+    p256dh      bytea NOT NULL,
+    auth        bytea NOT NULL,
+    created_at  bigint NOT NULL
+);
+CREATE INDEX push_devices_by_person ON push_devices(handle);
 "#,
 ];
 

@@ -3,8 +3,8 @@
 
 use super::messages::{MESSAGE_COLUMNS, message_from_row};
 use crate::model::{
-    Approval, ApprovalId, Behavior, Handle, Message, MessageId, Millis, NewApproval,
-    NotifySettings, Preview, WebhookFormat,
+    Approval, ApprovalId, Behavior, Device, DeviceId, Handle, Message, MessageId, Millis,
+    NewApproval, NotifySettings, Preview, WebhookFormat,
 };
 use crate::store::{StoreResult, settings_from_columns};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -195,4 +195,57 @@ pub(super) fn forget_approvals(conn: &Connection, before: Millis) -> StoreResult
     Ok(conn
         .prepare_cached("DELETE FROM approvals WHERE created_at < ?1")?
         .execute([before])? as u64)
+}
+
+const DEVICE_COLUMNS: &str = "id, handle, endpoint, p256dh, auth, created_at";
+
+fn device_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Device> {
+    Ok(Device {
+        id: DeviceId(row.get(0)?),
+        handle: row.get(1)?,
+        endpoint: row.get(2)?,
+        p256dh: row.get(3)?,
+        auth: row.get(4)?,
+        created_at: row.get(5)?,
+    })
+}
+
+pub(super) fn add_device(conn: &Connection, device: &Device) -> StoreResult<Device> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "INSERT INTO push_devices (handle, endpoint, p256dh, auth, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5) \
+             ON CONFLICT (endpoint) DO UPDATE SET handle = ?1, p256dh = ?3, auth = ?4, \
+             created_at = ?5 RETURNING {DEVICE_COLUMNS}"
+        ))?
+        .query_row(
+            params![
+                device.handle,
+                device.endpoint,
+                device.p256dh,
+                device.auth,
+                device.created_at
+            ],
+            device_from_row,
+        )?)
+}
+
+pub(super) fn devices(conn: &Connection, handle: &Handle) -> StoreResult<Vec<Device>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {DEVICE_COLUMNS} FROM push_devices WHERE handle = ?1 ORDER BY id"
+        ))?
+        .query_map([handle], device_from_row)?
+        .collect::<Result<_, _>>()?)
+}
+
+pub(super) fn remove_device(
+    conn: &Connection,
+    id: DeviceId,
+    handle: Option<&Handle>,
+) -> StoreResult<bool> {
+    Ok(conn
+        .prepare_cached("DELETE FROM push_devices WHERE id = ?1 AND (?2 IS NULL OR handle = ?2)")?
+        .execute(params![id.0, handle])?
+        > 0)
 }

@@ -4,9 +4,9 @@
 use super::statements::Sql;
 use super::{SqliteStore, attention, messages, people, search, sessions, summaries};
 use crate::model::{
-    Approval, ApprovalId, Behavior, Channel, ChannelSummary, Found, Handle, Message, MessageId,
-    Millis, NewApproval, NotifySettings, Person, Place, Presence, SessionId, ThreadId,
-    ThreadSummary, TokenHash,
+    Approval, ApprovalId, Behavior, Channel, ChannelSummary, Device, DeviceId, Found, Handle,
+    Message, MessageId, Millis, NewApproval, NotifySettings, Person, Place, Presence, SessionId,
+    ThreadId, ThreadSummary, TokenHash,
 };
 use crate::store::rules::{self, Statements};
 use crate::store::{NewMessage, Offer, PURGE_BATCH, Store, StoreError, StoreFuture, StoredSession};
@@ -230,9 +230,14 @@ impl Store for SqliteStore {
         let made = getrandom::fill(&mut fresh);
         Box::pin(async move {
             made.map_err(|e| StoreError::backend("making a key", e.to_string()))?;
-            self.write(move |conn| people::key(conn, &name, fresh))
+            self.write(move |conn| people::key(conn, &name, &fresh))
                 .await
         })
+    }
+
+    fn key_or(&self, name: &str, fresh: Vec<u8>) -> StoreFuture<'_, Vec<u8>> {
+        let name = name.to_owned();
+        self.write(move |conn| people::key(conn, &name, &fresh))
     }
 
     fn notify_settings(&self, handle: &Handle) -> StoreFuture<'_, Option<NotifySettings>> {
@@ -299,6 +304,20 @@ impl Store for SqliteStore {
 
     fn forget_approvals(&self, before: Millis) -> StoreFuture<'_, u64> {
         self.write(move |conn| attention::forget_approvals(conn, before))
+    }
+
+    fn add_device(&self, device: Device) -> StoreFuture<'_, Device> {
+        self.write(move |conn| attention::add_device(conn, &device))
+    }
+
+    fn devices(&self, handle: &Handle) -> StoreFuture<'_, Vec<Device>> {
+        let handle = handle.clone();
+        self.read(move |conn| attention::devices(conn, &handle))
+    }
+
+    fn remove_device(&self, id: DeviceId, handle: Option<&Handle>) -> StoreFuture<'_, bool> {
+        let handle = handle.cloned();
+        self.write(move |conn| attention::remove_device(conn, id, handle.as_ref()))
     }
 
     fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>> {

@@ -161,9 +161,9 @@ pub(super) fn forget_quiet_presence(conn: &Connection, quiet_since: Millis) -> S
 }
 
 /// The relay's key named `name`, made of `fresh` the first time.
-pub(super) fn key(conn: &Connection, name: &str, fresh: [u8; 32]) -> StoreResult<Vec<u8>> {
+pub(super) fn key(conn: &Connection, name: &str, fresh: &[u8]) -> StoreResult<Vec<u8>> {
     conn.prepare_cached("INSERT OR IGNORE INTO keys (name, value) VALUES (?1, ?2)")?
-        .execute(params![name, fresh.as_slice()])?;
+        .execute(params![name, fresh])?;
     let value: Option<Vec<u8>> = conn
         .prepare_cached("SELECT value FROM keys WHERE name = ?1")?
         .query_row([name], |row| row.get(0))

@@ -352,6 +352,17 @@ CREATE TABLE approvals (
 );
 CREATE INDEX approvals_by_person ON approvals(handle, id);
 CREATE INDEX approvals_by_age ON approvals(created_at);
+-- Browsers people asked to be notified on (Web Push): one row per push
+-- endpoint, the person who subscribed it last, and its keys.
+CREATE TABLE push_devices (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    handle      TEXT NOT NULL,
+    endpoint    TEXT NOT NULL UNIQUE,
+    p256dh      BLOB NOT NULL,
+    auth        BLOB NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+CREATE INDEX push_devices_by_person ON push_devices(handle);
 "#,
 ];
 

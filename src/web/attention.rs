@@ -1,0 +1,383 @@
+//! What needs the viewer's attention: their agents' approvals, with Allow
+//! and Deny, and where they are told of what waits for them. Forms are
+//! guarded as every form of the page is (`forms.rs`).
+
+use super::assets::Assets;
+use super::forms::{from_script, guard};
+use super::views::{Frame, When};
+use super::{ASSETS, frame, render};
+use crate::model::{
+    ApprovalId, ApprovalState, Behavior, DeviceId, Preview, WebhookFormat, now_millis,
+};
+use crate::relay::{Caller, RelayError};
+use crate::state::AppState;
+use crate::wire::{
+    ApiError,
+    attention::{ChangeNotifications, Notifications},
+    extract::{Path, Query},
+};
+use askama::Template;
+use axum::{
+    Extension, Form,
+    extract::State,
+    http::{HeaderMap, StatusCode, Uri},
+    response::{IntoResponse, Redirect, Response},
+};
+use serde::Deserialize;
+
+/// An approval as the page shows it.
+struct ApprovalLine {
+    id: i64,
+    tool_name: String,
+    description: String,
+    preview: Option<String>,
+    withheld: Option<String>,
+    state: &'static str,
+    asked: When,
+    until: When,
+}
+
+#[derive(Template)]
+#[template(path = "approvals.html")]
+struct ApprovalsPage {
+    assets: &'static Assets,
+    frame: Frame,
+    pending: Vec<ApprovalLine>,
+    past: Vec<ApprovalLine>,
+    error: Option<String>,
+}
+
+/// A device as the page shows it: only its push service.
+struct DeviceLine {
+    id: i64,
+    service: String,
+    since: When,
+}
+
+#[derive(Template)]
+#[template(path = "settings.html")]
+struct SettingsPage {
+    assets: &'static Assets,
+    frame: Frame,
+    /// The choices of delay: (value, label); `never` is one.
+    delays: Vec<(String, String)>,
+    after: String,
+    at_once_when_away: bool,
+    webhook: String,
+    webhook_format: String,
+    formats: Vec<&'static str>,
+    push_key: String,
+    devices: Vec<DeviceLine>,
+    saved: bool,
+    error: Option<String>,
+}
+
+/// `GET /approvals`.
+pub(super) async fn approvals(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Response, ApiError> {
+    render_approvals(&state, &caller, None).await
+}
+
+async fn render_approvals(
+    state: &AppState,
+    caller: &Caller,
+    error: Option<String>,
+) -> Result<Response, ApiError> {
+    let frame = frame(state, caller).await?;
+    let now = now_millis();
+    let kept = state.relay.approvals(caller, true).await?;
+    let (pending, past): (Vec<_>, Vec<_>) = kept
+        .iter()
+        .map(|a| {
+            let (preview, withheld) = match &a.preview {
+                Preview::Shown(preview) => (Some(preview.clone()), None),
+                Preview::Withheld(kind) => (
+                    None,
+                    Some(format!("withheld: looks like it contains {kind}")),
+                ),
+            };
+            ApprovalLine {
+                id: a.id.0,
+                tool_name: a.tool_name.clone(),
+                description: a.description.clone(),
+                preview,
+                withheld,
+                state: a.state(now).as_str(),
+                asked: When::at(a.created_at),
+                until: When::at(a.expires_at),
+            }
+        })
+        .partition(|line| line.state == ApprovalState::Pending.as_str());
+    render(move || ApprovalsPage {
+        assets: &ASSETS,
+        frame,
+        pending,
+        past,
+        error,
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Answer {
+    csrf: String,
+    #[serde(default)]
+    behavior: String,
+}
+
+/// `POST /approvals/{id}`: the page's Allow or Deny.
+pub(super) async fn answer(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+    uri: Uri,
+    headers: HeaderMap,
+    Form(form): Form<Answer>,
+) -> Result<Response, ApiError> {
+    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
+    let answered = match Behavior::parse(&form.behavior) {
+        Some(behavior) => state
+            .relay
+            .answer_approval(&caller, ApprovalId(id), behavior)
+            .await
+            .map(drop),
+        None => Err(RelayError::BadInput("answer with Allow or Deny".into())),
+    };
+    done(
+        &state,
+        &caller,
+        &headers,
+        answered,
+        "/approvals",
+        Page::Approvals,
+    )
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct SettingsQuery {
+    #[serde(default)]
+    saved: bool,
+}
+
+/// `GET /settings`.
+pub(super) async fn settings(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<SettingsQuery>,
+) -> Result<Response, ApiError> {
+    render_settings(&state, &caller, query.saved, None).await
+}
+
+async fn render_settings(
+    state: &AppState,
+    caller: &Caller,
+    saved: bool,
+    error: Option<String>,
+) -> Result<Response, ApiError> {
+    let frame = frame(state, caller).await?;
+    let shown = Notifications::from(&state.relay.notify_settings(caller).await?);
+    let devices = state.relay.devices(caller).await?;
+    let push_key = state.relay.push_key().await?.public_key_text();
+    let after = shown
+        .after_seconds
+        .map_or_else(|| "never".to_owned(), |s| s.to_string());
+    let mut delays: Vec<(String, String)> = [
+        ("0", "at once"),
+        ("60", "1 minute"),
+        ("300", "5 minutes"),
+        ("900", "15 minutes"),
+        ("3600", "1 hour"),
+        ("never", "never"),
+    ]
+    .into_iter()
+    .map(|(value, label)| (value.to_owned(), label.to_owned()))
+    .collect();
+    if !delays.iter().any(|(value, _)| *value == after) {
+        delays.insert(0, (after.clone(), format!("{after} seconds")));
+    }
+    render(move || SettingsPage {
+        assets: &ASSETS,
+        frame,
+        delays,
+        after,
+        at_once_when_away: shown.at_once_when_away,
+        webhook: shown.webhook.unwrap_or_default(),
+        webhook_format: shown.webhook_format,
+        formats: WebhookFormat::ALL.map(WebhookFormat::as_str).to_vec(),
+        push_key,
+        devices: devices
+            .iter()
+            .map(|d| DeviceLine {
+                id: d.id.0,
+                service: d.service().to_owned(),
+                since: When::at(d.created_at),
+            })
+            .collect(),
+        saved,
+        error,
+    })
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct SettingsForm {
+    csrf: String,
+    #[serde(default)]
+    after: String,
+    #[serde(default)]
+    at_once_when_away: Option<String>,
+    #[serde(default)]
+    webhook: String,
+    #[serde(default)]
+    webhook_format: String,
+}
+
+/// `POST /settings`.
+pub(super) async fn save_settings(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    uri: Uri,
+    headers: HeaderMap,
+    Form(form): Form<SettingsForm>,
+) -> Result<Response, ApiError> {
+    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
+    let saved = async {
+        let after = match form.after.trim() {
+            "never" => None,
+            seconds => Some(
+                seconds
+                    .parse::<u64>()
+                    .map_err(|_| RelayError::BadInput("choose when to be told".into()))?,
+            ),
+        };
+        let webhook = form.webhook.trim();
+        let change = ChangeNotifications {
+            after_seconds: Some(after),
+            at_once_when_away: Some(form.at_once_when_away.is_some()),
+            webhook: Some((!webhook.is_empty()).then(|| webhook.to_owned())),
+            webhook_format: Some(form.webhook_format.clone()).filter(|f| !f.is_empty()),
+        };
+        let current = state.relay.notify_settings(&caller).await?;
+        let settings = change.apply(current)?;
+        state
+            .relay
+            .set_notify_settings(&caller, settings)
+            .await
+            .map(drop)
+    }
+    .await;
+    done(
+        &state,
+        &caller,
+        &headers,
+        saved,
+        "/settings?saved=true",
+        Page::Settings,
+    )
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct DeviceForm {
+    csrf: String,
+    endpoint: String,
+    p256dh: String,
+    auth: String,
+}
+
+/// `POST /settings/devices`: "Notify me on this device", sent by the
+/// page's script with the browser's subscription.
+pub(super) async fn add_device(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    uri: Uri,
+    headers: HeaderMap,
+    Form(form): Form<DeviceForm>,
+) -> Result<Response, ApiError> {
+    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
+    let added = state
+        .relay
+        .add_device(&caller, &form.endpoint, &form.p256dh, &form.auth)
+        .await
+        .map(drop);
+    done(
+        &state,
+        &caller,
+        &headers,
+        added,
+        "/settings",
+        Page::Settings,
+    )
+    .await
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct Plain {
+    csrf: String,
+}
+
+/// `POST /settings/devices/{id}/remove`.
+pub(super) async fn remove_device(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+    uri: Uri,
+    headers: HeaderMap,
+    Form(form): Form<Plain>,
+) -> Result<Response, ApiError> {
+    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
+    let removed = state.relay.remove_device(&caller, DeviceId(id)).await;
+    done(
+        &state,
+        &caller,
+        &headers,
+        removed,
+        "/settings",
+        Page::Settings,
+    )
+    .await
+}
+
+/// Which page a form of this module answers with.
+enum Page {
+    Approvals,
+    Settings,
+}
+
+/// A form's answer: on to `next` (201 with its `Location` for the page's
+/// script), or the page again with the reason (for the script, the reason
+/// as JSON, as `forms.rs` answers).
+async fn done(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    outcome: Result<(), RelayError>,
+    next: &str,
+    page: Page,
+) -> Result<Response, ApiError> {
+    let error = match outcome {
+        Ok(()) if from_script(headers) => {
+            return Ok((
+                StatusCode::CREATED,
+                [(axum::http::header::LOCATION, next.to_owned())],
+            )
+                .into_response());
+        }
+        Ok(()) => return Ok(Redirect::to(next).into_response()),
+        Err(error) => ApiError::from(error),
+    };
+    if from_script(headers) {
+        let refusal = serde_json::json!({ "refused": error.body()["error"] });
+        return Ok(axum::Json(refusal).into_response());
+    }
+    let status = error.status;
+    let mut response = match page {
+        Page::Approvals => render_approvals(state, caller, Some(error.message)).await?,
+        Page::Settings => render_settings(state, caller, false, Some(error.message)).await?,
+    };
+    *response.status_mut() = status;
+    Ok(response)
+}
