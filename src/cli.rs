@@ -376,9 +376,9 @@ pub async fn admin(team: &Team, command: Admin) -> anyhow::Result<()> {
                 .await?;
             let shown = Notifications::from(&settings);
             let when = match shown.after_seconds {
-                None => "never told".to_owned(),
-                Some(0) => "told at once".to_owned(),
-                Some(seconds) => format!("told after {seconds} s"),
+                None => "never told of unread messages".to_owned(),
+                Some(0) => "told of unread messages at once".to_owned(),
+                Some(seconds) => format!("told of unread messages after {seconds} s"),
             };
             let webhook = match &settings.webhook {
                 Some(webhook) => format!(
@@ -388,7 +388,7 @@ pub async fn admin(team: &Team, command: Admin) -> anyhow::Result<()> {
                 ),
                 None => "no webhook".to_owned(),
             };
-            println!("{handle}: unread messages are {when}; {webhook}.");
+            println!("{handle} is {when}; {webhook}.");
         }
         Admin::People { .. } => {
             let people = team.people().await?;

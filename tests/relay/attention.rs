@@ -823,3 +823,106 @@ async fn a_subscribed_browser_gets_an_encrypted_signed_push_and_a_gone_one_is_fo
             .starts_with("keys.p256dh")
     );
 }
+
+/// The page's Approvals view: the person's own, with Allow and Deny, a
+/// form guarded as every form of the page.
+#[tokio::test]
+async fn the_page_shows_a_person_their_approvals_and_takes_allow() {
+    let app = relay().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let (_, asked) = app
+        .rest(&bob)
+        .post(
+            "/api/approvals",
+            json!({"request_id": "qwert", "tool_name": "Bash", "description": "Run <tests>",
+                   "input_preview": "cargo test"}),
+        )
+        .await;
+    let id = asked["id"].as_i64().unwrap();
+    let (status, html) = page(&app, "/approvals", &bob).await;
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("Run &#60;tests&#62;") && html.contains("cargo test"),
+        "{html}"
+    );
+    assert!(html.contains(">Allow</button>") && html.contains(">Deny</button>"));
+    let (_, hers) = page(&app, "/approvals", &alice).await;
+    assert!(
+        !hers.contains("cargo test"),
+        "only bob sees bob's agent's approval"
+    );
+
+    let at = html.find("name=\"csrf\" value=\"").unwrap() + 19;
+    let csrf = html[at..].split('"').next().unwrap().to_owned();
+    let answer = |token: &str, csrf: &str| {
+        crate::support::browser()
+            .post(format!("{}/approvals/{id}", app.url()))
+            .basic_auth("x", Some(token.to_owned()))
+            .header("origin", app.url())
+            .form(&[("csrf", csrf), ("behavior", "allow")])
+            .send()
+    };
+    let forged = answer(&bob, "not-the-token").await.unwrap();
+    assert_eq!(forged.status(), 403);
+    let clicked = answer(&bob, &csrf).await.unwrap();
+    assert_eq!(clicked.status(), 303);
+    let (_, now) = app.rest(&bob).get(&format!("/api/approvals/{id}")).await;
+    assert_eq!(now["state"], "allowed");
+    let (_, html) = page(&app, "/approvals", &bob).await;
+    assert!(html.contains("state-allowed"), "kept in the trail");
+}
+
+/// `crosstalk notify`: the operator sets where and when a person is told.
+#[test]
+fn the_operator_sets_notifications_from_the_command_line() {
+    use crate::support::crosstalk;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("relay.db");
+    assert!(crosstalk(&db, &["add", "bob"]).status.success());
+    let said = |args: &[&str]| {
+        let out = crosstalk(&db, args);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text.trim().to_owned())
+    };
+    assert_eq!(
+        said(&[
+            "notify",
+            "bob",
+            "--webhook",
+            "https://ntfy.sh/team-bob",
+            "--format",
+            "ntfy"
+        ]),
+        (
+            true,
+            "bob is told of unread messages after 300 s; posted to https://ntfy.sh/team-bob (ntfy)."
+                .into()
+        )
+    );
+    assert_eq!(
+        said(&["notify", "bob", "--after", "2m"]),
+        (
+            true,
+            "bob is told of unread messages after 120 s; posted to https://ntfy.sh/team-bob (ntfy)."
+                .into()
+        )
+    );
+    assert_eq!(
+        said(&["notify", "bob", "--off", "--no-webhook"]),
+        (
+            true,
+            "bob is never told of unread messages; no webhook.".into()
+        )
+    );
+    let (ok, refused) = said(&["notify", "bob", "--webhook", "http://10.0.0.2/hook"]);
+    assert!(
+        !ok && refused.contains("must be an https:// URL"),
+        "{refused}"
+    );
+    let (ok, refused) = said(&["notify", "carol", "--after", "5m"]);
+    assert!(!ok && refused.contains("nobody called carol"), "{refused}");
+    let (ok, refused) = said(&["notify", "bob", "--after", "soon"]);
+    assert!(!ok && refused.contains("--after \"soon\""), "{refused}");
+}
