@@ -6,14 +6,12 @@ use super::assets::Assets;
 use super::forms::{from_script, guard};
 use super::views::{Frame, When};
 use super::{ASSETS, frame, render};
-use crate::model::{
-    ApprovalId, ApprovalState, Behavior, DeviceId, Preview, WebhookFormat, now_millis,
-};
+use crate::model::{ApprovalId, ApprovalState, Behavior, DeviceId, WebhookFormat, now_millis};
 use crate::relay::{Caller, RelayError};
 use crate::state::AppState;
 use crate::wire::{
     ApiError,
-    attention::{ChangeNotifications, Notifications},
+    attention::{ApprovalView, ChangeNotifications, Notifications},
     extract::{Path, Query},
 };
 use askama::Template;
@@ -91,19 +89,14 @@ async fn render_approvals(
     let (pending, past): (Vec<_>, Vec<_>) = kept
         .iter()
         .map(|a| {
-            let (preview, withheld) = match &a.preview {
-                Preview::Shown(preview) => (Some(preview.clone()), None),
-                Preview::Withheld(kind) => (
-                    None,
-                    Some(format!("withheld: looks like it contains {kind}")),
-                ),
-            };
+            // What the API shows of it, and the times as the page shows them.
+            let view = ApprovalView::new(a, now);
             ApprovalLine {
-                id: a.id.0,
-                tool_name: a.tool_name.clone(),
-                description: a.description.clone(),
-                preview,
-                withheld,
+                id: view.id,
+                tool_name: view.tool_name,
+                description: view.description,
+                preview: view.input_preview,
+                withheld: view.withheld,
                 state: a.state(now).as_str(),
                 asked: When::at(a.created_at),
                 until: When::at(a.expires_at),
