@@ -61,7 +61,7 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 /// 0. (before any of these, as connections are accepted: the caps on
 ///    connections and the idle timeout, in `server`.)
 /// 1. `access_log`: method, path, status, time; never a query string.
-/// 2. `security_headers`: CSP, nosniff, no-referrer, HSTS under TLS.
+/// 2. `security_headers`: CSP, nosniff, a same-origin referrer policy, HSTS under TLS.
 /// 3. `json_errors`: an error that a library answered in plain text (axum's
 ///    405, a body too large) gets the JSON error shape. (On `/mcp`,
 ///    `mcp::shape_refusals`, right in front of the service, shapes rmcp's

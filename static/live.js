@@ -7,6 +7,8 @@
 // - forms send in place and show a refusal without losing the text;
 // - a message to the viewer that arrives while the tab is in the
 //   background shows a browser notification (once they allowed them);
+// - the service worker (sw.js) is registered, so the page can be
+//   installed and shows what Web Push brings;
 // - "Notify me on this device" subscribes the browser to Web Push.
 // Message text is never parsed here as markup: new messages arrive as
 // fragments the server rendered and escaped, parsed inert by DOMParser.
@@ -102,6 +104,13 @@
     });
   }
 
+  // Registered on every page: an installed page has it before anyone
+  // subscribes, and it shows pushes for every subscribed device.
+  var worker = "serviceWorker" in navigator
+    ? navigator.serviceWorker.register("/sw.js", { scope: "/" })
+    : null;
+  if (worker) worker.catch(function () {});
+
   // What arrives for the viewer, wherever they are on the page: a
   // notification while the tab is hidden. Nothing is claimed by this.
   if (window.EventSource && "Notification" in window) {
@@ -125,7 +134,7 @@
   // the service worker, subscribes with the relay's key, and hands the
   // subscription to the relay.
   var device = document.getElementById("device-subscribe");
-  if (device && "serviceWorker" in navigator && "PushManager" in window && "Notification" in window) {
+  if (device && worker && "PushManager" in window && "Notification" in window) {
     var deviceError = document.getElementById("device-error");
     device.hidden = false;
     device.addEventListener("click", function () {
@@ -133,7 +142,7 @@
       deviceError.hidden = true;
       Notification.requestPermission().then(function (permission) {
         if (permission !== "granted") throw new Error("This browser blocks notifications from this page.");
-        return navigator.serviceWorker.register("/sw.js", { scope: "/" });
+        return worker;
       }).then(function () {
         return navigator.serviceWorker.ready;
       }).then(function (registration) {

@@ -10,13 +10,13 @@ use tokio::sync::mpsc;
 
 /// A loopback endpoint that records what is posted to it: the path and
 /// the JSON body of each request.
-struct Hook {
-    url: String,
+pub(crate) struct Hook {
+    pub url: String,
     posted: mpsc::UnboundedReceiver<(String, Value)>,
 }
 
 impl Hook {
-    async fn start() -> Hook {
+    pub async fn start() -> Hook {
         let (tx, posted) = mpsc::unbounded_channel();
         let app = axum::Router::new().fallback(move |uri: Uri, body: Bytes| {
             let tx = tx.clone();
@@ -33,16 +33,23 @@ impl Hook {
     }
 
     /// The next request posted; fails the test after 20 s.
-    async fn next(&mut self) -> (String, Value) {
-        tokio::time::timeout(Duration::from_secs(20), self.posted.recv())
+    pub async fn next(&mut self) -> (String, Value) {
+        self.within(Duration::from_secs(20))
             .await
             .expect("a notification arrives")
-            .expect("the hook runs")
+    }
+
+    /// The next request posted within `time`, if one is.
+    pub async fn within(&mut self, time: Duration) -> Option<(String, Value)> {
+        tokio::time::timeout(time, self.posted.recv())
+            .await
+            .ok()
+            .map(|posted| posted.expect("the hook runs"))
     }
 }
 
 /// A relay that may post to loopback, as `RELAY_NOTIFY_ALLOW_PRIVATE=1`.
-async fn relay() -> TestApp {
+pub(crate) async fn relay() -> TestApp {
     spawn_app_with(|config| config.settings.notify_allow_private = true).await
 }
 
@@ -442,7 +449,9 @@ async fn approvals_are_their_person_s_to_see_and_answer_once() {
 
 /// A client that records every notification it is sent, by method.
 #[derive(Clone)]
-struct Claude {
+/// What the bridge's client (the test, playing Claude Code) hears: each
+/// notification's method and params.
+pub(crate) struct Claude {
     heard: mpsc::UnboundedSender<(String, Value)>,
 }
 
@@ -459,34 +468,85 @@ impl rmcp::ClientHandler for Claude {
     }
 }
 
-/// Claude Code's permission prompt, through `crosstalk bridge` (spoken to
-/// over its stdio by rmcp's client, as Claude Code does): its person sees
-/// it and answers it, and the answer reaches the client with its
+/// `crosstalk bridge` for a person, spoken to over its stdio by rmcp's
+/// client as Claude Code speaks to it.
+pub(crate) struct Bridge {
+    pub claude: rmcp::service::RunningService<rmcp::RoleClient, Claude>,
+    hearing: mpsc::UnboundedReceiver<(String, Value)>,
+    pub log: crate::support::LogWatch,
+    _child: crate::support::KillOnDrop,
+}
+
+impl Bridge {
+    pub async fn start(app: &TestApp, token: &str) -> Bridge {
+        use rmcp::ServiceExt;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+            .arg("bridge")
+            .env("CROSSTALK_URL", app.url())
+            .env("CROSSTALK_TOKEN", token)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("crosstalk bridge starts");
+        let log = crate::support::LogWatch::new(&mut child);
+        let stdout = tokio::process::ChildStdout::from_std(child.stdout.take().unwrap()).unwrap();
+        let stdin = tokio::process::ChildStdin::from_std(child.stdin.take().unwrap()).unwrap();
+        let child = crate::support::KillOnDrop(child);
+        let (heard, hearing) = mpsc::unbounded_channel();
+        let claude = Claude { heard }.serve((stdout, stdin)).await.unwrap();
+        Bridge {
+            claude,
+            hearing,
+            log,
+            _child: child,
+        }
+    }
+
+    /// Asks for a permission, as Claude Code does when it would prompt,
+    /// and waits until the bridge has put it to the relay.
+    pub async fn ask(&mut self, request_id: &str, tool_name: &str, input_preview: &str) {
+        self.claude
+            .send_notification(rmcp::model::ClientNotification::CustomNotification(
+                rmcp::model::CustomNotification::new(
+                    "notifications/claude/channel/permission_request",
+                    Some(json!({"request_id": request_id, "tool_name": tool_name,
+                                "description": "List the files", "input_preview": input_preview})),
+                ),
+            ))
+            .await
+            .unwrap();
+        self.log
+            .wait_for("a permission request waits for its person on the relay");
+    }
+
+    /// The next permission answer the client hears; fails after 20 s.
+    pub async fn answer(&mut self) -> Value {
+        loop {
+            let (method, params) =
+                tokio::time::timeout(Duration::from_secs(20), self.hearing.recv())
+                    .await
+                    .expect("the answer reaches the client")
+                    .unwrap();
+            if method == "notifications/claude/channel/permission" {
+                return params;
+            }
+        }
+    }
+}
+
+/// Claude Code's permission prompt, through `crosstalk bridge`: its person
+/// sees it and answers it, and the answer reaches the client with its
 /// `request_id`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permission_prompt_is_answered_by_its_person_through_the_bridge() {
-    use rmcp::ServiceExt;
-    use std::process::{Command, Stdio};
     let app = relay().await;
     let bob = app.add_person("bob").await;
     let alice = app.add_person("alice").await;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
-        .arg("bridge")
-        .env("CROSSTALK_URL", app.url())
-        .env("CROSSTALK_TOKEN", &bob)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("crosstalk bridge starts");
-    let mut log = crate::support::LogWatch::new(&mut child);
-    let stdout = tokio::process::ChildStdout::from_std(child.stdout.take().unwrap()).unwrap();
-    let stdin = tokio::process::ChildStdin::from_std(child.stdin.take().unwrap()).unwrap();
-    let _stopped = crate::support::KillOnDrop(child);
-    let (heard, mut hearing) = mpsc::unbounded_channel();
-    let claude = Claude { heard }.serve((stdout, stdin)).await.unwrap();
-    let capabilities = &claude.peer_info().unwrap().capabilities;
+    let mut bridge = Bridge::start(&app, &bob).await;
+    let capabilities = &bridge.claude.peer_info().unwrap().capabilities;
     assert!(
         capabilities
             .experimental
@@ -496,17 +556,7 @@ async fn a_permission_prompt_is_answered_by_its_person_through_the_bridge() {
     );
 
     for (request_id, behavior) in [("pqrst", "allow"), ("uvwxy", "deny")] {
-        claude
-            .send_notification(rmcp::model::ClientNotification::CustomNotification(
-                rmcp::model::CustomNotification::new(
-                    "notifications/claude/channel/permission_request",
-                    Some(json!({"request_id": request_id, "tool_name": "Bash",
-                                "description": "List the files", "input_preview": "ls -la"})),
-                ),
-            ))
-            .await
-            .unwrap();
-        log.wait_for("a permission request waits for its person on the relay");
+        bridge.ask(request_id, "Bash", "ls -la").await;
         let (_, pending) = app.rest(&bob).get("/api/approvals").await;
         let asked = &pending["approvals"][0];
         assert_eq!(
@@ -524,15 +574,7 @@ async fn a_permission_prompt_is_answered_by_its_person_through_the_bridge() {
             .post(&path, json!({ "behavior": behavior }))
             .await;
         assert_eq!(status, 200);
-        let answer = loop {
-            let (method, params) = tokio::time::timeout(Duration::from_secs(20), hearing.recv())
-                .await
-                .expect("the answer reaches the client")
-                .unwrap();
-            if method == "notifications/claude/channel/permission" {
-                break params;
-            }
-        };
+        let answer = bridge.answer().await;
         assert_eq!(
             answer,
             json!({"request_id": request_id, "behavior": behavior})
@@ -541,15 +583,17 @@ async fn a_permission_prompt_is_answered_by_its_person_through_the_bridge() {
 }
 
 /// What a push service was sent: its headers and body.
-struct Pushed {
-    path: String,
-    headers: axum::http::HeaderMap,
-    body: Vec<u8>,
+pub(crate) struct Pushed {
+    pub path: String,
+    pub headers: axum::http::HeaderMap,
+    pub body: Vec<u8>,
 }
 
 /// A loopback push service: records each push; answers 201, or 410 for
 /// the paths in `gone` (a browser that unsubscribed).
-async fn push_service(gone: &'static [&'static str]) -> (String, mpsc::UnboundedReceiver<Pushed>) {
+pub(crate) async fn push_service(
+    gone: &'static [&'static str],
+) -> (String, mpsc::UnboundedReceiver<Pushed>) {
     let (tx, pushed) = mpsc::unbounded_channel();
     let app = axum::Router::new().fallback(
         move |uri: Uri, headers: axum::http::HeaderMap, body: Bytes| {
@@ -576,18 +620,18 @@ async fn push_service(gone: &'static [&'static str]) -> (String, mpsc::Unbounded
 }
 
 /// A browser's side of Web Push: its P-256 key pair and auth secret.
-struct Browser {
+pub(crate) struct Browser {
     private: ring::agreement::EphemeralPrivateKey,
     public: Vec<u8>,
     auth: [u8; 16],
 }
 
-fn b64(bytes: &[u8]) -> String {
+pub(crate) fn b64(bytes: &[u8]) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
-fn unb64(text: &str) -> Vec<u8> {
+pub(crate) fn unb64(text: &str) -> Vec<u8> {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(text)
@@ -595,7 +639,7 @@ fn unb64(text: &str) -> Vec<u8> {
 }
 
 impl Browser {
-    fn new() -> Browser {
+    pub fn new() -> Browser {
         use ring::rand::SecureRandom;
         let rng = ring::rand::SystemRandom::new();
         let private =
@@ -612,14 +656,14 @@ impl Browser {
     }
 
     /// Its `PushSubscription.toJSON()` for `endpoint`.
-    fn subscription(&self, endpoint: &str) -> Value {
+    pub fn subscription(&self, endpoint: &str) -> Value {
         json!({"endpoint": endpoint, "expirationTime": null,
                "keys": {"p256dh": b64(&self.public), "auth": b64(&self.auth)}})
     }
 
     /// Decrypts a push as RFC 8291 says a browser does (RFC 8188's
     /// header: salt, record size, key id: the relay's ephemeral key).
-    fn decrypt(self, body: &[u8]) -> Vec<u8> {
+    pub fn decrypt(self, body: &[u8]) -> Vec<u8> {
         use ring::{aead, agreement, hkdf};
         struct Len(usize);
         impl hkdf::KeyType for Len {
@@ -674,7 +718,7 @@ impl Browser {
 /// Checks a push's `Authorization: vapid t=JWT, k=KEY` (RFC 8292): the key
 /// is the relay's, the JWT is ES256 over its header and claims, for the
 /// push service's origin, and expires within a day.
-fn check_vapid(headers: &axum::http::HeaderMap, relay_key: &str, service: &str) {
+pub(crate) fn check_vapid(headers: &axum::http::HeaderMap, relay_key: &str, service: &str) {
     let authorization = headers["authorization"].to_str().unwrap();
     let rest = authorization
         .strip_prefix("vapid ")

@@ -303,3 +303,151 @@ async fn the_team_page_in_a_real_browser() {
         "Sign in to crosstalk"
     );
 }
+
+/// People in the loop, in the real browser: the page installs (its
+/// manifest and service worker load under the CSP), a message that
+/// arrives while the tab is in the background shows a notification, a
+/// push the relay sent (encrypted to a subscription, decrypted as the
+/// push service's browser would) is shown by the service worker and opens
+/// the conversation, and a click on "Allow" answers the agent's
+/// permission prompt through the bridge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Chromium (apt-get install chromium); cargo test -- --ignored"]
+async fn people_are_told_and_approve_in_a_real_browser() {
+    use crate::attention::{Bridge, Browser, push_service, relay};
+    let chrome = Chrome::start().await;
+    let app = relay().await;
+    let url = app.url();
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let bobs = app.rest(&bob);
+    // A subscription the test holds the keys of (the browser's own
+    // subscription would need its vendor's push service, off this
+    // machine), told at once.
+    let (service, mut pushed) = push_service(&[]).await;
+    let keys = Browser::new();
+    let (status, _) = bobs
+        .post(
+            "/api/push/subscriptions",
+            keys.subscription(&format!("{service}/push/bob")),
+        )
+        .await;
+    assert_eq!(status, 201);
+    bobs.put("/api/me/notifications", json!({"after_seconds": 0}))
+        .await;
+
+    // Every notification the page makes, and whether the browser showed it.
+    chrome
+        .send(
+            "Page.addScriptToEvaluateOnNewDocument",
+            json!({ "source": "(() => { const Real = window.Notification; \
+                let shown; window.notified = new Promise(resolve => shown = resolve); \
+                window.Notification = class extends Real { constructor(title, options) { \
+                  super(title, options); \
+                  this.addEventListener('show', () => shown({ title, body: options.body })); } }; })();" }),
+        )
+        .await;
+    chrome.grant("notifications", &url).await;
+    chrome.send("ServiceWorker.enable", json!({})).await;
+    *chrome.credentials.lock().unwrap() = Some(("bob".into(), bob.clone()));
+    chrome.open(&format!("{url}/")).await;
+
+    // Installable: the manifest parses, the page's service worker runs.
+    let manifest = chrome.send("Page.getAppManifest", json!({})).await;
+    assert_eq!(manifest["url"], format!("{url}/manifest.webmanifest"));
+    assert_eq!(manifest["errors"], json!([]), "{manifest}");
+    assert_eq!(
+        chrome
+            .eval("navigator.serviceWorker.ready.then(r => r.active.scriptURL)")
+            .await,
+        format!("{url}/sw.js")
+    );
+
+    // In the background, a message to bob shows a notification.
+    chrome.away().await;
+    assert_eq!(chrome.eval("document.hidden").await, true);
+    let sent = app
+        .rest(&alice)
+        .send("bob", "Can you review #42?\nIt is small.", json!({}))
+        .await;
+    let thread = sent["thread_id"].as_i64().unwrap();
+    assert_eq!(
+        chrome.eval("window.notified").await,
+        json!({"title": "alice wrote to you", "body": "Can you review #42?"})
+    );
+
+    // The relay's push for it, decrypted, is what the service worker shows.
+    let push = tokio::time::timeout(std::time::Duration::from_secs(20), pushed.recv())
+        .await
+        .expect("the relay pushes")
+        .unwrap();
+    let payload = String::from_utf8(keys.decrypt(&push.body)).unwrap();
+    let registration = chrome
+        .event("ServiceWorker.workerRegistrationUpdated", |params| {
+            params["registrations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|r| r["scopeURL"] == format!("{url}/") && r["isDeleted"] == false)
+        })
+        .await;
+    let registration_id = registration["registrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["scopeURL"] == format!("{url}/"))
+        .unwrap()["registrationId"]
+        .clone();
+    chrome
+        .send(
+            "ServiceWorker.deliverPushMessage",
+            json!({ "origin": url, "registrationId": registration_id, "data": payload }),
+        )
+        .await;
+    chrome.front().await;
+    assert_eq!(
+        chrome
+            .eval(
+                "navigator.serviceWorker.ready.then(async r => { \
+                   for (;;) { const shown = await r.getNotifications(); \
+                     if (shown.length) return shown.map(n => ({ title: n.title, body: n.body, tag: n.tag, url: n.data.url })); \
+                     await new Promise(next => setTimeout(next, 20)); } })"
+            )
+            .await,
+        json!([{"title": "alice is waiting for your answer", "body": "Can you review #42?",
+                "tag": format!("thread-{thread}"), "url": format!("{url}/threads/{thread}")}])
+    );
+
+    // Bob's agent asks to run a command; bob allows it from the page.
+    let mut agent = Bridge::start(&app, &bob).await;
+    agent.ask("kbmzq", "Bash", "cargo test --release").await;
+    chrome.open(&format!("{url}/approvals")).await;
+    assert_eq!(
+        chrome
+            .eval("document.querySelector('.approval pre.preview').textContent")
+            .await,
+        "cargo test --release"
+    );
+    // (Clicked once the evaluation has returned: the click navigates.)
+    chrome
+        .eval("setTimeout(() => document.querySelector('form.answer button[value=allow]').click())")
+        .await;
+    assert_eq!(
+        agent.answer().await,
+        json!({"request_id": "kbmzq", "behavior": "allow"})
+    );
+    chrome.open(&format!("{url}/approvals")).await;
+    assert_eq!(
+        chrome
+            .eval("document.querySelectorAll('form.answer').length")
+            .await,
+        0,
+        "answered, it asks no more"
+    );
+
+    let problems = chrome.problems.lock().unwrap().clone();
+    assert!(
+        problems.is_empty(),
+        "console errors or CSP violations: {problems:#?}"
+    );
+}

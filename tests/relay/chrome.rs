@@ -44,8 +44,14 @@ pub struct Chrome {
     pub problems: Arc<Mutex<Vec<String>>>,
     pub credentials: Credentials,
     session: String,
+    /// The page's target, to bring it to the front again.
+    page: Value,
     loaded: Arc<tokio::sync::Notify>,
+    /// Every event so far (method, params), and a wake-up when one comes.
+    events: Events,
 }
+
+type Events = Arc<(Mutex<Vec<(String, Value)>>, tokio::sync::Notify)>;
 
 impl Drop for Chrome {
     fn drop(&mut self) {
@@ -108,12 +114,17 @@ impl Chrome {
         let problems: Arc<Mutex<Vec<String>>> = Arc::default();
         let credentials: Credentials = Arc::default();
         let loaded = Arc::new(tokio::sync::Notify::new());
+        let events: Events = Arc::default();
         let (replies_in, mut replies_out) = mpsc::unbounded_channel::<Value>();
         // One task owns the socket: it sends commands (numbering them),
         // routes each answer to its caller, and handles events.
         {
-            let (problems, credentials, loaded) =
-                (problems.clone(), credentials.clone(), loaded.clone());
+            let (problems, credentials, loaded, events) = (
+                problems.clone(),
+                credentials.clone(),
+                loaded.clone(),
+                events.clone(),
+            );
             tokio::spawn(async move {
                 let mut next_id = 1u64;
                 let mut waiting: HashMap<u64, oneshot::Sender<Value>> = HashMap::new();
@@ -145,6 +156,10 @@ impl Chrome {
                                 continue;
                             }
                             handle_event(&message, &problems, &credentials, &loaded, &replies_in);
+                            if let Some(method) = message["method"].as_str() {
+                                events.0.lock().unwrap().push((method.to_owned(), message["params"].clone()));
+                                events.1.notify_waiters();
+                            }
                         }
                     }
                 }
@@ -157,7 +172,9 @@ impl Chrome {
             problems,
             credentials,
             session: String::new(),
+            page: Value::Null,
             loaded,
+            events,
         };
         let targets = chrome.browser("Target.getTargets", json!({})).await;
         let page = targets["targetInfos"]
@@ -165,6 +182,7 @@ impl Chrome {
             .and_then(|t| t.iter().find(|t| t["type"] == "page"))
             .map(|t| t["targetId"].clone())
             .expect("a page");
+        chrome.page = page.clone();
         let attached = chrome
             .browser(
                 "Target.attachToTarget",
@@ -255,6 +273,59 @@ impl Chrome {
         tokio::time::timeout(STEP, self.eval(&expression))
             .await
             .unwrap_or_else(|_| panic!("the page never showed {condition}"));
+    }
+
+    /// The first event `method` so far (or from now on) whose params
+    /// satisfy `wanted`; fails after a while.
+    pub async fn event(&self, method: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        let (events, arrived) = &*self.events;
+        let found = async {
+            loop {
+                let next = arrived.notified();
+                tokio::pin!(next);
+                next.as_mut().enable();
+                if let Some((_, params)) = events
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|(m, params)| m == method && wanted(params))
+                {
+                    return params.clone();
+                }
+                next.await;
+            }
+        };
+        tokio::time::timeout(STEP, found)
+            .await
+            .unwrap_or_else(|_| panic!("chromium never sent {method} as wanted"))
+    }
+
+    /// Grants the page's origin a permission (`notifications`), as a
+    /// person answering the browser's prompt with Allow.
+    pub async fn grant(&self, permission: &str, origin: &str) {
+        self.browser(
+            "Browser.grantPermissions",
+            json!({ "permissions": [permission], "origin": origin }),
+        )
+        .await;
+    }
+
+    /// Opens another tab in front, as a person switching away: the page
+    /// is hidden (and keeps running) until [`Chrome::front`].
+    pub async fn away(&self) {
+        self.browser("Target.createTarget", json!({ "url": "about:blank" }))
+            .await;
+    }
+
+    /// Brings the page to the front again, and waits until it is shown.
+    pub async fn front(&self) {
+        self.browser("Target.activateTarget", json!({ "targetId": self.page }))
+            .await;
+        self.eval(
+            "document.hidden ? new Promise(shown => document.addEventListener( \
+               'visibilitychange', () => shown(true), { once: true })) : true",
+        )
+        .await;
     }
 
     /// The page as a person sees it at `width`×`height` (a phone when

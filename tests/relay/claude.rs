@@ -10,8 +10,9 @@
 //!
 //! Offline, Claude Code's remote feature flags are absent; the test seeds
 //! what the online flags give (`cachedGrowthBookFeatures` in
-//! `~/.claude.json`: `tengu_harbor`, channels on; `tengu_harbor_ledger`,
-//! the allowlist of channel plugins, naming this repository's plugin). It
+//! `~/.claude.json`: `tengu_harbor`, channels on; `tengu_harbor_permissions`,
+//! the permission relay on; `tengu_harbor_ledger`, the allowlist of channel
+//! plugins, naming this repository's plugin). It
 //! also accepts what a new user accepts once: onboarding, the API key, the
 //! folder's trust, the project's MCP server.
 //!
@@ -154,6 +155,92 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     bob.stop();
 }
 
+/// Claude Code's permission prompt, relayed: a teammate asks bob's agent
+/// to run a command; Claude Code asks before it runs Bash (in its
+/// terminal, and through the bridge to the relay); bob is told at once
+/// (his webhook), sees the step in his approvals, and allows it, or denies
+/// the next one; Claude Code runs it only when allowed, and its model
+/// answers with what the command printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs tmux and Claude Code (npm ci --prefix tests/clients); cargo test -- --ignored"]
+async fn its_person_allows_the_real_claude_code_s_step_from_the_relay() {
+    let claude = claude_code();
+    let app = crate::attention::relay().await;
+    let alice_token = app.add_person("alice").await;
+    let bob_token = app.add_person("bob").await;
+    let mut told = crate::attention::Hook::start().await;
+    let (status, _) = app
+        .rest(&bob_token)
+        .put(
+            "/api/me/notifications",
+            json!({ "webhook": format!("{}/bob", told.url) }),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let model = FakeModel::start().await;
+    let mut bob = ClaudeCode::new(&claude, &model, &app, &bob_token, Install::McpJson);
+    // Claude Code's default mode is "auto": a classifier (here the fake
+    // model, which blocks nothing) lets steps run unasked. A person who
+    // wants to be asked chooses the mode that asks.
+    bob.args
+        .extend(["--permission-mode".to_owned(), "default".to_owned()]);
+    bob.start();
+    bob.confirm_development_channels();
+    until_reachable(&app, "bob", &bob).await;
+    let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
+
+    for (command, behavior, printed) in [
+        // (A step that writes: Claude Code runs a plain `echo` unasked.)
+        ("touch allowed && echo allowed-$((6*7))", "allow", true),
+        ("touch denied && echo denied-$((6*7))", "deny", false),
+    ] {
+        let sent = send(&alice, &format!("Please run: {command}")).await;
+        let Some((_, notice)) = told.within(PATIENCE).await else {
+            panic!(
+                "bob was never asked to approve the step; the screen:\n{}\n{}",
+                bob.screen(),
+                bob.logs()
+            );
+        };
+        assert_eq!(notice["type"], "approval", "{notice}");
+        assert_eq!(notice["tool_name"], "Bash", "{notice}");
+        let (_, pending) = app.rest(&bob_token).get("/api/approvals").await;
+        let asked = &pending["approvals"][0];
+        assert_eq!(asked["id"], notice["approval_id"], "{pending}");
+        assert!(
+            asked["input_preview"]
+                .as_str()
+                .is_some_and(|p| p.contains(command)),
+            "the step, as Claude Code shows it: {pending}"
+        );
+        let (status, answered) = app
+            .rest(&bob_token)
+            .post(
+                &format!("/api/approvals/{}", asked["id"]),
+                json!({ "behavior": behavior }),
+            )
+            .await;
+        assert_eq!(status, 200, "{answered}");
+        let reply = reply_in_inbox(&alice).await;
+        let id = id_of(&sent, "message_id");
+        let body = reply["body"].as_str().unwrap_or_default();
+        assert!(
+            body.starts_with(&format!("answer to {id}: ")),
+            "{reply}\n{}",
+            bob.logs()
+        );
+        let output = command
+            .split("echo ")
+            .nth(1)
+            .unwrap()
+            .replace("$((6*7))", "42");
+        assert_eq!(body.contains(&output), printed, "{behavior}: {body}");
+        let file = command.split_whitespace().nth(1).unwrap();
+        assert_eq!(bob.project.join(file).exists(), printed, "{behavior}");
+    }
+    bob.stop();
+}
+
 /// Sends alice's question to bob and waits for his answer in the same call;
 /// prints how long until the model was shown it, and until the answer.
 async fn ask(alice: &Mcp, model: &FakeModel, question: &str) -> Value {
@@ -292,7 +379,10 @@ impl ClaudeCode {
             ("CROSSTALK_TOKEN".into(), token.into()),
         ];
         let key20 = &API_KEY[API_KEY.len() - 20..];
-        let mut features = json!({ "tengu_harbor": true });
+        // Channels (`tengu_harbor`), and their permission relay
+        // (`tengu_harbor_permissions`: without it Claude Code sends a
+        // channel server no `permission_request`).
+        let mut features = json!({ "tengu_harbor": true, "tengu_harbor_permissions": true });
         let (server, args) = match install {
             Install::McpJson | Install::Http => (
                 "crosstalk",
@@ -626,9 +716,10 @@ fn decide(request: &Value) -> Answer {
         return Answer::Text("<block>no".into());
     }
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let Some(latest) = messages.iter().rev().find(|m| m["role"] == "user") else {
+    let Some(latest) = messages.iter().rev().find(|m| not_the_model(m)) else {
         return Answer::Text("OK.".into());
     };
+    let ran = ran_since_the_event(&messages);
     // The result of one of its own tool calls.
     if let Some(result) = latest["content"]
         .as_array()
@@ -640,27 +731,72 @@ fn decide(request: &Value) -> Answer {
             .flatten()
             .find(|b| b["type"] == "tool_use" && b["id"] == result["tool_use_id"]);
         let name = called.and_then(|c| c["name"].as_str()).unwrap_or_default();
-        if name == "ToolSearch" {
+        if name == "ToolSearch" || name == "Bash" {
             let event = messages
                 .iter()
                 .rev()
-                .filter(|m| m["role"] == "user")
+                .filter(|m| not_the_model(m))
                 .filter_map(|m| latest_text(m).and_then(|t| newest_channel(&t)))
                 .next();
             if let Some((source, attributes)) = event {
-                return answer_event(&source, &attributes, &tools);
+                return answer_event(&source, &attributes, &tools, ran.as_deref());
             }
         }
         return Answer::Text("Sent.".into());
     }
-    match latest_text(latest).and_then(|text| newest_channel(&text)) {
-        Some((source, attributes)) => answer_event(&source, &attributes, &tools),
+    let text = latest_text(latest).unwrap_or_default();
+    let asked_to_run = regex::Regex::new(r"Please run: ([^\n<]+)").unwrap();
+    if let Some(command) = asked_to_run.captures(&text) {
+        return Answer::Tool(
+            "Bash".into(),
+            json!({ "command": command[1].trim(), "description": "Run what the teammate asked" }),
+        );
+    }
+    match newest_channel(&text) {
+        Some((source, attributes)) => answer_event(&source, &attributes, &tools, None),
         None => Answer::Text("OK.".into()),
     }
 }
 
-/// `send_message` in the event's thread, or the tool search for it.
-fn answer_event(source: &str, attributes: &[(String, String)], tools: &[&str]) -> Answer {
+/// A turn the model answers: the user's, or a channel event that arrived
+/// while the model worked (Claude Code adds it as a `system` turn).
+fn not_the_model(message: &Value) -> bool {
+    message["role"] == "user"
+        || (message["role"] == "system"
+            && latest_text(message).is_some_and(|t| t.contains("<channel ")))
+}
+
+/// What the Bash tool gave back (its output, or why it did not run) since
+/// the newest channel event, if the model ran it.
+fn ran_since_the_event(messages: &[Value]) -> Option<String> {
+    let event = messages.iter().rposition(|m| {
+        not_the_model(m) && latest_text(m).is_some_and(|t| t.contains("<channel "))
+    })?;
+    let blocks: Vec<&Value> = messages[event..]
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .collect();
+    let bash = blocks
+        .iter()
+        .find(|b| b["type"] == "tool_use" && b["name"] == "Bash")?;
+    let result = blocks
+        .iter()
+        .find(|b| b["type"] == "tool_result" && b["tool_use_id"] == bash["id"])?;
+    Some(match &result["content"] {
+        Value::String(text) => text.clone(),
+        content => latest_text(&json!({ "content": content })).unwrap_or_default(),
+    })
+}
+
+/// `send_message` in the event's thread (with what a command it ran gave
+/// back), or the tool search for it.
+fn answer_event(
+    source: &str,
+    attributes: &[(String, String)],
+    tools: &[&str],
+    ran: Option<&str>,
+) -> Answer {
     let get = |name: &str| {
         attributes
             .iter()
@@ -691,7 +827,10 @@ fn answer_event(source: &str, attributes: &[(String, String)], tools: &[&str]) -
         json!({
             "to": get("from"),
             "thread_id": thread_id,
-            "body": format!("answer to {}", get("message_id")),
+            "body": match ran {
+                Some(output) => format!("answer to {}: {output}", get("message_id")),
+                None => format!("answer to {}", get("message_id")),
+            },
         }),
     )
 }

@@ -560,7 +560,7 @@ async fn responses_carry_the_security_headers() {
         .unwrap();
     let headers = response.headers();
     assert_eq!(headers["x-content-type-options"], "nosniff");
-    assert_eq!(headers["referrer-policy"], "no-referrer");
+    assert_eq!(headers["referrer-policy"], "same-origin");
     assert_eq!(
         headers["content-security-policy"],
         crosstalk::layers::edge::CONTENT_SECURITY_POLICY

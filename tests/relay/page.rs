@@ -355,7 +355,7 @@ async fn every_page_carries_the_security_headers_and_fails_as_a_page() {
              frame-ancestors 'none'; base-uri 'none'"
         );
         assert_eq!(headers["x-content-type-options"], "nosniff");
-        assert_eq!(headers["referrer-policy"], "no-referrer");
+        assert_eq!(headers["referrer-policy"], "same-origin");
         assert_eq!(headers["x-frame-options"], "DENY");
         assert_eq!(headers["cross-origin-opener-policy"], "same-origin");
         assert_eq!(headers["cross-origin-resource-policy"], "same-origin");
