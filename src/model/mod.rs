@@ -9,6 +9,7 @@ mod attention;
 mod channel;
 mod handle;
 mod ids;
+mod oauth;
 mod token;
 
 pub use attention::{
@@ -19,6 +20,10 @@ pub use attention::{
 pub use channel::{Channel, ChannelError, MAX_CHANNEL_LEN};
 pub use handle::{Handle, HandleError, MAX_HANDLE_LEN};
 pub use ids::{MessageId, SessionId, ThreadId};
+pub use oauth::{
+    ClientIdUrl, ClientMetadata, CodeChallenge, MAX_CLIENT_NAME_LEN, MAX_REDIRECT_URIS,
+    MAX_URL_LEN, MetadataRefusal, OAuthRefusal, RedirectUri,
+};
 pub use token::{TOKEN_BODY_LEN, TOKEN_PREFIX, Token, TokenHash};
 
 /// Milliseconds since the Unix epoch: the one time type of crosstalk.
