@@ -126,6 +126,10 @@ impl Agent {
         token: &str,
         listener: Listener,
     ) -> Result<Agent, ClientInitializeError> {
+        // The HTTP client's TLS needs a process-wide crypto provider, and a
+        // caller of this library may not have installed one (an error
+        // means one is installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut config = StreamableHttpClientTransportConfig::with_uri(uri);
         if !token.is_empty() {
             config = config.auth_header(token);

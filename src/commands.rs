@@ -151,25 +151,66 @@ pub fn log_filter(requested: Option<&str>) -> String {
     kept.join(",")
 }
 
-/// Starts logging to stderr: `requested` (RUST_LOG) through
+/// How log lines are written (`RELAY_LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// For people: `TIME LEVEL span{fields}: target: message key=value`.
+    #[default]
+    Text,
+    /// For machines: one JSON object a line, with the same fields
+    /// (`timestamp`, `level`, `target`, the message and its fields under
+    /// `fields`, the spans and theirs under `spans`).
+    Json,
+}
+
+impl LogFormat {
+    /// `RELAY_LOG_FORMAT`'s value; unset is text.
+    pub fn parse(value: Option<&str>) -> Result<LogFormat, String> {
+        match value.map(str::trim) {
+            None | Some("") | Some("text") => Ok(LogFormat::Text),
+            Some("json") => Ok(LogFormat::Json),
+            Some(other) => Err(format!(
+                "RELAY_LOG_FORMAT is {other:?}: it must be text or json"
+            )),
+        }
+    }
+}
+
+/// Starts logging to stderr in `format`: `requested` (RUST_LOG) through
 /// [`log_filter`], and without the warnings that are a client's mistake
-/// ([`ClientMistakes`], rmcp's).
-pub fn start_logging(requested: Option<&str>) {
+/// ([`ClientMistakes`], rmcp's). Both formats carry the same events and
+/// fields, so what one keeps out of the log the other does too.
+pub fn start_logging(requested: Option<&str>, format: LogFormat) {
     use tracing_subscriber::{
         EnvFilter, Layer, filter::FilterExt, layer::SubscriberExt, util::SubscriberInitExt,
     };
     let filter = EnvFilter::try_new(log_filter(requested))
         .unwrap_or_else(|_| EnvFilter::new(log_filter(None)));
-    let output = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_filter(filter.and(ClientMistakes));
-    tracing_subscriber::registry().with(output).init();
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let output = match format {
+        LogFormat::Text => lines
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .boxed(),
+        LogFormat::Json => lines.json().with_span_list(true).boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(output.with_filter(filter.and(ClientMistakes)))
+        .init();
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_log_format_is_text_or_json() {
+        assert_eq!(LogFormat::parse(None), Ok(LogFormat::Text));
+        assert_eq!(LogFormat::parse(Some("json")), Ok(LogFormat::Json));
+        assert_eq!(
+            LogFormat::parse(Some("logfmt")),
+            Err("RELAY_LOG_FORMAT is \"logfmt\": it must be text or json".into())
+        );
+    }
 
     #[test]
     fn the_log_filter_caps_libraries_that_log_bodies() {

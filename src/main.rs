@@ -12,7 +12,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    crosstalk::commands::start_logging(std::env::var("RUST_LOG").ok().as_deref());
+    let format = match crosstalk::commands::LogFormat::parse(
+        std::env::var("RELAY_LOG_FORMAT").ok().as_deref(),
+    ) {
+        Ok(format) => format,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    crosstalk::commands::start_logging(std::env::var("RUST_LOG").ok().as_deref(), format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -273,6 +273,47 @@ async fn the_database_is_for_the_relays_user_only_whatever_the_umask() {
 
 #[tokio::test]
 async fn no_body_reaches_the_log_at_any_level_and_serve_says_which_credentials_count() {
+    let log = a_logged_conversation("text").await;
+    assert!(log.contains("request"), "requests were logged");
+}
+
+/// `RELAY_LOG_FORMAT=json`: one JSON object a line, with the fields the
+/// text log has, and as little in them.
+#[tokio::test]
+async fn the_json_log_is_one_object_a_line_with_the_same_fields_and_no_body() {
+    let log = a_logged_conversation("json").await;
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    for line in &lines {
+        assert!(
+            line["timestamp"].is_string()
+                && line["level"].is_string()
+                && line["target"].is_string(),
+            "{line}"
+        );
+    }
+    let credentials = lines
+        .iter()
+        .find(|l| l["fields"]["people"].is_number())
+        .expect("the credentials line");
+    assert_eq!(credentials["fields"]["people"], 1, "{credentials}");
+    assert_eq!(
+        credentials["fields"]["shared_token"], false,
+        "{credentials}"
+    );
+    let request = lines
+        .iter()
+        .find(|l| l["fields"]["status"].is_number())
+        .expect("a request's line");
+    assert!(request["fields"]["method"].is_string(), "{request}");
+}
+
+/// A relay run at `trace` in `format` that is sent a body to keep, and
+/// refused one holding a key: its whole log, in which neither body, nor
+/// the key, nor the token appears.
+async fn a_logged_conversation(format: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("relay.db");
     let token = token_in(&stdout(&crosstalk(&db, &["add", "alice"])));
@@ -281,15 +322,16 @@ async fn no_body_reaches_the_log_at_any_level_and_serve_says_which_credentials_c
         .env("RELAY_DB", &db)
         .env("RELAY_PARTICIPANTS", "ci:0123456789abcdef0123")
         .env("RUST_LOG", "trace")
+        .env("RELAY_LOG_FORMAT", format)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut log = LogWatch::new(&mut child);
     let url = log.serving_url();
     let credentials = log.wait_for("credentials");
-    assert!(credentials.contains("people=1"), "{credentials}");
-    assert!(credentials.contains("participants=1"), "{credentials}");
-    assert!(credentials.contains("shared_token=false"), "{credentials}");
+    for said in ["people", "participants", "shared_token"] {
+        assert!(credentials.contains(said), "{credentials}");
+    }
     let agent = Mcp::connect(&url, &token).await.unwrap();
     let said = "a-sentence-that-must-stay-out-of-the-log";
     agent
@@ -307,7 +349,6 @@ async fn no_body_reaches_the_log_at_any_level_and_serve_says_which_credentials_c
     child.kill().unwrap();
     child.wait().unwrap();
     let log = log.whole();
-    assert!(log.contains("request"), "requests were logged");
     for secret in [
         said,
         "the-refused-body",
@@ -316,6 +357,7 @@ async fn no_body_reaches_the_log_at_any_level_and_serve_says_which_credentials_c
     ] {
         assert!(!log.contains(secret), "{secret:?} reached the log");
     }
+    log
 }
 
 /// The status line of a raw HTTP/1.1 request.

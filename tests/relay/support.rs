@@ -114,11 +114,13 @@ impl TestApp {
 
 /// A plain HTTP client for what is not MCP.
 pub fn http() -> reqwest::Client {
+    crosstalk::tls::install_crypto_provider();
     reqwest::Client::builder().build().expect("HTTP client")
 }
 
 /// A client that shows redirects instead of following them.
 pub fn browser() -> reqwest::Client {
+    crosstalk::tls::install_crypto_provider();
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -618,14 +620,22 @@ impl LogWatch {
         }
     }
 
-    /// The relay's URL, from the line that says where it listens.
+    /// The relay's URL, from the line that says where it listens (as
+    /// text, `listen=ADDR`, or as JSON, `"listen":"ADDR"`).
     pub fn serving_url(&mut self) -> String {
-        let line = self.wait_for("listen=");
-        let addr = line
-            .split("listen=")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .expect("an address after listen=");
+        let line = self.wait_for("listen");
+        let addr = match serde_json::from_str::<serde_json::Value>(&line) {
+            Ok(json) => json["fields"]["listen"]
+                .as_str()
+                .expect("a listen field")
+                .to_owned(),
+            Err(_) => line
+                .split("listen=")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .expect("an address after listen=")
+                .to_owned(),
+        };
         format!("http://{addr}")
     }
 
