@@ -12,7 +12,7 @@ use crate::wire::ApiError;
 use crate::{api, mcp, web};
 use axum::{
     Json, Router,
-    extract::DefaultBodyLimit,
+    extract::{DefaultBodyLimit, State},
     http::{HeaderName, HeaderValue, Method, StatusCode, header},
     middleware,
     routing::get,
@@ -26,6 +26,35 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 /// itself is the core's, with a clear 413.
 pub fn request_body_limit(max_body_bytes: usize) -> usize {
     max_body_bytes.saturating_mul(6).saturating_add(16 * 1024)
+}
+
+/// With ACME, whether a certificate is deployed yet (`/readyz` waits for
+/// it); `None` when the relay serves plain HTTP or certificate files,
+/// which are loaded before it listens.
+pub type Certificate = Option<tokio::sync::watch::Receiver<bool>>;
+
+/// `/readyz`: 200 when the relay can serve: its store answers and, with
+/// ACME, a certificate is deployed; else 503 with the reason (`/healthz`
+/// says only that the process is up). For a load balancer and systemd.
+async fn readyz(
+    state: AppState,
+    certificate: Certificate,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let not_ready =
+        |reason: &str| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", reason);
+    if certificate.is_some_and(|deployed| !*deployed.borrow()) {
+        return Err(not_ready(
+            "no TLS certificate is deployed yet (ACME is ordering one)",
+        ));
+    }
+    if let Err(error) = state.relay.store_answers().await {
+        tracing::warn!(
+            error = &error as &dyn std::error::Error,
+            "not ready: the store does not answer"
+        );
+        return Err(not_ready("the store does not answer"));
+    }
+    Ok(Json(json!({ "status": "ready" })))
 }
 
 /// CORS for `RELAY_ALLOWED_ORIGINS`; none when there are none.
@@ -67,9 +96,9 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///    `mcp::shape_refusals`, right in front of the service, shapes rmcp's
 ///    first.)
 /// 4. the body limit: bodies past it are refused with 413 as they are read.
-/// 5. `check_host` (all but `/healthz`, which counts against its address's
-///    quota instead): only the relay's own names.
-/// 6. `check_origin` (all but `/healthz`): only the relay's own page and
+/// 5. `check_host` (all but `/healthz` and `/readyz`, which count against
+///    their address's quota instead): only the relay's own names.
+/// 6. `check_origin` (all but `/healthz` and `/readyz`): only the relay's own page and
 ///    the allowed origins; before credentials, so a foreign page gets 403
 ///    even with a good token, and causes no token lookup.
 /// 7. CORS (when `RELAY_ALLOWED_ORIGINS` names any): an allowed origin's
@@ -87,7 +116,7 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///    - the request timeout, on groups that answer at once. Waits and
 ///      streams have their own bounds (at most 50 s, or until the client
 ///      leaves, the caller's slots, shutdown).
-pub fn router(state: AppState, mcp: &mcp::McpEdge) -> Router {
+pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> Router {
     let request_limit = request_body_limit(state.config.settings.max_body_bytes);
     let trusted_proxies: std::sync::Arc<[_]> = state.config.trusted_proxies.clone().into();
     let credentials = |accept| {
@@ -193,12 +222,16 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge) -> Router {
             guard::check_origin,
         ))
         .layer(middleware::from_fn_with_state(hosts, guard::check_host));
-    // No credentials, but the client address's quota, so it is no free
+    // No credentials, but the client address's quota, so they are no free
     // target for a flood.
     let healthz = Router::new()
         .route(
             "/healthz",
             get(|| async { Json(json!({ "status": "ok" })) }),
+        )
+        .route(
+            "/readyz",
+            get(move |State(state): State<AppState>| readyz(state, certificate.clone())),
         )
         .route_layer(middleware::from_fn_with_state(
             AddressQuota {

@@ -221,6 +221,17 @@ impl Relay {
         Ok(key.clone())
     }
 
+    /// Whether the store answers a small read within two seconds: what
+    /// `/readyz` asks.
+    pub async fn store_answers(&self) -> RelayResult<()> {
+        match tokio::time::timeout(Duration::from_secs(2), self.store.has_people()).await {
+            Ok(answered) => answered.map(drop).map_err(RelayError::from),
+            Err(_) => Err(RelayError::Unavailable(
+                "the store did not answer within 2 s".into(),
+            )),
+        }
+    }
+
     /// Fires when the relay shuts down.
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.shutdown

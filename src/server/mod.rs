@@ -196,7 +196,8 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
     tokio::spawn(prune_limits(state.limits.clone(), shutdown.clone()));
     let sessions = tokio::spawn(mcp.clone().upkeep(shutdown.clone()));
 
-    let app = app::router(state.clone(), &mcp).into_make_service_with_connect_info::<SocketAddr>();
+    let app = app::router(state.clone(), &mcp, certificate_ready.clone())
+        .into_make_service_with_connect_info::<SocketAddr>();
     let task = match tls {
         None => {
             let server = server.acceptor(bounded);

@@ -295,6 +295,23 @@ async fn a_response_held_unread_does_not_make_a_strangers_connection_unclosable(
         .unwrap();
 }
 
+/// `/readyz`: ready once the store answers (here, SQLite's at once); no
+/// credentials, and the address's quota, as `/healthz`.
+#[tokio::test]
+async fn readyz_says_ready_when_the_store_answers() {
+    let app = spawn_app_with(|config| config.limits.per_address = Rate::new(1, 2)).await;
+    let readyz = format!("{}/readyz", app.url());
+    for _ in 0..2 {
+        let answer = http().get(&readyz).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+        assert_eq!(
+            answer.json::<serde_json::Value>().await.unwrap(),
+            json!({"status": "ready"})
+        );
+    }
+    assert_eq!(http().get(&readyz).send().await.unwrap().status(), 429);
+}
+
 #[tokio::test]
 async fn healthz_counts_against_the_address_quota() {
     let app = spawn_app_with(|config| config.limits.per_address = Rate::new(1, 3)).await;

@@ -334,8 +334,23 @@ async fn a_database_restart_is_survived_and_waiters_resync() {
         async move { claim(&url, &bob, 30).await }
     });
     parked.wait_for(|n| *n > before).await.unwrap();
+    let readyz = |url: &str| {
+        let url = format!("{url}/readyz");
+        async move {
+            let answer = http().get(url).send().await.unwrap();
+            (answer.status(), answer.json::<Value>().await.unwrap())
+        }
+    };
+    assert_eq!(readyz(&a.url).await.0, 200);
     server.stop();
-    // While it is down, a send is refused with 503 and a time to retry.
+    // While it is down, the relay says it is not ready, and why.
+    let (status, said) = readyz(&a.url).await;
+    assert_eq!(status, 503);
+    assert_eq!(
+        said,
+        json!({"error": {"code": "not_ready", "message": "the store does not answer"}})
+    );
+    // A send is refused with 503 and a time to retry.
     let refused = send(&a.url, &alice, "bob", "while down").await;
     assert_eq!(refused.status(), 503);
     assert_eq!(refused.headers()["retry-after"], "1");
@@ -355,6 +370,7 @@ async fn a_database_restart_is_survived_and_waiters_resync() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert!(acknowledged, "A never wrote again after the restart");
+    assert_eq!(readyz(&a.url).await.0, 200, "ready again");
     let woken = waiting.await.unwrap();
     assert_eq!(woken.len(), 1, "{woken:?}");
     assert_eq!(woken[0]["body"], "after");

@@ -44,7 +44,7 @@ enum Kind {
     Read,
     /// SSE: Bearer, Basic or `?token=`.
     Stream,
-    /// `/healthz`: no credentials, no checks.
+    /// `/healthz`, `/readyz`: no credentials, no checks.
     Open,
     /// The page's hashed files and icon: public.
     Asset,
@@ -437,6 +437,7 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
             200,
         ),
         ("GET", "/healthz", "/healthz", None, Kind::Open, 200),
+        ("GET", "/readyz", "/readyz", None, Kind::Open, 200),
     ];
     let named: BTreeSet<(String, String)> = routes
         .iter()
