@@ -14,6 +14,7 @@ pub mod check;
 mod connection;
 mod database;
 mod listen;
+mod systemd;
 
 use database::database_error;
 pub use database::{migrate_to_postgres, open_store, open_team};
@@ -337,6 +338,8 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         trusted_proxies = config.trusted_proxies.len(),
         "credentials"
     );
+    // Listening: a `Type=notify` unit's start is done.
+    systemd::ready(running.shutdown.clone());
     let shutdown = running.shutdown.clone();
     tokio::spawn(async move {
         listen::stop_signal().await;

@@ -640,3 +640,55 @@ fn install_refuses_values_that_would_corrupt_the_configuration() {
     );
     assert!(!env.contains("RELAY_ALLOW_PLAIN_HTTP=1"));
 }
+
+/// `Type=notify`: `crosstalk serve` tells systemd's notify socket it is
+/// ready once it listens (a request then finds it serving), feeds the
+/// watchdog at half its interval, and says it is stopping at SIGTERM. The
+/// test plays systemd: it binds the socket and sets the variables systemd
+/// sets.
+#[tokio::test]
+async fn serve_tells_systemd_it_is_ready_once_it_listens_and_feeds_the_watchdog() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = tokio::net::UnixDatagram::bind(&socket_path).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .args(["serve", "--port", "0"])
+        .env("RELAY_DB", dir.path().join("relay.db"))
+        .env("NOTIFY_SOCKET", &socket_path)
+        .env("WATCHDOG_USEC", "400000")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = crate::support::LogWatch::new(&mut child);
+    let next = || async {
+        let mut said = vec![0u8; 256];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(20), socket.recv(&mut said))
+            .await
+            .expect("the relay tells systemd")
+            .unwrap();
+        String::from_utf8(said[..n].to_vec()).unwrap()
+    };
+    assert_eq!(next().await, "READY=1");
+    let url = log.serving_url();
+    let ready = crate::support::http()
+        .get(format!("{url}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200, "serving when it said it was ready");
+    assert_eq!(next().await, "WATCHDOG=1");
+    assert_eq!(next().await, "WATCHDOG=1");
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let stopping = loop {
+        match next().await.as_str() {
+            "WATCHDOG=1" => continue,
+            other => break other.to_owned(),
+        }
+    };
+    assert_eq!(stopping, "STOPPING=1");
+    assert!(child.wait().unwrap().success(), "a clean stop");
+}
