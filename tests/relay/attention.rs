@@ -480,21 +480,7 @@ pub(crate) struct Bridge {
 impl Bridge {
     pub async fn start(app: &TestApp, token: &str) -> Bridge {
         use rmcp::ServiceExt;
-        use std::process::{Command, Stdio};
-        let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
-            .arg("bridge")
-            .env("CROSSTALK_URL", app.url())
-            .env("CROSSTALK_TOKEN", token)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("crosstalk bridge starts");
-        let log = crate::support::LogWatch::new(&mut child);
-        let stdout = tokio::process::ChildStdout::from_std(child.stdout.take().unwrap()).unwrap();
-        let stdin = tokio::process::ChildStdin::from_std(child.stdin.take().unwrap()).unwrap();
-        let child = crate::support::KillOnDrop(child);
+        let (stdout, stdin, log, child) = crate::support::start_bridge(app, token);
         let (heard, hearing) = mpsc::unbounded_channel();
         let claude = Claude { heard }.serve((stdout, stdin)).await.unwrap();
         Bridge {

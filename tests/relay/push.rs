@@ -582,22 +582,8 @@ async fn bridge_for(
     KillOnDrop,
 ) {
     use rmcp::ServiceExt;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
-        .arg("bridge")
-        .env("CROSSTALK_URL", app.url())
-        .env("CROSSTALK_TOKEN", token)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("crosstalk bridge starts");
-    let log = crate::support::LogWatch::new(&mut child);
-    let stdout = tokio::process::ChildStdout::from_std(child.stdout.take().unwrap()).unwrap();
-    let stdin = tokio::process::ChildStdin::from_std(child.stdin.take().unwrap()).unwrap();
+    let (stdout, stdin, log, stopped) = crate::support::start_bridge(app, token);
     let (listener, pushes) = crosstalk::agent::Listener::new();
-    let stopped = KillOnDrop(child);
     match listener.serve((stdout, stdin)).await {
         Ok(bridge) => (bridge, pushes, log, stopped),
         Err(error) => panic!("the bridge speaks MCP: {error}\n{}", log.whole()),

@@ -688,3 +688,32 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// `crosstalk bridge` for `token`'s person against `app`, as Claude Code
+/// starts it: its stdio for an MCP client, its log, and the process, ended
+/// when the test ends.
+pub fn start_bridge(
+    app: &TestApp,
+    token: &str,
+) -> (
+    tokio::process::ChildStdout,
+    tokio::process::ChildStdin,
+    LogWatch,
+    KillOnDrop,
+) {
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .arg("bridge")
+        .env("CROSSTALK_URL", app.url())
+        .env("CROSSTALK_TOKEN", token)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("crosstalk bridge starts");
+    let log = LogWatch::new(&mut child);
+    let stdout = tokio::process::ChildStdout::from_std(child.stdout.take().unwrap()).unwrap();
+    let stdin = tokio::process::ChildStdin::from_std(child.stdin.take().unwrap()).unwrap();
+    (stdout, stdin, log, KillOnDrop(child))
+}
