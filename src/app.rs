@@ -119,7 +119,7 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> Router {
     let request_limit = request_body_limit(state.config.settings.max_body_bytes);
     let trusted_proxies: std::sync::Arc<[_]> = state.config.trusted_proxies.clone().into();
-    let credentials = |accept| {
+    let credentials_with = |accept, challenge| {
         middleware::from_fn_with_state(
             Credentials {
                 relay: state.relay.clone(),
@@ -127,10 +127,12 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
                 trusted_proxies: trusted_proxies.clone(),
                 forwarded_header: state.config.forwarded_header,
                 accept,
+                challenge,
             },
             auth::require,
         )
     };
+    let credentials = |accept| credentials_with(accept, None);
     let deadline = edge::Deadline {
         timeout: state.config.request_timeout,
         body_limit: request_limit,
@@ -140,6 +142,12 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
     // A credential a browser signed out with is refused wherever Basic is
     // taken, not on the pages alone.
     let signed_out = || middleware::from_fn_with_state(state.clone(), web::signed_out);
+
+    let address_quota = || AddressQuota {
+        limits: state.limits.clone(),
+        trusted_proxies: trusted_proxies.clone(),
+        forwarded_header: state.config.forwarded_header,
+    };
 
     // Within a router, the layer added last runs first.
     let mcp = Router::new()
@@ -153,7 +161,10 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
             mcp.sessions(),
             mcp::sessions::bind,
         ))
-        .layer(credentials(Accept::Bearer));
+        .layer(credentials_with(
+            Accept::Bearer,
+            Some(api::oauth::challenge(&state.config.public_url)),
+        ));
     // | group          | credentials              | timeout |
     // |----------------|--------------------------|---------|
     // | /mcp           | Bearer                   | body    |
@@ -164,6 +175,8 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
     // | api inbox      | Bearer (claims change)   | no      |
     // | api streams    | Bearer, Basic, ?token=   | no      |
     // | pages          | Bearer or Basic          | yes     |
+    // | OAuth consent  | Basic, also cross-site   | yes     |
+    // | OAuth (others) | none: the address quota  | yes     |
     // | static assets  | none                     | no      |
     let guarded = Router::new()
         .merge(mcp)
@@ -207,6 +220,19 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
                     web::page_errors,
                 )),
         )
+        .merge(
+            web::consent(&state)
+                .route_layer(signed_out())
+                .route_layer(at_once())
+                .route_layer(credentials(Accept::Consent))
+                .route_layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    web::page_errors,
+                )),
+        )
+        .merge(api::oauth::routes().route_layer(at_once()).route_layer(
+            middleware::from_fn_with_state(address_quota(), auth::count_anonymous),
+        ))
         .merge(web::assets());
     // CORS, for browser apps at the allowed origins: answers their
     // preflights before any credentials are asked for, and lets them read
@@ -234,11 +260,7 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
             get(move |State(state): State<AppState>| readyz(state, certificate.clone())),
         )
         .route_layer(middleware::from_fn_with_state(
-            AddressQuota {
-                limits: state.limits.clone(),
-                trusted_proxies: trusted_proxies.clone(),
-                forwarded_header: state.config.forwarded_header,
-            },
+            address_quota(),
             auth::count_anonymous,
         ));
     Router::new()

@@ -46,6 +46,7 @@ pub mod layers;
 pub mod mcp;
 pub mod model;
 pub mod notify;
+pub mod outbound;
 pub mod protocol;
 pub mod relay;
 pub mod server;

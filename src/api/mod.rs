@@ -5,6 +5,7 @@
 //! answer at once; [`crate::app::router`] puts the layers in front of each.
 
 mod attention;
+pub mod oauth;
 mod stream;
 
 use crate::model::{MessageId, ThreadId};

@@ -205,6 +205,16 @@ pub struct ServeArgs {
     /// for tests and a private network's own ntfy.
     #[arg(long, env = "RELAY_NOTIFY_ALLOW_PRIVATE", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]
     pub notify_allow_private: bool,
+    /// Which OAuth clients may register and sign in: client id URLs
+    /// (metadata documents), redirect host names, `loopback`, or `any`,
+    /// comma-separated.
+    #[arg(long, env = "RELAY_OAUTH_CLIENTS", default_value = crate::model::ClientPolicy::DEFAULT)]
+    pub oauth_clients: String,
+    /// Fetch OAuth clients' metadata documents from private, loopback and
+    /// link-local addresses too, and from plain `http://` on loopback
+    /// (`1`): for tests only.
+    #[arg(long, env = "RELAY_OAUTH_ALLOW_PRIVATE", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]
+    pub oauth_allow_private: bool,
     #[command(flatten)]
     pub tls: TlsArgs,
     #[command(flatten)]

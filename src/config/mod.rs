@@ -9,7 +9,8 @@ mod checks;
 pub use args::{AddressArgs, Database, LimitArgs, ServeArgs, TlsArgs};
 
 use crate::host::{Cidr, ForwardedHeader, Origin};
-use crate::relay::Settings;
+use crate::model::ClientPolicy;
+use crate::relay::{OAuthSettings, Settings};
 use crate::store::sqlite::Durability;
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -192,6 +193,9 @@ pub struct Config {
     pub public_url: String,
     /// The origin of the team page as people reach it: `public_url`'s.
     pub page_origin: Option<Origin>,
+    /// OAuth clients' metadata documents may be fetched from private
+    /// addresses and plain `http://` on loopback (`RELAY_OAUTH_ALLOW_PRIVATE`).
+    pub oauth_allow_private: bool,
     /// Browser origins allowed on /mcp and /api, besides the relay's own.
     pub allowed_origins: Vec<Origin>,
     /// Host names (without ports) requests may name; `None` accepts any,
@@ -305,8 +309,29 @@ impl Config {
                 max_shared_senders: limits.max_shared_senders,
                 push_lease: Duration::from_secs(limits.push_lease_secs),
                 notify_allow_private: args.notify_allow_private,
+                oauth: OAuthSettings {
+                    resource: format!("{}/mcp", args.address.public_url().trim_end_matches('/')),
+                    clients: ClientPolicy::parse(&args.oauth_clients)
+                        .map_err(|why| ConfigError(format!("RELAY_OAUTH_CLIENTS: {why}")))?,
+                },
             },
+            oauth_allow_private: args.oauth_allow_private,
         })
+    }
+
+    /// The configuration of a relay listening at `bound`: when its port
+    /// was left to the system (`:0`, which no public URL can name) and
+    /// the public URL names the listening address itself, the public URL
+    /// and the OAuth resource name the address bound.
+    pub fn bound_to(mut self, bound: SocketAddr) -> Config {
+        let names_listener = crate::host::url_host(&self.public_url)
+            .is_some_and(|host| host.trim_matches(['[', ']']) == self.listen.ip().to_string());
+        if self.listen.port() == 0 && names_listener {
+            let scheme = if self.tls.is_on() { "https" } else { "http" };
+            self.public_url = format!("{scheme}://{bound}");
+            self.settings.oauth.resource = format!("{}/mcp", self.public_url);
+        }
+        self
     }
 
     /// Whether any credential is configured outside the database.

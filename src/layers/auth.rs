@@ -18,7 +18,7 @@ use crate::relay::{Caller, Relay, RelayError};
 use crate::wire::ApiError;
 use axum::{
     extract::{Request, State},
-    http::{HeaderValue, header},
+    http::{HeaderValue, Method, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -35,6 +35,19 @@ pub enum Accept {
     /// As `BearerOrBasic`, or `?token=` for stream clients that cannot set
     /// headers (browser `EventSource`, older relays' clients).
     Stream,
+    /// The OAuth consent page: Basic (the person signs in as on the team
+    /// page) or Bearer, and Basic also on a top-level navigation from
+    /// another site, since a connector (claude.ai) opens it from its own.
+    /// Only reads: the answer is a form, same-origin and token-guarded.
+    Consent,
+}
+
+/// How a token was presented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    Bearer,
+    Basic,
+    Query,
 }
 
 /// Why a request was refused before it reached an edge.
@@ -43,6 +56,11 @@ pub enum Refused {
     /// The credential is malformed or of a kind the route does not take.
     #[error("{0}")]
     Credential(&'static str),
+    /// An OAuth access token where it is not taken: anywhere but the
+    /// resource it was issued for (`/mcp`), or outside the
+    /// `Authorization: Bearer` header.
+    #[error("an OAuth access token is taken only on /mcp, and only in Authorization: Bearer")]
+    OAuthElsewhere,
     /// A browser sent the page's Basic credentials from another site.
     #[error(
         "a request from another site may not use the team page's credentials; \
@@ -61,6 +79,7 @@ impl From<Refused> for ApiError {
     fn from(refused: Refused) -> ApiError {
         match refused {
             Refused::Credential(message) => ApiError::unauthorized(message),
+            Refused::OAuthElsewhere => ApiError::unauthorized(refused.to_string()),
             Refused::CrossSite => ApiError::forbidden(refused.to_string()),
             Refused::Limited(limited) => {
                 ApiError::rate_limited(limited.message, limited.retry_after)
@@ -71,7 +90,10 @@ impl From<Refused> for ApiError {
 }
 
 /// The token a request presents, if any, in a form the route accepts.
-pub fn presented_token(request: &Request, accept: Accept) -> Result<Option<String>, Refused> {
+pub fn presented_token(
+    request: &Request,
+    accept: Accept,
+) -> Result<Option<(String, Via)>, Refused> {
     if let Some(value) = request.headers().get(header::AUTHORIZATION) {
         let value = value
             .to_str()
@@ -79,13 +101,16 @@ pub fn presented_token(request: &Request, accept: Accept) -> Result<Option<Strin
         let (scheme, credentials) = value.split_once(' ').unwrap_or((value, ""));
         let credentials = credentials.trim();
         if scheme.eq_ignore_ascii_case("bearer") && !credentials.is_empty() {
-            return Ok(Some(credentials.to_owned()));
+            return Ok(Some((credentials.to_owned(), Via::Bearer)));
         }
         if scheme.eq_ignore_ascii_case("basic") {
             // A browser attaches Basic credentials to any request for this
             // site, whichever page starts it (CSRF): take them only from the
-            // relay's own pages.
-            if fetched_from_elsewhere(request) {
+            // relay's own pages, but for the consent page opened by another
+            // site (it only shows; its answer is guarded as every form).
+            if fetched_from_elsewhere(request)
+                && !(accept == Accept::Consent && top_level_read(request))
+            {
                 return Err(Refused::CrossSite);
             }
             if accept == Accept::Bearer {
@@ -93,22 +118,38 @@ pub fn presented_token(request: &Request, accept: Accept) -> Result<Option<Strin
                     "Basic credentials are only for reading; send Authorization: Bearer TOKEN",
                 ));
             }
-            return basic_password(credentials).map(Some);
+            return basic_password(credentials).map(|p| Some((p, Via::Basic)));
         }
         return Err(Refused::Credential("send Authorization: Bearer TOKEN"));
     }
     if accept == Accept::Stream
         && let Some(token) = query_token(request.uri().query().unwrap_or(""))
     {
-        return Ok(Some(token));
+        return Ok(Some((token, Via::Query)));
     }
     // No credential: only an open relay takes such a request, and another
     // site's page must not make a visitor's browser take it there (an
-    // `<img>` that empties an inbox).
-    if fetched_from_elsewhere(request) {
+    // `<img>` that empties an inbox). The consent page is only shown: it
+    // asks for credentials.
+    if fetched_from_elsewhere(request) && !(accept == Accept::Consent && top_level_read(request)) {
         return Err(Refused::CrossSite);
     }
     Ok(None)
+}
+
+/// Whether the request is a top-level navigation that only reads: a GET
+/// (or HEAD) of a document, which another site may start by a link.
+fn top_level_read(request: &Request) -> bool {
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    };
+    matches!(*request.method(), Method::GET | Method::HEAD)
+        && header("sec-fetch-mode") == "navigate"
+        && header("sec-fetch-dest") == "document"
 }
 
 /// Whether a browser says another site's page started the request.
@@ -149,6 +190,10 @@ pub struct Credentials {
     pub trusted_proxies: Arc<[Cidr]>,
     pub forwarded_header: ForwardedHeader,
     pub accept: Accept,
+    /// On the OAuth resource (`/mcp`) only: the challenge a 401 carries
+    /// (`Bearer resource_metadata=…`), which starts a client's OAuth
+    /// discovery; OAuth access tokens are taken only where it is set.
+    pub challenge: Option<HeaderValue>,
 }
 
 /// Authenticates with the credentials the group accepts and puts the
@@ -165,7 +210,20 @@ pub async fn require(
         credentials.forwarded_header,
     );
     let presented = presented_token(&request, credentials.accept);
-    match authenticate(&credentials, presented, address).await {
+    let via = presented
+        .as_ref()
+        .ok()
+        .and_then(|p| p.as_ref().map(|(_, via)| *via));
+    let authenticated = match authenticate(&credentials, presented, address).await {
+        Ok(caller)
+            if caller.grant().is_some()
+                && (credentials.challenge.is_none() || via != Some(Via::Bearer)) =>
+        {
+            Err(Refused::OAuthElsewhere)
+        }
+        other => other,
+    };
+    match authenticated {
         Ok(caller) => {
             if let Some(connection) = request.extensions().get::<Vouch>() {
                 connection.vouch();
@@ -177,7 +235,17 @@ pub async fn require(
                 .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             response
         }
-        Err(refused) => ApiError::from(refused).into_response(),
+        Err(refused) => {
+            let mut response = ApiError::from(refused).into_response();
+            if let Some(challenge) = &credentials.challenge
+                && response.status() == StatusCode::UNAUTHORIZED
+            {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, challenge.clone());
+            }
+            response
+        }
     }
 }
 
@@ -229,13 +297,13 @@ pub async fn count_anonymous(
 /// that ran out is refused before any lookup.
 async fn authenticate(
     credentials: &Credentials,
-    presented: Result<Option<String>, Refused>,
+    presented: Result<Option<(String, Via)>, Refused>,
     address: IpAddr,
 ) -> Result<Caller, Refused> {
     let limits = &credentials.limits;
     let relay = &credentials.relay;
     let token = match presented {
-        Ok(Some(token)) => token,
+        Ok(Some((token, _))) => token,
         Ok(None) => {
             limits.anonymous(address)?;
             return Ok(relay.authenticate(None).await?);

@@ -21,8 +21,9 @@ pub use channel::{Channel, ChannelError, MAX_CHANNEL_LEN};
 pub use handle::{Handle, HandleError, MAX_HANDLE_LEN};
 pub use ids::{MessageId, SessionId, ThreadId};
 pub use oauth::{
-    ClientIdUrl, ClientMetadata, CodeChallenge, MAX_CLIENT_NAME_LEN, MAX_REDIRECT_URIS,
-    MAX_URL_LEN, MetadataRefusal, OAuthRefusal, RedirectUri,
+    Authorization, ClientIdUrl, ClientMetadata, ClientPolicy, CodeChallenge, Grant, GrantId,
+    GrantTokens, LiveGrant, MAX_CLIENT_NAME_LEN, MAX_REDIRECT_URIS, MAX_URL_LEN, MetadataRefusal,
+    OAuthRefusal, Redeemed, RedirectUri, Refreshed, RegisteredClient,
 };
 pub use token::{TOKEN_BODY_LEN, TOKEN_PREFIX, Token, TokenHash};
 

@@ -17,6 +17,7 @@
 //! Nothing here reaches the network or the store: the fetch of a metadata
 //! document and the grants live elsewhere.
 
+use super::{Handle, Millis, TokenHash};
 use base64::Engine;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -176,8 +177,16 @@ pub struct ClientIdUrl(Url);
 
 impl ClientIdUrl {
     pub fn parse(text: &str) -> Result<ClientIdUrl, OAuthRefusal> {
+        ClientIdUrl::parse_with(text, false)
+    }
+
+    /// As [`ClientIdUrl::parse`], but with `plain_loopback` also
+    /// `http://` on a loopback address: only where the operator let
+    /// metadata be fetched from private addresses (a test's own server).
+    pub fn parse_with(text: &str, plain_loopback: bool) -> Result<ClientIdUrl, OAuthRefusal> {
         let url = exact_url(text, "client_id")?;
-        if url.scheme() != "https" {
+        let plain_allowed = plain_loopback && url.scheme() == "http" && is_loopback(&url);
+        if url.scheme() != "https" && !plain_allowed {
             return refuse(format!("client_id {text:?} must be an https:// URL"));
         }
         if url.fragment().is_some() {
@@ -401,6 +410,168 @@ fn check(submitted: Submitted) -> Result<ClientMetadata, MetadataRefusal> {
         redirect_uris,
         refreshes: grants.iter().any(|g| g == "refresh_token"),
     })
+}
+
+/// Which clients may register or sign in (`RELAY_OAUTH_CLIENTS`): client
+/// id URLs (metadata documents) and redirect hosts, `loopback` for native
+/// clients on this machine, `any` for everyone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientPolicy {
+    any: bool,
+    loopback: bool,
+    client_ids: Vec<String>,
+    hosts: Vec<String>,
+}
+
+impl ClientPolicy {
+    /// What the relay allows unless told otherwise: claude.ai (and through
+    /// it Claude Desktop and the mobile apps), Claude Code's metadata
+    /// document, ChatGPT, and clients on the person's own machine.
+    pub const DEFAULT: &str = "https://claude.ai/oauth/claude-code-client-metadata,claude.ai,\
+                               claude.com,chatgpt.com,chat.openai.com,loopback";
+
+    /// A comma-separated list of client id URLs (`https://…` with a path),
+    /// redirect host names, `loopback` and `any`.
+    pub fn parse(text: &str) -> Result<ClientPolicy, String> {
+        let mut policy = ClientPolicy {
+            any: false,
+            loopback: false,
+            client_ids: Vec::new(),
+            hosts: Vec::new(),
+        };
+        for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            match entry {
+                "any" => policy.any = true,
+                "loopback" => policy.loopback = true,
+                url if url.contains("://") => {
+                    let url = ClientIdUrl::parse(url).map_err(|e| e.to_string())?;
+                    policy.client_ids.push(url.as_str().to_owned());
+                }
+                host => {
+                    let valid = host.len() <= 253
+                        && host
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+                    if !valid {
+                        return Err(format!(
+                            "{host:?} is neither a client id URL (https://…), a host name, \
+                             \"loopback\" nor \"any\""
+                        ));
+                    }
+                    policy.hosts.push(host.to_ascii_lowercase());
+                }
+            }
+        }
+        Ok(policy)
+    }
+
+    /// Whether a client may register or sign in: anyone under `any`; a
+    /// client whose id URL is listed; or one whose every redirect URI goes
+    /// to a listed host (or to loopback, when `loopback` is listed).
+    pub fn admits(&self, client_id: Option<&str>, redirect_uris: &[RedirectUri]) -> bool {
+        if self.any || client_id.is_some_and(|id| self.client_ids.iter().any(|c| c == id)) {
+            return true;
+        }
+        !redirect_uris.is_empty()
+            && redirect_uris.iter().all(|uri| {
+                (self.loopback && uri.0.scheme() == "http" && is_loopback(&uri.0))
+                    || (uri.0.scheme() == "https" && self.hosts.iter().any(|h| h == uri.host()))
+            })
+    }
+}
+
+/// A grant's id: the store's number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GrantId(pub i64);
+
+impl fmt::Display for GrantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A client registered by Dynamic Client Registration, as stored. (A
+/// client known by its metadata document is fetched, never stored.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredClient {
+    pub client_id: String,
+    pub name: Option<String>,
+    /// Each as registered, checked by [`RedirectUri::parse`].
+    pub redirect_uris: Vec<String>,
+    pub registered_at: Millis,
+}
+
+/// What a person allowed on the consent page: what an authorization code
+/// stands for, and then what the grant made from it is bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Authorization {
+    pub handle: Handle,
+    pub client_id: String,
+    /// Shown on the page's list of grants.
+    pub client_name: String,
+    /// The redirect URI the code was sent to, exactly.
+    pub redirect_uri: String,
+    /// The PKCE challenge (S256) the code's verifier must match.
+    pub challenge: String,
+    /// The resource (RFC 8707) every token of the grant is for.
+    pub resource: String,
+    pub scope: String,
+}
+
+/// A person's standing permission for one client, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub id: GrantId,
+    pub handle: Handle,
+    pub client_id: String,
+    pub client_name: String,
+    pub redirect_uri: String,
+    pub scope: String,
+    pub resource: String,
+    pub created_at: Millis,
+    /// When its tokens were last refreshed (its creation at first).
+    pub used_at: Millis,
+}
+
+/// The hashes of a new access and refresh token, with when each ends.
+#[derive(Debug, Clone, Copy)]
+pub struct GrantTokens {
+    pub access: TokenHash,
+    pub access_expires: Millis,
+    pub refresh: TokenHash,
+    pub refresh_expires: Millis,
+}
+
+/// A grant still standing, with its access tokens not yet expired: what
+/// the core holds in memory to tell who an access token belongs to.
+#[derive(Debug, Clone)]
+pub struct LiveGrant {
+    pub id: GrantId,
+    pub handle: Handle,
+    pub resource: String,
+    pub access: Vec<(TokenHash, Millis)>,
+}
+
+/// What presenting an authorization code came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redeemed {
+    /// First use, before it expired: what it stands for.
+    Fresh(Authorization),
+    /// Used before: the grant made from it, if any, has been ended.
+    Reused,
+    /// Unknown or expired.
+    Unknown,
+}
+
+/// What presenting a refresh token came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refreshed {
+    /// Rotated: the new tokens are stored, the presented one used up.
+    Rotated(Grant),
+    /// Used before: someone holds a copy, so the whole grant has ended.
+    Reused,
+    /// Unknown, expired, or another client's.
+    Unknown,
 }
 
 #[cfg(test)]

@@ -12,10 +12,10 @@
 //! their owner's (Slack's, ntfy's and push services' URLs are
 //! capabilities): only their host is ever logged.
 
-pub mod outbound;
 pub mod webpush;
 
 use crate::model::{Device, Handle, Place, Webhook, WebhookFormat, now_millis};
+use crate::outbound;
 use crate::relay::{APPROVAL_LIFETIME, About, Notice, Relay};
 use reqwest::{Client, RequestBuilder, StatusCode, Url};
 use serde_json::{Value, json};

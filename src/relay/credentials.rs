@@ -20,7 +20,7 @@
 //! reads were the most of the database's work.
 
 use super::{Caller, Identity, RelayResult, Settings};
-use crate::model::{Handle, TokenHash};
+use crate::model::{GrantId, Handle, LiveGrant, Millis, TokenHash, now_millis};
 use crate::store::{Store, StoreError, StoreResult};
 use futures::future::{BoxFuture, FutureExt};
 use std::{
@@ -42,8 +42,29 @@ pub const CHECK_EVERY: Duration = Duration::from_millis(250);
 struct Snapshot {
     revision: Option<u64>,
     people: HashMap<TokenHash, Handle>,
+    /// OAuth access tokens not expired when read, with their grant.
+    access: HashMap<TokenHash, Access>,
+    /// The grants standing, with whose they are.
+    grants: HashMap<GrantId, Handle>,
     /// Anyone, revoked or not, was ever added.
     anyone_added: bool,
+}
+
+/// An OAuth access token, as held in memory.
+struct Access {
+    grant: GrantId,
+    expires_at: Millis,
+    /// Whether it is for this relay's resource: one for another (the
+    /// relay's public URL changed since) is never taken.
+    for_us: bool,
+}
+
+/// The key a grant's callers hold instead of a token's hash: the same for
+/// every access token of the grant. No presented token hashes to it in
+/// any map (lookups go by the access token's own hash), so it opens
+/// nothing by itself.
+fn grant_key(grant: GrantId) -> TokenHash {
+    TokenHash::of(&format!("crosstalk oauth grant {grant}"))
 }
 
 pub(super) struct Credentials {
@@ -94,11 +115,24 @@ impl Credentials {
             Identity::Person(handle.clone())
         } else {
             let snapshot = self.snapshot.read().expect("credentials lock");
-            Identity::Person(snapshot.people.get(&hash)?.clone())
+            if let Some(handle) = snapshot.people.get(&hash) {
+                Identity::Person(handle.clone())
+            } else {
+                let access = snapshot.access.get(&hash)?;
+                if !access.for_us || access.expires_at <= now_millis() {
+                    return None;
+                }
+                return Some(Caller {
+                    identity: Identity::Person(snapshot.grants.get(&access.grant)?.clone()),
+                    token: Some(grant_key(access.grant)),
+                    grant: Some(access.grant),
+                });
+            }
         };
         Some(Caller {
             identity,
             token: Some(hash),
+            grant: None,
         })
     }
 
@@ -137,6 +171,9 @@ impl Credentials {
     /// Whether the credential `caller` was let in with still holds.
     pub(super) fn is_live(&self, caller: &Caller) -> bool {
         let snapshot = self.snapshot.read().expect("credentials lock");
+        if let Some(grant) = caller.grant {
+            return snapshot.grants.contains_key(&grant);
+        }
         let Some(hash) = &caller.token else {
             // Let in without a token, on an open relay: until someone is added.
             return snapshot.people.is_empty();
@@ -164,14 +201,42 @@ impl Credentials {
         let people: HashMap<TokenHash, Handle> =
             self.store.live_tokens().await?.into_iter().collect();
         let anyone_added = !people.is_empty() || self.store.has_people().await?;
+        let live = self.store.live_grants(now_millis()).await?;
+        let (access, grants) = self.held_grants(live);
         {
             let mut snapshot = self.snapshot.write().expect("credentials lock");
             snapshot.people = people;
+            snapshot.access = access;
+            snapshot.grants = grants;
             snapshot.anyone_added = anyone_added;
             snapshot.revision = Some(revision);
         }
         self.changes.send_replace(revision);
         Ok(true)
+    }
+
+    /// The grants' access tokens and people, as memory holds them.
+    fn held_grants(
+        &self,
+        live: Vec<LiveGrant>,
+    ) -> (HashMap<TokenHash, Access>, HashMap<GrantId, Handle>) {
+        let resource = self.settings.oauth.resource.as_str();
+        let mut access = HashMap::new();
+        let mut grants = HashMap::new();
+        for grant in live {
+            for (hash, expires_at) in grant.access {
+                access.insert(
+                    hash,
+                    Access {
+                        grant: grant.id,
+                        expires_at,
+                        for_us: grant.resource == resource,
+                    },
+                );
+            }
+            grants.insert(grant.id, grant.handle);
+        }
+        (access, grants)
     }
 
     /// Resolves when `caller`'s credential stops being live.

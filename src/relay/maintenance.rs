@@ -49,6 +49,9 @@ impl Relay {
                     if let Err(error) = self.forget_old_approvals().await {
                         tracing::error!(error = &error as &dyn std::error::Error, "forgetting old approvals failed");
                     }
+                    if let Err(error) = self.forget_oauth().await {
+                        tracing::error!(error = &error as &dyn std::error::Error, "forgetting expired OAuth codes and tokens failed");
+                    }
                 }
                 _ = flush.tick() => {
                     if let Err(error) = self.flush_presence().await {

@@ -17,6 +17,7 @@ mod feed;
 mod hub;
 mod maintenance;
 mod notify;
+mod oauth;
 mod presence;
 mod push;
 mod quota;
@@ -35,6 +36,10 @@ pub use devices::{MAX_DEVICES, PushKey, base64url};
 pub use error::{RelayError, RelayResult};
 pub use feed::{Feed, Update};
 pub use notify::{About, Arrivals, ESCALATE_EVERY, NOTICE_QUEUE, Notice, QUIET_PERIOD, first_line};
+pub use oauth::{
+    ACCESS_LIFETIME, CODE_LIFETIME, Client, Consent, Issued, OAuthSettings, REFRESH_LIFETIME,
+    SCOPE, TokenRefusal,
+};
 pub use push::{MAX_FOLLOWS, Push, PushFeed};
 pub use read::{
     Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer, Reader, ThreadPage,
@@ -92,6 +97,8 @@ pub struct Settings {
     /// Notifications may go to private, loopback and link-local addresses,
     /// and to plain `http://` ones (`RELAY_NOTIFY_ALLOW_PRIVATE`).
     pub notify_allow_private: bool,
+    /// The authorization server's resource and client policy.
+    pub oauth: OAuthSettings,
 }
 
 impl Settings {
@@ -116,8 +123,12 @@ pub enum Identity {
 #[derive(Debug, Clone)]
 pub struct Caller {
     identity: Identity,
-    /// The token presented; `None` on an open relay.
+    /// The token presented; `None` on an open relay. For an OAuth access
+    /// token, its grant's key, which holds across refreshes (so a session
+    /// opened with one token is its client's with the next).
     token: Option<TokenHash>,
+    /// The grant an OAuth access token belongs to.
+    grant: Option<crate::model::GrantId>,
 }
 
 impl Caller {
@@ -128,6 +139,12 @@ impl Caller {
     /// The hash of the token presented; `None` on an open relay.
     pub fn token(&self) -> Option<&TokenHash> {
         self.token.as_ref()
+    }
+
+    /// The OAuth grant the caller's access token belongs to, if it
+    /// presented one.
+    pub fn grant(&self) -> Option<crate::model::GrantId> {
+        self.grant
     }
 
     /// Whose quotas and wait slots a call counts against: a person's own, or
@@ -260,6 +277,7 @@ impl Relay {
                 Ok(Caller {
                     identity: Identity::Unbound,
                     token: None,
+                    grant: None,
                 })
             } else {
                 Err(RelayError::Unauthorized(

@@ -171,9 +171,9 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
         }
     };
     let shutdown = CancellationToken::new();
-    let (state, store) = build(config, shutdown.clone()).await?;
-    let config = state.config.clone();
     let (server, addr) = listen::listen(config.listen, &shutdown)?;
+    let (state, store) = build(config.bound_to(addr), shutdown.clone()).await?;
+    let config = state.config.clone();
 
     let (tls, certificate_ready) = start_tls(&config, &store, &shutdown)?;
     let bounded = Bounded {

@@ -24,8 +24,9 @@ mod summary;
 mod text;
 
 use crate::model::{
-    Approval, ApprovalId, Behavior, Channel, ChannelSummary, Delivery, Device, DeviceId, Found,
-    Handle, Message, MessageId, Millis, NewApproval, NotifySettings, Person, Place, Presence,
+    Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Delivery, Device,
+    DeviceId, Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message, MessageId, Millis,
+    NewApproval, NotifySettings, Person, Place, Presence, Redeemed, Refreshed, RegisteredClient,
     SessionId, ThreadId, ThreadSummary, TokenHash, Webhook, WebhookFormat, WebhookUrl,
 };
 
@@ -348,6 +349,50 @@ pub trait Store: Send + Sync + 'static {
 
     /// Bytes the relay keeps under `name` for all its processes (the ACME
     /// account and certificates, when several relays share the store).
+    // OAuth (relay/oauth.rs): clients registered by DCR, authorization
+    // codes, grants and their tokens, all tokens and codes as hashes.
+    fn register_client(&self, client: RegisteredClient) -> StoreFuture<'_, ()>;
+    fn registered_client(&self, client_id: &str) -> StoreFuture<'_, Option<RegisteredClient>>;
+    /// Keeps an authorization code (its hash) until `expires_at`.
+    fn add_code(
+        &self,
+        code: TokenHash,
+        authorization: Authorization,
+        expires_at: Millis,
+    ) -> StoreFuture<'_, ()>;
+    /// Uses a code up. A code presented again ends the grant made from it.
+    fn redeem_code(&self, code: TokenHash, now: Millis) -> StoreFuture<'_, Redeemed>;
+    /// Makes a grant from the code `code` was redeemed as, with its first
+    /// tokens; marks its client used.
+    fn open_grant(
+        &self,
+        code: TokenHash,
+        authorization: Authorization,
+        tokens: GrantTokens,
+        now: Millis,
+    ) -> StoreFuture<'_, Grant>;
+    /// Rotates a refresh token of `client_id`'s: the presented one is used
+    /// up and `tokens` stored. A used one presented again ends its grant.
+    fn refresh_grant(
+        &self,
+        refresh: TokenHash,
+        client_id: &str,
+        tokens: GrantTokens,
+        now: Millis,
+    ) -> StoreFuture<'_, Refreshed>;
+    /// A person's grants, newest first.
+    fn grants(&self, handle: &Handle) -> StoreFuture<'_, Vec<Grant>>;
+    /// Ends a grant (`handle`'s only, when given) and every token it
+    /// holds; whether there was one.
+    fn end_grant(&self, id: GrantId, handle: Option<&Handle>) -> StoreFuture<'_, bool>;
+    /// Ends the grant that holds the access or refresh token `token`.
+    fn end_grant_holding(&self, token: TokenHash) -> StoreFuture<'_, bool>;
+    /// Every grant, with its access tokens live at `now`.
+    fn live_grants(&self, now: Millis) -> StoreFuture<'_, Vec<LiveGrant>>;
+    /// Forgets expired codes and tokens, and registrations no grant was
+    /// ever made for since `unused_since`.
+    fn forget_oauth(&self, now: Millis, unused_since: Millis) -> StoreFuture<'_, ()>;
+
     fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>>;
     /// Keeps `value` under `name`, replacing what was there.
     fn keep(&self, name: &str, value: Vec<u8>) -> StoreFuture<'_, ()>;

@@ -6,7 +6,9 @@ use super::assets::Assets;
 use super::forms::{from_script, guard};
 use super::views::{Frame, When};
 use super::{ASSETS, frame, render};
-use crate::model::{ApprovalId, ApprovalState, Behavior, DeviceId, WebhookFormat, now_millis};
+use crate::model::{
+    ApprovalId, ApprovalState, Behavior, DeviceId, GrantId, WebhookFormat, now_millis,
+};
 use crate::relay::{Caller, RelayError};
 use crate::state::AppState;
 use crate::wire::{
@@ -52,6 +54,14 @@ struct DeviceLine {
     since: When,
 }
 
+/// An OAuth grant, as the settings page lists it.
+struct GrantLine {
+    id: i64,
+    client_name: String,
+    redirect_host: String,
+    since: When,
+}
+
 #[derive(Template)]
 #[template(path = "settings.html")]
 struct SettingsPage {
@@ -66,6 +76,7 @@ struct SettingsPage {
     formats: Vec<&'static str>,
     push_key: String,
     devices: Vec<DeviceLine>,
+    grants: Vec<GrantLine>,
     saved: bool,
     error: Option<String>,
 }
@@ -173,6 +184,7 @@ async fn render_settings(
     let frame = frame(state, caller).await?;
     let shown = Notifications::from(&state.relay.notify_settings(caller).await?);
     let devices = state.relay.devices(caller).await?;
+    let grants = state.relay.grants(caller).await?;
     let push_key = state.relay.push_key().await?.public_key_text();
     let after = shown
         .after_seconds
@@ -207,6 +219,18 @@ async fn render_settings(
                 id: d.id.0,
                 service: d.service().to_owned(),
                 since: When::at(d.created_at),
+            })
+            .collect(),
+        grants: grants
+            .iter()
+            .map(|g| GrantLine {
+                id: g.id.0,
+                client_name: g.client_name.clone(),
+                redirect_host: url::Url::parse(&g.redirect_uri)
+                    .ok()
+                    .and_then(|u| u.host_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                since: When::at(g.created_at),
             })
             .collect(),
         saved,
@@ -328,6 +352,28 @@ pub(super) async fn remove_device(
         &caller,
         &headers,
         removed,
+        "/settings",
+        Page::Settings,
+    )
+    .await
+}
+
+/// `POST /settings/grants/{id}/revoke`: ends an app's grant.
+pub(super) async fn revoke_grant(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<i64>,
+    uri: Uri,
+    headers: HeaderMap,
+    Form(form): Form<Plain>,
+) -> Result<Response, ApiError> {
+    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
+    let ended = state.relay.end_grant(&caller, GrantId(id)).await;
+    done(
+        &state,
+        &caller,
+        &headers,
+        ended,
         "/settings",
         Page::Settings,
     )

@@ -14,11 +14,13 @@ mod assets;
 mod attention;
 mod forms;
 mod markdown;
+mod oauth;
 mod pages;
 mod signin;
 mod views;
 
 pub use assets::{ASSETS, assets};
+pub use oauth::consent;
 pub use signin::{page_errors, signed_out};
 
 use crate::model::ThreadId;
@@ -57,6 +59,10 @@ pub fn pages() -> Router<AppState> {
         .route(
             "/settings/devices/{id}/remove",
             axum::routing::post(attention::remove_device),
+        )
+        .route(
+            "/settings/grants/{id}/revoke",
+            axum::routing::post(attention::revoke_grant),
         )
         .route("/signout", get(signin::sign_out))
         .route("/signin", get(signin::sign_in))

@@ -4,8 +4,8 @@
 
 use crate::postgres::fresh_database;
 use crosstalk::model::{
-    Channel, DeliveryState, Handle, MessageId, Millis, Place, SessionId, ThreadId, Token,
-    now_millis,
+    Authorization, Channel, DeliveryState, GrantTokens, Handle, MessageId, Millis, Place, Redeemed,
+    Refreshed, RegisteredClient, SessionId, ThreadId, Token, TokenHash, now_millis,
 };
 use crosstalk::store::{
     Conversation, NewMessage, Offer, PostgresStore, RecipientCheck, SqliteStore, Store, StoreError,
@@ -63,6 +63,7 @@ contract!(
     keys_are_made_once,
     kept_bytes_are_replaced_whole,
     sessions_are_kept_bound_and_ended,
+    oauth_codes_grants_and_refresh_tokens_are_used_once,
 );
 
 fn handle(name: &str) -> Handle {
@@ -933,5 +934,200 @@ async fn sessions_are_kept_bound_and_ended(store: Arc<dyn Store>) {
             .unwrap()
             .is_none(),
         "rotated"
+    );
+}
+
+fn tokens(now: Millis) -> (Token, Token, GrantTokens) {
+    let (access, refresh) = (Token::generate(), Token::generate());
+    let hashes = GrantTokens {
+        access: access.hash(),
+        access_expires: now + 3_600_000,
+        refresh: refresh.hash(),
+        refresh_expires: now + 86_400_000,
+    };
+    (access, refresh, hashes)
+}
+
+/// Codes are redeemed once (again, and the grant made from one ends);
+/// refresh tokens rotate (a used one again, and the grant ends); a
+/// grant's access tokens are live until it ends; a person's rotation ends
+/// their grants; every change of tokens moves the credentials revision.
+async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Store>) {
+    let now = now_millis();
+    store
+        .add_person(&handle("bob"), "Bob", Token::generate().hash(), now)
+        .await
+        .unwrap();
+    let client = RegisteredClient {
+        client_id: "crosstalk-client-abc".into(),
+        name: Some("Tester".into()),
+        redirect_uris: vec!["http://127.0.0.1/cb".into(), "https://x.example/cb".into()],
+        registered_at: now,
+    };
+    store.register_client(client.clone()).await.unwrap();
+    assert_eq!(
+        store
+            .registered_client("crosstalk-client-abc")
+            .await
+            .unwrap(),
+        Some(client)
+    );
+    assert_eq!(store.registered_client("other").await.unwrap(), None);
+
+    let authorization = Authorization {
+        handle: handle("bob"),
+        client_id: "crosstalk-client-abc".into(),
+        client_name: "Tester".into(),
+        redirect_uri: "http://127.0.0.1:4000/cb".into(),
+        challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM".into(),
+        resource: "http://127.0.0.1:1/mcp".into(),
+        scope: "crosstalk".into(),
+    };
+    let code = Token::generate();
+    store
+        .add_code(code.hash(), authorization.clone(), now + 60_000)
+        .await
+        .unwrap();
+    let expired = Token::generate();
+    store
+        .add_code(expired.hash(), authorization.clone(), now - 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.redeem_code(expired.hash(), now).await.unwrap(),
+        Redeemed::Unknown
+    );
+    assert_eq!(
+        store.redeem_code(code.hash(), now).await.unwrap(),
+        Redeemed::Fresh(authorization.clone())
+    );
+    let before = store.credentials_revision().await.unwrap();
+    let (access, refresh, first) = tokens(now);
+    let grant = store
+        .open_grant(code.hash(), authorization.clone(), first, now)
+        .await
+        .unwrap();
+    assert!(store.credentials_revision().await.unwrap() > before);
+    let live = store.live_grants(now).await.unwrap();
+    assert_eq!(live.len(), 1);
+    assert_eq!(live[0].handle, handle("bob"));
+    assert_eq!(live[0].access.len(), 1);
+    assert!(live[0].access[0].0 == access.hash());
+    assert_eq!(
+        store.grants(&handle("bob")).await.unwrap(),
+        vec![grant.clone()]
+    );
+
+    // A refresh by another client finds nothing; by its own, rotates.
+    let (_, _, next) = tokens(now);
+    assert_eq!(
+        store
+            .refresh_grant(refresh.hash(), "someone-else", next, now)
+            .await
+            .unwrap(),
+        Refreshed::Unknown
+    );
+    let (new_access, new_refresh, next) = tokens(now + 1);
+    let Refreshed::Rotated(rotated) = store
+        .refresh_grant(refresh.hash(), "crosstalk-client-abc", next, now + 1)
+        .await
+        .unwrap()
+    else {
+        panic!("the refresh token did not rotate")
+    };
+    assert_eq!((rotated.id, rotated.used_at), (grant.id, now + 1));
+    let live = store.live_grants(now + 1).await.unwrap();
+    let hashes: Vec<TokenHash> = live[0].access.iter().map(|(h, _)| *h).collect();
+    assert!(hashes.contains(&new_access.hash()) && hashes.contains(&access.hash()));
+
+    // The old refresh token again: the grant ends, with all its tokens.
+    let (_, _, again) = tokens(now + 2);
+    assert_eq!(
+        store
+            .refresh_grant(refresh.hash(), "crosstalk-client-abc", again, now + 2)
+            .await
+            .unwrap(),
+        Refreshed::Reused
+    );
+    assert!(store.live_grants(now + 2).await.unwrap().is_empty());
+    assert!(store.grants(&handle("bob")).await.unwrap().is_empty());
+    let (_, _, after) = tokens(now + 3);
+    assert_eq!(
+        store
+            .refresh_grant(new_refresh.hash(), "crosstalk-client-abc", after, now + 3)
+            .await
+            .unwrap(),
+        Refreshed::Unknown
+    );
+
+    // A code presented again ends the grant made from it.
+    let code = Token::generate();
+    store
+        .add_code(code.hash(), authorization.clone(), now + 60_000)
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.redeem_code(code.hash(), now).await.unwrap(),
+        Redeemed::Fresh(_)
+    ));
+    let (_, _, first) = tokens(now);
+    store
+        .open_grant(code.hash(), authorization.clone(), first, now)
+        .await
+        .unwrap();
+    assert_eq!(store.live_grants(now).await.unwrap().len(), 1);
+    assert_eq!(
+        store.redeem_code(code.hash(), now).await.unwrap(),
+        Redeemed::Reused
+    );
+    assert!(store.live_grants(now).await.unwrap().is_empty());
+
+    // Ending by token, by id (someone else's is not theirs to end), and
+    // by rotating the person's token.
+    let open = |store: Arc<dyn Store>, authorization: Authorization| async move {
+        let code = Token::generate();
+        store
+            .add_code(code.hash(), authorization.clone(), now + 60_000)
+            .await
+            .unwrap();
+        store.redeem_code(code.hash(), now).await.unwrap();
+        let (access, _, first) = tokens(now);
+        let grant = store
+            .open_grant(code.hash(), authorization, first, now)
+            .await
+            .unwrap();
+        (grant, access)
+    };
+    let (_, access) = open(store.clone(), authorization.clone()).await;
+    assert!(store.end_grant_holding(access.hash()).await.unwrap());
+    assert!(!store.end_grant_holding(access.hash()).await.unwrap());
+    let (grant, _) = open(store.clone(), authorization.clone()).await;
+    assert!(
+        !store
+            .end_grant(grant.id, Some(&handle("alice")))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .end_grant(grant.id, Some(&handle("bob")))
+            .await
+            .unwrap()
+    );
+    open(store.clone(), authorization.clone()).await;
+    store
+        .rotate_token(&handle("bob"), Token::generate().hash())
+        .await
+        .unwrap();
+    assert!(store.live_grants(now).await.unwrap().is_empty());
+
+    // What expired is forgotten, and a registration no grant was made for.
+    store.forget_oauth(now + 86_400_001, now + 1).await.unwrap();
+    assert_eq!(
+        store
+            .registered_client("crosstalk-client-abc")
+            .await
+            .unwrap(),
+        None
     );
 }

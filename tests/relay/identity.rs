@@ -123,9 +123,12 @@ async fn unknown_tokens_and_basic_credentials_get_401() {
         .await
         .unwrap();
     assert_eq!(unknown.status(), 401);
-    assert_eq!(
-        unknown.headers()["www-authenticate"],
-        "Bearer realm=\"crosstalk\""
+    // On /mcp the challenge also points an OAuth client at the metadata
+    // (`oauth.rs`).
+    let challenge = unknown.headers()["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.starts_with("Bearer realm=\"crosstalk\", resource_metadata="),
+        "{challenge}"
     );
     assert_eq!(
         unknown.json::<serde_json::Value>().await.unwrap(),

@@ -18,6 +18,7 @@ mod inbox;
 mod instances;
 mod limits;
 mod matrix;
+mod oauth;
 mod operate;
 mod page;
 mod participants;

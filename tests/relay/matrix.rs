@@ -46,6 +46,9 @@ enum Kind {
     Stream,
     /// `/healthz`, `/readyz`: no credentials, no checks.
     Open,
+    /// OAuth's metadata, registration, token and revocation: no
+    /// credentials (any sent are ignored), but the Host and Origin checks.
+    Anonymous,
     /// The page's hashed files and icon: public.
     Asset,
 }
@@ -54,7 +57,7 @@ fn expected(kind: Kind, presents: Presents, success: u16) -> u16 {
     match (kind, presents) {
         (Kind::Open, _) => 200,
         (_, ForeignOrigin) => 403,
-        (Kind::Asset, _) => success,
+        (Kind::Asset | Kind::Anonymous, _) => success,
         (_, Bearer | AllowedOrigin) => success,
         (Kind::Read | Kind::Stream, Basic) => success,
         (Kind::Stream, QueryToken) => success,
@@ -435,6 +438,80 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
             None,
             Kind::Asset,
             200,
+        ),
+        (
+            "POST",
+            "/settings/grants/{id}/revoke",
+            "/settings/grants/1/revoke",
+            None,
+            Kind::Read,
+            415,
+        ),
+        // The consent page: no request to show (400), no form token (403).
+        (
+            "GET",
+            "/oauth/authorize",
+            "/oauth/authorize",
+            None,
+            Kind::Read,
+            400,
+        ),
+        (
+            "POST",
+            "/oauth/authorize",
+            "/oauth/authorize",
+            None,
+            Kind::Read,
+            403,
+        ),
+        (
+            "GET",
+            "/.well-known/oauth-protected-resource",
+            "/.well-known/oauth-protected-resource",
+            None,
+            Kind::Anonymous,
+            200,
+        ),
+        (
+            "GET",
+            "/.well-known/oauth-protected-resource/mcp",
+            "/.well-known/oauth-protected-resource/mcp",
+            None,
+            Kind::Anonymous,
+            200,
+        ),
+        (
+            "GET",
+            "/.well-known/oauth-authorization-server",
+            "/.well-known/oauth-authorization-server",
+            None,
+            Kind::Anonymous,
+            200,
+        ),
+        // Without a body: OAuth's invalid_request or invalid metadata.
+        (
+            "POST",
+            "/oauth/register",
+            "/oauth/register",
+            None,
+            Kind::Anonymous,
+            400,
+        ),
+        (
+            "POST",
+            "/oauth/token",
+            "/oauth/token",
+            None,
+            Kind::Anonymous,
+            400,
+        ),
+        (
+            "POST",
+            "/oauth/revoke",
+            "/oauth/revoke",
+            None,
+            Kind::Anonymous,
+            400,
         ),
         ("GET", "/healthz", "/healthz", None, Kind::Open, 200),
         ("GET", "/readyz", "/readyz", None, Kind::Open, 200),

@@ -3,12 +3,13 @@
 
 use super::statements::Sql;
 use super::{
-    GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, attention, listen, messages, people, search,
-    sessions, summaries,
+    GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, attention, listen, messages, oauth, people,
+    search, sessions, summaries,
 };
 use crate::model::{
-    Approval, ApprovalId, Behavior, Channel, ChannelSummary, Device, DeviceId, Found, Handle,
-    Message, MessageId, Millis, NewApproval, NotifySettings, Person, Place, Presence, SessionId,
+    Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Device, DeviceId,
+    Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message, MessageId, Millis, NewApproval,
+    NotifySettings, Person, Place, Presence, Redeemed, Refreshed, RegisteredClient, SessionId,
     ThreadId, ThreadSummary, TokenHash,
 };
 use crate::store::rules::{self, Statements};
@@ -410,6 +411,94 @@ impl Store for PostgresStore {
         Box::pin(async move {
             attention::remove_device(&*self.client().await?, id, handle.as_ref()).await
         })
+    }
+
+    fn register_client(&self, client: RegisteredClient) -> StoreFuture<'_, ()> {
+        Box::pin(async move { oauth::register_client(&*self.client().await?, &client).await })
+    }
+
+    fn registered_client(&self, client_id: &str) -> StoreFuture<'_, Option<RegisteredClient>> {
+        let client_id = client_id.to_owned();
+        Box::pin(async move { oauth::registered_client(&*self.client().await?, &client_id).await })
+    }
+
+    fn add_code(
+        &self,
+        code: TokenHash,
+        authorization: Authorization,
+        expires_at: Millis,
+    ) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            oauth::add_code(&*self.client().await?, code, &authorization, expires_at).await
+        })
+    }
+
+    fn redeem_code(&self, code: TokenHash, now: Millis) -> StoreFuture<'_, Redeemed> {
+        Box::pin(async move { transaction!(self, |tx| oauth::redeem_code(&tx, code, now).await?) })
+    }
+
+    fn open_grant(
+        &self,
+        code: TokenHash,
+        authorization: Authorization,
+        tokens: GrantTokens,
+        now: Millis,
+    ) -> StoreFuture<'_, Grant> {
+        Box::pin(async move {
+            transaction!(self, |tx| oauth::open_grant(
+                &tx,
+                code,
+                &authorization,
+                &tokens,
+                now
+            )
+            .await?)
+        })
+    }
+
+    fn refresh_grant(
+        &self,
+        refresh: TokenHash,
+        client_id: &str,
+        tokens: GrantTokens,
+        now: Millis,
+    ) -> StoreFuture<'_, Refreshed> {
+        let client_id = client_id.to_owned();
+        Box::pin(async move {
+            transaction!(self, |tx| oauth::refresh_grant(
+                &tx, refresh, &client_id, &tokens, now
+            )
+            .await?)
+        })
+    }
+
+    fn grants(&self, handle: &Handle) -> StoreFuture<'_, Vec<Grant>> {
+        let handle = handle.clone();
+        Box::pin(async move { oauth::grants(&*self.client().await?, &handle).await })
+    }
+
+    fn end_grant(&self, id: GrantId, handle: Option<&Handle>) -> StoreFuture<'_, bool> {
+        let handle = handle.cloned();
+        Box::pin(async move {
+            transaction!(self, |tx| oauth::end_grant(&tx, id, handle.as_ref())
+                .await?)
+        })
+    }
+
+    fn end_grant_holding(&self, token: TokenHash) -> StoreFuture<'_, bool> {
+        Box::pin(
+            async move { transaction!(self, |tx| oauth::end_grant_holding(&tx, token).await?) },
+        )
+    }
+
+    fn live_grants(&self, now: Millis) -> StoreFuture<'_, Vec<LiveGrant>> {
+        Box::pin(async move { oauth::live_grants(&*self.client().await?, now).await })
+    }
+
+    fn forget_oauth(&self, now: Millis, unused_since: Millis) -> StoreFuture<'_, ()> {
+        Box::pin(
+            async move { transaction!(self, |tx| oauth::forget(&tx, now, unused_since).await?) },
+        )
     }
 
     fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>> {

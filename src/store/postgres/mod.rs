@@ -21,6 +21,7 @@
 mod attention;
 mod listen;
 mod messages;
+mod oauth;
 mod people;
 mod schema;
 mod search;

@@ -104,7 +104,9 @@ async fn update_live(
     Ok(())
 }
 
+/// A rotated or revoked token ends the person's OAuth grants too.
 pub(super) async fn rotate(db: &impl Db, handle: &Handle, hash: TokenHash) -> StoreResult<()> {
+    super::oauth::end_grants_of(db, handle).await?;
     update_live(
         db,
         handle,
@@ -115,6 +117,7 @@ pub(super) async fn rotate(db: &impl Db, handle: &Handle, hash: TokenHash) -> St
 }
 
 pub(super) async fn revoke(db: &impl Db, handle: &Handle, now: Millis) -> StoreResult<()> {
+    super::oauth::end_grants_of(db, handle).await?;
     update_live(
         db,
         handle,

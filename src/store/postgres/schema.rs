@@ -181,6 +181,53 @@ CREATE TABLE push_devices (
 );
 CREATE INDEX push_devices_by_person ON push_devices(handle);
 "#,
+    r#"
+-- OAuth, as in SQLite (../sqlite/schema.rs): codes and tokens as hashes.
+CREATE TABLE oauth_clients (
+    client_id      text PRIMARY KEY,
+    name           text,
+    redirect_uris  text NOT NULL,
+    registered_at  bigint NOT NULL,
+    used_at        bigint
+);
+CREATE TABLE oauth_codes (
+    hash          bytea PRIMARY KEY,
+    handle        text NOT NULL,
+    client_id     text NOT NULL,
+    client_name   text NOT NULL,
+    redirect_uri  text NOT NULL,
+    challenge     text NOT NULL,
+    resource      text NOT NULL,
+    scope         text NOT NULL,
+    expires_at    bigint NOT NULL,
+    used_at       bigint,
+    grant_id      bigint
+);
+CREATE TABLE oauth_grants (
+    id            bigserial PRIMARY KEY,
+    handle        text NOT NULL,
+    client_id     text NOT NULL,
+    client_name   text NOT NULL,
+    redirect_uri  text NOT NULL,
+    scope         text NOT NULL,
+    resource      text NOT NULL,
+    created_at    bigint NOT NULL,
+    used_at       bigint NOT NULL
+);
+CREATE INDEX oauth_grants_by_person ON oauth_grants(handle);
+CREATE TABLE oauth_tokens (
+    hash        bytea PRIMARY KEY,
+    grant_id    bigint NOT NULL,
+    refresh     boolean NOT NULL,
+    expires_at  bigint NOT NULL,
+    used_at     bigint
+);
+CREATE INDEX oauth_tokens_by_grant ON oauth_tokens(grant_id);
+CREATE TRIGGER oauth_tokens_moved AFTER INSERT ON oauth_tokens
+    FOR EACH STATEMENT EXECUTE FUNCTION credentials_moved();
+CREATE TRIGGER oauth_grants_moved AFTER DELETE ON oauth_grants
+    FOR EACH STATEMENT EXECUTE FUNCTION credentials_moved();
+"#,
 ];
 
 /// Brings the schema up to the last step, under the migration lock, in one

@@ -2,10 +2,11 @@
 //! (and, for the message rules, runs `../rules.rs` there).
 
 use super::statements::Sql;
-use super::{SqliteStore, attention, messages, people, search, sessions, summaries};
+use super::{SqliteStore, attention, messages, oauth, people, search, sessions, summaries};
 use crate::model::{
-    Approval, ApprovalId, Behavior, Channel, ChannelSummary, Device, DeviceId, Found, Handle,
-    Message, MessageId, Millis, NewApproval, NotifySettings, Person, Place, Presence, SessionId,
+    Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Device, DeviceId,
+    Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message, MessageId, Millis, NewApproval,
+    NotifySettings, Person, Place, Presence, Redeemed, Refreshed, RegisteredClient, SessionId,
     ThreadId, ThreadSummary, TokenHash,
 };
 use crate::store::rules::{self, Statements};
@@ -318,6 +319,71 @@ impl Store for SqliteStore {
     fn remove_device(&self, id: DeviceId, handle: Option<&Handle>) -> StoreFuture<'_, bool> {
         let handle = handle.cloned();
         self.write(move |conn| attention::remove_device(conn, id, handle.as_ref()))
+    }
+
+    fn register_client(&self, client: RegisteredClient) -> StoreFuture<'_, ()> {
+        self.write(move |conn| oauth::register_client(conn, &client))
+    }
+
+    fn registered_client(&self, client_id: &str) -> StoreFuture<'_, Option<RegisteredClient>> {
+        let client_id = client_id.to_owned();
+        self.read(move |conn| oauth::registered_client(conn, &client_id))
+    }
+
+    fn add_code(
+        &self,
+        code: TokenHash,
+        authorization: Authorization,
+        expires_at: Millis,
+    ) -> StoreFuture<'_, ()> {
+        self.write(move |conn| oauth::add_code(conn, code, &authorization, expires_at))
+    }
+
+    fn redeem_code(&self, code: TokenHash, now: Millis) -> StoreFuture<'_, Redeemed> {
+        self.write(move |conn| oauth::redeem_code(conn, code, now))
+    }
+
+    fn open_grant(
+        &self,
+        code: TokenHash,
+        authorization: Authorization,
+        tokens: GrantTokens,
+        now: Millis,
+    ) -> StoreFuture<'_, Grant> {
+        self.write(move |conn| oauth::open_grant(conn, code, &authorization, &tokens, now))
+    }
+
+    fn refresh_grant(
+        &self,
+        refresh: TokenHash,
+        client_id: &str,
+        tokens: GrantTokens,
+        now: Millis,
+    ) -> StoreFuture<'_, Refreshed> {
+        let client_id = client_id.to_owned();
+        self.write(move |conn| oauth::refresh_grant(conn, refresh, &client_id, &tokens, now))
+    }
+
+    fn grants(&self, handle: &Handle) -> StoreFuture<'_, Vec<Grant>> {
+        let handle = handle.clone();
+        self.read(move |conn| oauth::grants(conn, &handle))
+    }
+
+    fn end_grant(&self, id: GrantId, handle: Option<&Handle>) -> StoreFuture<'_, bool> {
+        let handle = handle.cloned();
+        self.write(move |conn| oauth::end_grant(conn, id, handle.as_ref()))
+    }
+
+    fn end_grant_holding(&self, token: TokenHash) -> StoreFuture<'_, bool> {
+        self.write(move |conn| oauth::end_grant_holding(conn, token))
+    }
+
+    fn live_grants(&self, now: Millis) -> StoreFuture<'_, Vec<LiveGrant>> {
+        self.read(move |conn| oauth::live_grants(conn, now))
+    }
+
+    fn forget_oauth(&self, now: Millis, unused_since: Millis) -> StoreFuture<'_, ()> {
+        self.write(move |conn| oauth::forget(conn, now, unused_since))
     }
 
     fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>> {

@@ -16,6 +16,7 @@ mod attention;
 mod copy;
 mod interface;
 mod messages;
+mod oauth;
 mod people;
 mod schema;
 mod search;

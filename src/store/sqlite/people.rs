@@ -93,7 +93,9 @@ fn update_live(
     Ok(())
 }
 
+/// A rotated or revoked token ends the person's OAuth grants too.
 pub(super) fn rotate(conn: &Connection, handle: &Handle, hash: TokenHash) -> StoreResult<()> {
+    super::oauth::end_grants_of(conn, handle)?;
     update_live(
         conn,
         handle,
@@ -103,6 +105,7 @@ pub(super) fn rotate(conn: &Connection, handle: &Handle, hash: TokenHash) -> Sto
 }
 
 pub(super) fn revoke(conn: &Connection, handle: &Handle, now: Millis) -> StoreResult<()> {
+    super::oauth::end_grants_of(conn, handle)?;
     update_live(
         conn,
         handle,

@@ -364,6 +364,63 @@ CREATE TABLE push_devices (
 );
 CREATE INDEX push_devices_by_person ON push_devices(handle);
 "#,
+    r#"
+-- OAuth (relay/oauth.rs). Codes and tokens are kept only as SHA-256
+-- hashes. A client registered by DCR; one known by its metadata document
+-- is fetched, never kept. used_at: when a grant was last made for it.
+CREATE TABLE oauth_clients (
+    client_id      TEXT PRIMARY KEY,
+    name           TEXT,
+    redirect_uris  TEXT NOT NULL,
+    registered_at  INTEGER NOT NULL,
+    used_at        INTEGER
+) WITHOUT ROWID;
+-- An authorization code, single-use: used_at set when redeemed, grant_id
+-- the grant made from it (ended if the code comes back).
+CREATE TABLE oauth_codes (
+    hash          BLOB PRIMARY KEY,
+    handle        TEXT NOT NULL,
+    client_id     TEXT NOT NULL,
+    client_name   TEXT NOT NULL,
+    redirect_uri  TEXT NOT NULL,
+    challenge     TEXT NOT NULL,
+    resource      TEXT NOT NULL,
+    scope         TEXT NOT NULL,
+    expires_at    INTEGER NOT NULL,
+    used_at       INTEGER,
+    grant_id      INTEGER
+) WITHOUT ROWID;
+CREATE TABLE oauth_grants (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    handle        TEXT NOT NULL,
+    client_id     TEXT NOT NULL,
+    client_name   TEXT NOT NULL,
+    redirect_uri  TEXT NOT NULL,
+    scope         TEXT NOT NULL,
+    resource      TEXT NOT NULL,
+    created_at    INTEGER NOT NULL,
+    used_at       INTEGER NOT NULL
+);
+CREATE INDEX oauth_grants_by_person ON oauth_grants(handle);
+-- A grant's tokens: access tokens, and refresh tokens (used_at set once
+-- rotated; presented again, the grant ends).
+CREATE TABLE oauth_tokens (
+    hash        BLOB PRIMARY KEY,
+    grant_id    INTEGER NOT NULL,
+    refresh     INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    used_at     INTEGER
+) WITHOUT ROWID;
+CREATE INDEX oauth_tokens_by_grant ON oauth_tokens(grant_id);
+-- An access token made or a grant ended moves the credentials revision, so
+-- every relay reloads what it holds and ends what an ended grant held open.
+CREATE TRIGGER oauth_tokens_added AFTER INSERT ON oauth_tokens BEGIN
+    UPDATE revisions SET value = value + 1 WHERE name = 'credentials';
+END;
+CREATE TRIGGER oauth_grants_removed AFTER DELETE ON oauth_grants BEGIN
+    UPDATE revisions SET value = value + 1 WHERE name = 'credentials';
+END;
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.

@@ -1,4 +1,5 @@
-//! Requests the relay makes to addresses people chose: only to the public
+//! Requests the relay makes to addresses people chose (webhooks, push
+//! services, OAuth clients' metadata documents): only to the public
 //! internet (unless the operator allows private destinations), checked
 //! after each name is resolved and at each redirect, with short timeouts.
 
@@ -74,7 +75,7 @@ impl Resolve for PublicOnly {
     }
 }
 
-/// The client every notification goes out through.
+/// The client every outbound request goes through.
 pub fn client(allow_private: bool) -> reqwest::Result<Client> {
     let policy = redirect::Policy::custom(move |attempt| {
         if attempt.previous().len() >= MAX_REDIRECTS {

@@ -1,0 +1,425 @@
+//! The relay as an OAuth 2.1 authorization server, for the connectors that
+//! cannot send a static token (claude.ai, ChatGPT): who may register, what
+//! a person's consent makes (a single-use code), what a code and a refresh
+//! token are exchanged for, and how a grant ends.
+//!
+//! Nothing is issued that is not bound: a code to its person, client,
+//! redirect URI, PKCE challenge, resource and scope; a grant and each of
+//! its tokens to the same. Codes and tokens are stored as SHA-256 hashes
+//! only, and shown once. An access token lives an hour; a refresh token is
+//! used once (rotated), and one presented again ends its grant, as does a
+//! code presented again. A grant ended, or its person's token rotated or
+//! revoked, ends what its tokens hold open, like a revoked token
+//! (`credentials.rs`).
+//!
+//! The edges fetch what needs the network (a client's metadata document)
+//! and speak the protocol's shapes; the rules are here.
+
+use super::{Caller, Identity, Relay, RelayError, RelayResult};
+use crate::model::{
+    Authorization, ClientMetadata, ClientPolicy, CodeChallenge, Grant, GrantId, GrantTokens,
+    Millis, Redeemed, RedirectUri, Refreshed, RegisteredClient, Token, TokenHash, now_millis,
+};
+use std::time::Duration;
+
+/// The one scope: what the person's agent may do on the relay as them.
+pub const SCOPE: &str = "crosstalk";
+/// How long an access token lives.
+pub const ACCESS_LIFETIME: Duration = Duration::from_secs(3600);
+/// How long a refresh token lives unused.
+pub const REFRESH_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+/// How long an authorization code lives.
+pub const CODE_LIFETIME: Duration = Duration::from_secs(60);
+/// How long a registration no grant was made for is kept.
+pub const UNUSED_REGISTRATION: Duration = Duration::from_secs(24 * 3600);
+
+fn millis(duration: Duration) -> Millis {
+    Millis::try_from(duration.as_millis()).unwrap_or(Millis::MAX)
+}
+
+/// A client the relay will show on the consent page: registered (DCR) or
+/// described by its metadata document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Client {
+    pub id: String,
+    /// What it calls itself; the consent page shows the redirect host
+    /// beside it, since anyone can call a client anything.
+    pub name: String,
+    pub redirect_uris: Vec<RedirectUri>,
+}
+
+impl Client {
+    /// The registered URI `requested` may be answered at.
+    pub fn redirect(&self, requested: &RedirectUri) -> Option<&RedirectUri> {
+        self.redirect_uris.iter().find(|r| r.admits(requested))
+    }
+}
+
+/// What the authorization server's settings are.
+#[derive(Debug, Clone)]
+pub struct OAuthSettings {
+    /// The resource every token is for (RFC 8707): `{public URL}/mcp`.
+    pub resource: String,
+    /// Which clients may register and sign in.
+    pub clients: ClientPolicy,
+}
+
+/// A token endpoint's refusal (RFC 6749 §5.2): its `error` code and a
+/// description the client's developer can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenRefusal {
+    #[error("{1}")]
+    Refused(&'static str, String),
+    #[error(transparent)]
+    Relay(#[from] RelayError),
+}
+
+impl From<crate::store::StoreError> for TokenRefusal {
+    fn from(error: crate::store::StoreError) -> Self {
+        TokenRefusal::Relay(error.into())
+    }
+}
+
+fn refused<T>(code: &'static str, why: impl Into<String>) -> Result<T, TokenRefusal> {
+    Err(TokenRefusal::Refused(code, why.into()))
+}
+
+/// Tokens made for a client, in the clear: shown to it once.
+#[derive(Debug)]
+pub struct Issued {
+    pub access_token: Token,
+    pub refresh_token: Token,
+    pub expires_in: u64,
+    pub scope: String,
+    pub grant: Grant,
+}
+
+/// An authorization request a person answered Allow to, checked.
+#[derive(Debug, Clone)]
+pub struct Consent {
+    pub client: Client,
+    pub redirect_uri: RedirectUri,
+    pub challenge: CodeChallenge,
+    pub resource: String,
+    pub scope: String,
+}
+
+impl Relay {
+    fn oauth(&self) -> &OAuthSettings {
+        &self.settings.oauth
+    }
+
+    /// The resource tokens are for, and the scopes there are.
+    pub fn oauth_resource(&self) -> &str {
+        &self.oauth().resource
+    }
+
+    /// The `resource` a request names (RFC 8707), which must be this
+    /// relay's; none means this relay's.
+    pub fn oauth_check_resource(&self, requested: Option<&str>) -> Result<String, String> {
+        let ours = self.oauth_resource();
+        match requested {
+            None => Ok(ours.to_owned()),
+            // The origin alone names this server too (a client that
+            // takes the resource from the server's URL without its path).
+            Some(named) if named == ours || named.trim_end_matches('/') == origin_of(ours) => {
+                Ok(ours.to_owned())
+            }
+            Some(named) => Err(format!(
+                "resource {named:?} is not this server: tokens here are for {ours:?}"
+            )),
+        }
+    }
+
+    /// The `scope` a request names: this relay's one scope (none means it).
+    pub fn oauth_check_scope(&self, requested: Option<&str>) -> Result<String, String> {
+        match requested.map(str::trim) {
+            None | Some("") => Ok(SCOPE.to_owned()),
+            Some(named) if named.split(' ').all(|s| s == SCOPE) => Ok(SCOPE.to_owned()),
+            Some(named) => Err(format!(
+                "scope {named:?} is not offered: this relay has the one scope {SCOPE:?}"
+            )),
+        }
+    }
+
+    /// Registers a public client (RFC 7591), if the operator's policy
+    /// admits its redirect URIs.
+    pub async fn register_client(&self, metadata: ClientMetadata) -> RelayResult<Client> {
+        if !self.oauth().clients.admits(None, &metadata.redirect_uris) {
+            return Err(RelayError::Forbidden(
+                "this relay does not let clients with these redirect URIs register: its operator \
+                 lists the ones it allows in RELAY_OAUTH_CLIENTS"
+                    .into(),
+            ));
+        }
+        let client_id = format!("crosstalk-client-{}", &Token::generate().expose()[6..32]);
+        let client = RegisteredClient {
+            client_id: client_id.clone(),
+            name: metadata.name.clone(),
+            redirect_uris: metadata
+                .redirect_uris
+                .iter()
+                .map(|u| u.as_str().to_owned())
+                .collect(),
+            registered_at: now_millis(),
+        };
+        self.store.register_client(client).await?;
+        Ok(Client {
+            id: client_id,
+            name: metadata.name.unwrap_or_else(|| "an unnamed client".into()),
+            redirect_uris: metadata.redirect_uris,
+        })
+    }
+
+    /// A registered client, if there is one by that id.
+    pub async fn registered_client(&self, client_id: &str) -> RelayResult<Option<Client>> {
+        let Some(stored) = self.store.registered_client(client_id).await? else {
+            return Ok(None);
+        };
+        let redirect_uris = stored
+            .redirect_uris
+            .iter()
+            .filter_map(|u| RedirectUri::parse(u).ok())
+            .collect();
+        Ok(Some(Client {
+            id: stored.client_id,
+            name: stored.name.unwrap_or_else(|| "an unnamed client".into()),
+            redirect_uris,
+        }))
+    }
+
+    /// A client known by its metadata document, fetched from `url` by an
+    /// edge: if the operator's policy admits it.
+    pub fn document_client(&self, url: &str, metadata: ClientMetadata) -> RelayResult<Client> {
+        if !self
+            .oauth()
+            .clients
+            .admits(Some(url), &metadata.redirect_uris)
+        {
+            return Err(RelayError::Forbidden(format!(
+                "this relay does not let the client {url:?} sign in: its operator lists the \
+                 clients it allows in RELAY_OAUTH_CLIENTS"
+            )));
+        }
+        Ok(Client {
+            id: url.to_owned(),
+            name: metadata.name.unwrap_or_else(|| "an unnamed client".into()),
+            redirect_uris: metadata.redirect_uris,
+        })
+    }
+
+    /// A person's Allow: a code for the client, bound to all the request
+    /// named. Only a person signed in with their own token may allow.
+    pub async fn allow(&self, caller: &Caller, consent: Consent) -> RelayResult<Token> {
+        let handle = match (&caller.identity, caller.grant) {
+            (Identity::Person(handle), None) => handle.clone(),
+            _ => {
+                return Err(RelayError::Forbidden(
+                    "only a person signed in with their own token may allow a client".into(),
+                ));
+            }
+        };
+        let code = Token::generate();
+        let authorization = Authorization {
+            handle,
+            client_id: consent.client.id,
+            client_name: consent.client.name,
+            redirect_uri: consent.redirect_uri.as_str().to_owned(),
+            challenge: consent.challenge.as_str().to_owned(),
+            resource: consent.resource,
+            scope: consent.scope,
+        };
+        self.store
+            .add_code(
+                code.hash(),
+                authorization,
+                now_millis() + millis(CODE_LIFETIME),
+            )
+            .await?;
+        Ok(code)
+    }
+
+    fn new_tokens(now: Millis) -> (Token, Token, GrantTokens) {
+        let (access, refresh) = (Token::generate(), Token::generate());
+        let hashes = GrantTokens {
+            access: access.hash(),
+            access_expires: now + millis(ACCESS_LIFETIME),
+            refresh: refresh.hash(),
+            refresh_expires: now + millis(REFRESH_LIFETIME),
+        };
+        (access, refresh, hashes)
+    }
+
+    async fn issued(&self, access: Token, refresh: Token, grant: Grant) -> RelayResult<Issued> {
+        // Bring this relay's memory up to the new token before the client
+        // can present it.
+        self.credentials.refresh().await?;
+        Ok(Issued {
+            access_token: access,
+            refresh_token: refresh,
+            expires_in: ACCESS_LIFETIME.as_secs(),
+            scope: grant.scope.clone(),
+            grant,
+        })
+    }
+
+    /// The authorization-code grant: the code, once, by the client it was
+    /// made for, at the redirect URI it was sent to, with the verifier of
+    /// its challenge, for the resource it was made for.
+    pub async fn exchange_code(
+        &self,
+        code: &str,
+        client_id: &str,
+        redirect_uri: &str,
+        verifier: &str,
+        resource: Option<&str>,
+    ) -> Result<Issued, TokenRefusal> {
+        let hash = TokenHash::of(code);
+        let now = now_millis();
+        let authorization = match self.store.redeem_code(hash, now).await? {
+            Redeemed::Fresh(authorization) => authorization,
+            Redeemed::Reused => {
+                self.credentials.refresh().await?;
+                return refused(
+                    "invalid_grant",
+                    "this code was used before: it is void, and so is what it gave",
+                );
+            }
+            Redeemed::Unknown => return refused("invalid_grant", "unknown or expired code"),
+        };
+        if authorization.client_id != client_id {
+            return refused("invalid_grant", "this code was issued to another client");
+        }
+        if authorization.redirect_uri != redirect_uri {
+            return refused(
+                "invalid_grant",
+                "redirect_uri differs from the one the code was sent to",
+            );
+        }
+        let challenge = CodeChallenge::parse(&authorization.challenge, Some("S256"))
+            .map_err(|e| RelayError::Internal(Box::new(e)))?;
+        if !challenge.verifies(verifier) {
+            return refused(
+                "invalid_grant",
+                "code_verifier does not match the code_challenge",
+            );
+        }
+        match self.oauth_check_resource(resource) {
+            Ok(named) if named == authorization.resource => {}
+            Ok(_) | Err(_) => {
+                return refused(
+                    "invalid_target",
+                    format!(
+                        "resource must be the one the code was made for, {:?}",
+                        authorization.resource
+                    ),
+                );
+            }
+        }
+        let (access, refresh, tokens) = Relay::new_tokens(now);
+        let grant = self
+            .store
+            .open_grant(hash, authorization, tokens, now)
+            .await?;
+        Ok(self.issued(access, refresh, grant).await?)
+    }
+
+    /// The refresh-token grant: a new access token and a new refresh token
+    /// for the presented one, which is used up; one presented again ends
+    /// its grant (someone holds a copy).
+    pub async fn refresh_grant(
+        &self,
+        refresh_token: &str,
+        client_id: &str,
+        resource: Option<&str>,
+    ) -> Result<Issued, TokenRefusal> {
+        let resource = match self.oauth_check_resource(resource) {
+            Ok(resource) => resource,
+            Err(why) => return refused("invalid_target", why),
+        };
+        let now = now_millis();
+        let (access, refresh, tokens) = Relay::new_tokens(now);
+        let grant = match self
+            .store
+            .refresh_grant(TokenHash::of(refresh_token), client_id, tokens, now)
+            .await?
+        {
+            Refreshed::Rotated(grant) => grant,
+            Refreshed::Reused => {
+                self.credentials.refresh().await?;
+                return refused(
+                    "invalid_grant",
+                    "this refresh token was used before: the grant has ended; sign in again",
+                );
+            }
+            Refreshed::Unknown => {
+                return refused("invalid_grant", "unknown, expired or revoked refresh token");
+            }
+        };
+        if grant.resource != resource {
+            return refused("invalid_target", "the grant is for another resource");
+        }
+        Ok(self.issued(access, refresh, grant).await?)
+    }
+
+    /// Revokes the grant that holds `token` (RFC 7009): whatever it holds
+    /// open ends. Unknown tokens are no error.
+    pub async fn revoke_token(&self, token: &str) -> RelayResult<()> {
+        if self.store.end_grant_holding(TokenHash::of(token)).await? {
+            self.credentials.refresh().await?;
+        }
+        Ok(())
+    }
+
+    /// The caller's grants, newest first.
+    pub async fn grants(&self, caller: &Caller) -> RelayResult<Vec<Grant>> {
+        let handle = self.acting_as(caller, None)?;
+        Ok(self.store.grants(&handle).await?)
+    }
+
+    /// Ends one of the caller's grants, and what it holds open.
+    pub async fn end_grant(&self, caller: &Caller, id: GrantId) -> RelayResult<()> {
+        let handle = self.acting_as(caller, None)?;
+        if !self.store.end_grant(id, Some(&handle)).await? {
+            return Err(RelayError::NotFound(format!("you hold no grant {id}")));
+        }
+        self.credentials.refresh().await?;
+        Ok(())
+    }
+
+    /// Forgets what has expired, and registrations left unused.
+    pub(super) async fn forget_oauth(&self) -> RelayResult<()> {
+        let now = now_millis();
+        Ok(self
+            .store
+            .forget_oauth(now, now - millis(UNUSED_REGISTRATION))
+            .await?)
+    }
+}
+
+/// `https://relay.example` of `https://relay.example/mcp`.
+fn origin_of(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    match url[after_scheme..].find('/') {
+        Some(slash) => &url[..after_scheme + slash],
+        None => url,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin_of;
+
+    #[test]
+    fn the_origin_of_a_resource_is_its_scheme_and_authority() {
+        assert_eq!(
+            origin_of("https://relay.example/mcp"),
+            "https://relay.example"
+        );
+        assert_eq!(
+            origin_of("http://127.0.0.1:8080/mcp"),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(origin_of("https://relay.example"), "https://relay.example");
+    }
+}

@@ -1,0 +1,809 @@
+//! The relay as an OAuth authorization server, played by a client written
+//! here over plain HTTP (reqwest), as a connector speaks it: discovery from
+//! the 401, registration (DCR, and a metadata document this test serves),
+//! the consent page answered as a browser would, the code exchange with
+//! PKCE, MCP calls as the person, refresh, and every way it must refuse.
+//! The official SDKs' OAuth clients run in `oauth_clients.rs`.
+
+use crate::support::*;
+use base64::Engine;
+use crosstalk::model::TokenHash;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+
+const REDIRECT: &str = "http://127.0.0.1:4567/callback";
+
+/// A PKCE verifier and its S256 challenge.
+fn pkce() -> (String, String) {
+    let verifier = format!("v{}", crosstalk::model::Token::generate().expose());
+    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(Sha256::digest(verifier.as_bytes()));
+    (verifier, challenge)
+}
+
+/// Undoes the templates' escaping of an attribute value.
+fn unescape(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        let entity = &rest[at..];
+        let end = entity.find(';').expect("an entity ends with ;");
+        out.push(match &entity[1..end] {
+            "amp" => '&',
+            "lt" => '<',
+            "gt" => '>',
+            "quot" => '"',
+            number => {
+                let code = match number.strip_prefix("#x") {
+                    Some(hex) => u32::from_str_radix(hex, 16).unwrap(),
+                    None => number.trim_start_matches('#').parse().unwrap(),
+                };
+                char::from_u32(code).unwrap()
+            }
+        });
+        rest = &entity[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The hidden fields of the consent page's form.
+fn hidden_fields(html: &str) -> Vec<(String, String)> {
+    html.split("<input type=\"hidden\" ")
+        .skip(1)
+        .filter_map(|rest| {
+            let name = rest.strip_prefix("name=\"")?.split('"').next()?;
+            let value = rest.split("value=\"").nth(1)?.split('"').next()?;
+            Some((unescape(name), unescape(value)))
+        })
+        .collect()
+}
+
+/// The query parameters of a redirect's `Location`.
+fn query_of(location: &str) -> HashMap<String, String> {
+    let url = url::Url::parse(location).expect("an absolute Location");
+    url.query_pairs().into_owned().collect()
+}
+
+pub struct Connector {
+    pub url: String,
+    pub client_id: String,
+    pub redirect: String,
+}
+
+impl Connector {
+    /// Registers by DCR with `redirect`.
+    pub async fn register(app: &TestApp, redirect: &str) -> Connector {
+        let response = http()
+            .post(format!("{}/oauth/register", app.url()))
+            .json(&json!({
+                "client_name": "Test <Connector>",
+                "redirect_uris": [redirect],
+                "grant_types": ["authorization_code", "refresh_token"],
+                "token_endpoint_auth_method": "none",
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201);
+        let registered: Value = response.json().await.unwrap();
+        assert_eq!(registered["token_endpoint_auth_method"], "none");
+        assert_eq!(registered["redirect_uris"], json!([redirect]));
+        Connector {
+            url: app.url(),
+            client_id: registered["client_id"].as_str().unwrap().to_owned(),
+            redirect: redirect.to_owned(),
+        }
+    }
+
+    pub fn authorize_url(&self, challenge: &str, extra: &[(&str, &str)]) -> String {
+        let mut url = url::Url::parse(&format!("{}/oauth/authorize", self.url)).unwrap();
+        {
+            let mut query = url.query_pairs_mut();
+            query
+                .append_pair("response_type", "code")
+                .append_pair("client_id", &self.client_id)
+                .append_pair("redirect_uri", &self.redirect)
+                .append_pair("code_challenge", challenge)
+                .append_pair("code_challenge_method", "S256")
+                .append_pair("state", "st-42")
+                .append_pair("resource", &format!("{}/mcp", self.url))
+                .append_pair("scope", "crosstalk");
+            for (name, value) in extra {
+                query.append_pair(name, value);
+            }
+        }
+        url.to_string()
+    }
+
+    /// The consent page a person signed in with `token` is shown.
+    pub async fn consent_page(&self, authorize_url: &str, token: &str) -> reqwest::Response {
+        browser()
+            .get(authorize_url)
+            .basic_auth("x", Some(token))
+            .header("sec-fetch-site", "cross-site")
+            .header("sec-fetch-mode", "navigate")
+            .header("sec-fetch-dest", "document")
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// The person presses `decision` on the page: the answer's response.
+    pub async fn answer(&self, html: &str, token: &str, decision: &str) -> reqwest::Response {
+        let mut fields = hidden_fields(html);
+        fields.push(("decision".into(), decision.into()));
+        browser()
+            .post(format!("{}/oauth/authorize", self.url))
+            .basic_auth("x", Some(token))
+            .header("sec-fetch-site", "same-origin")
+            .header("origin", &self.url)
+            .form(&fields)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Signs in as the person with `token` and allows: the code.
+    pub async fn code(&self, token: &str, challenge: &str) -> String {
+        let page = self
+            .consent_page(&self.authorize_url(challenge, &[]), token)
+            .await;
+        assert_eq!(page.status(), 200);
+        let html = page.text().await.unwrap();
+        let answered = self.answer(&html, token, "allow").await;
+        assert_eq!(answered.status(), 303);
+        let location = answered.headers()["location"].to_str().unwrap().to_owned();
+        assert!(location.starts_with(&self.redirect), "{location}");
+        let query = query_of(&location);
+        assert_eq!(query["state"], "st-42");
+        assert_eq!(query["iss"], self.url);
+        query["code"].clone()
+    }
+
+    pub async fn token(&self, fields: &[(&str, &str)]) -> (u16, Value) {
+        let response = http()
+            .post(format!("{}/oauth/token", self.url))
+            .form(fields)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.headers()["cache-control"], "no-store");
+        (
+            response.status().as_u16(),
+            response.json().await.unwrap_or(Value::Null),
+        )
+    }
+
+    pub async fn exchange(&self, code: &str, verifier: &str) -> (u16, Value) {
+        let resource = format!("{}/mcp", self.url);
+        self.token(&[
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("client_id", &self.client_id),
+            ("redirect_uri", &self.redirect),
+            ("code_verifier", verifier),
+            ("resource", &resource),
+        ])
+        .await
+    }
+
+    pub async fn refresh(&self, refresh_token: &str) -> (u16, Value) {
+        let resource = format!("{}/mcp", self.url);
+        self.token(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh_token),
+            ("client_id", &self.client_id),
+            ("resource", &resource),
+        ])
+        .await
+    }
+
+    /// The whole sign-in: access and refresh tokens.
+    pub async fn sign_in(&self, token: &str) -> Value {
+        let (verifier, challenge) = pkce();
+        let code = self.code(token, &challenge).await;
+        let (status, tokens) = self.exchange(&code, &verifier).await;
+        assert_eq!(status, 200, "{tokens}");
+        tokens
+    }
+}
+
+/// The status of an MCP initialize with `token`.
+async fn mcp_status(app: &TestApp, token: &str) -> u16 {
+    mcp_post(&app.url(), token, initialize())
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// Who an MCP session opened with `access` acts as: `list_peers` answers
+/// (naming the team), and a message it sends is stored as theirs.
+async fn peers_as(app: &TestApp, access: &str) -> Vec<String> {
+    let agent = app.mcp(access).await;
+    let peers = agent.call("list_peers", json!({})).await.ok();
+    assert!(
+        peers["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["handle"] == "alice"),
+        "{peers}"
+    );
+    let sent = agent
+        .call(
+            "send_message",
+            json!({ "to": "alice", "body": "from a connector" }),
+        )
+        .await
+        .ok();
+    let id = sent["message_id"].as_i64().unwrap();
+    vec![
+        app.sql("SELECT sender FROM messages WHERE id = ?1", |conn, q| {
+            conn.query_row(q, [id], |row| row.get::<_, String>(0))
+                .unwrap()
+        }),
+    ]
+}
+
+#[tokio::test]
+async fn discovery_starts_from_the_401_and_a_static_token_never_meets_it() {
+    let app = spawn_app().await;
+    let bob = app.add_person("bob").await;
+    let url = app.url();
+
+    let refused = mcp_post(&url, "", initialize())
+        .header("authorization", "")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    let challenge = refused.headers()["www-authenticate"].to_str().unwrap();
+    assert_eq!(
+        challenge,
+        format!(
+            "Bearer realm=\"crosstalk\", \
+             resource_metadata=\"{url}/.well-known/oauth-protected-resource/mcp\", \
+             scope=\"crosstalk\""
+        )
+    );
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let (status, resource) = get(&app, path, "").await;
+        assert_eq!(status, 200);
+        assert_eq!(resource["resource"], format!("{url}/mcp"));
+        assert_eq!(resource["authorization_servers"], json!([url]));
+        assert_eq!(resource["bearer_methods_supported"], json!(["header"]));
+    }
+    let (status, server) = get(&app, "/.well-known/oauth-authorization-server", "").await;
+    assert_eq!(status, 200);
+    assert_eq!(server["issuer"], url);
+    assert_eq!(server["code_challenge_methods_supported"], json!(["S256"]));
+    assert_eq!(
+        server["token_endpoint_auth_methods_supported"],
+        json!(["none"])
+    );
+    assert_eq!(server["client_id_metadata_document_supported"], true);
+    assert_eq!(
+        server["authorization_response_iss_parameter_supported"],
+        true
+    );
+    assert_eq!(
+        server["authorization_endpoint"],
+        format!("{url}/oauth/authorize")
+    );
+
+    // A static token is served as ever: no challenge, no discovery.
+    let served = mcp_post(&url, &bob, initialize()).send().await.unwrap();
+    assert_eq!(served.status(), 200);
+    assert!(served.headers().get("www-authenticate").is_none());
+    // The REST API's 401 is no OAuth resource's.
+    let api = http().get(format!("{url}/api/inbox")).send().await.unwrap();
+    assert_eq!(api.status(), 401);
+    assert!(
+        api.headers()
+            .get("www-authenticate")
+            .is_none_or(|v| !v.to_str().unwrap().contains("resource_metadata"))
+    );
+}
+
+#[tokio::test]
+async fn a_connector_signs_in_as_its_person_refreshes_and_is_revoked_on_the_page() {
+    let app = spawn_app().await;
+    let bob = app.add_named("bob", "Bob Builder").await;
+    app.add_person("alice").await;
+    let connector = Connector::register(&app, REDIRECT).await;
+
+    // The page names the client (escaped), the person, where they go next.
+    let (_, challenge) = pkce();
+    let shown = connector
+        .consent_page(&connector.authorize_url(&challenge, &[]), &bob)
+        .await;
+    assert_eq!(shown.status(), 200);
+    let policy = shown.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        policy.contains("form-action 'self' http://127.0.0.1:4567;"),
+        "{policy}"
+    );
+    assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+    let html = shown.text().await.unwrap();
+    assert!(html.contains("Test &#60;Connector&#62;"), "{html}");
+    assert!(!html.contains("Test <Connector>"));
+    assert!(html.contains("Bob Builder (@bob)"));
+    assert!(html.contains("<code class=\"redirect-host\">127.0.0.1</code>"));
+
+    let tokens = connector.sign_in(&bob).await;
+    assert_eq!(tokens["token_type"], "Bearer");
+    assert_eq!(tokens["expires_in"], 3600);
+    assert_eq!(tokens["scope"], "crosstalk");
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    let refresh = tokens["refresh_token"].as_str().unwrap().to_owned();
+    assert_eq!(peers_as(&app, &access).await, ["bob"]);
+
+    // Kept only as hashes.
+    let hash = |token: &str| TokenHash::of(token).as_bytes().to_vec();
+    let kept = app.sql(
+        "SELECT count(*) FROM oauth_tokens WHERE hash IN (?1, ?2)",
+        |conn, q| {
+            conn.query_row(q, [hash(&access), hash(&refresh)], |r| r.get::<_, i64>(0))
+                .unwrap()
+        },
+    );
+    assert_eq!(kept, 2);
+    let file = std::fs::read(&app.db).unwrap();
+    let wal = std::fs::read(app.db.with_extension("db-wal")).unwrap_or_default();
+    for token in [&access, &refresh] {
+        for bytes in [&file, &wal] {
+            assert!(!bytes.windows(token.len()).any(|w| w == token.as_bytes()));
+        }
+    }
+
+    // A refresh rotates: new tokens, and the new access token works.
+    let (status, rotated) = connector.refresh(&refresh).await;
+    assert_eq!(status, 200, "{rotated}");
+    let access2 = rotated["access_token"].as_str().unwrap().to_owned();
+    assert_ne!(access2, access);
+    assert_ne!(rotated["refresh_token"], refresh.as_str());
+    assert_eq!(peers_as(&app, &access2).await, ["bob"]);
+
+    // The page lists the grant; removing it ends the tokens at once.
+    let (status, settings) = page(&app, "/settings", &bob).await;
+    assert_eq!(status, 200);
+    assert!(
+        settings.contains("<strong>Test &#60;Connector&#62;</strong>"),
+        "{settings}"
+    );
+    let (_, alice_settings) = page(&app, "/settings", &app.add_person("carol").await).await;
+    assert!(alice_settings.contains("No app is connected."));
+    let agent = app.mcp(&access2).await;
+    let action = settings
+        .split("action=\"/settings/grants/")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    let csrf = hidden_fields(&settings)
+        .into_iter()
+        .find(|(n, _)| n == "csrf")
+        .unwrap()
+        .1;
+    let removed = browser()
+        .post(format!("{}/settings/grants/{action}", app.url()))
+        .basic_auth("x", Some(&bob))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("csrf", csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), 303);
+    assert_eq!(mcp_status(&app, &access2).await, 401);
+    match agent.call("list_peers", json!({})).await {
+        Outcome::Ok(value) => panic!("a revoked grant's session still answers: {value}"),
+        Outcome::ToolError(_) | Outcome::Protocol(_) => {}
+    }
+    let (status, refused) = connector
+        .refresh(rotated["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        (status, refused["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+}
+
+#[tokio::test]
+async fn codes_refresh_tokens_and_access_tokens_are_bound_and_used_once() {
+    let app = spawn_app().await;
+    let bob = app.add_person("bob").await;
+    let connector = Connector::register(&app, REDIRECT).await;
+
+    // A wrong verifier, a changed redirect, another client, another
+    // resource: each refused, and the code is spent.
+    for (field, value, error) in [
+        ("code_verifier", "w".repeat(50), "invalid_grant"),
+        (
+            "redirect_uri",
+            "http://127.0.0.1:4567/elsewhere".to_owned(),
+            "invalid_grant",
+        ),
+        (
+            "resource",
+            "https://other.example/mcp".to_owned(),
+            "invalid_target",
+        ),
+    ] {
+        let (verifier, challenge) = pkce();
+        let code = connector.code(&bob, &challenge).await;
+        let resource = format!("{}/mcp", app.url());
+        let mut fields = vec![
+            ("grant_type", "authorization_code"),
+            ("code", &code),
+            ("client_id", &connector.client_id),
+            ("redirect_uri", &connector.redirect),
+            ("code_verifier", &verifier),
+            ("resource", &resource),
+        ];
+        fields.retain(|(name, _)| *name != field);
+        fields.push((field, &value));
+        let (status, refused) = connector.token(&fields).await;
+        assert_eq!(
+            (status, refused["error"].as_str()),
+            (400, Some(error)),
+            "{field}"
+        );
+        let (status, _) = connector.exchange(&code, &verifier).await;
+        assert_eq!(status, 400, "a refused code stays spent ({field})");
+    }
+
+    // A code used twice: refused, and what the first use gave ends.
+    let (verifier, challenge) = pkce();
+    let code = connector.code(&bob, &challenge).await;
+    let (status, first) = connector.exchange(&code, &verifier).await;
+    assert_eq!(status, 200);
+    let access = first["access_token"].as_str().unwrap().to_owned();
+    assert_eq!(mcp_status(&app, &access).await, 200);
+    let (status, again) = connector.exchange(&code, &verifier).await;
+    assert_eq!(
+        (status, again["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+    assert_eq!(mcp_status(&app, &access).await, 401);
+
+    // A refresh token used twice: the grant ends.
+    let tokens = connector.sign_in(&bob).await;
+    let refresh = tokens["refresh_token"].as_str().unwrap();
+    let (status, rotated) = connector.refresh(refresh).await;
+    assert_eq!(status, 200);
+    let access = rotated["access_token"].as_str().unwrap().to_owned();
+    assert_eq!(mcp_status(&app, &access).await, 200);
+    let (status, reused) = connector.refresh(refresh).await;
+    assert_eq!(
+        (status, reused["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+    assert_eq!(mcp_status(&app, &access).await, 401);
+    let (status, _) = connector
+        .refresh(rotated["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(status, 400);
+
+    // An access token only on /mcp, only in the header, only until it
+    // expires.
+    let tokens = connector.sign_in(&bob).await;
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    let (status, body) = app.rest(&access).get("/api/inbox").await;
+    assert_eq!(status, 401, "{body}");
+    let query = http()
+        .get(format!("{}/api/inbox/stream?token={access}", app.url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(query.status(), 401);
+    let (status, _) = page(&app, "/", &access).await;
+    assert_eq!(status, 401);
+    assert_eq!(mcp_status(&app, &access).await, 200);
+    app.sql(
+        "UPDATE oauth_tokens SET expires_at = 1 WHERE hash = ?1",
+        |conn, q| {
+            conn.execute(q, [TokenHash::of(&access).as_bytes().to_vec()])
+                .unwrap()
+        },
+    );
+    // Another person added moves the credentials revision: the relay reads
+    // the tokens again.
+    app.add_person("dora").await;
+    assert_eq!(mcp_status(&app, &access).await, 401);
+    // A refresh token at the token endpoint for a client deleted since:
+    // 401 invalid_client, so it registers again.
+    let (status, gone) = connector
+        .token(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", tokens["refresh_token"].as_str().unwrap()),
+            ("client_id", "crosstalk-client-nobody"),
+        ])
+        .await;
+    assert_eq!(
+        (status, gone["error"].as_str()),
+        (401, Some("invalid_client"))
+    );
+
+    // Revocation (RFC 7009) ends the grant.
+    let tokens = connector.sign_in(&bob).await;
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    let revoked = http()
+        .post(format!("{}/oauth/revoke", app.url()))
+        .form(&[("token", tokens["refresh_token"].as_str().unwrap())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 200);
+    assert_eq!(mcp_status(&app, &access).await, 401);
+
+    // Revoking the person ends every grant of theirs.
+    let tokens = connector.sign_in(&bob).await;
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    assert_eq!(mcp_status(&app, &access).await, 200);
+    app.revoke("bob").await;
+    assert_eq!(mcp_status(&app, &access).await, 401);
+}
+
+#[tokio::test]
+async fn the_authorization_step_refuses_what_does_not_check_out() {
+    let app = spawn_app().await;
+    let bob = app.add_person("bob").await;
+    let connector = Connector::register(&app, REDIRECT).await;
+    let (_, challenge) = pkce();
+
+    // Registration: an http redirect off loopback, or a host the operator
+    // does not list.
+    for (uri, error) in [
+        ("http://evil.example/cb", "invalid_redirect_uri"),
+        ("https://evil.example/cb", "invalid_redirect_uri"),
+    ] {
+        let response = http()
+            .post(format!("{}/oauth/register", app.url()))
+            .json(&json!({ "redirect_uris": [uri] }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{uri}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"], error, "{uri}: {body}");
+    }
+
+    // An unknown client, or a redirect it did not register: a page, never
+    // a redirect.
+    for url in [
+        connector
+            .authorize_url(&challenge, &[])
+            .replace(&connector.client_id, "crosstalk-client-unknown"),
+        connector
+            .authorize_url(&challenge, &[])
+            .replace("%2Fcallback", "%2Fother"),
+    ] {
+        let response = connector.consent_page(&url, &bob).await;
+        assert_eq!(response.status(), 400, "{url}");
+        assert!(response.headers().get("location").is_none());
+    }
+
+    // PKCE plain, a resource for another server, another scope: back to
+    // the client with the error.
+    let plain = connector
+        .authorize_url(&challenge, &[])
+        .replace("code_challenge_method=S256", "code_challenge_method=plain");
+    let other = connector.authorize_url(&challenge, &[]).replace(
+        &url::form_urlencoded::byte_serialize(format!("{}/mcp", app.url()).as_bytes())
+            .collect::<String>(),
+        "https%3A%2F%2Fother.example%2Fmcp",
+    );
+    let scope = connector
+        .authorize_url(&challenge, &[])
+        .replace("scope=crosstalk", "scope=admin");
+    for (url, error) in [
+        (plain, "invalid_request"),
+        (other, "invalid_target"),
+        (scope, "invalid_scope"),
+    ] {
+        let response = connector.consent_page(&url, &bob).await;
+        assert_eq!(response.status(), 303, "{url}");
+        let location = response.headers()["location"].to_str().unwrap();
+        assert!(location.starts_with(REDIRECT));
+        let query = query_of(location);
+        assert_eq!(query["error"], error, "{location}");
+        assert_eq!(query["state"], "st-42");
+    }
+
+    // A parameter twice is refused.
+    let twice = format!(
+        "{}&scope=crosstalk",
+        connector.authorize_url(&challenge, &[])
+    );
+    assert_eq!(connector.consent_page(&twice, &bob).await.status(), 400);
+
+    // Signed out: the Basic challenge, even for a cross-site navigation.
+    let unsigned = browser()
+        .get(connector.authorize_url(&challenge, &[]))
+        .header("sec-fetch-site", "cross-site")
+        .header("sec-fetch-mode", "navigate")
+        .header("sec-fetch-dest", "document")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsigned.status(), 401);
+    assert!(
+        unsigned.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .starts_with("Basic")
+    );
+    // A cross-site request that is no top-level navigation is refused.
+    let fetched = browser()
+        .get(connector.authorize_url(&challenge, &[]))
+        .basic_auth("x", Some(&bob))
+        .header("sec-fetch-site", "cross-site")
+        .header("sec-fetch-mode", "cors")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fetched.status(), 403);
+
+    // The answer posted from another site, or with a forged form token.
+    let page = connector
+        .consent_page(&connector.authorize_url(&challenge, &[]), &bob)
+        .await;
+    let html = page.text().await.unwrap();
+    let mut fields = hidden_fields(&html);
+    fields.push(("decision".into(), "allow".into()));
+    let cross = browser()
+        .post(format!("{}/oauth/authorize", app.url()))
+        .basic_auth("x", Some(&bob))
+        .header("sec-fetch-site", "cross-site")
+        .header("origin", "https://evil.example")
+        .form(&fields)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross.status(), 403);
+    let forged: Vec<(String, String)> = fields
+        .iter()
+        .map(|(n, v)| match n.as_str() {
+            "csrf" => (n.clone(), "forged".to_owned()),
+            _ => (n.clone(), v.clone()),
+        })
+        .collect();
+    let forged = browser()
+        .post(format!("{}/oauth/authorize", app.url()))
+        .basic_auth("x", Some(&bob))
+        .header("sec-fetch-site", "same-origin")
+        .form(&forged)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    assert_eq!(app.count("SELECT count(*) FROM oauth_codes"), 0);
+
+    // Deny goes back to the client with access_denied, and makes nothing.
+    let denied = connector.answer(&html, &bob, "deny").await;
+    assert_eq!(denied.status(), 303);
+    let query = query_of(denied.headers()["location"].to_str().unwrap());
+    assert_eq!(query["error"], "access_denied");
+    assert_eq!(app.count("SELECT count(*) FROM oauth_codes"), 0);
+
+    // The shared token is nobody: it cannot allow.
+    let shared = spawn_app_with(|config| {
+        config.settings.shared_token = Some(TokenHash::of("xtalk_shared_for_the_test"));
+    })
+    .await;
+    let connector = Connector::register(&shared, REDIRECT).await;
+    let response = connector
+        .consent_page(
+            &connector.authorize_url(&challenge, &[]),
+            "xtalk_shared_for_the_test",
+        )
+        .await;
+    assert_eq!(response.status(), 403);
+}
+
+/// A loopback server answering every GET with `body`: a client's metadata
+/// document, as the test serves it.
+async fn serve_document(body: impl Fn(&str) -> String + Send + Sync + 'static) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/client.json", listener.local_addr().unwrap());
+    let document = body(&url);
+    let app = axum::Router::new().route(
+        "/client.json",
+        axum::routing::get(move || {
+            let document = document.clone();
+            async move { ([("content-type", "application/json")], document) }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+#[tokio::test]
+async fn a_client_known_by_its_metadata_document_signs_in_and_a_false_one_does_not() {
+    let app = spawn_app_with(|config| config.oauth_allow_private = true).await;
+    let bob = app.add_person("bob").await;
+    app.add_person("alice").await;
+    let url = serve_document(|url| {
+        json!({
+            "client_id": url,
+            "client_name": "Documented",
+            "redirect_uris": [REDIRECT],
+            "token_endpoint_auth_method": "none",
+        })
+        .to_string()
+    })
+    .await;
+    let connector = Connector {
+        url: app.url(),
+        client_id: url.clone(),
+        redirect: REDIRECT.into(),
+    };
+    let (verifier, challenge) = pkce();
+    let page = connector
+        .consent_page(&connector.authorize_url(&challenge, &[]), &bob)
+        .await;
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("Documented"));
+    let answered = connector.answer(&html, &bob, "allow").await;
+    let code = query_of(answered.headers()["location"].to_str().unwrap())["code"].clone();
+    let (status, tokens) = connector.exchange(&code, &verifier).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(
+        peers_as(&app, tokens["access_token"].as_str().unwrap()).await,
+        ["bob"]
+    );
+
+    // A document whose client_id is not its URL.
+    let false_url = serve_document(|_| {
+        json!({ "client_id": "https://claude.ai/oauth/claude-code-client-metadata",
+                "redirect_uris": [REDIRECT] })
+        .to_string()
+    })
+    .await;
+    let false_one = Connector {
+        client_id: false_url,
+        ..connector
+    };
+    let refused = false_one
+        .consent_page(&false_one.authorize_url(&challenge, &[]), &bob)
+        .await;
+    assert_eq!(refused.status(), 400);
+    assert!(refused.text().await.unwrap().contains("is not its URL"));
+
+    // Without the operator's leave, a private address is never fetched.
+    let guarded = spawn_app().await;
+    let bob = guarded.add_person("bob").await;
+    for client_id in [
+        url.as_str(),
+        "https://127.0.0.1:9/client.json",
+        "https://10.0.0.1/c",
+    ] {
+        let private = Connector {
+            url: guarded.url(),
+            client_id: client_id.to_owned(),
+            redirect: REDIRECT.into(),
+        };
+        let refused = private
+            .consent_page(&private.authorize_url(&challenge, &[]), &bob)
+            .await;
+        assert_eq!(refused.status(), 400, "{client_id}");
+        let text = refused.text().await.unwrap();
+        assert!(
+            text.contains("private") || text.contains("must be an https:// URL"),
+            "{client_id}: {text}"
+        );
+    }
+}
