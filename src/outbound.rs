@@ -93,7 +93,7 @@ pub fn client(allow_private: bool) -> reqwest::Result<Client> {
         // A proxy would resolve the name itself, past the check.
         .no_proxy()
         .redirect(policy)
-        .tls_backend_preconfigured(tls_config());
+        .tls_backend_preconfigured(tls_config(allow_private));
     match allow_private {
         true => builder.build(),
         false => builder.dns_resolver(Arc::new(PublicOnly)).build(),
@@ -101,16 +101,76 @@ pub fn client(allow_private: bool) -> reqwest::Result<Client> {
 }
 
 /// TLS to the public internet: the web's roots, compiled in, so the relay
-/// trusts the same authorities wherever it runs.
-fn tls_config() -> rustls::ClientConfig {
-    let roots = rustls::RootCertStore {
+/// trusts the same authorities wherever it runs. Where the operator allows
+/// private destinations, one named by a private address is taken with
+/// whatever certificate it shows: plain `http://` is allowed there too, and
+/// a private network's own server (or a test's) rarely has a public one.
+/// A name, or a public address, is always verified.
+fn tls_config(allow_private: bool) -> rustls::ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let roots = Arc::new(rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+    });
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_root_certificates(roots)
+        .expect("ring supports the default protocol versions");
+    if !allow_private {
+        return builder.with_root_certificates(roots).with_no_client_auth();
+    }
+    let verified = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
+        .build()
+        .expect("the web's roots make a verifier");
+    builder
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(PrivateUnverified { verified }))
         .with_no_client_auth()
+}
+
+/// Verifies as the web does, except for a private address's certificate.
+#[derive(Debug)]
+struct PrivateUnverified {
+    verified: Arc<rustls::client::WebPkiServerVerifier>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for PrivateUnverified {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
+        intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        if let rustls::pki_types::ServerName::IpAddress(ip) = server_name
+            && !is_public(IpAddr::from(*ip))
+        {
+            return Ok(rustls::client::danger::ServerCertVerified::assertion());
+        }
+        self.verified
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.verified.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.verified.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.verified.supported_verify_schemes()
+    }
 }
 
 #[cfg(test)]

@@ -245,6 +245,22 @@ impl Chrome {
             .unwrap_or_else(|_| panic!("{url} loads in time"));
     }
 
+    /// Runs `expression`, which leads the page elsewhere (a click on a
+    /// link or a form's button), and waits until the next page has loaded.
+    pub async fn follow(&self, expression: &str) {
+        let loaded = self.loaded.notified();
+        tokio::pin!(loaded);
+        loaded.as_mut().enable();
+        self.send(
+            "Runtime.evaluate",
+            json!({ "expression": expression, "returnByValue": true }),
+        )
+        .await;
+        tokio::time::timeout(STEP, loaded)
+            .await
+            .unwrap_or_else(|_| panic!("{expression} leads to a page that loads in time"));
+    }
+
     /// The value of `expression` in the page (awaited if a promise).
     pub async fn eval(&self, expression: &str) -> Value {
         let result = self

@@ -19,6 +19,7 @@ mod instances;
 mod limits;
 mod matrix;
 mod oauth;
+mod oauth_clients;
 mod operate;
 mod page;
 mod participants;
