@@ -437,7 +437,8 @@ fn warn_if_default(address: &crate::config::AddressArgs, url: &str) {
 }
 
 /// The token, shown once, and the ways to connect Claude Code with it: the
-/// plugin or the bridge for pushes, or HTTP; each with its launch line.
+/// plugin or the bridge for pushes, or HTTP; each with its launch line;
+/// then the connectors that sign in with OAuth (claude.ai, ChatGPT).
 fn print_connection(new: &NewToken, public_url: &str) {
     let url = format!("{public_url}/mcp");
     let (handle, token) = (&new.handle, new.token.expose());
@@ -463,7 +464,12 @@ fn print_connection(new: &NewToken, public_url: &str) {
          --dangerously-load-development-channels server:crosstalk\n\n\
          (--allowedTools lets the answer go out without a prompt; leave it out to approve each.\n\
          Over HTTP, ending the URL with ?push=1 ({url}?push=1) and launching with\n\
-         --dangerously-load-development-channels server:crosstalk does the same without the bridge.)"
+         --dangerously-load-development-channels server:crosstalk does the same without the bridge.)\n\n\
+         claude.ai (and through it Claude Desktop and the mobile apps), ChatGPT and other\n\
+         connectors sign in with OAuth instead of a token: add the relay as a connector\n\
+         and sign in on the page it opens as {handle}, with the token above.\n\n    \
+         claude.ai: Settings → Connectors → Add custom connector, URL {url}\n    \
+         ChatGPT: in developer mode, create a connector with URL {url} and OAuth"
     );
 }
 

@@ -37,6 +37,8 @@ fn binary() -> Option<String> {
 type Credentials = Arc<Mutex<Option<(String, String)>>>;
 
 pub struct Chrome {
+    /// One of the few browsers that may run at once (see [`BROWSERS`]).
+    _running: tokio::sync::OwnedSemaphorePermit,
     child: Child,
     _profile: tempfile::TempDir,
     commands: mpsc::UnboundedSender<(Value, oneshot::Sender<Value>)>,
@@ -60,12 +62,19 @@ impl Drop for Chrome {
     }
 }
 
+/// How many browsers the tests run at once: each is a handful of
+/// processes, and on a 2-core machine more than two side by side starve
+/// each other (and the relays under test) past the tests' deadlines.
+static BROWSERS: std::sync::LazyLock<Arc<tokio::sync::Semaphore>> =
+    std::sync::LazyLock::new(|| Arc::new(tokio::sync::Semaphore::new(2)));
+
 impl Chrome {
-    /// Starts Chromium with one page. (The tests that drive it are
+    /// Starts Chromium with one page, once fewer than [`BROWSERS`] run. (The tests that drive it are
     /// `#[ignore]`d, saying so: where it is missing, they fail.)
     pub async fn start() -> Chrome {
         let binary =
             binary().expect("chromium is not installed: apt-get install chromium (.ci/run does)");
+        let running = BROWSERS.clone().acquire_owned().await.unwrap();
         let profile = tempfile::tempdir().unwrap();
         let mut child = Command::new(&binary)
             .args([
@@ -166,6 +175,7 @@ impl Chrome {
             });
         }
         let mut chrome = Chrome {
+            _running: running,
             child,
             _profile: profile,
             commands,

@@ -34,6 +34,13 @@ async fn add_prints_the_token_once_with_ready_to_paste_connections() {
     ));
     assert!(printed.contains("--dangerously-load-development-channels server:crosstalk"));
     assert!(printed.contains("https://relay.example.com/mcp?push=1"));
+    // The connectors that sign in with OAuth, at the same URL.
+    assert!(printed.contains(
+        "claude.ai: Settings → Connectors → Add custom connector, URL https://relay.example.com/mcp"
+    ));
+    assert!(printed.contains(
+        "ChatGPT: in developer mode, create a connector with URL https://relay.example.com/mcp and OAuth"
+    ));
     // The plugin, and the launch line that lets its answer go out.
     assert!(
         printed.contains("claude plugin install crosstalk@crosstalk"),

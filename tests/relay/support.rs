@@ -623,7 +623,9 @@ impl LogWatch {
     /// The relay's URL, from the line that says where it listens (as
     /// text, `listen=ADDR`, or as JSON, `"listen":"ADDR"`).
     pub fn serving_url(&mut self) -> String {
-        let line = self.wait_for("listen");
+        // The line itself, not another that happens to say "listen" (at
+        // trace level, PostgreSQL's LISTEN connection's).
+        let line = self.wait_for("crosstalk is serving");
         let addr = match serde_json::from_str::<serde_json::Value>(&line) {
             Ok(json) => json["fields"]["listen"]
                 .as_str()
