@@ -89,7 +89,8 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///
 /// 0. (before any of these, as connections are accepted: the caps on
 ///    connections and the idle timeout, in `server`.)
-/// 1. `access_log`: method, path, status, time; never a query string.
+/// 1. `access_log`: method, path, status, time; never a query string; and
+///    the request counted in the metrics, by route group.
 /// 2. `security_headers`: CSP, nosniff, a same-origin referrer policy, HSTS under TLS.
 /// 3. `json_errors`: an error that a library answered in plain text (axum's
 ///    405, a body too large) gets the JSON error shape. (On `/mcp`,
@@ -275,6 +276,9 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
             edge::Hsts(state.config.tls.is_on()),
             edge::security_headers,
         ))
-        .layer(middleware::from_fn(edge::access_log))
+        .layer(middleware::from_fn_with_state(
+            state.metrics.clone(),
+            edge::access_log,
+        ))
         .with_state(state)
 }

@@ -44,6 +44,7 @@ pub mod demo;
 pub mod host;
 pub mod layers;
 pub mod mcp;
+pub mod metrics;
 pub mod model;
 pub mod notify;
 pub mod outbound;

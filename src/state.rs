@@ -2,6 +2,7 @@
 
 use crate::config::Config;
 use crate::layers::limits::RateLimits;
+use crate::metrics::Metrics;
 use crate::relay::Relay;
 use std::sync::Arc;
 
@@ -16,4 +17,7 @@ pub struct AppState {
     /// The checked configuration: the edges read the body limit and the
     /// public URL from it, the layers their policies.
     pub config: Arc<Config>,
+    /// What the metrics listener shows; the access log counts requests
+    /// into it.
+    pub metrics: Arc<Metrics>,
 }

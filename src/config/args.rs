@@ -205,6 +205,10 @@ pub struct ServeArgs {
     /// for tests and a private network's own ntfy.
     #[arg(long, env = "RELAY_NOTIFY_ALLOW_PRIVATE", default_value_t = false, value_parser = clap::builder::BoolishValueParser::new())]
     pub notify_allow_private: bool,
+    /// Serve metrics (Prometheus text) on a listener of their own: a port
+    /// (on 127.0.0.1) or an address and port. Off when unset.
+    #[arg(long, env = "RELAY_METRICS_ADDR")]
+    pub metrics_addr: Option<String>,
     /// Which OAuth clients may register and sign in: client id URLs
     /// (metadata documents), redirect host names, `loopback`, or `any`,
     /// comma-separated.

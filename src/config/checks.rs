@@ -241,6 +241,21 @@ fn loopback_hosts() -> Vec<String> {
     vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
 }
 
+/// `RELAY_METRICS_ADDR`: a port, on loopback (so metrics never leave the
+/// machine by accident), or an address and port the operator chose.
+pub(super) fn metrics_addr(text: &str) -> Result<std::net::SocketAddr, ConfigError> {
+    let text = text.trim();
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse().map_err(|_| {
+        ConfigError(format!(
+            "RELAY_METRICS_ADDR is {text:?}: give a port (served on 127.0.0.1) or an address \
+             and port such as 127.0.0.1:9187"
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

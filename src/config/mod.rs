@@ -193,6 +193,8 @@ pub struct Config {
     pub public_url: String,
     /// The origin of the team page as people reach it: `public_url`'s.
     pub page_origin: Option<Origin>,
+    /// Where the metrics are served (`RELAY_METRICS_ADDR`); off when `None`.
+    pub metrics_listen: Option<SocketAddr>,
     /// OAuth clients' metadata documents may be fetched from private
     /// addresses and plain `http://` on loopback (`RELAY_OAUTH_ALLOW_PRIVATE`).
     pub oauth_allow_private: bool,
@@ -316,6 +318,11 @@ impl Config {
                 },
             },
             oauth_allow_private: args.oauth_allow_private,
+            metrics_listen: args
+                .metrics_addr
+                .as_deref()
+                .map(checks::metrics_addr)
+                .transpose()?,
         })
     }
 

@@ -18,15 +18,21 @@ worker-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// Logs each request: method, path (never the query, which may carry a
 /// token), status and duration. Failures at info and above, the rest at debug.
-pub async fn access_log(request: Request, next: Next) -> Response {
+pub async fn access_log(
+    State(metrics): State<std::sync::Arc<crate::metrics::Metrics>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let method = request.method().clone();
     // A clone of the URI shares its bytes: no allocation per request.
     let uri = request.uri().clone();
     let started = Instant::now();
     let response = next.run(request).await;
     let status = response.status().as_u16();
-    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let seconds = started.elapsed().as_secs_f64();
+    let ms = seconds * 1000.0;
     let path = uri.path();
+    metrics.request(path, status, seconds);
     if status >= 500 {
         tracing::error!(%method, %path, status, ms, "request");
     } else if status >= 400 {

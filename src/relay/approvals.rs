@@ -105,6 +105,7 @@ impl Relay {
             })
             .await?;
         tracing::info!(%me, id = %approval.id, "an agent asks its person to allow a step");
+        self.stats.approval_asked();
         self.tell(Notice {
             to: me,
             about: About::Approval {
@@ -154,6 +155,7 @@ impl Relay {
         if let Some(answered) = self.store.answer_approval(id, me, behavior, now).await? {
             tracing::info!(%me, %id, behavior = behavior.as_str(), "a person answered their agent");
             self.approvals_answered.publish(&id, ());
+            self.stats.approval_answered();
             return Ok(answered);
         }
         // Why not: in the order a person would want to hear it.

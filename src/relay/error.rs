@@ -55,6 +55,25 @@ impl From<StoreError> for RelayError {
 }
 
 impl RelayError {
+    /// A short name of the kind of refusal, for the metrics: never what
+    /// the caller sent.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RelayError::BadInput(_) => "bad_input",
+            RelayError::Unauthorized(_) => "unauthorized",
+            RelayError::Forbidden(_) => "forbidden",
+            RelayError::NotFound(_) => "not_found",
+            RelayError::Conflict(_) => "conflict",
+            RelayError::TooManyWaits(_) => "too_many_waits",
+            RelayError::Quota { .. } => "quota",
+            RelayError::Overloaded(_) => "overloaded",
+            RelayError::TooLarge { .. } => "too_large",
+            RelayError::SecretRefused(_) => "secret",
+            RelayError::Internal(_) => "internal",
+            RelayError::Unavailable(_) => "unavailable",
+        }
+    }
+
     /// A malformed `field`, with the parser's own reason.
     pub(crate) fn bad_field(field: &str, reason: impl std::fmt::Display) -> RelayError {
         RelayError::BadInput(format!("{field}: {reason}"))

@@ -28,7 +28,9 @@ impl Relay {
     pub async fn purge_expired(&self) -> RelayResult<u64> {
         let now = now_millis();
         let quiet_since = now.saturating_sub(self.settings.retention.as_millis() as Millis);
-        Ok(self.store.purge_expired(now, quiet_since).await?)
+        let purged = self.store.purge_expired(now, quiet_since).await?;
+        self.stats.purged(purged);
+        Ok(purged)
     }
 
     /// Purges at start and every `PURGE_EVERY`, flushes presence every

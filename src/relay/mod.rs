@@ -26,6 +26,7 @@ mod search;
 pub mod secrets;
 mod send;
 mod sessions;
+mod stats;
 mod team;
 mod text;
 mod waits;
@@ -47,6 +48,7 @@ pub use read::{
 pub use search::{MAX_QUERY_CHARS, MAX_SEARCH_PAGE, SEARCH_PAGE};
 pub use send::{ChannelPost, DirectMessage, MAX_KIND_CHARS};
 pub use sessions::KeptSession;
+pub use stats::Snapshot;
 pub use team::{MAX_NAME_CHARS, MAX_STATUS_CHARS, NewToken, Team};
 pub use waits::{CHANNEL_WAIT, INBOX_WAIT, MAX_WAIT, WaitSlot};
 
@@ -195,6 +197,8 @@ pub struct Relay {
     notices_out: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<Notice>>>,
     /// Wakes those waiting for an approval's answer.
     approvals_answered: Hub<crate::model::ApprovalId, ()>,
+    /// What the metrics count.
+    stats: stats::Stats,
 }
 
 impl Relay {
@@ -219,6 +223,7 @@ impl Relay {
             notices,
             notices_out: std::sync::Mutex::new(Some(notices_out)),
             approvals_answered: Hub::default(),
+            stats: stats::Stats::default(),
             settings,
         }
     }
@@ -246,6 +251,16 @@ impl Relay {
             Err(_) => Err(RelayError::Unavailable(
                 "the store did not answer within 2 s".into(),
             )),
+        }
+    }
+
+    /// What the core counted so far, and its gauges now: for the metrics.
+    pub fn stats(&self) -> Snapshot {
+        Snapshot {
+            waits_parked: *self.parked.borrow(),
+            waits_open: self.waits.open() as u64,
+            listening: self.pushes.listening() as u64,
+            ..self.stats.snapshot()
         }
     }
 

@@ -184,7 +184,9 @@ impl Relay {
     /// Hands a notice to whatever delivers them, never waiting: with the
     /// queue full, it is dropped and logged.
     pub(super) fn tell(&self, notice: Notice) {
-        if let Err(error) = self.notices.try_send(notice) {
+        let sent = self.notices.try_send(notice);
+        self.stats.notice(sent.is_ok());
+        if let Err(error) = sent {
             tracing::warn!(
                 to = %match &error {
                     tokio::sync::mpsc::error::TrySendError::Full(n)

@@ -321,6 +321,7 @@ impl Relay {
             .store
             .open_grant(hash, authorization, tokens, now)
             .await?;
+        self.stats.grant_opened();
         Ok(self.issued(access, refresh, grant).await?)
     }
 
@@ -344,8 +345,12 @@ impl Relay {
             .refresh_grant(TokenHash::of(refresh_token), client_id, tokens, now)
             .await?
         {
-            Refreshed::Rotated(grant) => grant,
+            Refreshed::Rotated(grant) => {
+                self.stats.grant_refreshed();
+                grant
+            }
             Refreshed::Reused => {
+                self.stats.grant_reused();
                 self.credentials.refresh().await?;
                 return refused(
                     "invalid_grant",

@@ -123,7 +123,28 @@ impl Relay {
         .await
     }
 
+    /// Stores a message, counting it or its refusal.
     async fn store_message(
+        &self,
+        conversation: Conversation,
+        from: Handle,
+        to: Option<(Handle, RecipientCheck)>,
+        kind: Option<String>,
+        body: String,
+        reply_to: Option<MessageId>,
+    ) -> RelayResult<Message> {
+        let to_a_person = to.is_some();
+        let stored = self
+            .store_checked(conversation, from, to, kind, body, reply_to)
+            .await;
+        match &stored {
+            Ok(_) => self.stats.sent(to_a_person),
+            Err(error) => self.stats.refused(error),
+        }
+        stored
+    }
+
+    async fn store_checked(
         &self,
         conversation: Conversation,
         from: Handle,

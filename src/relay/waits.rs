@@ -86,6 +86,11 @@ impl Relay {
         let offered = self
             .take_waiting(caller, me, timeout, cancelled, take)
             .await?;
+        self.stats.pushed(
+            offered
+                .iter()
+                .map(|m| m.delivery.as_ref().map_or(1, |d| d.offers)),
+        );
         Ok((offered, until.into_inner()))
     }
 

@@ -24,6 +24,7 @@
 use crate::config::Connections;
 use crate::host::{Cidr, client_group};
 use crate::layers::auth::Vouch;
+use crate::metrics;
 use crate::wire::ApiError;
 use axum::http::StatusCode;
 use futures::task::AtomicWaker;
@@ -44,11 +45,15 @@ pub struct ConnectionBounds {
     pub(super) limits: Connections,
     trusted_proxies: Vec<Cidr>,
     open: Mutex<Open>,
+    /// What the metrics show of them.
+    counts: Arc<metrics::Connections>,
 }
 
 #[derive(Default)]
 struct Open {
     total: usize,
+    /// Connections closed to make room, ever.
+    evicted: u64,
     /// Every connection of each client.
     by_client: HashMap<IpAddr, usize>,
     /// The connections nobody has vouched for, by client (`None`: trusted
@@ -124,6 +129,7 @@ impl Open {
         };
         self.uncount(id, client);
         activity.evict();
+        self.evicted += 1;
         true
     }
 
@@ -144,11 +150,16 @@ impl Open {
 }
 
 impl ConnectionBounds {
-    pub fn new(limits: Connections, trusted_proxies: Vec<Cidr>) -> Arc<ConnectionBounds> {
+    pub fn new(
+        limits: Connections,
+        trusted_proxies: Vec<Cidr>,
+        counts: Arc<metrics::Connections>,
+    ) -> Arc<ConnectionBounds> {
         Arc::new(ConnectionBounds {
             limits,
             trusted_proxies,
             open: Mutex::default(),
+            counts,
         })
     }
 
@@ -166,7 +177,18 @@ impl ConnectionBounds {
         let client = (!trusted).then(|| client_group(peer));
         let mut open = self.open.lock().expect("connections lock");
         let of_client = client.and_then(|c| open.by_client.get(&c).copied());
+        let evicted_before = open.evicted;
+        let counted = |open: &Open, refused: Option<metrics::Budget>| {
+            for _ in evicted_before..open.evicted {
+                self.counts.evicted();
+            }
+            match refused {
+                Some(budget) => self.counts.refused(budget),
+                None => self.counts.opened(),
+            }
+        };
         if of_client.unwrap_or(0) >= limits.per_address && !open.evict_from(client) {
+            counted(&open, Some(metrics::Budget::PerAddress));
             return Err(too_many_from_one(format!(
                 "this address has {} connections open, the most one client may; close some, or \
                  reuse them",
@@ -177,6 +199,7 @@ impl ConnectionBounds {
             && open.unvouched_of(client) >= limits.unauthenticated_per_address
             && !open.evict_from(client)
         {
+            counted(&open, Some(metrics::Budget::UnvouchedPerAddress));
             return Err(too_many_from_one(format!(
                 "this address has {} connections open on which no valid credential has been \
                  sent yet, all busy, the most one client may; close some",
@@ -189,6 +212,7 @@ impl ConnectionBounds {
         // Full: make room by closing a stranger's idle connection, if that
         // is enough (it is not when the team's connections fill the relay).
         if full(&open) && (!open.evict_from_the_largest() || full(&open)) {
+            counted(&open, Some(metrics::Budget::Relay));
             return Err(ApiError {
                 retry_after: Some(5),
                 ..ApiError::new(
@@ -209,6 +233,7 @@ impl ConnectionBounds {
                 )
             });
         }
+        counted(&open, None);
         let id = open.next_id;
         open.next_id += 1;
         open.count(id, client, activity);
@@ -258,6 +283,7 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
+        self.bounds.counts.closed();
         let mut open = self.bounds.open.lock().expect("connections lock");
         if !self.activity.evicted.load(Ordering::Acquire) {
             open.uncount(self.id, self.client);

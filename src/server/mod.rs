@@ -24,6 +24,7 @@ use crate::app;
 use crate::config::{Config, ConfigError, Connections, Tls};
 use crate::layers::limits::{self, RateLimits};
 use crate::mcp::McpEdge;
+use crate::metrics::Metrics;
 use crate::notify::Notifier;
 use crate::relay::Relay;
 use crate::state::AppState;
@@ -90,6 +91,7 @@ async fn build(
         .await
         .map_err(database::postgres_error)?;
     let state = AppState {
+        metrics: Arc::new(Metrics::new(relay.clone())),
         relay,
         limits: Arc::new(RateLimits::new(&config.limits)),
         config: Arc::new(config),
@@ -103,6 +105,8 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The plain listener that redirects to HTTPS, when there is one.
     pub redirect_addr: Option<SocketAddr>,
+    /// The metrics listener, when `RELAY_METRICS_ADDR` asks for one.
+    pub metrics_addr: Option<SocketAddr>,
     /// Under ACME: turns true once a certificate is deployed.
     pub certificate_ready: Option<watch::Receiver<bool>>,
     pub state: AppState,
@@ -177,7 +181,11 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
 
     let (tls, certificate_ready) = start_tls(&config, &store, &shutdown)?;
     let bounded = Bounded {
-        bounds: ConnectionBounds::new(config.connections, config.trusted_proxies.clone()),
+        bounds: ConnectionBounds::new(
+            config.connections,
+            config.trusted_proxies.clone(),
+            state.metrics.connections.clone(),
+        ),
     };
     let redirect_addr = match config.http_listen {
         Some(http_listen) => Some(serve_redirects(
@@ -186,6 +194,11 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
             addr.port(),
             &shutdown,
         )?),
+        None => None,
+    };
+
+    let metrics_addr = match config.metrics_listen {
+        Some(listen) => Some(serve_metrics(&state, listen, &shutdown).await?),
         None => None,
     };
 
@@ -215,6 +228,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
     Ok(Running {
         addr,
         redirect_addr,
+        metrics_addr,
         certificate_ready,
         state,
         mcp,
@@ -284,6 +298,53 @@ fn start_tls(
     })
 }
 
+/// Serves `GET /metrics` on a listener of its own, plain HTTP, no
+/// credentials: it is the operator's to keep to the machine (loopback by
+/// default) or a network of theirs. Where it listens.
+async fn serve_metrics(
+    state: &AppState,
+    listen: SocketAddr,
+    shutdown: &CancellationToken,
+) -> Result<SocketAddr, StartError> {
+    let listening = |source| StartError::Listen {
+        addr: listen,
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(listening)?;
+    let bound = listener.local_addr().map_err(listening)?;
+    let metrics = state.metrics.clone();
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        crate::metrics::CONTENT_TYPE,
+                    )],
+                    metrics.render(),
+                )
+            }
+        }),
+    );
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await;
+        if let Err(error) = served {
+            tracing::error!(
+                error = &error as &dyn std::error::Error,
+                "the metrics listener failed"
+            );
+        }
+    });
+    Ok(bound)
+}
+
 /// Serves the plain-HTTP listener that sends everyone to HTTPS on
 /// `https_port`; where it listens.
 fn serve_redirects(
@@ -297,6 +358,8 @@ fn serve_redirects(
         bounds: ConnectionBounds::new(
             Connections::redirector(config.connections.idle),
             config.trusted_proxies.clone(),
+            // The redirector's connections are not the relay's.
+            Arc::default(),
         ),
     });
     let app = tls::redirect_router(config, https_port).into_make_service();
@@ -322,6 +385,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         listen = %running.addr,
         tls,
         redirect = ?running.redirect_addr,
+        metrics = ?running.metrics_addr,
         public_url = %config.public_url,
         db,
         "crosstalk is serving"

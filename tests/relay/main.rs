@@ -18,6 +18,7 @@ mod inbox;
 mod instances;
 mod limits;
 mod matrix;
+mod metrics;
 mod oauth;
 mod oauth_clients;
 mod operate;

@@ -51,11 +51,14 @@ enum Kind {
     Anonymous,
     /// The page's hashed files and icon: public.
     Asset,
+    /// Not on the public listener at all (the metrics have their own).
+    Absent,
 }
 
 fn expected(kind: Kind, presents: Presents, success: u16) -> u16 {
     match (kind, presents) {
         (Kind::Open, _) => 200,
+        (Kind::Absent, _) => 404,
         (_, ForeignOrigin) => 403,
         (Kind::Asset | Kind::Anonymous, _) => success,
         (_, Bearer | AllowedOrigin) => success,
@@ -513,6 +516,7 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
             Kind::Anonymous,
             400,
         ),
+        ("GET", "/metrics", "/metrics", None, Kind::Absent, 404),
         ("GET", "/healthz", "/healthz", None, Kind::Open, 200),
         ("GET", "/readyz", "/readyz", None, Kind::Open, 200),
     ];

@@ -148,6 +148,11 @@ struct OpenStream {
 }
 
 impl Pushes {
+    /// How many streams are open that take pushes.
+    pub(super) fn listening(&self) -> usize {
+        self.lock().values().filter(|s| s.stream.is_some()).count()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Subscriber>> {
         self.feeds.lock().expect("pushes lock")
     }
