@@ -247,3 +247,47 @@ async fn counters_move_as_people_send_are_refused_wait_and_are_pushed_to() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_dashboard_names_only_metrics_the_relay_serves() {
+    let app = spawn_app_with(|config| {
+        config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    })
+    .await;
+    // One request, so the request families have samples.
+    http()
+        .get(format!("{}/healthz", app.url()))
+        .send()
+        .await
+        .unwrap();
+    let (text, _) = scrape(app.running.metrics_addr.unwrap()).await;
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/grafana-dashboard.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut named = 0;
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            for (at, _) in expr.match_indices("crosstalk_") {
+                let name: String = expr[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                let family = ["_total", "_bucket"]
+                    .iter()
+                    .find_map(|suffix| name.strip_suffix(suffix))
+                    .unwrap_or(&name);
+                assert!(
+                    text.contains(&format!("# TYPE {family} ")),
+                    "the dashboard's {name} is not served"
+                );
+                named += 1;
+            }
+        }
+    }
+    assert!(named >= 15, "{named}");
+}
