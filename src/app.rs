@@ -177,7 +177,7 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
     // | api streams    | Bearer, Basic, ?token=   | no      |
     // | pages          | Bearer or Basic          | yes     |
     // | OAuth consent  | Basic, also cross-site   | yes     |
-    // | OAuth (others) | none: the address quota  | yes     |
+    // | OAuth (others), the API's document | none: the address quota | yes |
     // | static assets  | none                     | no      |
     let guarded = Router::new()
         .merge(mcp)
@@ -231,9 +231,15 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
                     web::page_errors,
                 )),
         )
-        .merge(api::oauth::routes().route_layer(at_once()).route_layer(
-            middleware::from_fn_with_state(address_quota(), auth::count_anonymous),
-        ))
+        .merge(
+            api::oauth::routes()
+                .merge(api::public())
+                .route_layer(at_once())
+                .route_layer(middleware::from_fn_with_state(
+                    address_quota(),
+                    auth::count_anonymous,
+                )),
+        )
         .merge(web::assets());
     // CORS, for browser apps at the allowed origins: answers their
     // preflights before any credentials are asked for, and lets them read

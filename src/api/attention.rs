@@ -8,8 +8,9 @@ use crate::state::AppState;
 use crate::wire::{
     ApiError,
     attention::{
-        AnswerApproval, ApprovalView, Approvals, ApprovalsQuery, ChangeNotifications, DeviceView,
-        Devices, NewApprovalArgs, NewDevice, Notifications, PushKeyView,
+        AnswerApproval, ApprovalQuery, ApprovalView, Approvals, ApprovalsQuery,
+        ChangeNotifications, DeviceView, Devices, NewApprovalArgs, NewDevice, Notifications,
+        PushKeyView,
     },
     extract::{Body, Path, Query},
 };
@@ -64,7 +65,7 @@ pub(super) async fn approval(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<i64>,
-    Query(query): Query<ApprovalsQuery>,
+    Query(query): Query<ApprovalQuery>,
 ) -> ApiResult<ApprovalView> {
     let approval = state
         .relay

@@ -6,6 +6,7 @@
 
 mod attention;
 pub mod oauth;
+mod openapi;
 mod stream;
 
 use crate::model::{MessageId, ThreadId};
@@ -23,6 +24,11 @@ use axum::{
 };
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
+
+/// What anyone may read, without credentials: the API's own description.
+pub fn public() -> Router<AppState> {
+    Router::new().route("/api/openapi.json", get(openapi::serve))
+}
 
 /// Reads that answer at once: Bearer, or the team page's Basic credentials.
 pub fn reads() -> Router<AppState> {

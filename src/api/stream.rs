@@ -8,8 +8,8 @@
 //! exactly where it stopped. The stream ends when the client goes away or
 //! the relay shuts down.
 
-use crate::model::{Message, MessageId, ThreadId};
-use crate::relay::{Caller, Feed, NOTICE, Push, Update};
+use crate::model::{CHANNEL_PATTERN, HANDLE_PATTERN, Message, MessageId, ThreadId};
+use crate::relay::{Caller, Feed, MAX_FOLLOWS, NOTICE, Push, Update};
 use crate::state::AppState;
 use crate::wire::{
     ApiError, MessageView,
@@ -28,8 +28,9 @@ use std::{convert::Infallible, time::Duration};
 /// How often an idle stream sends a comment, so proxies and clients keep it open.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct StreamQuery {
+    /// Start after this message id (or `Last-Event-ID`); none: from now.
     since_id: Option<i64>,
 }
 
@@ -64,12 +65,26 @@ pub async fn thread_stream(
     ))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct InboxStreamQuery {
     /// Whose inbox, for the shared token.
+    #[schemars(pattern(HANDLE_PATTERN))]
     sender: Option<String>,
     /// Channels whose new posts the stream also carries, comma-separated.
+    #[schemars(pattern(follow_pattern()))]
     follow: Option<String>,
+}
+
+/// `follow`'s rule as a regular expression, for the API's document: up to
+/// [`MAX_FOLLOWS`] channel names between commas (empty ones skipped).
+fn follow_pattern() -> String {
+    let channel = CHANNEL_PATTERN
+        .trim_start_matches('^')
+        .trim_end_matches('$');
+    format!(
+        "^,*(?:{channel}(?:,+{channel}){{0,{}}})?,*$",
+        MAX_FOLLOWS - 1
+    )
 }
 
 /// `GET /api/inbox/stream`: the caller's inbox as it fills, each message
@@ -191,4 +206,26 @@ pub async fn arrivals(
         Some((event, arrivals))
     });
     Ok(sse(events))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_follow_pattern_takes_channels_between_commas() {
+        let pattern = regex::Regex::new(&follow_pattern()).unwrap();
+        let many = |n: usize| vec!["ops"; n].join(",");
+        for (text, ok) in [
+            ("", true),
+            ("ops", true),
+            (",ops,,release-1.2,", true),
+            ("ops,-x", false),
+            ("ops, release", false),
+            (&"c".repeat(65), false),
+            (&many(64), true),
+        ] {
+            assert_eq!(pattern.is_match(text), ok, "{text:?}");
+        }
+    }
 }

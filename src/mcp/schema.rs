@@ -11,7 +11,11 @@
 //!   `required` (the type already says whether it is);
 //! - `$ref`s are inlined and `$defs` and `$schema` dropped;
 //! - only the formats OpenAPI knows (`int32`, `int64`, `float`, `double`,
-//!   `date-time`) are kept; a `null` default is dropped.
+//!   `date-time`) are kept; a `null` default is dropped;
+//! - `pattern`s are dropped: they are there for the REST API's document
+//!   (`/api/openapi.json`), which a fuzzer holds the relay to; in a tool's
+//!   schema they would cost every agent's context hundreds of tokens for
+//!   what the descriptions already say, and regex dialects differ.
 //!
 //! `tests/relay/schemas.rs` walks every schema the relay lists and fails on
 //! anything a portable client would refuse.
@@ -84,6 +88,9 @@ fn simplify(value: Value, defs: &Map<String, Value>, depth: usize) -> Value {
     }
     if object.get("default") == Some(&Value::Null) {
         object.remove("default");
+    }
+    if object.get("pattern").is_some_and(Value::is_string) {
+        object.remove("pattern");
     }
     if let Some(Value::String(format)) = object.get("format")
         && !matches!(

@@ -86,6 +86,14 @@ impl WebhookFormat {
 #[derive(Clone, PartialEq, Eq)]
 pub struct WebhookUrl(String);
 
+/// An `https://` [`WebhookUrl`] as a regular expression, for the API's
+/// schemas (with `maxLength` [`MAX_WEBHOOK_LEN`]): a host of printable ASCII
+/// without credentials, then a path, query or fragment. (A relay that allows
+/// private destinations takes `http://` too; the document describes the
+/// default.)
+pub const HTTPS_URL_PATTERN: &str =
+    r##"^https://[!"$-.0-9;->A-~][!"$-.0-9:->A-~]*(?:[/?#][!-~]*)?$"##;
+
 impl WebhookUrl {
     pub fn parse(url: &str) -> Result<WebhookUrl, String> {
         if url.len() > MAX_WEBHOOK_LEN {
@@ -285,6 +293,30 @@ pub struct NewApproval {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_url_pattern_says_what_parse_does_for_https() {
+        let pattern = regex::Regex::new(HTTPS_URL_PATTERN).unwrap();
+        for text in [
+            "https://ntfy.sh/team-bob",
+            "https://h:8080?x#y",
+            "https://h#",
+            "https://",
+            "https://:80/",
+            "https://u@h/",
+            "https://h/@x",
+            "https://h/a b",
+            "https://é/",
+            "http://h/",
+            "https://h\n",
+            "https:///x",
+            "https://?q",
+            "ftp://h",
+        ] {
+            let ok = text.starts_with("https://") && WebhookUrl::parse(text).is_ok();
+            assert_eq!(pattern.is_match(text), ok, "{text:?}");
+        }
+    }
 
     #[test]
     fn webhook_urls_are_https_with_a_host_and_no_credentials() {

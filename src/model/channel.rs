@@ -5,6 +5,10 @@ use std::fmt;
 /// The longest channel name, in bytes (all of them ASCII).
 pub const MAX_CHANNEL_LEN: usize = 64;
 
+/// [`Channel::parse`]'s rule as a regular expression, for the API's schemas
+/// (held to it by the tests below).
+pub const CHANNEL_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$";
+
 /// A channel's name: `[A-Za-z0-9][A-Za-z0-9._-]{0,63}`, safe in URLs and logs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Channel(String);
@@ -54,6 +58,32 @@ mod tests {
         }
         for bad in ["", "-x", ".x", "with space", "a/b", "ünï", &"c".repeat(65)] {
             assert!(Channel::parse(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn the_pattern_says_what_parse_does() {
+        let pattern = regex::Regex::new(CHANNEL_PATTERN).unwrap();
+        for text in [
+            "ops",
+            "Release-1.4",
+            "a",
+            "0_x",
+            "",
+            "-x",
+            ".x",
+            "a b",
+            "a/b",
+            "ünï",
+            "x\n",
+            &"c".repeat(64),
+            &"c".repeat(65),
+        ] {
+            assert_eq!(
+                pattern.is_match(text),
+                Channel::parse(text).is_ok(),
+                "{text:?}"
+            );
         }
     }
 }

@@ -5,6 +5,10 @@ use std::fmt;
 /// The longest handle accepted, in bytes (all of them ASCII).
 pub const MAX_HANDLE_LEN: usize = 32;
 
+/// [`Handle::parse`]'s rule as a regular expression, for the API's schemas
+/// (held to it by the tests below).
+pub const HANDLE_PATTERN: &str = "^[a-z0-9][a-z0-9._-]{0,31}$";
+
 /// Why a handle was refused: each says exactly what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HandleError {
@@ -65,6 +69,36 @@ mod tests {
     fn accepts_the_documented_shape() {
         for ok in ["a", "alice", "0", "ci-bot", "j.doe_2", &"a".repeat(32)] {
             assert_eq!(Handle::parse(ok).unwrap().as_str(), ok);
+        }
+    }
+
+    #[test]
+    fn the_pattern_says_what_parse_does() {
+        let pattern = regex::Regex::new(HANDLE_PATTERN).unwrap();
+        for text in [
+            "a",
+            "alice",
+            "0",
+            "ci-bot",
+            "j.doe_2",
+            "",
+            "Alice",
+            "-lead",
+            ".x",
+            "_x",
+            "a b",
+            "a\n",
+            "\na",
+            "ünï",
+            "a:b",
+            &"a".repeat(32),
+            &"a".repeat(33),
+        ] {
+            assert_eq!(
+                pattern.is_match(text),
+                Handle::parse(text).is_ok(),
+                "{text:?}"
+            );
         }
     }
 

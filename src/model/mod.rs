@@ -14,11 +14,11 @@ mod token;
 
 pub use attention::{
     Approval, ApprovalId, ApprovalState, Behavior, DEFAULT_NOTIFY_AFTER, Device, DeviceId,
-    MAX_NOTIFY_AFTER, MAX_WEBHOOK_LEN, NewApproval, NotifySettings, Preview, Webhook,
-    WebhookFormat, WebhookUrl,
+    HTTPS_URL_PATTERN, MAX_NOTIFY_AFTER, MAX_WEBHOOK_LEN, NewApproval, NotifySettings, Preview,
+    Webhook, WebhookFormat, WebhookUrl,
 };
-pub use channel::{Channel, ChannelError, MAX_CHANNEL_LEN};
-pub use handle::{Handle, HandleError, MAX_HANDLE_LEN};
+pub use channel::{CHANNEL_PATTERN, Channel, ChannelError, MAX_CHANNEL_LEN};
+pub use handle::{HANDLE_PATTERN, Handle, HandleError, MAX_HANDLE_LEN};
 pub use ids::{MessageId, SessionId, ThreadId};
 pub use oauth::{
     Authorization, ClientIdUrl, ClientMetadata, ClientPolicy, CodeChallenge, Grant, GrantId,

@@ -17,7 +17,7 @@
 //!   person's audit trail.
 
 use super::notify::{About, Notice};
-use super::{Caller, Relay, RelayError, RelayResult, secrets};
+use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
 use crate::model::{
     Approval, ApprovalId, ApprovalState, Behavior, Millis, NewApproval, Preview, now_millis,
 };
@@ -34,7 +34,7 @@ pub const MAX_APPROVALS_LISTED: u32 = 200;
 const WAIT_RECHECK: Duration = Duration::from_secs(2);
 
 const MAX_REQUEST_ID_CHARS: usize = 64;
-const MAX_TOOL_NAME_CHARS: usize = 200;
+pub const MAX_TOOL_NAME_CHARS: usize = 200;
 const MAX_DESCRIPTION_CHARS: usize = 2_000;
 const MAX_PREVIEW_CHARS: usize = 4_000;
 
@@ -55,34 +55,47 @@ fn shortened(text: &str, max: usize) -> String {
     }
 }
 
+/// A client's id for its request, trimmed: 1 to 64 ASCII letters, digits,
+/// '-' or '_'.
+fn parse_request_id(raw: &str) -> RelayResult<&str> {
+    let request_id = raw.trim();
+    if request_id.is_empty()
+        || request_id.chars().count() > MAX_REQUEST_ID_CHARS
+        || !request_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(RelayError::BadInput(format!(
+            "request_id: 1 to {MAX_REQUEST_ID_CHARS} letters, digits, '-' or '_'"
+        )));
+    }
+    Ok(request_id)
+}
+
+/// [`parse_request_id`]'s rule as a regular expression, for the API's schemas.
+pub fn request_id_pattern() -> String {
+    let space = text::WHITESPACE;
+    format!("^[{space}]*[A-Za-z0-9_-]{{1,{MAX_REQUEST_ID_CHARS}}}[{space}]*$")
+}
+
 impl Relay {
     /// Keeps the caller's agent's request and tells the caller at once.
     pub async fn ask_approval(&self, caller: &Caller, ask: AskApproval) -> RelayResult<Approval> {
         let me = self.person(caller)?.clone();
-        let request_id = ask.request_id.trim();
-        if request_id.is_empty()
-            || request_id.chars().count() > MAX_REQUEST_ID_CHARS
-            || !request_id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
-            return Err(RelayError::BadInput(format!(
-                "request_id: 1 to {MAX_REQUEST_ID_CHARS} letters, digits, '-' or '_'"
-            )));
-        }
+        let request_id = parse_request_id(&ask.request_id)?;
         let tool_name = ask.tool_name.trim();
-        if tool_name.is_empty()
-            || tool_name.chars().count() > MAX_TOOL_NAME_CHARS
-            || tool_name.chars().any(char::is_control)
-        {
-            return Err(RelayError::BadInput(format!(
-                "tool_name: one line of 1 to {MAX_TOOL_NAME_CHARS} characters"
-            )));
+        if tool_name.is_empty() {
+            return Err(RelayError::bad_field("tool_name", "must not be empty"));
         }
-        // The client's own texts, kept short; a secret in either withholds
-        // the input preview, and the description too when it holds one.
-        let mut description = shortened(ask.description.trim(), MAX_DESCRIPTION_CHARS);
-        let preview = shortened(&ask.input_preview, MAX_PREVIEW_CHARS);
+        text::one_line(tool_name, MAX_TOOL_NAME_CHARS, || {
+            format!("tool_name: one line of 1 to {MAX_TOOL_NAME_CHARS} characters")
+        })?;
+        // The client's own texts, kept short and without NULs (which no
+        // database's text holds); a secret in either withholds the input
+        // preview, and the description too when it holds one.
+        let description = ask.description.replace('\0', "");
+        let mut description = shortened(description.trim(), MAX_DESCRIPTION_CHARS);
+        let preview = shortened(&ask.input_preview.replace('\0', ""), MAX_PREVIEW_CHARS);
         let in_description = secrets::find_secret(&description);
         if let Some(kind) = in_description {
             description = format!("withheld: looks like it contains {kind}");
@@ -218,4 +231,33 @@ fn not_yours(id: ApprovalId) -> RelayError {
     RelayError::Forbidden(format!(
         "approval {id} was asked by another person's agent: only they may see or answer it"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_request_id_pattern_says_what_parse_does() {
+        let pattern = regex::Regex::new(&request_id_pattern()).unwrap();
+        for text in [
+            "abc",
+            "a-b_C9",
+            " abc\n",
+            "",
+            " ",
+            "a b",
+            "a.b",
+            "ünï",
+            "\u{a0}x\u{3000}",
+            &"a".repeat(64),
+            &"a".repeat(65),
+        ] {
+            assert_eq!(
+                pattern.is_match(text),
+                parse_request_id(text).is_ok(),
+                "{text:?}"
+            );
+        }
+    }
 }

@@ -52,6 +52,22 @@ fn from_base64url(text: &str) -> Option<Vec<u8>> {
         .ok()
 }
 
+/// The base64url a browser's P-256 key (65 bytes, the first 4) and its
+/// authentication secret (16 bytes) take, as [`from_base64url`] reads them:
+/// for the API's schemas.
+pub fn p256dh_pattern() -> String {
+    key_pattern("B[A-P][A-Za-z0-9_-]{84}[AEIMQUYcgkosw048]")
+}
+
+pub fn auth_pattern() -> String {
+    key_pattern("[A-Za-z0-9_-]{21}[AQgw]")
+}
+
+fn key_pattern(base64url: &str) -> String {
+    let space = super::text::WHITESPACE;
+    format!("^[{space}]*{base64url}=*[{space}]*$")
+}
+
 impl Relay {
     /// The VAPID key, made on first use and kept.
     pub async fn push_key(&self) -> RelayResult<Arc<PushKey>> {
@@ -101,7 +117,7 @@ impl Relay {
             })?;
         let mine = self.store.devices(&me).await?;
         if mine.len() >= MAX_DEVICES && !mine.iter().any(|d| d.endpoint == endpoint) {
-            return Err(RelayError::BadInput(format!(
+            return Err(RelayError::Conflict(format!(
                 "you are notified on {MAX_DEVICES} browsers already: remove one first"
             )));
         }
@@ -149,4 +165,42 @@ impl Relay {
 
 fn internal(what: &'static str) -> RelayError {
     RelayError::Internal(what.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_patterns_say_what_decoding_does() {
+        let p256dh = regex::Regex::new(&p256dh_pattern()).unwrap();
+        let auth = regex::Regex::new(&auth_pattern()).unwrap();
+        let key = |bytes: &[u8]| base64url(bytes);
+        let mut point = vec![4u8; 65];
+        let mut cases = vec![key(&point), key(&point) + "=", key(&[4; 64]), key(&[4; 66])];
+        for last in 0..=255u8 {
+            point[64] = last;
+            cases.push(key(&point));
+            cases.push(key(&[last; 16]));
+        }
+        point[0] = 3;
+        cases.extend([
+            key(&point),
+            key(&[1; 15]),
+            key(&[1; 17]),
+            "A".repeat(87),
+            "A".repeat(22),
+        ]);
+        cases.extend([
+            format!(" {}==\n", key(&[7; 16])),
+            format!("{} =", key(&[7; 16])),
+        ]);
+        for text in cases {
+            let decoded = from_base64url(&text);
+            let is_point = decoded.as_ref().is_some_and(|k| k.len() == 65 && k[0] == 4);
+            let is_secret = decoded.as_ref().is_some_and(|k| k.len() == 16);
+            assert_eq!(p256dh.is_match(&text), is_point, "{text:?}");
+            assert_eq!(auth.is_match(&text), is_secret, "{text:?}");
+        }
+    }
 }

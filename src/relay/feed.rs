@@ -8,7 +8,7 @@
 //! nothing is lost and nothing is yielded twice. Any edge that streams a
 //! conversation (SSE today) drives one of these.
 
-use super::{Caller, MAX_PAGE, Relay, RelayResult, WaitSlot, send::parse_channel};
+use super::{Caller, MAX_PAGE, Relay, RelayResult, WaitSlot, read, send::parse_channel};
 use crate::model::{Message, MessageId, Place, ThreadId, now_millis};
 use std::{collections::VecDeque, sync::Arc};
 use tokio::sync::broadcast::{self, error::RecvError};
@@ -84,7 +84,7 @@ impl Relay {
             wake,
             relay: self.clone(),
             followed,
-            cursor: since_id.unwrap_or_default(),
+            cursor: read::cursor(since_id),
             backlog: VecDeque::new(),
             behind: true,
         })

@@ -31,9 +31,12 @@ mod team;
 mod text;
 mod waits;
 
-pub use approvals::{APPROVAL_KEPT, APPROVAL_LIFETIME, AskApproval, MAX_APPROVALS_LISTED};
+pub use approvals::{
+    APPROVAL_KEPT, APPROVAL_LIFETIME, AskApproval, MAX_APPROVALS_LISTED, MAX_TOOL_NAME_CHARS,
+    request_id_pattern,
+};
 pub use credentials::CHECK_EVERY;
-pub use devices::{MAX_DEVICES, PushKey, base64url};
+pub use devices::{MAX_DEVICES, PushKey, auth_pattern, base64url, p256dh_pattern};
 pub use error::{RelayError, RelayResult};
 pub use feed::{Feed, Update};
 pub use notify::{About, Arrivals, ESCALATE_EVERY, NOTICE_QUEUE, Notice, QUIET_PERIOD, first_line};
@@ -45,11 +48,12 @@ pub use push::{MAX_FOLLOWS, Push, PushFeed};
 pub use read::{
     Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer, Reader, ThreadPage,
 };
-pub use search::{MAX_QUERY_CHARS, MAX_SEARCH_PAGE, SEARCH_PAGE};
+pub use search::{MAX_QUERY_CHARS, MAX_SEARCH_PAGE, SEARCH_PAGE, query_pattern};
 pub use send::{ChannelPost, DirectMessage, MAX_KIND_CHARS};
 pub use sessions::KeptSession;
 pub use stats::Snapshot;
 pub use team::{MAX_NAME_CHARS, MAX_STATUS_CHARS, NewToken, Team};
+pub use text::{body_pattern, line_pattern};
 pub use waits::{CHANNEL_WAIT, INBOX_WAIT, MAX_WAIT, WaitSlot};
 
 use crate::model::{Handle, Millis, TokenHash, now_millis};

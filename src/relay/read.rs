@@ -10,8 +10,15 @@ use crate::model::{
 /// The most conversations an overview lists at once, and by default.
 pub const MAX_OVERVIEW_PAGE: u32 = 200;
 pub const OVERVIEW_PAGE: u32 = 50;
+
 /// Unread counts stop here ("99+" on the page).
 pub const MAX_UNREAD: u64 = 99;
+
+/// Where a read starts: after `since_id`; with none, or a negative one,
+/// from the start.
+pub(super) fn cursor(since_id: Option<MessageId>) -> MessageId {
+    since_id.unwrap_or_default().max(MessageId(0))
+}
 
 fn overview_limit(limit: Option<u32>) -> u32 {
     limit.unwrap_or(OVERVIEW_PAGE).clamp(1, MAX_OVERVIEW_PAGE)
@@ -85,7 +92,7 @@ impl Relay {
         reader: Reader,
     ) -> RelayResult<ThreadPage> {
         let limit = limit.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
-        let since_id = since_id.unwrap_or_default();
+        let since_id = cursor(since_id);
         let messages = self
             .store
             .thread(thread_id, since_id, limit, now_millis())
@@ -177,8 +184,7 @@ impl Relay {
         limit: Option<u32>,
     ) -> RelayResult<Page> {
         let channel = parse_channel(channel)?;
-        self.channel_page(&channel, since_id.unwrap_or_default(), limit)
-            .await
+        self.channel_page(&channel, cursor(since_id), limit).await
     }
 
     pub(super) async fn channel_page(

@@ -11,6 +11,12 @@ pub const MAX_QUERY_CHARS: usize = 200;
 pub const SEARCH_PAGE: u32 = 20;
 pub const MAX_SEARCH_PAGE: u32 = 50;
 
+/// The query's rule as a regular expression, for the API's schemas: 1 to
+/// [`MAX_QUERY_CHARS`] characters once trimmed.
+pub fn query_pattern() -> String {
+    super::text::trimmed_pattern(1, MAX_QUERY_CHARS, "")
+}
+
 impl Relay {
     /// Messages matching every word of `query` (the last also as a prefix),
     /// newest first, a page of at most `limit` after the cursor `before`.

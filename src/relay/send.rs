@@ -269,6 +269,11 @@ impl Relay {
         if body.trim().is_empty() {
             return Err(RelayError::BadInput("the body is empty".into()));
         }
+        if body.contains('\0') {
+            return Err(RelayError::BadInput(
+                "the body holds a NUL character, which no message may".into(),
+            ));
+        }
         if body.len() > self.settings.max_body_bytes {
             return Err(RelayError::TooLarge {
                 size: body.len(),

@@ -7,7 +7,7 @@
 //! and stream holds a [`WaitSlot`] while it is open, so one caller cannot
 //! tie up the relay with thousands of them.
 
-use super::{Caller, INBOX_BATCH, Page, Relay, RelayError, RelayResult, send::parse_channel};
+use super::{Caller, INBOX_BATCH, Page, Relay, RelayError, RelayResult, read, send::parse_channel};
 use crate::model::{Handle, Message, MessageId, Millis, Place, now_millis};
 use crate::store::{Offer, StoreFuture};
 use std::{
@@ -133,7 +133,7 @@ impl Relay {
     ) -> RelayResult<Page> {
         let timeout = parse_wait(timeout_s, CHANNEL_WAIT)?;
         let name = parse_channel(channel)?;
-        let since_id = since_id.unwrap_or_default();
+        let since_id = read::cursor(since_id);
         let _slot = self.wait_slot(caller, timeout)?;
         let wake = self.places.subscribe(&Place::Channel(name.clone()));
         let look = || async { Ok((self.channel_page(&name, since_id, None).await?, None)) };

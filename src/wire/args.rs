@@ -7,10 +7,11 @@
 //! Defaults are the core's, not these types': an absent field stays `None`
 //! all the way to the core, which says what it means.
 
-use crate::model::{MAX_CHANNEL_LEN, MAX_HANDLE_LEN, MessageId, ThreadId};
+use super::whole;
+use crate::model::{CHANNEL_PATTERN, HANDLE_PATTERN, MessageId, ThreadId};
 use crate::relay::{
-    ChannelPost, DirectMessage, MAX_KIND_CHARS, MAX_OVERVIEW_PAGE, MAX_PAGE, MAX_QUERY_CHARS,
-    MAX_SEARCH_PAGE, MAX_STATUS_CHARS, MAX_WAIT,
+    ChannelPost, DirectMessage, MAX_KIND_CHARS, MAX_STATUS_CHARS, body_pattern, line_pattern,
+    query_pattern,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -19,24 +20,26 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct SendMessage {
     /// Handle of the teammate whose agent should receive this.
-    #[schemars(length(min = 1, max = MAX_HANDLE_LEN))]
+    #[schemars(pattern(HANDLE_PATTERN))]
     pub to: String,
     /// The message text. Never include secrets: they are refused.
+    #[schemars(pattern(body_pattern()))]
     pub body: String,
     /// Reply within this thread; leave out to start a new one.
+    #[serde(default, deserialize_with = "whole::option")]
     #[schemars(range(min = 1))]
     pub thread_id: Option<i64>,
     /// A short label such as QUESTION, ANSWER, NOTE (default) or DONE.
     #[serde(rename = "type")]
-    #[schemars(length(max = MAX_KIND_CHARS))]
+    #[schemars(pattern(line_pattern(0, MAX_KIND_CHARS)))]
     pub kind: Option<String>,
     /// Only for the shared relay token: the handle to send as.
-    #[schemars(length(max = MAX_HANDLE_LEN))]
+    #[schemars(pattern(HANDLE_PATTERN))]
     pub sender: Option<String>,
     /// Seconds to wait for the recipient's reply in the thread: 0 (default,
     /// do not wait) to 50. The reply comes back as `reply`; at the timeout
     /// there is none, and it will reach your inbox as usual.
-    #[schemars(range(min = 0, max = MAX_WAIT.as_secs()))]
+    #[schemars(range(min = 0))]
     pub wait_for_reply_seconds: Option<f64>,
 }
 
@@ -59,10 +62,10 @@ pub struct CheckInbox {
     /// Seconds to wait for a message when none is waiting: 0 (default) to 50.
     // REST has always called it `timeout_s`, MCP `timeout_seconds`.
     #[serde(alias = "timeout_s")]
-    #[schemars(range(min = 0, max = MAX_WAIT.as_secs()))]
+    #[schemars(range(min = 0))]
     pub timeout_seconds: Option<f64>,
     /// Only for the shared relay token: whose inbox to check.
-    #[schemars(length(max = MAX_HANDLE_LEN))]
+    #[schemars(pattern(HANDLE_PATTERN))]
     pub sender: Option<String>,
 }
 
@@ -82,10 +85,9 @@ pub struct ReadThread {
 pub struct ThreadPage {
     /// Return only messages with a larger id (default 0: from the start);
     /// a long thread's next page starts after `next_since_id`.
-    #[schemars(range(min = 0))]
     pub since_id: Option<i64>,
     /// The most messages to return (default and maximum 500).
-    #[schemars(range(min = 1, max = MAX_PAGE))]
+    #[schemars(range(max = u32::MAX))]
     pub limit: Option<u32>,
 }
 
@@ -93,10 +95,10 @@ pub struct ThreadPage {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct SetStatus {
     /// One line teammates see next to your name, e.g. "reviewing the auth PR".
-    #[schemars(length(max = MAX_STATUS_CHARS))]
+    #[schemars(pattern(line_pattern(0, MAX_STATUS_CHARS)))]
     pub status: String,
     /// Only for the shared relay token: whose status to set.
-    #[schemars(length(max = MAX_HANDLE_LEN))]
+    #[schemars(pattern(HANDLE_PATTERN))]
     pub sender: Option<String>,
 }
 
@@ -104,22 +106,24 @@ pub struct SetStatus {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct PostMessage {
     /// Channel name: letters, digits, '.', '_' or '-'.
-    #[schemars(length(min = 1, max = MAX_CHANNEL_LEN))]
+    #[schemars(pattern(CHANNEL_PATTERN))]
     pub channel: String,
     /// The message text. Never include secrets: they are refused.
+    #[schemars(pattern(body_pattern()))]
     pub body: String,
     /// A short label such as QUESTION, ANSWER, NOTE (default) or DONE.
     #[serde(rename = "type")]
-    #[schemars(length(max = MAX_KIND_CHARS))]
+    #[schemars(pattern(line_pattern(0, MAX_KIND_CHARS)))]
     pub kind: Option<String>,
     /// A teammate's handle: the post also lands in their inbox.
-    #[schemars(length(max = MAX_HANDLE_LEN))]
+    #[schemars(pattern(HANDLE_PATTERN))]
     pub recipient: Option<String>,
     /// The id of the channel message this answers.
+    #[serde(default, deserialize_with = "whole::option")]
     #[schemars(range(min = 1))]
     pub reply_to: Option<i64>,
     /// Must be your own handle if given; only the shared token may name another.
-    #[schemars(length(max = MAX_HANDLE_LEN))]
+    #[schemars(pattern(HANDLE_PATTERN))]
     pub sender: Option<String>,
 }
 
@@ -140,13 +144,12 @@ impl From<PostMessage> for ChannelPost {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct GetMessages {
     /// Channel name.
-    #[schemars(length(min = 1, max = MAX_CHANNEL_LEN))]
+    #[schemars(pattern(CHANNEL_PATTERN))]
     pub channel: String,
     /// Return only messages with a larger id (default 0: from the start).
-    #[schemars(range(min = 0))]
     pub since_id: Option<i64>,
     /// The most messages to return (default and maximum 500).
-    #[schemars(range(min = 1, max = MAX_PAGE))]
+    #[schemars(range(max = u32::MAX))]
     pub limit: Option<u32>,
 }
 
@@ -154,14 +157,13 @@ pub struct GetMessages {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct WaitForMessage {
     /// Channel name.
-    #[schemars(length(min = 1, max = MAX_CHANNEL_LEN))]
+    #[schemars(pattern(CHANNEL_PATTERN))]
     pub channel: String,
     /// Wait for a message with a larger id than this (use the last_id you
     /// have; default 0: any message).
-    #[schemars(range(min = 0))]
     pub since_id: Option<i64>,
     /// Seconds to wait: 0 to 50 (default 30).
-    #[schemars(range(min = 0, max = MAX_WAIT.as_secs()))]
+    #[schemars(range(min = 0))]
     pub timeout_s: Option<f64>,
 }
 
@@ -169,10 +171,9 @@ pub struct WaitForMessage {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct ListChannels {
     /// The most channels to list (default 50, at most 200).
-    #[schemars(range(min = 1, max = MAX_OVERVIEW_PAGE))]
+    #[schemars(range(max = u32::MAX))]
     pub limit: Option<u32>,
     /// The next_before of the previous page, for the channels after it.
-    #[schemars(range(min = 1))]
     pub before: Option<i64>,
 }
 
@@ -182,13 +183,12 @@ pub struct SearchMessages {
     /// Words to find in message bodies: every word must match, the last
     /// also as the start of a word. At most 200 characters.
     #[serde(alias = "q")]
-    #[schemars(length(min = 1, max = MAX_QUERY_CHARS))]
+    #[schemars(pattern(query_pattern()))]
     pub query: String,
     /// The most messages to return (default 20, at most 50).
-    #[schemars(range(min = 1, max = MAX_SEARCH_PAGE))]
+    #[schemars(range(max = u32::MAX))]
     pub limit: Option<u32>,
     /// The next_before of the previous page, for the older results.
-    #[schemars(range(min = 1))]
     pub before: Option<i64>,
 }
 
@@ -196,5 +196,6 @@ pub struct SearchMessages {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct FollowChannel {
     /// The channel's name.
+    #[schemars(pattern(CHANNEL_PATTERN))]
     pub channel: String,
 }

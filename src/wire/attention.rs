@@ -3,10 +3,13 @@
 
 use super::timestamp;
 use crate::model::{
-    Approval, ApprovalState, Device, MAX_NOTIFY_AFTER, Millis, NotifySettings, Preview, Webhook,
-    WebhookFormat, WebhookUrl,
+    Approval, ApprovalState, Device, HTTPS_URL_PATTERN, MAX_NOTIFY_AFTER, MAX_WEBHOOK_LEN, Millis,
+    NotifySettings, Preview, Webhook, WebhookFormat, WebhookUrl,
 };
-use crate::relay::{AskApproval, RelayError};
+use crate::relay::{
+    AskApproval, MAX_TOOL_NAME_CHARS, RelayError, auth_pattern, line_pattern, p256dh_pattern,
+    request_id_pattern,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -47,15 +50,20 @@ impl From<&NotifySettings> for Notifications {
 #[serde(deny_unknown_fields)]
 pub struct ChangeNotifications {
     /// Seconds (0 to 86400); null: never.
-    #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<u64>")]
+    #[serde(default, deserialize_with = "super::whole::present")]
+    #[schemars(with = "Option<u64>", range(max = MAX_NOTIFY_AFTER / 1000))]
     pub after_seconds: Option<Option<u64>>,
     pub at_once_when_away: Option<bool>,
     /// An https:// URL; null: none.
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "Option<String>")]
+    #[schemars(
+        with = "Option<String>",
+        pattern(HTTPS_URL_PATTERN),
+        length(max = MAX_WEBHOOK_LEN)
+    )]
     pub webhook: Option<Option<String>>,
     /// `json`, `ntfy` or `slack`.
+    #[schemars(extend("enum" = ["json", "ntfy", "slack", null]))]
     pub webhook_format: Option<String>,
 }
 
@@ -114,7 +122,10 @@ impl ChangeNotifications {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct NewApprovalArgs {
     /// The client's id for its prompt (Claude Code's five letters).
+    #[schemars(pattern(request_id_pattern()))]
     pub request_id: String,
+    /// The tool the step runs, as the person will see it: one line.
+    #[schemars(pattern(line_pattern(1, MAX_TOOL_NAME_CHARS)))]
     pub tool_name: String,
     #[serde(default)]
     pub description: String,
@@ -137,6 +148,7 @@ impl From<NewApprovalArgs> for AskApproval {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct AnswerApproval {
     /// `allow` or `deny`.
+    #[schemars(extend("enum" = ["allow", "deny"]))]
     pub behavior: String,
 }
 
@@ -189,14 +201,19 @@ pub struct Approvals {
     pub approvals: Vec<ApprovalView>,
 }
 
-/// `GET /api/approvals` and `GET /api/approvals/{id}`'s query.
+/// `GET /api/approvals`'s query.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct ApprovalsQuery {
     /// Every approval kept (a week's), not only the pending ones.
     #[serde(default)]
     pub all: bool,
-    /// On one approval: wait up to this many seconds (at most 50) for its
-    /// answer.
+}
+
+/// `GET /api/approvals/{id}`'s query.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct ApprovalQuery {
+    /// Wait up to this many seconds (at most 50) for its answer.
+    #[schemars(range(min = 0))]
     pub wait_seconds: Option<f64>,
 }
 
@@ -212,6 +229,8 @@ pub struct PushKeyView {
 /// `toJSON()` gives it.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct NewDevice {
+    /// The push service's URL for this browser.
+    #[schemars(pattern(HTTPS_URL_PATTERN), length(max = MAX_WEBHOOK_LEN))]
     pub endpoint: String,
     pub keys: DeviceKeys,
     /// Given by some browsers; the push service's answers say when a
@@ -222,7 +241,11 @@ pub struct NewDevice {
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct DeviceKeys {
+    /// The browser's P-256 public key, uncompressed, in base64url.
+    #[schemars(pattern(p256dh_pattern()))]
     pub p256dh: String,
+    /// The browser's 16-byte authentication secret, in base64url.
+    #[schemars(pattern(auth_pattern()))]
     pub auth: String,
 }
 

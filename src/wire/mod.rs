@@ -12,6 +12,7 @@ pub mod attention;
 pub mod error;
 pub mod extract;
 pub mod push;
+pub mod whole;
 
 pub use error::ApiError;
 

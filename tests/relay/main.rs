@@ -21,6 +21,7 @@ mod matrix;
 mod metrics;
 mod oauth;
 mod oauth_clients;
+mod openapi;
 mod operate;
 mod page;
 mod participants;

@@ -79,37 +79,31 @@ async fn every_tool_schema_is_portable_and_described() {
         problems.join("\n")
     );
 
-    // Limits that match the core's.
+    // Limits as the core applies them: a wait or a page above its
+    // largest is read as the largest (the description says which), so
+    // the schema bounds only what is refused; the patterns the REST
+    // document carries are left out of tools (src/mcp/schema.rs).
     let schema = |name: &str| {
         let tool = tools.iter().find(|t| t.name == name).unwrap();
         Value::Object(tool.input_schema.as_ref().clone())
     };
     let inbox = schema("check_inbox");
-    assert_eq!(inbox["properties"]["timeout_seconds"]["minimum"], 0.0);
-    assert_eq!(inbox["properties"]["timeout_seconds"]["maximum"], 50.0);
-    let wait = schema("wait_for_message");
-    assert_eq!(wait["properties"]["timeout_s"]["maximum"], 50.0);
-    assert_eq!(
-        schema("get_messages")["properties"]["limit"]["maximum"],
-        500
+    let timeout = &inbox["properties"]["timeout_seconds"];
+    assert_eq!(timeout["minimum"], 0.0);
+    assert!(timeout.get("maximum").is_none(), "{timeout}");
+    assert!(
+        timeout["description"].as_str().unwrap().contains("50"),
+        "{timeout}"
     );
-    assert_eq!(
-        schema("list_channels")["properties"]["limit"]["maximum"],
-        200
+    let limit = &schema("get_messages")["properties"]["limit"];
+    assert!(
+        limit["description"].as_str().unwrap().contains("500"),
+        "{limit}"
     );
-    assert_eq!(
-        schema("search_messages")["properties"]["query"]["maxLength"],
-        200
-    );
-    assert_eq!(
-        schema("search_messages")["properties"]["limit"]["maximum"],
-        50
-    );
-    assert_eq!(
-        schema("set_status")["properties"]["status"]["maxLength"],
-        200
-    );
+    for tool in &tools {
+        let text = Value::Object(tool.input_schema.as_ref().clone()).to_string();
+        assert!(!text.contains("\"pattern\""), "{}: {text}", tool.name);
+    }
     let send = schema("send_message");
-    assert_eq!(send["properties"]["type"]["maxLength"], 32);
     assert_eq!(send["required"], serde_json::json!(["to", "body"]));
 }

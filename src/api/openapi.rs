@@ -1,0 +1,550 @@
+//! `GET /api/openapi.json`: the REST API as an OpenAPI 3.1 document. Every
+//! schema in it is generated from the type its route reads or answers
+//! with (the same `wire` types, through `schemars`), so a field changed in
+//! a type changes here too; the list of operations below is held equal to
+//! the router's `/api` routes by a test (`tests/relay/openapi.rs`). Every
+//! refusal has the one error shape, under each status the README lists
+//! and as the default.
+
+use super::stream::{InboxStreamQuery, StreamQuery};
+use crate::state::AppState;
+use crate::wire::{self, args, attention};
+use axum::{Json, extract::State};
+use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings};
+use serde_json::{Map, Value, json};
+
+/// A type's schema, as the generator makes it.
+type Schemer = fn(&mut SchemaGenerator) -> Schema;
+
+fn inline<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.root_schema_for::<T>()
+}
+
+fn named<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<T>()
+}
+
+/// What an operation answers with on success.
+enum Answer {
+    Json(u16, Schemer),
+    Events,
+    Nothing(u16),
+}
+
+/// Who may call: the credentials the route group takes.
+#[derive(Clone, Copy)]
+enum Takes {
+    Bearer,
+    BearerOrBasic,
+    Stream,
+}
+
+struct Operation {
+    method: &'static str,
+    path: &'static str,
+    summary: &'static str,
+    takes: Takes,
+    query: Option<Schemer>,
+    body: Option<Schemer>,
+    answer: Answer,
+}
+
+const fn op(
+    method: &'static str,
+    path: &'static str,
+    summary: &'static str,
+    takes: Takes,
+    query: Option<Schemer>,
+    body: Option<Schemer>,
+    answer: Answer,
+) -> Operation {
+    Operation {
+        method,
+        path,
+        summary,
+        takes,
+        query,
+        body,
+        answer,
+    }
+}
+
+/// Every `/api` route, with the types it reads and answers with.
+fn operations() -> Vec<Operation> {
+    use Answer::*;
+    use Takes::*;
+    vec![
+        op(
+            "get",
+            "/api/channels",
+            "Channels by latest activity",
+            BearerOrBasic,
+            Some(inline::<args::ListChannels>),
+            None,
+            Json(200, named::<wire::Channels>),
+        ),
+        op(
+            "get",
+            "/api/channels/{channel}/messages",
+            "A channel's messages after since_id",
+            BearerOrBasic,
+            Some(inline::<args::GetMessages>),
+            None,
+            Json(200, named::<wire::MessagePage>),
+        ),
+        op(
+            "post",
+            "/api/channels/{channel}/messages",
+            "Post in a channel",
+            Bearer,
+            None,
+            Some(named::<args::PostMessage>),
+            Json(201, named::<wire::Posted>),
+        ),
+        op(
+            "get",
+            "/api/channels/{channel}/wait",
+            "Wait (up to 50 s) for a channel's next messages",
+            BearerOrBasic,
+            Some(inline::<args::WaitForMessage>),
+            None,
+            Json(200, named::<wire::MessagePage>),
+        ),
+        op(
+            "get",
+            "/api/channels/{channel}/stream",
+            "A channel as Server-Sent Events",
+            Stream,
+            Some(inline::<StreamQuery>),
+            None,
+            Events,
+        ),
+        op(
+            "get",
+            "/api/threads/{id}",
+            "A thread's messages",
+            BearerOrBasic,
+            Some(inline::<ThreadPath>),
+            None,
+            Json(200, named::<wire::ThreadMessages>),
+        ),
+        op(
+            "get",
+            "/api/threads/{id}/stream",
+            "A thread as Server-Sent Events",
+            Stream,
+            Some(inline::<ThreadStreamQuery>),
+            None,
+            Events,
+        ),
+        op(
+            "get",
+            "/api/messages/{id}",
+            "One message, with its delivery",
+            BearerOrBasic,
+            Some(inline::<IdPath>),
+            None,
+            Json(200, named::<wire::OneMessage>),
+        ),
+        op(
+            "post",
+            "/api/messages",
+            "Send a direct message (and wait for the reply)",
+            Bearer,
+            None,
+            Some(named::<args::SendMessage>),
+            Json(201, named::<wire::Sent>),
+        ),
+        op(
+            "get",
+            "/api/inbox",
+            "Take what waits in your inbox (waiting up to 50 s)",
+            Bearer,
+            Some(inline::<args::CheckInbox>),
+            None,
+            Json(200, named::<wire::Messages>),
+        ),
+        op(
+            "get",
+            "/api/inbox/stream",
+            "Your inbox as Server-Sent Events, each message pushed",
+            Bearer,
+            Some(inline::<InboxStreamQuery>),
+            None,
+            Events,
+        ),
+        op(
+            "get",
+            "/api/me/stream",
+            "Messages to you as they arrive, for the page",
+            Stream,
+            None,
+            None,
+            Events,
+        ),
+        op(
+            "get",
+            "/api/people",
+            "The team",
+            BearerOrBasic,
+            None,
+            None,
+            Json(200, named::<wire::Peers>),
+        ),
+        op(
+            "get",
+            "/api/search",
+            "Search live messages",
+            BearerOrBasic,
+            Some(inline::<args::SearchMessages>),
+            None,
+            Json(200, named::<wire::SearchResults>),
+        ),
+        op(
+            "put",
+            "/api/status",
+            "Set your status line",
+            Bearer,
+            None,
+            Some(named::<args::SetStatus>),
+            Json(200, named::<wire::StatusSet>),
+        ),
+        op(
+            "get",
+            "/api/me/notifications",
+            "Your notification settings",
+            BearerOrBasic,
+            None,
+            None,
+            Json(200, named::<attention::Notifications>),
+        ),
+        op(
+            "put",
+            "/api/me/notifications",
+            "Change your notification settings",
+            Bearer,
+            None,
+            Some(named::<attention::ChangeNotifications>),
+            Json(200, named::<attention::Notifications>),
+        ),
+        op(
+            "get",
+            "/api/approvals",
+            "Your agents' permission prompts",
+            BearerOrBasic,
+            Some(inline::<attention::ApprovalsQuery>),
+            None,
+            Json(200, named::<attention::Approvals>),
+        ),
+        op(
+            "post",
+            "/api/approvals",
+            "Ask your person to allow a step",
+            Bearer,
+            None,
+            Some(named::<attention::NewApprovalArgs>),
+            Json(201, named::<attention::ApprovalView>),
+        ),
+        op(
+            "get",
+            "/api/approvals/{id}",
+            "One prompt; with wait, until it is answered",
+            BearerOrBasic,
+            Some(inline::<ApprovalPath>),
+            None,
+            Json(200, named::<attention::ApprovalView>),
+        ),
+        op(
+            "post",
+            "/api/approvals/{id}",
+            "Answer a prompt: allow or deny",
+            Bearer,
+            Some(inline::<IdPath>),
+            Some(named::<attention::AnswerApproval>),
+            Json(200, named::<attention::ApprovalView>),
+        ),
+        op(
+            "get",
+            "/api/push/key",
+            "The relay's Web Push key",
+            BearerOrBasic,
+            None,
+            None,
+            Json(200, named::<attention::PushKeyView>),
+        ),
+        op(
+            "get",
+            "/api/push/subscriptions",
+            "Your browsers subscribed to Web Push",
+            BearerOrBasic,
+            None,
+            None,
+            Json(200, named::<attention::Devices>),
+        ),
+        op(
+            "post",
+            "/api/push/subscriptions",
+            "Subscribe a browser to Web Push",
+            Bearer,
+            None,
+            Some(named::<attention::NewDevice>),
+            Json(201, named::<attention::DeviceView>),
+        ),
+        op(
+            "delete",
+            "/api/push/subscriptions/{id}",
+            "Forget a browser",
+            Bearer,
+            Some(inline::<IdPath>),
+            None,
+            Nothing(204),
+        ),
+    ]
+}
+
+// The path parameters of routes whose handler reads them apart from their
+// query, as the documents describe them.
+
+/// `{id}`.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct IdPath {
+    /// The id.
+    id: i64,
+}
+
+/// `{id}` and the thread page's query.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ThreadPath {
+    /// The thread's id.
+    id: i64,
+    #[serde(flatten)]
+    page: args::ThreadPage,
+}
+
+/// `{id}` and the approval's query.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ApprovalPath {
+    /// The approval's id.
+    id: i64,
+    #[serde(flatten)]
+    query: attention::ApprovalQuery,
+}
+
+/// `{id}` and a stream's query.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ThreadStreamQuery {
+    /// The thread's id.
+    id: i64,
+    #[serde(flatten)]
+    query: StreamQuery,
+}
+
+/// The statuses every operation may answer with, besides its own, and why.
+const REFUSALS: [(u16, &str); 10] = [
+    (400, "malformed input: the message says which field and why"),
+    (401, "no credential, or an unknown or revoked one"),
+    (
+        403,
+        "another person's, another site's, or a route this credential may not use",
+    ),
+    (404, "no such thing (or not yours)"),
+    (
+        409,
+        "in conflict with what is stored (an approval answered already)",
+    ),
+    (413, "a body larger than the relay takes"),
+    (415, "a body that is not JSON"),
+    (
+        422,
+        "a body that looks like it carries a secret: nothing was stored",
+    ),
+    (429, "a quota ran out: Retry-After says when to try again"),
+    (503, "the database cannot be reached just now: Retry-After"),
+];
+
+/// One Server-Sent Event of a stream, as a client parses it.
+fn event_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "event": {
+                "type": "string",
+                "description": "`message` (or none), `notice`, `delivery`, `resync`: the README's streams",
+            },
+            "data": { "type": "string", "contentMediaType": "application/json" },
+            "id": { "type": "string", "description": "a message's id, for `Last-Event-ID`" },
+            "retry": { "type": "integer", "minimum": 0 },
+        },
+    })
+}
+
+/// The document, for a relay at `public_url` (made at each request: it is
+/// small, and asked for rarely).
+pub fn document(public_url: &str) -> Value {
+    let mut generator = SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "#/components/schemas/".into())
+        .into_generator();
+    let mut paths = Map::new();
+    for operation in operations() {
+        let mut parameters = Vec::new();
+        let in_path = |name: &str| operation.path.contains(&format!("{{{name}}}"));
+        if let Some(query) = operation.query {
+            let schema = query(&mut generator);
+            let required: Vec<String> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|n| n.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                for (name, property) in properties {
+                    let path = in_path(name);
+                    let mut property = property.clone();
+                    let description = property
+                        .as_object_mut()
+                        .and_then(|p| p.remove("description"));
+                    let mut parameter = json!({
+                        "name": name,
+                        "in": if path { "path" } else { "query" },
+                        "required": path || required.contains(name),
+                        "schema": property,
+                    });
+                    if let Some(description) = description {
+                        parameter["description"] = description;
+                    }
+                    parameters.push(parameter);
+                }
+            }
+        }
+        for segment in operation.path.split('/') {
+            if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}'))
+                && !parameters.iter().any(|p| p["name"] == name)
+            {
+                parameters.push(json!({
+                    "name": name, "in": "path", "required": true, "schema": { "type": "string" },
+                }));
+            }
+        }
+        let mut responses = Map::new();
+        match operation.answer {
+            Answer::Json(status, schema) => {
+                responses.insert(
+                    status.to_string(),
+                    json!({
+                        "description": "done",
+                        "content": { "application/json": { "schema": schema(&mut generator) } },
+                    }),
+                );
+            }
+            Answer::Events => {
+                responses.insert(
+                    "200".into(),
+                    json!({
+                        "description": "Server-Sent Events: `message` events carry a message's JSON; \
+                                        `notice`, `delivery` and `resync` events as the README says",
+                        "content": { "text/event-stream": { "schema": event_schema() } },
+                    }),
+                );
+            }
+            Answer::Nothing(status) => {
+                responses.insert(status.to_string(), json!({ "description": "done" }));
+            }
+        }
+        for (status, why) in REFUSALS {
+            responses.insert(status.to_string(), json!({ "$ref": format!("#/components/responses/refused{status}"), "description": why }));
+        }
+        responses.insert(
+            "default".into(),
+            json!({ "$ref": "#/components/responses/refused" }),
+        );
+        let mut entry = json!({
+            "summary": operation.summary,
+            "operationId": format!(
+                "{}{}",
+                operation.method,
+                operation.path.replace(['/', '{', '}'], "_")
+            ),
+            "parameters": parameters,
+            "responses": responses,
+            "security": match operation.takes {
+                Takes::Bearer => json!([{ "bearer": [] }]),
+                Takes::BearerOrBasic => json!([{ "bearer": [] }, { "basic": [] }]),
+                Takes::Stream => json!([{ "bearer": [] }, { "basic": [] }, { "query": [] }]),
+            },
+        });
+        if let Some(body) = operation.body {
+            entry["requestBody"] = json!({
+                "required": true,
+                "content": { "application/json": { "schema": body(&mut generator) } },
+            });
+        }
+        paths
+            .entry(operation.path)
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .expect("a path item is an object")
+            .insert(operation.method.to_owned(), entry);
+    }
+    let mut schemas = generator.take_definitions(true);
+    schemas.insert(
+        "Error".into(),
+        json!({
+            "type": "object",
+            "required": ["error"],
+            "properties": {
+                "error": {
+                    "type": "object",
+                    "required": ["code", "message"],
+                    "properties": {
+                        "code": { "type": "string", "description": "a stable name for the failure" },
+                        "message": { "type": "string", "description": "what to change" },
+                    },
+                },
+            },
+        }),
+    );
+    let refused = |why: &str| {
+        json!({
+            "description": why,
+            "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } },
+        })
+    };
+    let mut responses = Map::new();
+    responses.insert("refused".into(), refused("refused: the error says why"));
+    for (status, why) in REFUSALS {
+        responses.insert(format!("refused{status}"), refused(why));
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "crosstalk",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "The REST API of a crosstalk relay: the MCP tools' twins, long-polls and \
+                            Server-Sent Events. Every refusal is {\"error\":{\"code\",\"message\"}}.",
+        },
+        "servers": [{ "url": public_url }],
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "responses": responses,
+            "securitySchemes": {
+                "bearer": { "type": "http", "scheme": "bearer", "description": "a person's xtalk_ token" },
+                "basic": { "type": "http", "scheme": "basic", "description": "the team page's: the token as the password; reads only" },
+                "query": { "type": "apiKey", "in": "query", "name": "token", "description": "streams only, for clients that cannot set headers" },
+            },
+        },
+    })
+}
+
+/// `GET /api/openapi.json`: public, like the routes' own refusals.
+pub async fn serve(State(state): State<AppState>) -> Json<Value> {
+    Json(document(&state.config.public_url))
+}
