@@ -12,6 +12,7 @@ use crate::wire::{self, args, attention};
 use axum::{Json, extract::State};
 use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
+use std::sync::LazyLock;
 
 /// A type's schema, as the generator makes it.
 type Schemer = fn(&mut SchemaGenerator) -> Schema;
@@ -383,9 +384,9 @@ fn event_schema() -> Value {
     })
 }
 
-/// The document, for a relay at `public_url` (made at each request: it is
-/// small, and asked for rarely).
-pub fn document(public_url: &str) -> Value {
+/// The document, without its server: the same for every relay, so made
+/// once (see [`serve`]).
+fn document() -> Value {
     let mut generator = SchemaSettings::draft2020_12()
         .with(|s| s.definitions_path = "#/components/schemas/".into())
         .into_generator();
@@ -530,7 +531,6 @@ pub fn document(public_url: &str) -> Value {
             "description": "The REST API of a crosstalk relay: the MCP tools' twins, long-polls and \
                             Server-Sent Events. Every refusal is {\"error\":{\"code\",\"message\"}}.",
         },
-        "servers": [{ "url": public_url }],
         "paths": paths,
         "components": {
             "schemas": schemas,
@@ -546,5 +546,8 @@ pub fn document(public_url: &str) -> Value {
 
 /// `GET /api/openapi.json`: public, like the routes' own refusals.
 pub async fn serve(State(state): State<AppState>) -> Json<Value> {
-    Json(document(&state.config.public_url))
+    static DOCUMENT: LazyLock<Value> = LazyLock::new(document);
+    let mut document = DOCUMENT.clone();
+    document["servers"] = json!([{ "url": state.config.public_url }]);
+    Json(document)
 }
