@@ -398,22 +398,35 @@ async fn people_are_told_and_approve_in_a_real_browser() {
         .find(|r| r["scopeURL"] == format!("{url}/"))
         .unwrap()["registrationId"]
         .clone();
-    chrome
-        .send(
-            "ServiceWorker.deliverPushMessage",
-            json!({ "origin": url, "registrationId": registration_id, "data": payload }),
-        )
-        .await;
     chrome.front().await;
-    assert_eq!(
+    // Chromium's DevTools push delivery drops a message now and then (seen
+    // here about one time in two, right after the worker activates, while
+    // `showNotification` from the worker itself never failed), so the push
+    // is delivered again until it is shown. Its tag keeps it to one
+    // notification however often it comes.
+    let mut shown = json!([]);
+    for _ in 0..10 {
         chrome
+            .send(
+                "ServiceWorker.deliverPushMessage",
+                json!({ "origin": url, "registrationId": registration_id, "data": payload }),
+            )
+            .await;
+        shown = chrome
             .eval(
                 "navigator.serviceWorker.ready.then(async r => { \
-                   for (;;) { const shown = await r.getNotifications(); \
+                   for (let waited = 0; waited < 2000; waited += 20) { const shown = await r.getNotifications(); \
                      if (shown.length) return shown.map(n => ({ title: n.title, body: n.body, tag: n.tag, url: n.data.url })); \
-                     await new Promise(next => setTimeout(next, 20)); } })"
+                     await new Promise(next => setTimeout(next, 20)); } \
+                   return []; })",
             )
-            .await,
+            .await;
+        if shown != json!([]) {
+            break;
+        }
+    }
+    assert_eq!(
+        shown,
         json!([{"title": "alice is waiting for your answer", "body": "Can you review #42?",
                 "tag": format!("thread-{thread}"), "url": format!("{url}/threads/{thread}")}])
     );
