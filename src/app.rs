@@ -178,6 +178,7 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
     // | pages          | Bearer or Basic          | yes     |
     // | OAuth consent  | Basic, also cross-site   | yes     |
     // | OAuth (others), the API's document | none: the address quota | yes |
+    // | OAuth registration | none: the address quota and the registrations' budget | yes |
     // | static assets  | none                     | no      |
     let guarded = Router::new()
         .merge(mcp)
@@ -233,6 +234,12 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
         )
         .merge(
             api::oauth::routes()
+                .merge(
+                    api::oauth::registration().route_layer(middleware::from_fn_with_state(
+                        address_quota(),
+                        auth::count_registration,
+                    )),
+                )
                 .merge(api::public())
                 .route_layer(at_once())
                 .route_layer(middleware::from_fn_with_state(

@@ -6,6 +6,7 @@
 //! shapes (`{"error", "error_description"}`), never cached. The consent
 //! page, which a person answers, is the team page's (`web/oauth.rs`).
 
+use crate::layers::auth::Challenge;
 use crate::model::ClientMetadata;
 use crate::relay::{Issued, Relay, RelayError, SCOPE, TokenRefusal};
 use crate::state::AppState;
@@ -34,19 +35,36 @@ pub fn routes() -> Router<AppState> {
             "/.well-known/oauth-authorization-server",
             get(authorization_server),
         )
-        .route("/oauth/register", post(register))
         .route("/oauth/token", post(token))
         .route("/oauth/revoke", post(revoke))
 }
 
-/// The `WWW-Authenticate` a 401 on `/mcp` carries, which starts an OAuth
-/// client's discovery (a request with a static token never gets it).
-pub fn challenge(public_url: &str) -> HeaderValue {
-    let value = format!(
+/// Dynamic Client Registration, which has a budget of its own.
+pub fn registration() -> Router<AppState> {
+    Router::new().route("/oauth/register", post(register))
+}
+
+/// The `WWW-Authenticate` a 401 on `/mcp` carries: where an OAuth client
+/// signs in, but not for a request with a person's static token (a valid
+/// one is served; a refused one is told so and sent nowhere).
+pub fn challenge(public_url: &str) -> Challenge {
+    let sign_in = format!(
         "Bearer realm=\"crosstalk\", resource_metadata=\"{public_url}{RESOURCE_METADATA_PATH}\", \
          scope=\"{SCOPE}\""
     );
-    HeaderValue::from_str(&value).unwrap_or(HeaderValue::from_static("Bearer"))
+    let header =
+        |value: &str| HeaderValue::from_str(value).unwrap_or(HeaderValue::from_static("Bearer"));
+    Challenge {
+        token_refused: header(&format!(
+            "{sign_in}, error=\"invalid_token\", error_description=\"the token is unknown, \
+             expired or revoked\""
+        )),
+        sign_in: header(&sign_in),
+        person_token_refused: HeaderValue::from_static(
+            "Bearer realm=\"crosstalk\", error=\"invalid_token\", error_description=\"the \
+             token is unknown or was revoked or rotated: ask for a new one (crosstalk rotate)\"",
+        ),
+    }
 }
 
 /// How these endpoints say no: in OAuth's shape, with the status the

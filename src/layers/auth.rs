@@ -14,6 +14,7 @@ use super::{
     limits::{Limited, RateLimits},
 };
 use crate::host::{Cidr, ForwardedHeader};
+use crate::model::looks_like_a_persons_token;
 use crate::relay::{Caller, Relay, RelayError};
 use crate::wire::ApiError;
 use axum::{
@@ -190,10 +191,36 @@ pub struct Credentials {
     pub trusted_proxies: Arc<[Cidr]>,
     pub forwarded_header: ForwardedHeader,
     pub accept: Accept,
-    /// On the OAuth resource (`/mcp`) only: the challenge a 401 carries
-    /// (`Bearer resource_metadata=…`), which starts a client's OAuth
-    /// discovery; OAuth access tokens are taken only where it is set.
-    pub challenge: Option<HeaderValue>,
+    /// On the OAuth resource (`/mcp`) only: what a 401 says, which may
+    /// start a client's OAuth discovery; OAuth access tokens are taken only
+    /// where it is set.
+    pub challenge: Option<Challenge>,
+}
+
+/// The `WWW-Authenticate` of a 401 on the OAuth resource (RFC 6750 §3,
+/// RFC 9728 §5.1), by what the request presented.
+#[derive(Clone)]
+pub struct Challenge {
+    /// No token: where to sign in (`resource_metadata=…`).
+    pub sign_in: HeaderValue,
+    /// A token that is not a person's, refused (an OAuth access token that
+    /// expired or whose grant ended): `invalid_token`, and where to sign in
+    /// again.
+    pub token_refused: HeaderValue,
+    /// A person's static token, refused (revoked, rotated, mistyped):
+    /// `invalid_token` and no pointer into OAuth. A client set up with a
+    /// static token is told its token was refused, never sent to sign in.
+    pub person_token_refused: HeaderValue,
+}
+
+impl Challenge {
+    fn for_presented(&self, presented: Option<&str>) -> &HeaderValue {
+        match presented {
+            None => &self.sign_in,
+            Some(token) if looks_like_a_persons_token(token) => &self.person_token_refused,
+            Some(_) => &self.token_refused,
+        }
+    }
 }
 
 /// Authenticates with the credentials the group accepts and puts the
@@ -214,6 +241,13 @@ pub async fn require(
         .as_ref()
         .ok()
         .and_then(|p| p.as_ref().map(|(_, via)| *via));
+    let challenge = credentials.challenge.as_ref().map(|challenge| {
+        let bearer = match &presented {
+            Ok(Some((token, Via::Bearer))) => Some(token.as_str()),
+            _ => None,
+        };
+        challenge.for_presented(bearer).clone()
+    });
     let authenticated = match authenticate(&credentials, presented, address).await {
         Ok(caller)
             if caller.grant().is_some()
@@ -237,12 +271,12 @@ pub async fn require(
         }
         Err(refused) => {
             let mut response = ApiError::from(refused).into_response();
-            if let Some(challenge) = &credentials.challenge
+            if let Some(challenge) = challenge
                 && response.status() == StatusCode::UNAUTHORIZED
             {
                 response
                     .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, challenge.clone());
+                    .insert(header::WWW_AUTHENTICATE, challenge);
             }
             response
         }
@@ -283,6 +317,21 @@ pub async fn count_anonymous(
 ) -> Response {
     let address = client::address(&request, &quota.trusted_proxies, quota.forwarded_header);
     match quota.limits.anonymous(address) {
+        Ok(()) => next.run(request).await,
+        Err(limited) => ApiError::from(Refused::from(limited)).into_response(),
+    }
+}
+
+/// Counts an OAuth client registration against its address's budget for
+/// them (and the relay's), besides the address's quota for anything
+/// anonymous.
+pub async fn count_registration(
+    State(quota): State<AddressQuota>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let address = client::address(&request, &quota.trusted_proxies, quota.forwarded_header);
+    match quota.limits.registration(address) {
         Ok(()) => next.run(request).await,
         Err(limited) => ApiError::from(Refused::from(limited)).into_response(),
     }

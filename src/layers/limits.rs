@@ -8,6 +8,11 @@
 //!   refused *before* any token lookup until its quota refills, so guessing
 //!   tokens is slow as well as hopeless.
 //!
+//! - OAuth client registrations (open to anyone, and each a row kept for a
+//!   day) have a budget of their own, per address and for the whole relay,
+//!   whatever the quotas above: a flood of registrations neither fills the
+//!   store nor crowds out a real client's.
+//!
 //! IPv6 addresses are counted by their /64, which one client usually holds
 //! whole. Keyed state is pruned every minute, and early when it grows past
 //! [`MAX_KEYS`], so it stays bounded however many addresses appear.
@@ -15,7 +20,7 @@
 use crate::config::{Limits, Rate};
 use crate::host::client_group;
 use governor::{
-    DefaultKeyedRateLimiter, Quota, RateLimiter,
+    DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter,
     clock::{Clock, DefaultClock},
 };
 use std::{
@@ -29,6 +34,15 @@ use std::{
 pub const MAX_KEYS: usize = 65_536;
 /// How often [`RateLimits::prune`] should run.
 pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Client registrations one address may make: this many at once, then
+/// one every [`REGISTRATION_REFILL`] (a person adds an app a few times).
+pub const REGISTRATIONS_PER_ADDRESS: u32 = 10;
+/// Client registrations the whole relay takes: this many at once, then one
+/// every [`REGISTRATION_REFILL`] divided by ten.
+pub const REGISTRATIONS_PER_RELAY: u32 = 100;
+/// How long a used registration takes to come back, per address.
+pub const REGISTRATION_REFILL: Duration = Duration::from_secs(360);
 
 /// A request refused by a quota: what ran out, and when to try again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,7 +67,14 @@ pub struct RateLimits {
     per_address: Option<DefaultKeyedRateLimiter<IpAddr>>,
     /// Addresses that ran out of their quota, and until when they are refused.
     blocked: Mutex<HashMap<IpAddr, Instant>>,
+    /// OAuth client registrations, per address and in all.
+    registrations_per_address: DefaultKeyedRateLimiter<IpAddr>,
+    registrations: DefaultDirectRateLimiter,
     clock: DefaultClock,
+}
+
+fn nonzero(n: u32) -> std::num::NonZeroU32 {
+    std::num::NonZeroU32::new(n).expect("a budget above zero")
 }
 
 fn quota(rate: Rate) -> Quota {
@@ -70,8 +91,38 @@ impl RateLimits {
                 .per_address
                 .map(|rate| RateLimiter::keyed(quota(rate))),
             blocked: Mutex::new(HashMap::new()),
+            registrations_per_address: RateLimiter::keyed(
+                Quota::with_period(REGISTRATION_REFILL)
+                    .expect("a period above zero")
+                    .allow_burst(nonzero(REGISTRATIONS_PER_ADDRESS)),
+            ),
+            registrations: RateLimiter::direct(
+                Quota::with_period(REGISTRATION_REFILL / 10)
+                    .expect("a period above zero")
+                    .allow_burst(nonzero(REGISTRATIONS_PER_RELAY)),
+            ),
             clock: DefaultClock::default(),
         }
+    }
+
+    /// Counts an OAuth client registration from `ip`.
+    pub fn registration(&self, ip: IpAddr) -> Result<(), Limited> {
+        let key = client_group(ip);
+        if let Err(not_until) = self.registrations_per_address.check_key(&key) {
+            return Err(Limited::new(
+                "too many client registrations from this address",
+                not_until.wait_time_from(self.clock.now()),
+            ));
+        }
+        if self.registrations_per_address.len() > MAX_KEYS {
+            self.registrations_per_address.retain_recent();
+        }
+        self.registrations.check().map_err(|not_until| {
+            Limited::new(
+                "too many client registrations on this relay just now",
+                not_until.wait_time_from(self.clock.now()),
+            )
+        })
     }
 
     /// Counts a request made with valid credentials.
@@ -144,6 +195,8 @@ impl RateLimits {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }
+        self.registrations_per_address.retain_recent();
+        self.registrations_per_address.shrink_to_fit();
         let now = Instant::now();
         self.blocked
             .lock()
@@ -156,6 +209,7 @@ impl RateLimits {
         self.per_credential.as_ref().map_or(0, |l| l.len())
             + self.per_address.as_ref().map_or(0, |l| l.len())
             + self.blocked.lock().expect("blocked addresses lock").len()
+            + self.registrations_per_address.len()
     }
 }
 

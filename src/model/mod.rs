@@ -25,7 +25,9 @@ pub use oauth::{
     GrantTokens, LiveGrant, MAX_CLIENT_NAME_LEN, MAX_REDIRECT_URIS, MAX_URL_LEN, MetadataRefusal,
     OAuthRefusal, Redeemed, RedirectUri, Refreshed, RegisteredClient,
 };
-pub use token::{TOKEN_BODY_LEN, TOKEN_PREFIX, Token, TokenHash};
+pub use token::{
+    OAUTH_TOKEN_PREFIX, TOKEN_BODY_LEN, TOKEN_PREFIX, Token, TokenHash, looks_like_a_persons_token,
+};
 
 /// Milliseconds since the Unix epoch: the one time type of crosstalk.
 pub type Millis = i64;

@@ -749,4 +749,75 @@ mod tests {
             assert!(refused.0.contains(says), "{bad}: {refused}");
         }
     }
+
+    #[test]
+    fn the_client_policy_admits_whom_it_lists_and_no_one_else() {
+        let uris = |list: &[&str]| -> Vec<RedirectUri> {
+            list.iter()
+                .map(|u| RedirectUri::parse(u).unwrap())
+                .collect()
+        };
+        let default = ClientPolicy::parse(ClientPolicy::DEFAULT).unwrap();
+        for admitted in [
+            "https://claude.ai/api/mcp/auth_callback",
+            "https://claude.com/api/mcp/auth_callback",
+            "https://chatgpt.com/connector_platform_oauth_redirect",
+            "http://127.0.0.1:33418/callback",
+            "http://localhost:8080/cb",
+        ] {
+            assert!(default.admits(None, &uris(&[admitted])), "{admitted}");
+        }
+        for refused in [
+            "https://evil.example/cb",
+            "https://claude.ai.evil.example/cb",
+            "https://evilclaude.ai/cb",
+        ] {
+            assert!(!default.admits(None, &uris(&[refused])), "{refused}");
+        }
+        // Every redirect URI must be admitted, and a client with none is not.
+        assert!(!default.admits(
+            None,
+            &uris(&[
+                "https://claude.ai/api/mcp/auth_callback",
+                "https://evil.example/cb"
+            ])
+        ));
+        assert!(!default.admits(None, &[]));
+        // A listed metadata document is admitted whatever its redirects.
+        let claude_code = "https://claude.ai/oauth/claude-code-client-metadata";
+        assert!(default.admits(Some(claude_code), &uris(&["https://evil.example/cb"])));
+        assert!(!default.admits(
+            Some("https://evil.example/client.json"),
+            &uris(&["https://evil.example/cb"])
+        ));
+
+        // An operator's own list: only what it names.
+        let own =
+            ClientPolicy::parse(" apps.example.org , https://tools.example/client.json").unwrap();
+        assert!(own.admits(None, &uris(&["https://apps.example.org/cb"])));
+        assert!(!own.admits(None, &uris(&["https://claude.ai/api/mcp/auth_callback"])));
+        assert!(!own.admits(None, &uris(&["http://127.0.0.1:4567/callback"])));
+        assert!(own.admits(
+            Some("https://tools.example/client.json"),
+            &uris(&["https://elsewhere.example/cb"])
+        ));
+        assert!(
+            !ClientPolicy::parse("")
+                .unwrap()
+                .admits(None, &uris(&["http://127.0.0.1:1/cb"]))
+        );
+        assert!(
+            ClientPolicy::parse("any")
+                .unwrap()
+                .admits(None, &uris(&["https://evil.example/cb"]))
+        );
+
+        for junk in [
+            "not a host!",
+            "http://tools.example/client.json",
+            "https://tools.example",
+        ] {
+            assert!(ClientPolicy::parse(junk).is_err(), "{junk}");
+        }
+    }
 }

@@ -7,6 +7,12 @@ use std::fmt;
 /// secret scanner and by anyone else's.
 pub const TOKEN_PREFIX: &str = "xtalk_";
 
+/// What the relay's OAuth authorization server issues (codes, access and
+/// refresh tokens) starts with this after [`TOKEN_PREFIX`], so a refused
+/// token can be told from a person's: a person's static token that is
+/// refused is told so, and is never pointed into OAuth discovery.
+pub const OAUTH_TOKEN_PREFIX: &str = "xtalk_oauth_";
+
 /// Length of the random part: 32 bytes in lowercase base32, without padding.
 pub const TOKEN_BODY_LEN: usize = 52;
 
@@ -14,11 +20,21 @@ pub const TOKEN_BODY_LEN: usize = 52;
 pub struct Token(String);
 
 impl Token {
-    /// Makes a new token from the operating system's random source.
+    /// Makes a new person's token from the operating system's random source.
     pub fn generate() -> Token {
+        Token::with_prefix(TOKEN_PREFIX)
+    }
+
+    /// Makes a new OAuth code or token, as [`Token::generate`] but behind
+    /// [`OAUTH_TOKEN_PREFIX`].
+    pub fn generate_for_oauth() -> Token {
+        Token::with_prefix(OAUTH_TOKEN_PREFIX)
+    }
+
+    fn with_prefix(prefix: &str) -> Token {
         let mut bytes = [0u8; 32];
         getrandom::fill(&mut bytes).expect("the operating system's random source failed");
-        Token(format!("{TOKEN_PREFIX}{}", base32(&bytes)))
+        Token(format!("{prefix}{}", base32(&bytes)))
     }
 
     /// The token in the clear: only for showing it to its owner once.
@@ -35,6 +51,18 @@ impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Token(<hidden>)")
     }
+}
+
+/// Whether `presented` has the shape of a person's token (not one the
+/// OAuth authorization server issued): what a 401 may say depends on it.
+pub fn looks_like_a_persons_token(presented: &str) -> bool {
+    presented
+        .strip_prefix(TOKEN_PREFIX)
+        .is_some_and(|body| body.len() == TOKEN_BODY_LEN && body.bytes().all(is_base32))
+}
+
+fn is_base32(byte: u8) -> bool {
+    matches!(byte, b'a'..=b'z' | b'2'..=b'7')
 }
 
 /// The SHA-256 of a token: all the store ever keeps.
@@ -110,6 +138,24 @@ mod tests {
                 .all(|c| c.is_ascii_lowercase() || (b'2'..=b'7').contains(&c))
         );
         assert_ne!(a.expose(), b.expose());
+    }
+
+    #[test]
+    fn oauth_tokens_are_told_from_a_persons() {
+        let person = Token::generate();
+        let oauth = Token::generate_for_oauth();
+        assert!(oauth.expose().starts_with(OAUTH_TOKEN_PREFIX));
+        assert_eq!(
+            oauth.expose().len(),
+            OAUTH_TOKEN_PREFIX.len() + TOKEN_BODY_LEN
+        );
+        assert!(looks_like_a_persons_token(person.expose()));
+        assert!(!looks_like_a_persons_token(oauth.expose()));
+        for other in ["", "xtalk_", "xtalk_short", "some-service-token", "Bearer"] {
+            assert!(!looks_like_a_persons_token(other), "{other:?}");
+        }
+        let upper = person.expose().to_uppercase().replace("XTALK_", "xtalk_");
+        assert!(!looks_like_a_persons_token(&upper));
     }
 
     #[test]

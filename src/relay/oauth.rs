@@ -219,7 +219,7 @@ impl Relay {
                 ));
             }
         };
-        let code = Token::generate();
+        let code = Token::generate_for_oauth();
         let authorization = Authorization {
             handle,
             client_id: consent.client.id,
@@ -240,7 +240,7 @@ impl Relay {
     }
 
     fn new_tokens(now: Millis) -> (Token, Token, GrantTokens) {
-        let (access, refresh) = (Token::generate(), Token::generate());
+        let (access, refresh) = (Token::generate_for_oauth(), Token::generate_for_oauth());
         let hashes = GrantTokens {
             access: access.hash(),
             access_expires: now + millis(ACCESS_LIFETIME),
@@ -317,10 +317,16 @@ impl Relay {
             }
         }
         let (access, refresh, tokens) = Relay::new_tokens(now);
-        let grant = self
+        let Some(grant) = self
             .store
             .open_grant(hash, authorization, tokens, now)
-            .await?;
+            .await?
+        else {
+            return refused(
+                "invalid_grant",
+                "this code was presented again while it was being exchanged: it is void",
+            );
+        };
         self.stats.grant_opened();
         Ok(self.issued(access, refresh, grant).await?)
     }

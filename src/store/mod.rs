@@ -360,17 +360,19 @@ pub trait Store: Send + Sync + 'static {
         authorization: Authorization,
         expires_at: Millis,
     ) -> StoreFuture<'_, ()>;
-    /// Uses a code up. A code presented again ends the grant made from it.
+    /// Uses a code up. A code presented again ends the grant made from it,
+    /// or, if none is made yet, voids the code so that none will be.
     fn redeem_code(&self, code: TokenHash, now: Millis) -> StoreFuture<'_, Redeemed>;
     /// Makes a grant from the code `code` was redeemed as, with its first
-    /// tokens; marks its client used.
+    /// tokens; marks its client used. `None` if the code was presented
+    /// again since it was redeemed (void: no grant is made from it).
     fn open_grant(
         &self,
         code: TokenHash,
         authorization: Authorization,
         tokens: GrantTokens,
         now: Millis,
-    ) -> StoreFuture<'_, Grant>;
+    ) -> StoreFuture<'_, Option<Grant>>;
     /// Rotates a refresh token of `client_id`'s: the presented one is used
     /// up and `tokens` stored. A used one presented again ends its grant.
     fn refresh_grant(

@@ -1006,7 +1006,8 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
     let grant = store
         .open_grant(code.hash(), authorization.clone(), first, now)
         .await
-        .unwrap();
+        .unwrap()
+        .expect("a grant from a fresh code");
     assert!(store.credentials_revision().await.unwrap() > before);
     let live = store.live_grants(now).await.unwrap();
     assert_eq!(live.len(), 1);
@@ -1082,6 +1083,31 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
     );
     assert!(store.live_grants(now).await.unwrap().is_empty());
 
+    // A code presented again before its grant is made (between the first
+    // exchange's redemption and its grant): void, and no grant is made.
+    let code = Token::generate();
+    store
+        .add_code(code.hash(), authorization.clone(), now + 60_000)
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.redeem_code(code.hash(), now).await.unwrap(),
+        Redeemed::Fresh(_)
+    ));
+    assert_eq!(
+        store.redeem_code(code.hash(), now).await.unwrap(),
+        Redeemed::Reused
+    );
+    let (_, _, first) = tokens(now);
+    assert_eq!(
+        store
+            .open_grant(code.hash(), authorization.clone(), first, now)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(store.live_grants(now).await.unwrap().is_empty());
+
     // Ending by token, by id (someone else's is not theirs to end), and
     // by rotating the person's token.
     let open = |store: Arc<dyn Store>, authorization: Authorization| async move {
@@ -1095,7 +1121,8 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
         let grant = store
             .open_grant(code.hash(), authorization, first, now)
             .await
-            .unwrap();
+            .unwrap()
+            .expect("a grant from a fresh code");
         (grant, access)
     };
     let (_, access) = open(store.clone(), authorization.clone()).await;

@@ -15,7 +15,7 @@ const REVOKED_WITHIN: Duration = Duration::from_secs(2);
 
 /// Waits until `n` waits are parked in the core, so a test acts on waits
 /// that are really waiting.
-async fn parked(app: &crate::support::TestApp, n: u64) {
+pub async fn parked(app: &crate::support::TestApp, n: u64) {
     let mut parked = app.running.state.relay.parked_waits();
     tokio::time::timeout(
         Duration::from_secs(10),
@@ -27,7 +27,7 @@ async fn parked(app: &crate::support::TestApp, n: u64) {
 }
 
 /// What `future` gives, which must come within [`REVOKED_WITHIN`].
-async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(REVOKED_WITHIN, future)
         .await
         .unwrap_or_else(|_| panic!("{what} did not end within 2 s"))

@@ -303,6 +303,30 @@ async fn discovery_starts_from_the_401_and_a_static_token_never_meets_it() {
     let served = mcp_post(&url, &bob, initialize()).send().await.unwrap();
     assert_eq!(served.status(), 200);
     assert!(served.headers().get("www-authenticate").is_none());
+    // A person's static token refused (here rotated) is told so, and is
+    // not pointed into OAuth; a token of the OAuth server's shape that
+    // the relay does not know (expired, revoked) is pointed back to it.
+    let old = bob.clone();
+    app.running.state.relay.team().rotate("bob").await.unwrap();
+    let refused = mcp_post(&url, &old, initialize()).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    assert_eq!(
+        refused.headers()["www-authenticate"],
+        "Bearer realm=\"crosstalk\", error=\"invalid_token\", error_description=\"the token \
+         is unknown or was revoked or rotated: ask for a new one (crosstalk rotate)\""
+    );
+    let unknown = format!("xtalk_oauth_{}", "a".repeat(52));
+    let refused = mcp_post(&url, &unknown, initialize()).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    assert_eq!(
+        refused.headers()["www-authenticate"],
+        format!(
+            "Bearer realm=\"crosstalk\", \
+             resource_metadata=\"{url}/.well-known/oauth-protected-resource/mcp\", \
+             scope=\"crosstalk\", error=\"invalid_token\", error_description=\"the token is \
+             unknown, expired or revoked\""
+        )
+    );
     // The REST API's 401 is no OAuth resource's.
     let api = http().get(format!("{url}/api/inbox")).send().await.unwrap();
     assert_eq!(api.status(), 401);
@@ -508,6 +532,17 @@ async fn codes_refresh_tokens_and_access_tokens_are_bound_and_used_once() {
         .await
         .unwrap();
     assert_eq!(query.status(), 401);
+    // On /mcp too, the one place it is taken, but only in the header.
+    for name in ["access_token", "token"] {
+        let query = http()
+            .post(format!("{}/mcp?{name}={access}", app.url()))
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(query.status(), 401, "{name}");
+    }
     let (status, _) = page(&app, "/", &access).await;
     assert_eq!(status, 401);
     assert_eq!(mcp_status(&app, &access).await, 200);
@@ -548,12 +583,146 @@ async fn codes_refresh_tokens_and_access_tokens_are_bound_and_used_once() {
     assert_eq!(revoked.status(), 200);
     assert_eq!(mcp_status(&app, &access).await, 401);
 
-    // Revoking the person ends every grant of theirs.
+    // Rotating the person's token (`crosstalk rotate`, another process on
+    // the same database) ends every grant of theirs; so does revoking them.
+    let tokens = connector.sign_in(&bob).await;
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    assert_eq!(mcp_status(&app, &access).await, 200);
+    let db = app.db.clone();
+    let printed = tokio::task::spawn_blocking(move || stdout(&crosstalk(&db, &["rotate", "bob"])))
+        .await
+        .unwrap();
+    let bob = token_in(&printed);
+    assert_eq!(mcp_status(&app, &access).await, 401);
     let tokens = connector.sign_in(&bob).await;
     let access = tokens["access_token"].as_str().unwrap().to_owned();
     assert_eq!(mcp_status(&app, &access).await, 200);
     app.revoke("bob").await;
     assert_eq!(mcp_status(&app, &access).await, 401);
+}
+
+#[tokio::test]
+async fn a_grant_removed_on_the_page_ends_the_waits_and_streams_it_holds_open() {
+    let app = spawn_app().await;
+    let bob = app.add_named("bob", "Bob Builder").await;
+    app.add_person("alice").await;
+    let connector = Connector::register(&app, REDIRECT).await;
+    let tokens = connector.sign_in(&bob).await;
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+
+    let raw = RawSession::open(&app.url(), &access).await;
+    let listening = raw.listen().send().await.unwrap();
+    assert_eq!(listening.status(), 200, "the session's stream opens");
+    let mut listening = SseReader::new(listening);
+    let in_flight = raw
+        .call(
+            7,
+            "wait_for_message",
+            json!({ "channel": "ops", "since_id": 0, "timeout_s": 50 }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(in_flight.status(), 200);
+    let wait = tokio::spawn(rpc_messages(in_flight));
+    crate::hardening::parked(&app, 1).await;
+
+    // Bob removes the app on his settings page.
+    let (_, settings) = page(&app, "/settings", &bob).await;
+    let action = settings
+        .split("action=\"/settings/grants/")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    let csrf = hidden_fields(&settings)
+        .into_iter()
+        .find(|(n, _)| n == "csrf")
+        .unwrap()
+        .1;
+    let removed = browser()
+        .post(format!("{}/settings/grants/{action}", app.url()))
+        .basic_auth("x", Some(&bob))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("csrf", csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), 303);
+
+    let answered = crate::hardening::within("the MCP wait", wait)
+        .await
+        .unwrap();
+    let answer = answered
+        .iter()
+        .find(|m| m["id"] == 7)
+        .expect("the call is answered");
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let seen = crate::hardening::within("the session's stream", listening.until_closed()).await;
+    assert!(!seen.iter().any(|e| e == "message"), "{seen:?}");
+    assert_eq!(mcp_status(&app, &access).await, 401);
+}
+
+#[tokio::test]
+async fn a_token_is_taken_only_by_the_relay_it_was_issued_for() {
+    let app = spawn_app().await;
+    let bob = app.add_person("bob").await;
+    app.add_person("alice").await;
+    let connector = Connector::register(&app, REDIRECT).await;
+    let tokens = connector.sign_in(&bob).await;
+    let access = tokens["access_token"].as_str().unwrap().to_owned();
+    assert_eq!(mcp_status(&app, &access).await, 200);
+
+    // The operator moves the relay to another address on the same
+    // database: the grant's resource is no longer this relay's.
+    let app = app
+        .restart_with(|config| {
+            let port = config.listen.port();
+            config.public_url = format!("http://localhost:{port}");
+            config.settings.oauth.resource = format!("http://localhost:{port}/mcp");
+        })
+        .await;
+    assert_eq!(mcp_status(&app, &access).await, 401);
+    assert_eq!(
+        mcp_status(&app, &bob).await,
+        200,
+        "a static token has no audience"
+    );
+    let (status, refused) = connector
+        .refresh(tokens["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(
+        (status, refused["error"].as_str()),
+        (400, Some("invalid_target")),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn registrations_have_a_budget_of_their_own() {
+    let app = spawn_app().await;
+    for _ in 0..crosstalk::layers::limits::REGISTRATIONS_PER_ADDRESS {
+        Connector::register(&app, REDIRECT).await;
+    }
+    let refused = http()
+        .post(format!("{}/oauth/register", app.url()))
+        .json(&json!({ "client_name": "one too many", "redirect_uris": [REDIRECT] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+    assert_eq!(
+        app.count("SELECT count(*) FROM oauth_clients"),
+        i64::from(crosstalk::layers::limits::REGISTRATIONS_PER_ADDRESS)
+    );
+    // Nothing else from the address is held back by it.
+    let (status, _) = get(&app, "/.well-known/oauth-authorization-server", "").await;
+    assert_eq!(status, 200);
 }
 
 #[tokio::test]

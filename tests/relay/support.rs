@@ -43,11 +43,17 @@ impl TestApp {
     /// Stops the relay (as `systemctl restart` does) and starts it again on
     /// the same database and address.
     pub async fn restart(self) -> TestApp {
+        self.restart_with(|_| {}).await
+    }
+
+    /// As [`TestApp::restart`], after `adjust` has changed the configuration.
+    pub async fn restart_with(self, adjust: impl FnOnce(&mut Config)) -> TestApp {
         let TestApp { running, db, _dir } = self;
         let addr = running.addr;
         running.stop().await.expect("the relay stops");
         let mut config = Config::local(db.clone());
         config.listen = addr;
+        adjust(&mut config);
         let running = server::spawn(config).await.expect("the relay starts again");
         TestApp { running, db, _dir }
     }

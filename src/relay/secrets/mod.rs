@@ -160,20 +160,25 @@ fn may_fold_to_ascii(c: char) -> bool {
     )
 }
 
-/// crosstalk's own tokens, also when split into pieces by spaces, line
-/// breaks, quotes or `+`, or in another case: they are ours, and leaking
-/// one is never harmless. Pieces are long (prose that mentions the `xtalk_`
-/// prefix is made of short words).
+/// crosstalk's own tokens (a person's, or one its OAuth server issued),
+/// also when split into pieces by spaces, line breaks, quotes or `+`, or in
+/// another case: they are ours, and leaking one is never harmless. Pieces
+/// are long (prose that mentions the `xtalk_` prefix is made of short
+/// words).
 fn split_relay_token(text: &str) -> Option<&'static str> {
     const PREFIX: &str = "xtalk_";
+    const OAUTH: &str = "oauth_";
     const BODY: usize = crate::model::TOKEN_BODY_LEN;
     const MIN_PIECE: usize = 10;
     let separator = |c: char| matches!(c, ' ' | '\t' | '\r' | '\n' | '"' | '\'' | '`' | '+' | '\\');
     let lower = text.to_ascii_lowercase();
     let mut from = 0;
     while let Some(at) = lower[from..].find(PREFIX) {
-        let start = from + at + PREFIX.len();
+        let mut start = from + at + PREFIX.len();
         from = start;
+        if lower[start..].starts_with(OAUTH) {
+            start += OAUTH.len();
+        }
         let mut body = String::with_capacity(BODY);
         let mut piece = 0;
         for c in lower[start..].chars() {
@@ -223,6 +228,7 @@ mod tests {
         };
         vec![
             ("a crosstalk token", Token::generate().expose().to_owned(), "the xtalk_ prefix marks our tokens"),
+            ("a crosstalk token", Token::generate_for_oauth().expose().to_owned(), "xtalk_oauth_ marks what our OAuth server issues"),
             ("a private key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn...".into(), "-----BEGIN PUBLIC KEY-----"),
             ("an AWS access key id", "key AKIAIOSFODNN7EXAMPLE here".into(), "AKIA is how AWS ids start"),
             (

@@ -32,7 +32,7 @@ pub(super) static PATTERNS: &[Pattern] = &[
     // This relay's own tokens.
     Pattern {
         kind: "a crosstalk token",
-        regex: r"(?i)xtalk_[a-z2-7]{52}",
+        regex: r"(?i)xtalk_(?:oauth_)?[a-z2-7]{52}",
         plausible: always,
     },
     // Private keys of every PEM and OpenSSH kind, and PuTTY's.

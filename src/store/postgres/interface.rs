@@ -443,7 +443,7 @@ impl Store for PostgresStore {
         authorization: Authorization,
         tokens: GrantTokens,
         now: Millis,
-    ) -> StoreFuture<'_, Grant> {
+    ) -> StoreFuture<'_, Option<Grant>> {
         Box::pin(async move {
             transaction!(self, |tx| oauth::open_grant(
                 &tx,

@@ -97,9 +97,13 @@ pub(super) async fn redeem_code(
             scope: row.try_get(6)?,
         }));
     }
+    // A code presented again is void from now on; its grant, if one was
+    // made, ends. The update waits for a grant being made from it (which
+    // holds the row) and then sees that grant.
     let used = row(
         db,
-        "SELECT grant_id FROM oauth_codes WHERE hash = $1 AND used_at IS NOT NULL",
+        "UPDATE oauth_codes SET expires_at = 0 WHERE hash = $1 AND used_at IS NOT NULL \
+         RETURNING grant_id",
         &[&hash],
     )
     .await?;
@@ -133,7 +137,19 @@ pub(super) async fn open_grant(
     a: &Authorization,
     tokens: &GrantTokens,
     now: Millis,
-) -> StoreResult<Grant> {
+) -> StoreResult<Option<Grant>> {
+    // The row locked until the grant is made: a second redemption voids
+    // the code either before this (no grant) or after (it ends the grant).
+    let live = row(
+        db,
+        "SELECT 1 FROM oauth_codes WHERE hash = $1 AND grant_id IS NULL AND expires_at > 0 \
+         FOR UPDATE",
+        &[&&code.as_bytes()[..]],
+    )
+    .await?;
+    if live.is_none() {
+        return Ok(None);
+    }
     let id: i64 = row(
         db,
         "INSERT INTO oauth_grants (handle, client_id, client_name, redirect_uri, scope, \
@@ -163,7 +179,7 @@ pub(super) async fn open_grant(
         &[&a.client_id, &now],
     )
     .await?;
-    Ok(Grant {
+    Ok(Some(Grant {
         id: grant,
         handle: a.handle.clone(),
         client_id: a.client_id.clone(),
@@ -173,7 +189,7 @@ pub(super) async fn open_grant(
         resource: a.resource.clone(),
         created_at: now,
         used_at: now,
-    })
+    }))
 }
 
 pub(super) async fn refresh_grant(

@@ -349,7 +349,7 @@ impl Store for SqliteStore {
         authorization: Authorization,
         tokens: GrantTokens,
         now: Millis,
-    ) -> StoreFuture<'_, Grant> {
+    ) -> StoreFuture<'_, Option<Grant>> {
         self.write(move |conn| oauth::open_grant(conn, code, &authorization, &tokens, now))
     }
 

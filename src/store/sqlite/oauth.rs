@@ -94,8 +94,13 @@ pub(super) fn redeem_code(
     if let Some(authorization) = fresh {
         return Ok(Redeemed::Fresh(authorization));
     }
+    // A code presented again is void from now on; its grant, if one was
+    // made, ends (and if none was yet, none will be: `open_grant`).
     let used: Option<Option<i64>> = conn
-        .prepare_cached("SELECT grant_id FROM oauth_codes WHERE hash = ?1 AND used_at IS NOT NULL")?
+        .prepare_cached(
+            "UPDATE oauth_codes SET expires_at = 0 WHERE hash = ?1 AND used_at IS NOT NULL \
+             RETURNING grant_id",
+        )?
         .query_row([hash], |row| row.get(0))
         .optional()?;
     match used {
@@ -134,7 +139,15 @@ pub(super) fn open_grant(
     a: &Authorization,
     tokens: &GrantTokens,
     now: Millis,
-) -> StoreResult<Grant> {
+) -> StoreResult<Option<Grant>> {
+    let live = conn
+        .prepare_cached(
+            "SELECT 1 FROM oauth_codes WHERE hash = ?1 AND grant_id IS NULL AND expires_at > 0",
+        )?
+        .exists([&code.as_bytes()[..]])?;
+    if !live {
+        return Ok(None);
+    }
     let id: i64 = conn
         .prepare_cached(
             "INSERT INTO oauth_grants (handle, client_id, client_name, redirect_uri, scope, \
@@ -158,7 +171,7 @@ pub(super) fn open_grant(
         .execute(params![&code.as_bytes()[..], id])?;
     conn.prepare_cached("UPDATE oauth_clients SET used_at = ?2 WHERE client_id = ?1")?
         .execute(params![a.client_id, now])?;
-    Ok(Grant {
+    Ok(Some(Grant {
         id: grant,
         handle: a.handle.clone(),
         client_id: a.client_id.clone(),
@@ -168,7 +181,7 @@ pub(super) fn open_grant(
         resource: a.resource.clone(),
         created_at: now,
         used_at: now,
-    })
+    }))
 }
 
 pub(super) fn refresh_grant(
