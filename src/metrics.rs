@@ -9,7 +9,9 @@
 //! of secret from the pattern table, a connection budget. None carries a
 //! handle, a token, a channel, a path or anything a person typed.
 
+use crate::layers::limits::RateLimits;
 use crate::relay::Relay;
+use crate::store::Reading;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -17,8 +19,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -100,6 +102,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     durations: Family<GroupLabels, Histogram>,
     pub connections: Arc<Connections>,
+    sessions: Arc<OnceLock<SessionCount>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -114,8 +117,11 @@ const BUCKETS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 30.0, 60.0,
 ];
 
+/// Counts the MCP sessions open, as the MCP edge holds them.
+type SessionCount = Box<dyn Fn() -> usize + Send + Sync>;
+
 impl Metrics {
-    pub fn new(relay: Arc<Relay>) -> Metrics {
+    pub fn new(relay: Arc<Relay>, limits: Arc<RateLimits>) -> Metrics {
         let mut registry = Registry::with_prefix("crosstalk");
         let requests = Family::<RequestLabels, Counter>::default();
         let durations = Family::<GroupLabels, Histogram>::new_with_constructor(
@@ -132,21 +138,30 @@ impl Metrics {
             durations.clone(),
         );
         let connections = Arc::new(Connections::default());
+        let sessions = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(Core {
             relay,
+            limits,
             connections: connections.clone(),
+            sessions: sessions.clone(),
         }));
         Metrics {
             registry,
             requests,
             durations,
             connections,
+            sessions,
         }
     }
 
-    /// A request to `path` answered with `status` after `seconds`.
-    pub fn request(&self, path: &str, status: u16, seconds: f64) {
-        let group = group(path);
+    /// Where the MCP sessions open are counted: the MCP edge says, once.
+    pub fn count_sessions(&self, open: impl Fn() -> usize + Send + Sync + 'static) {
+        let _ = self.sessions.set(Box::new(open));
+    }
+
+    /// A request to the route group `group` answered with `status`, its
+    /// body ended after `seconds`.
+    pub fn request(&self, group: &'static str, status: u16, seconds: f64) {
         self.requests
             .get_or_create(&RequestLabels { group, status })
             .inc();
@@ -164,10 +179,13 @@ impl Metrics {
     }
 }
 
-/// What the core and the acceptor counted, read at each scrape.
+/// What the core, the store, the quotas, the MCP edge and the acceptor
+/// counted, read at each scrape.
 struct Core {
     relay: Arc<Relay>,
+    limits: Arc<RateLimits>,
     connections: Arc<Connections>,
+    sessions: Arc<OnceLock<SessionCount>>,
 }
 
 impl std::fmt::Debug for Core {
@@ -194,6 +212,50 @@ fn gauge(
 ) -> Result<(), std::fmt::Error> {
     let metric = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
     metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+/// A histogram the core or the store kept.
+fn histogram(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    reading: &Reading,
+) -> Result<(), std::fmt::Error> {
+    encoder
+        .encode_descriptor(
+            name,
+            help,
+            None,
+            prometheus_client::metrics::MetricType::Histogram,
+        )?
+        .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            reading.sum,
+            reading.count,
+            &reading.buckets,
+            None,
+        )
+}
+
+/// A gauge with one label, one sample per value.
+fn labelled_gauge(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &'static str,
+    values: &[(&'static str, u64)],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        name,
+        help,
+        None,
+        prometheus_client::metrics::MetricType::Gauge,
+    )?;
+    for (value, count) in values {
+        let labels = [(label, *value)];
+        ConstGauge::new(i64::try_from(*count).unwrap_or(i64::MAX))
+            .encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
 }
 
 /// A counter with one label, one sample per value.
@@ -246,10 +308,25 @@ impl Collector for Core {
         )?;
         counter(
             e,
+            "messages_read",
+            "Messages to a person their agent confirmed it read (claimed, or a push's lease \
+             ended confirmed)",
+            s.read,
+        )?;
+        counter(
+            e,
             "messages_purged",
             "Expired messages the purge deleted",
             s.purged,
         )?;
+        if let Some(purges) = &s.purge_seconds {
+            histogram(
+                e,
+                "purge_duration_seconds",
+                "How long each purge of expired rows took",
+                purges,
+            )?;
+        }
         labelled(
             e,
             "pushes",
@@ -303,6 +380,67 @@ impl Collector for Core {
                 ("reused", s.grants_reused),
             ],
         )?;
+        gauge(
+            e,
+            "mcp_sessions_open",
+            "MCP sessions this relay holds now",
+            self.sessions.get().map_or(0, |open| open()) as u64,
+        )?;
+        labelled(
+            e,
+            "rate_limited",
+            "Requests refused by a quota: a credential's, an address's without valid \
+             credentials, or the client registrations' budget",
+            "quota",
+            &self.limits.refusals(),
+        )?;
+        let (store, pool) = self.relay.store_stats();
+        histogram(
+            e,
+            "store_commit_writes",
+            "Writes per group commit of the store",
+            &store.batch_writes.read(),
+        )?;
+        histogram(
+            e,
+            "store_commit_duration_seconds",
+            "How long a group commit took, from its first write to its commit",
+            &store.commit_seconds.read(),
+        )?;
+        counter(
+            e,
+            "store_commits_failed",
+            "Group commits that failed: every write in them was refused",
+            store.commits_failed.load(Ordering::Relaxed),
+        )?;
+        if let Some(pool) = pool {
+            counter(
+                e,
+                "postgres_listener_reconnects",
+                "Times the connection that listens for other relays' messages was lost and \
+                 opened again",
+                store.listener_reconnects.load(Ordering::Relaxed),
+            )?;
+            histogram(
+                e,
+                "postgres_listener_lag_seconds",
+                "From another relay's commit of a message to this relay handing it on",
+                &store.listener_lag_seconds.read(),
+            )?;
+            labelled_gauge(
+                e,
+                "postgres_pool_connections",
+                "The pool's connections: busy, idle, the most it opens, and queries waiting \
+                 for one",
+                "state",
+                &[
+                    ("busy", pool.open.saturating_sub(pool.idle)),
+                    ("idle", pool.idle),
+                    ("max", pool.max),
+                    ("waiting", pool.waiting),
+                ],
+            )?;
+        }
         let c = &self.connections;
         gauge(
             e,

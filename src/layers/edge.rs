@@ -3,6 +3,7 @@
 
 use crate::wire::ApiError;
 use axum::{
+    body::Body,
     extract::{Request, State},
     http::{HeaderValue, StatusCode, header},
     middleware::Next,
@@ -17,7 +18,9 @@ style-src 'self'; connect-src 'self'; img-src 'self'; manifest-src 'self'; \
 worker-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// Logs each request: method, path (never the query, which may carry a
-/// token), status and duration. Failures at info and above, the rest at debug.
+/// token), status and the time to the response's head. Failures at info and
+/// above, the rest at debug. Counts it for the metrics once its body has
+/// ended (or its client left): a stream or a wait is timed whole.
 pub async fn access_log(
     State(metrics): State<std::sync::Arc<crate::metrics::Metrics>>,
     request: Request,
@@ -29,10 +32,20 @@ pub async fn access_log(
     let started = Instant::now();
     let response = next.run(request).await;
     let status = response.status().as_u16();
-    let seconds = started.elapsed().as_secs_f64();
-    let ms = seconds * 1000.0;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
     let path = uri.path();
-    metrics.request(path, status, seconds);
+    let counted = Counted {
+        metrics,
+        group: crate::metrics::group(path),
+        status,
+        started,
+    };
+    let response = response.map(|body| {
+        Body::new(Timed {
+            body,
+            _counted: counted,
+        })
+    });
     if status >= 500 {
         tracing::error!(%method, %path, status, ms, "request");
     } else if status >= 400 {
@@ -41,6 +54,48 @@ pub async fn access_log(
         tracing::debug!(%method, %path, status, ms, "request");
     }
     response
+}
+
+/// A response body that counts its request for the metrics when it is
+/// dropped: once it has been sent whole, or its client has gone.
+struct Timed {
+    body: Body,
+    /// Held only to be dropped with the body.
+    _counted: Counted,
+}
+
+struct Counted {
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+    group: &'static str,
+    status: u16,
+    started: Instant,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let seconds = self.started.elapsed().as_secs_f64();
+        self.metrics.request(self.group, self.status, seconds);
+    }
+}
+
+impl http_body::Body for Timed {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Whether responses carry `Strict-Transport-Security`: only under TLS, as

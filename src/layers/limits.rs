@@ -26,7 +26,10 @@ use governor::{
 use std::{
     collections::HashMap,
     net::IpAddr,
-    sync::Mutex,
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -70,7 +73,21 @@ pub struct RateLimits {
     /// OAuth client registrations, per address and in all.
     registrations_per_address: DefaultKeyedRateLimiter<IpAddr>,
     registrations: DefaultDirectRateLimiter,
+    /// Requests refused, by the quota that ran out (for the metrics).
+    refused: Refusals,
     clock: DefaultClock,
+}
+
+/// Requests refused by each quota.
+#[derive(Default)]
+struct Refusals {
+    credential: AtomicU64,
+    address: AtomicU64,
+    registration: AtomicU64,
+}
+
+fn count(refused: &AtomicU64) {
+    refused.fetch_add(1, Ordering::Relaxed);
 }
 
 fn nonzero(n: u32) -> std::num::NonZeroU32 {
@@ -101,14 +118,28 @@ impl RateLimits {
                     .expect("a period above zero")
                     .allow_burst(nonzero(REGISTRATIONS_PER_RELAY)),
             ),
+            refused: Refusals::default(),
             clock: DefaultClock::default(),
         }
+    }
+
+    /// Requests refused so far, by the quota that ran out: a person's (or
+    /// participant's) `credential`, an `address` without valid
+    /// credentials, or the `registration` budget.
+    pub fn refusals(&self) -> [(&'static str, u64); 3] {
+        let r = &self.refused;
+        [
+            ("credential", r.credential.load(Ordering::Relaxed)),
+            ("address", r.address.load(Ordering::Relaxed)),
+            ("registration", r.registration.load(Ordering::Relaxed)),
+        ]
     }
 
     /// Counts an OAuth client registration from `ip`.
     pub fn registration(&self, ip: IpAddr) -> Result<(), Limited> {
         let key = client_group(ip);
         if let Err(not_until) = self.registrations_per_address.check_key(&key) {
+            count(&self.refused.registration);
             return Err(Limited::new(
                 "too many client registrations from this address",
                 not_until.wait_time_from(self.clock.now()),
@@ -118,6 +149,7 @@ impl RateLimits {
             self.registrations_per_address.retain_recent();
         }
         self.registrations.check().map_err(|not_until| {
+            count(&self.refused.registration);
             Limited::new(
                 "too many client registrations on this relay just now",
                 not_until.wait_time_from(self.clock.now()),
@@ -132,6 +164,7 @@ impl RateLimits {
         };
         let key = key.to_owned();
         if let Err(not_until) = limiter.check_key(&key) {
+            count(&self.refused.credential);
             let wait = not_until.wait_time_from(self.clock.now());
             return Err(Limited::new(
                 format!(
@@ -152,10 +185,13 @@ impl RateLimits {
         let key = client_group(ip);
         let blocked = self.blocked.lock().expect("blocked addresses lock");
         match blocked.get(&key) {
-            Some(until) if *until > Instant::now() => Err(Limited::new(
-                "too many requests without valid credentials from this address",
-                *until - Instant::now(),
-            )),
+            Some(until) if *until > Instant::now() => {
+                count(&self.refused.address);
+                Err(Limited::new(
+                    "too many requests without valid credentials from this address",
+                    *until - Instant::now(),
+                ))
+            }
             _ => Ok(()),
         }
     }
@@ -167,6 +203,7 @@ impl RateLimits {
         };
         let key = client_group(ip);
         if let Err(not_until) = limiter.check_key(&key) {
+            count(&self.refused.address);
             let wait = not_until.wait_time_from(self.clock.now());
             let mut blocked = self.blocked.lock().expect("blocked addresses lock");
             if blocked.len() > MAX_KEYS {

@@ -54,12 +54,13 @@ pub struct McpEdge {
 
 impl McpEdge {
     pub fn new(state: &AppState) -> McpEdge {
-        McpEdge {
-            sessions: Arc::new(SessionOwners::new(
-                state.relay.clone(),
-                state.config.sessions,
-            )),
-        }
+        let sessions = Arc::new(SessionOwners::new(
+            state.relay.clone(),
+            state.config.sessions,
+        ));
+        let counted = sessions.clone();
+        state.metrics.count_sessions(move || counted.open());
+        McpEdge { sessions }
     }
 
     /// The sessions, the state of [`sessions::bind`], which the app puts in

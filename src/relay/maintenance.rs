@@ -28,8 +28,9 @@ impl Relay {
     pub async fn purge_expired(&self) -> RelayResult<u64> {
         let now = now_millis();
         let quiet_since = now.saturating_sub(self.settings.retention.as_millis() as Millis);
+        let started = std::time::Instant::now();
         let purged = self.store.purge_expired(now, quiet_since).await?;
-        self.stats.purged(purged);
+        self.stats.purged(purged, started.elapsed());
         Ok(purged)
     }
 

@@ -268,6 +268,11 @@ impl Relay {
         }
     }
 
+    /// What the store counted, and its pool's state (PostgreSQL's).
+    pub fn store_stats(&self) -> (&crate::store::StoreStats, Option<crate::store::PoolState>) {
+        (self.store.stats(), self.store.pool())
+    }
+
     /// Fires when the relay shuts down.
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.shutdown

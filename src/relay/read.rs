@@ -164,6 +164,7 @@ impl Relay {
         }
         let now = now_millis();
         let confirmed = self.store.confirm_read(reader, unread, now).await?;
+        self.stats.read(confirmed.len());
         for message in &mut messages {
             if let Some(delivery) = &mut message.delivery
                 && confirmed.contains(&message.id)

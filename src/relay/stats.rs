@@ -7,12 +7,18 @@
 //! pattern table's own names), never by handle, channel, token or text.
 
 use super::RelayError;
+use crate::store::{Histogram, Reading};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-#[derive(Debug, Default)]
+/// How long a purge takes, in seconds: a few batches to a backlog.
+const PURGE_SECONDS: &[f64] = &[0.001, 0.01, 0.1, 1.0, 10.0, 60.0];
+
+#[derive(Debug)]
 pub(super) struct Stats {
+    purge_seconds: Histogram,
+    read: AtomicU64,
     sent_direct: AtomicU64,
     sent_channel: AtomicU64,
     refused: Mutex<BTreeMap<&'static str, u64>>,
@@ -29,9 +35,37 @@ pub(super) struct Stats {
     grants_reused: AtomicU64,
 }
 
+impl Default for Stats {
+    fn default() -> Stats {
+        Stats {
+            purge_seconds: Histogram::new(PURGE_SECONDS),
+            read: AtomicU64::default(),
+            sent_direct: AtomicU64::default(),
+            sent_channel: AtomicU64::default(),
+            refused: Mutex::default(),
+            refused_secrets: Mutex::default(),
+            purged: AtomicU64::default(),
+            pushed: AtomicU64::default(),
+            pushed_again: AtomicU64::default(),
+            notices: AtomicU64::default(),
+            notices_dropped: AtomicU64::default(),
+            approvals_asked: AtomicU64::default(),
+            approvals_answered: AtomicU64::default(),
+            grants_opened: AtomicU64::default(),
+            grants_refreshed: AtomicU64::default(),
+            grants_reused: AtomicU64::default(),
+        }
+    }
+}
+
 /// The counts at one moment, and the gauges read with them.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
+    /// Messages to a person their agent confirmed it read (a push's lease
+    /// ended confirmed, a claim, a read of the thread).
+    pub read: u64,
+    /// How long purges took.
+    pub purge_seconds: Option<Reading>,
     /// Messages stored, to a person and in a channel.
     pub sent_direct: u64,
     pub sent_channel: u64,
@@ -96,8 +130,15 @@ impl Stats {
         }
     }
 
-    pub(super) fn purged(&self, messages: u64) {
+    /// A purge that deleted `messages` in `took`.
+    pub(super) fn purged(&self, messages: u64, took: std::time::Duration) {
         self.purged.fetch_add(messages, Ordering::Relaxed);
+        self.purge_seconds.observe_duration(took);
+    }
+
+    /// Messages their recipient's agent confirmed it read.
+    pub(super) fn read(&self, messages: usize) {
+        self.read.fetch_add(messages as u64, Ordering::Relaxed);
     }
 
     pub(super) fn pushed(&self, offers: impl Iterator<Item = u32>) {
@@ -152,6 +193,8 @@ impl Stats {
             grants_opened: read(&self.grants_opened),
             grants_refreshed: read(&self.grants_refreshed),
             grants_reused: read(&self.grants_reused),
+            read: read(&self.read),
+            purge_seconds: Some(self.purge_seconds.read()),
             ..Snapshot::default()
         }
     }

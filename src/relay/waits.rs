@@ -57,8 +57,12 @@ impl Relay {
         cancelled: impl Future<Output = ()>,
     ) -> RelayResult<Vec<Message>> {
         let take = |now| self.store.claim_inbox(me, now, limit);
-        self.take_waiting(caller, me, timeout, cancelled, take)
-            .await
+        let claimed = self
+            .take_waiting(caller, me, timeout, cancelled, take)
+            .await?;
+        // A claim is a read: the store marks them so as it hands them out.
+        self.stats.read(claimed.len());
+        Ok(claimed)
     }
 
     /// Offers up to `limit` of `me`'s unread messages to the push stream

@@ -90,10 +90,11 @@ async fn build(
         .wake_for_other_relays()
         .await
         .map_err(database::postgres_error)?;
+    let limits = Arc::new(RateLimits::new(&config.limits));
     let state = AppState {
-        metrics: Arc::new(Metrics::new(relay.clone())),
+        metrics: Arc::new(Metrics::new(relay.clone(), limits.clone())),
         relay,
-        limits: Arc::new(RateLimits::new(&config.limits)),
+        limits,
         config: Arc::new(config),
     };
     Ok((state, store))

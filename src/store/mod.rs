@@ -20,6 +20,7 @@ pub mod migrate;
 pub mod postgres;
 mod rules;
 pub mod sqlite;
+mod stats;
 mod summary;
 mod text;
 
@@ -33,6 +34,7 @@ use crate::model::{
 pub use error::{BackendError, Clash, Missing, StoreError, StoreFuture, StoreResult};
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+pub use stats::{Histogram, PoolState, Reading, StoreStats};
 
 /// The most expired messages one purge transaction deletes, on every
 /// backend: the write lock is held for a few milliseconds at a time, and
@@ -124,6 +126,13 @@ impl NewMessage {
 
 /// Everything crosstalk keeps. See the module documentation for the rules.
 pub trait Store: Send + Sync + 'static {
+    /// What the store counted: its commits, and on PostgreSQL its listener.
+    fn stats(&self) -> &StoreStats;
+    /// The connection pool's state, where there is one (PostgreSQL).
+    fn pool(&self) -> Option<PoolState> {
+        None
+    }
+
     // People and tokens.
     /// The live (not revoked) person holding this token, if any.
     fn person_by_token(&self, hash: TokenHash) -> StoreFuture<'_, Option<Person>>;

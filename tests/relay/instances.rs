@@ -320,7 +320,11 @@ async fn a_database_restart_is_survived_and_waiters_resync() {
     // A is a process; B runs here, so the test can see its waiter park.
     let a = Instance::start(&database);
     let url: crosstalk::config::DatabaseUrl = database.parse().unwrap();
-    let b = spawn_app_with(|config| config.database_url = Some(url)).await;
+    let b = spawn_app_with(|config| {
+        config.database_url = Some(url);
+        config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+    })
+    .await;
     assert_eq!(send(&a.url, &alice, "bob", "before").await.status(), 201);
     assert_eq!(claim(&b.url(), &bob, 5).await[0]["body"], "before");
 
@@ -376,6 +380,23 @@ async fn a_database_restart_is_survived_and_waiters_resync() {
     assert_eq!(woken[0]["body"], "after");
     // Nothing is lost or handed out twice.
     assert!(claim(&a.url, &bob, 0).await.is_empty());
+
+    // B's metrics tell the story: its listener lost the database and came
+    // back, it handed on A's messages, its pool is there to see, and a
+    // message sent on B goes through its group commit.
+    assert_eq!(send(&b.url(), &alice, "bob", "on B").await.status(), 201);
+    let (text, scraped) = crate::metrics::scrape(b.running.metrics_addr.unwrap()).await;
+    for family in crate::metrics::dashboard_families() {
+        assert!(
+            text.contains(&format!("# TYPE {family} ")),
+            "the dashboard's {family} is not served on PostgreSQL"
+        );
+    }
+    let value = |name: &str, labels: &[(&str, &str)]| crate::metrics::value(&scraped, name, labels);
+    assert!(value("crosstalk_postgres_listener_reconnects_total", &[]) >= 1.0);
+    assert!(value("crosstalk_postgres_listener_lag_seconds", &[]) >= 2.0);
+    assert!(value("crosstalk_postgres_pool_connections", &[("state", "max")]) >= 1.0);
+    assert!(value("crosstalk_store_commit_writes", &[]) >= 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread")]

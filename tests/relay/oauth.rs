@@ -11,6 +11,8 @@ use crosstalk::model::TokenHash;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const REDIRECT: &str = "http://127.0.0.1:4567/callback";
 
@@ -885,18 +887,85 @@ async fn the_authorization_step_refuses_what_does_not_check_out() {
 /// A loopback server answering every GET with `body`: a client's metadata
 /// document, as the test serves it.
 async fn serve_document(body: impl Fn(&str) -> String + Send + Sync + 'static) -> String {
+    serve_counted(body, "max-age=300").await.0
+}
+
+/// As [`serve_document`], with the `Cache-Control` it is served with, and
+/// how many times it was fetched.
+async fn serve_counted(
+    body: impl Fn(&str) -> String + Send + Sync + 'static,
+    cache_control: &'static str,
+) -> (String, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/client.json", listener.local_addr().unwrap());
     let document = body(&url);
+    let fetched = Arc::new(AtomicUsize::new(0));
+    let counted = fetched.clone();
     let app = axum::Router::new().route(
         "/client.json",
         axum::routing::get(move || {
             let document = document.clone();
-            async move { ([("content-type", "application/json")], document) }
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                (
+                    [
+                        ("content-type", "application/json"),
+                        ("cache-control", cache_control),
+                    ],
+                    document,
+                )
+            }
         }),
     );
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    url
+    (url, fetched)
+}
+
+#[tokio::test]
+async fn a_metadata_document_is_kept_as_its_headers_say_and_a_huge_one_is_refused() {
+    let app = spawn_app_with(|config| config.oauth_allow_private = true).await;
+    let bob = app.add_person("bob").await;
+    let document = |url: &str| {
+        json!({ "client_id": url, "client_name": "Kept", "redirect_uris": [REDIRECT] }).to_string()
+    };
+    let (_, challenge) = pkce();
+    let show = |client_id: String| {
+        let (url, bob, challenge) = (app.url(), bob.clone(), challenge.clone());
+        async move {
+            let connector = Connector {
+                url,
+                client_id,
+                redirect: REDIRECT.into(),
+            };
+            let page = connector
+                .consent_page(&connector.authorize_url(&challenge, &[]), &bob)
+                .await;
+            (page.status().as_u16(), page.text().await.unwrap())
+        }
+    };
+    for (cache_control, fetches) in [("max-age=600", 1), ("no-store", 2)] {
+        let (url, fetched) = serve_counted(document, cache_control).await;
+        for _ in 0..2 {
+            let (status, _) = show(url.clone()).await;
+            assert_eq!(status, 200);
+        }
+        assert_eq!(fetched.load(Ordering::SeqCst), fetches, "{cache_control}");
+    }
+    let (url, _) = serve_counted(
+        |url| {
+            json!({
+                "client_id": url,
+                "client_name": "x".repeat(70 * 1024),
+                "redirect_uris": [REDIRECT],
+            })
+            .to_string()
+        },
+        "max-age=600",
+    )
+    .await;
+    let (status, text) = show(url).await;
+    assert_eq!(status, 400);
+    assert!(text.contains("larger than 65536 bytes"), "{text}");
 }
 
 #[tokio::test]

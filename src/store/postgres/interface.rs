@@ -14,9 +14,24 @@ use crate::model::{
 };
 use crate::store::rules::{self, Statements};
 use crate::store::{NewMessage, Offer, Store, StoreError, StoreFuture, StoredSession};
+use crate::store::{PoolState, StoreStats};
 use tokio::sync::mpsc;
 
 impl Store for PostgresStore {
+    fn stats(&self) -> &StoreStats {
+        &self.stats
+    }
+
+    fn pool(&self) -> Option<PoolState> {
+        let status = self.pool.status();
+        Some(PoolState {
+            open: status.size as u64,
+            max: status.max_size as u64,
+            idle: status.available as u64,
+            waiting: status.waiting as u64,
+        })
+    }
+
     fn person_by_token(&self, hash: TokenHash) -> StoreFuture<'_, Option<Person>> {
         Box::pin(async move { people::by_token(&*self.client().await?, hash).await })
     }
@@ -104,6 +119,7 @@ impl Store for PostgresStore {
             let mut listener = self.listener.lock().expect("listener lock");
             let (commits, taken) = mpsc::channel(1024);
             let own = self.own.clone();
+            let stats = self.stats.clone();
             let task = match &*listener {
                 Listener::Running(_) => return Ok(None),
                 Listener::Unopened { config, tls: None } => tokio::spawn(listen::run(
@@ -112,6 +128,7 @@ impl Store for PostgresStore {
                     from,
                     own,
                     commits,
+                    stats,
                 )),
                 Listener::Unopened {
                     config,
@@ -122,6 +139,7 @@ impl Store for PostgresStore {
                     from,
                     own,
                     commits,
+                    stats,
                 )),
             };
             *listener = Listener::Running(task);

@@ -9,10 +9,11 @@
 //! loses no wake-up.
 
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
-use crate::model::{Message, MessageId};
-use crate::store::StoreResult;
+use crate::model::{Message, MessageId, now_millis};
+use crate::store::{StoreResult, StoreStats};
 use futures::StreamExt;
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -42,6 +43,7 @@ pub(super) async fn run<T>(
     mut last_seen: MessageId,
     own: Own,
     commits: mpsc::Sender<Message>,
+    stats: Arc<StoreStats>,
 ) where
     T: MakeTlsConnect<Socket> + Clone + Send + Sync + 'static,
     T::Stream: Send + 'static,
@@ -56,11 +58,13 @@ pub(super) async fn run<T>(
             &mut backoff,
             &own,
             &commits,
+            &stats,
         )
         .await
         {
             Ok(()) => return, // nobody takes commits any more
             Err(error) => {
+                stats.listener_reconnects.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     %error,
                     "lost the database connection that wakes this relay for other relays' \
@@ -86,6 +90,7 @@ async fn listen<T>(
     backoff: &mut Duration,
     own: &Own,
     commits: &mpsc::Sender<Message>,
+    stats: &StoreStats,
 ) -> StoreResult<()>
 where
     T: MakeTlsConnect<Socket> + Send + 'static,
@@ -120,7 +125,7 @@ where
         // What committed while nobody listened, then at each notification
         // (those that came meanwhile are covered by the same read).
         loop {
-            if !catch_up(&client, &after, last_seen, own, commits).await? {
+            if !catch_up(&client, &after, last_seen, own, commits, stats).await? {
                 return Ok(());
             }
             if notifications.recv().await.is_none() {
@@ -145,6 +150,7 @@ async fn catch_up(
     last_seen: &mut MessageId,
     own: &Own,
     commits: &mpsc::Sender<Message>,
+    stats: &StoreStats,
 ) -> StoreResult<bool> {
     loop {
         let rows = client.query(after, &[&*last_seen, &READ_BATCH]).await?;
@@ -152,7 +158,12 @@ async fn catch_up(
             let message = message_from_row(row)?;
             *last_seen = message.id;
             let mine = own.lock().expect("own ids lock").remove(&message.id);
-            if !mine && commits.send(message).await.is_err() {
+            if mine {
+                continue;
+            }
+            let lag = now_millis().saturating_sub(message.created_at);
+            stats.listener_lag_seconds.observe(lag as f64 / 1000.0);
+            if commits.send(message).await.is_err() {
                 return Ok(false);
             }
         }

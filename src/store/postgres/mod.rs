@@ -30,6 +30,7 @@ mod statements;
 mod summaries;
 mod writer;
 
+use crate::store::StoreStats;
 pub use schema::MIGRATIONS;
 
 use super::{StoreError, StoreResult};
@@ -75,6 +76,8 @@ pub struct PostgresStore {
     /// Says every [`BEAT`] that this process is alive, from the first
     /// session it holds until it leaves.
     beating: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// What the writer and the listener count.
+    stats: Arc<StoreStats>,
 }
 
 enum Listener {
@@ -297,7 +300,8 @@ impl PostgresStore {
         drop(client);
         let own = listen::Own::default();
         let (inserts, jobs) = mpsc::channel(4 * 1024);
-        tokio::spawn(writer::run(pool.clone(), own.clone(), jobs));
+        let stats = Arc::new(StoreStats::default());
+        tokio::spawn(writer::run(pool.clone(), own.clone(), jobs, stats.clone()));
         Ok(PostgresStore {
             pool,
             inserts,
@@ -308,6 +312,7 @@ impl PostgresStore {
             own,
             instance: instance_id()?,
             beating: Mutex::new(None),
+            stats,
         })
     }
 

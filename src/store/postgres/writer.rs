@@ -16,7 +16,7 @@
 use super::statements::Sql;
 use super::{Db, WRITE_LOCK, listen};
 use crate::model::{Message, MessageId};
-use crate::store::{NewMessage, StoreError, StoreResult, rules};
+use crate::store::{NewMessage, StoreError, StoreResult, StoreStats, rules};
 use bytes::{Bytes, BytesMut};
 use deadpool_postgres::{Pool, Transaction};
 use futures::future::join_all;
@@ -34,7 +34,12 @@ const MAX_BATCH: usize = 256;
 pub(super) type Job = (NewMessage, oneshot::Sender<StoreResult<Message>>);
 
 /// Runs until every sender of `jobs` is dropped.
-pub(super) async fn run(pool: Pool, own: listen::Own, mut jobs: mpsc::Receiver<Job>) {
+pub(super) async fn run(
+    pool: Pool,
+    own: listen::Own,
+    mut jobs: mpsc::Receiver<Job>,
+    stats: Arc<StoreStats>,
+) {
     while let Some(first) = jobs.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -44,7 +49,10 @@ pub(super) async fn run(pool: Pool, own: listen::Own, mut jobs: mpsc::Receiver<J
             }
         }
         let (messages, replies): (Vec<NewMessage>, Vec<_>) = batch.into_iter().unzip();
-        match commit(&pool, &own, messages).await {
+        let (writes, started) = (messages.len(), std::time::Instant::now());
+        let committed = commit(&pool, &own, messages).await;
+        stats.committed(writes, started.elapsed(), committed.is_ok());
+        match committed {
             Ok(outcomes) => {
                 for (reply, outcome) in replies.into_iter().zip(outcomes) {
                     let _ = reply.send(outcome);

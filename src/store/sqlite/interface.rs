@@ -9,10 +9,15 @@ use crate::model::{
     NotifySettings, Person, Place, Presence, Redeemed, Refreshed, RegisteredClient, SessionId,
     ThreadId, ThreadSummary, TokenHash,
 };
+use crate::store::StoreStats;
 use crate::store::rules::{self, Statements};
 use crate::store::{NewMessage, Offer, PURGE_BATCH, Store, StoreError, StoreFuture, StoredSession};
 
 impl Store for SqliteStore {
+    fn stats(&self) -> &StoreStats {
+        &self.stats
+    }
+
     fn person_by_token(&self, hash: TokenHash) -> StoreFuture<'_, Option<Person>> {
         self.read(move |conn| people::by_token(conn, hash))
     }

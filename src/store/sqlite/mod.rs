@@ -28,7 +28,7 @@ mod writer;
 pub use copy::{ServingLock, backup, lock_for_serving, restore};
 pub use schema::{Durability, MIGRATIONS};
 
-use super::{StoreError, StoreFuture, StoreResult};
+use super::{StoreError, StoreFuture, StoreResult, StoreStats};
 use crate::model::{Channel, Handle, MessageId, SessionId, ThreadId};
 use rusqlite::{
     Connection,
@@ -58,6 +58,8 @@ pub struct SqliteStore {
     /// makes (the credentials revision), run on the async worker: the
     /// hand-off to the blocking pool and back costs more than the read.
     now: Mutex<Connection>,
+    /// What the writer counts of its commits.
+    stats: Arc<StoreStats>,
 }
 
 impl From<rusqlite::Error> for StoreError {
@@ -90,9 +92,11 @@ impl SqliteStore {
         durability.apply(&conn)?;
         schema::migrate(&mut conn)?;
         let (sender, receiver) = mpsc::channel();
+        let stats = Arc::new(StoreStats::default());
+        let counted = stats.clone();
         std::thread::Builder::new()
             .name("crosstalk-writer".into())
-            .spawn(move || writer::run(conn, receiver))
+            .spawn(move || writer::run(conn, receiver, &counted))
             .map_err(|e| StoreError::backend("cannot start the database writer thread", e))?;
         let now = schema::open_connection(path)?;
         // Never waits for a lock on the async worker: see read_now.
@@ -102,6 +106,7 @@ impl SqliteStore {
             writer: Mutex::new(sender),
             readers: Arc::new(Mutex::new(Vec::new())),
             now: Mutex::new(now),
+            stats,
         })
     }
 

@@ -6,7 +6,7 @@
 //! concurrent writers share one commit, a failed write undoes only itself,
 //! and no caller hears of a write that might still be lost.
 
-use crate::store::{StoreError, StoreResult};
+use crate::store::{StoreError, StoreResult, StoreStats};
 use rusqlite::Connection;
 use std::sync::{Arc, mpsc};
 use tokio::sync::oneshot;
@@ -46,8 +46,9 @@ where
 
 /// The writer thread: batch, commit once, then answer everyone in the batch.
 /// Ends when every sender of `queue` is dropped.
-pub(super) fn run(conn: Connection, queue: mpsc::Receiver<Job>) {
+pub(super) fn run(conn: Connection, queue: mpsc::Receiver<Job>, stats: &StoreStats) {
     while let Ok(first) = queue.recv() {
+        let started = std::time::Instant::now();
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match queue.try_recv() {
@@ -84,6 +85,7 @@ pub(super) fn run(conn: Connection, queue: mpsc::Receiver<Job>) {
             tracing::error!(%error, "a group commit failed");
             let _ = conn.execute_batch("ROLLBACK");
         }
+        stats.committed(finishes.len(), started.elapsed(), committed.is_ok());
         for finish in finishes {
             finish(committed.clone());
         }
