@@ -308,6 +308,28 @@ async fn the_json_log_is_one_object_a_line_with_the_same_fields_and_no_body() {
         .find(|l| l["fields"]["status"].is_number())
         .expect("a request's line");
     assert!(request["fields"]["method"].is_string(), "{request}");
+
+    // The same events carry the same fields in the text log.
+    let text = a_logged_conversation("text").await;
+    for event in ["request", "credentials"] {
+        let in_json: std::collections::BTreeSet<String> = lines
+            .iter()
+            .filter(|l| l["fields"]["message"] == event)
+            .flat_map(|l| l["fields"].as_object().unwrap().keys().cloned())
+            .filter(|k| k != "message")
+            .collect();
+        let in_text: std::collections::BTreeSet<String> = text
+            .lines()
+            .filter_map(|l| l.split_once(&format!(": {event} ")).map(|(_, rest)| rest))
+            .flat_map(|rest| {
+                rest.split(' ')
+                    .filter_map(|pair| pair.split_once('=').map(|(k, _)| k.to_owned()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert!(!in_json.is_empty(), "no {event} line in JSON");
+        assert_eq!(in_json, in_text, "{event}");
+    }
 }
 
 /// A relay run at `trace` in `format` that is sent a body to keep, and

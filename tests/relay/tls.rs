@@ -377,6 +377,18 @@ async fn acme_with_pebble_issues_serves_redirects_and_restarts_from_the_cache() 
     assert_eq!((status, version), (200, reqwest::Version::HTTP_2));
     assert_eq!(hsts.as_deref(), Some("max-age=31536000"));
     assert!(!first.is_empty());
+    // Ready once the certificate is deployed (before it, no TLS handshake
+    // succeeds at all, which a load balancer reads as not ready too).
+    let ready = client
+        .get(format!("https://localhost:{port}/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ready.status(), 200);
+    assert_eq!(
+        ready.json::<serde_json::Value>().await.unwrap(),
+        serde_json::json!({ "status": "ready" })
+    );
     let mode = |path: &Path| {
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(path).unwrap().permissions())
             & 0o777
