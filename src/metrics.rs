@@ -9,9 +9,7 @@
 //! of secret from the pattern table, a connection budget. None carries a
 //! handle, a token, a channel, a path or anything a person typed.
 
-use crate::layers::limits::RateLimits;
-use crate::relay::Relay;
-use crate::store::Reading;
+use crate::relay::{Reading, Relay};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -96,12 +94,44 @@ impl Connections {
     }
 }
 
+/// Requests refused by a quota, as the layers count them.
+#[derive(Debug, Default)]
+pub struct QuotaRefusals {
+    credential: AtomicU64,
+    address: AtomicU64,
+    registration: AtomicU64,
+}
+
+/// Which quota refused a request.
+#[derive(Debug, Clone, Copy)]
+pub enum Quota {
+    /// A credential's (a person, a participant, the shared token).
+    Credential,
+    /// An address's, for requests without valid credentials.
+    Address,
+    /// An address's budget of OAuth client registrations.
+    Registration,
+}
+
+impl QuotaRefusals {
+    pub fn refused(&self, quota: Quota) {
+        let counter = match quota {
+            Quota::Credential => &self.credential,
+            Quota::Address => &self.address,
+            Quota::Registration => &self.registration,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Everything the exposition shows.
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     durations: Family<GroupLabels, Histogram>,
     pub connections: Arc<Connections>,
+    /// Where the rate limits count what they refuse.
+    pub quotas: Arc<QuotaRefusals>,
     sessions: Arc<OnceLock<SessionCount>>,
 }
 
@@ -121,7 +151,7 @@ const BUCKETS: [f64; 14] = [
 type SessionCount = Box<dyn Fn() -> usize + Send + Sync>;
 
 impl Metrics {
-    pub fn new(relay: Arc<Relay>, limits: Arc<RateLimits>) -> Metrics {
+    pub fn new(relay: Arc<Relay>) -> Metrics {
         let mut registry = Registry::with_prefix("crosstalk");
         let requests = Family::<RequestLabels, Counter>::default();
         let durations = Family::<GroupLabels, Histogram>::new_with_constructor(
@@ -138,10 +168,11 @@ impl Metrics {
             durations.clone(),
         );
         let connections = Arc::new(Connections::default());
+        let quotas = Arc::new(QuotaRefusals::default());
         let sessions = Arc::new(OnceLock::new());
         registry.register_collector(Box::new(Core {
             relay,
-            limits,
+            quotas: quotas.clone(),
             connections: connections.clone(),
             sessions: sessions.clone(),
         }));
@@ -150,11 +181,13 @@ impl Metrics {
             requests,
             durations,
             connections,
+            quotas,
             sessions,
         }
     }
 
-    /// Where the MCP sessions open are counted: the MCP edge says, once.
+    /// Where the MCP sessions open are counted: the server says, once, as
+    /// it makes the MCP edge.
     pub fn count_sessions(&self, open: impl Fn() -> usize + Send + Sync + 'static) {
         let _ = self.sessions.set(Box::new(open));
     }
@@ -183,7 +216,7 @@ impl Metrics {
 /// counted, read at each scrape.
 struct Core {
     relay: Arc<Relay>,
-    limits: Arc<RateLimits>,
+    quotas: Arc<QuotaRefusals>,
     connections: Arc<Connections>,
     sessions: Arc<OnceLock<SessionCount>>,
 }
@@ -319,14 +352,12 @@ impl Collector for Core {
             "Expired messages the purge deleted",
             s.purged,
         )?;
-        if let Some(purges) = &s.purge_seconds {
-            histogram(
-                e,
-                "purge_duration_seconds",
-                "How long each purge of expired rows took",
-                purges,
-            )?;
-        }
+        histogram(
+            e,
+            "purge_duration_seconds",
+            "How long each purge of expired rows took",
+            &s.purge_seconds,
+        )?;
         labelled(
             e,
             "pushes",
@@ -392,7 +423,14 @@ impl Collector for Core {
             "Requests refused by a quota: a credential's, an address's without valid \
              credentials, or the client registrations' budget",
             "quota",
-            &self.limits.refusals(),
+            &[
+                ("credential", self.quotas.credential.load(Ordering::Relaxed)),
+                ("address", self.quotas.address.load(Ordering::Relaxed)),
+                (
+                    "registration",
+                    self.quotas.registration.load(Ordering::Relaxed),
+                ),
+            ],
         )?;
         let (store, pool) = self.relay.store_stats();
         histogram(
@@ -417,28 +455,37 @@ impl Collector for Core {
             counter(
                 e,
                 "postgres_listener_reconnects",
-                "Times the connection that listens for other relays' messages was lost and \
-                 opened again",
+                "Times the connection that listens for other relays' messages listened again \
+                 after it was lost",
                 store.listener_reconnects.load(Ordering::Relaxed),
             )?;
             histogram(
                 e,
                 "postgres_listener_lag_seconds",
-                "From another relay's commit of a message to this relay handing it on",
+                "From a message's sending on another relay to this relay handing it on",
                 &store.listener_lag_seconds.read(),
             )?;
             labelled_gauge(
                 e,
                 "postgres_pool_connections",
-                "The pool's connections: busy, idle, the most it opens, and queries waiting \
-                 for one",
+                "The pool's open connections, busy and idle",
                 "state",
                 &[
                     ("busy", pool.open.saturating_sub(pool.idle)),
                     ("idle", pool.idle),
-                    ("max", pool.max),
-                    ("waiting", pool.waiting),
                 ],
+            )?;
+            gauge(
+                e,
+                "postgres_pool_max_connections",
+                "The most connections the pool opens",
+                pool.max,
+            )?;
+            gauge(
+                e,
+                "postgres_pool_waiting",
+                "Queries waiting for a connection of the pool",
+                pool.waiting,
             )?;
         }
         let c = &self.connections;

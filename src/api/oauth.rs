@@ -6,11 +6,11 @@
 //! shapes (`{"error", "error_description"}`), never cached. The consent
 //! page, which a person answers, is the team page's (`web/oauth.rs`).
 
-use crate::layers::auth::Challenge;
 use crate::model::ClientMetadata;
 use crate::relay::{Issued, Relay, RelayError, SCOPE, TokenRefusal};
 use crate::state::AppState;
 use crate::wire::ApiError;
+use crate::wire::challenge::Challenge;
 use axum::{
     Json, Router,
     body::Bytes,

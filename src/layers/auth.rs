@@ -14,9 +14,9 @@ use super::{
     limits::{Limited, RateLimits},
 };
 use crate::host::{Cidr, ForwardedHeader};
-use crate::model::looks_like_a_persons_token;
 use crate::relay::{Caller, Relay, RelayError};
 use crate::wire::ApiError;
+use crate::wire::challenge::{Challenge, Presented};
 use axum::{
     extract::{Request, State},
     http::{HeaderValue, Method, StatusCode, header},
@@ -197,32 +197,6 @@ pub struct Credentials {
     pub challenge: Option<Challenge>,
 }
 
-/// The `WWW-Authenticate` of a 401 on the OAuth resource (RFC 6750 §3,
-/// RFC 9728 §5.1), by what the request presented.
-#[derive(Clone)]
-pub struct Challenge {
-    /// No token: where to sign in (`resource_metadata=…`).
-    pub sign_in: HeaderValue,
-    /// A token that is not a person's, refused (an OAuth access token that
-    /// expired or whose grant ended): `invalid_token`, and where to sign in
-    /// again.
-    pub token_refused: HeaderValue,
-    /// A person's static token, refused (revoked, rotated, mistyped):
-    /// `invalid_token` and no pointer into OAuth. A client set up with a
-    /// static token is told its token was refused, never sent to sign in.
-    pub person_token_refused: HeaderValue,
-}
-
-impl Challenge {
-    fn for_presented(&self, presented: Option<&str>) -> &HeaderValue {
-        match presented {
-            None => &self.sign_in,
-            Some(token) if looks_like_a_persons_token(token) => &self.person_token_refused,
-            Some(_) => &self.token_refused,
-        }
-    }
-}
-
 /// Authenticates with the credentials the group accepts and puts the
 /// [`Caller`] on the request. What a signed-in request gets back is not
 /// to be cached anywhere (`Cache-Control: no-store`).
@@ -241,12 +215,9 @@ pub async fn require(
         .as_ref()
         .ok()
         .and_then(|p| p.as_ref().map(|(_, via)| *via));
-    let challenge = credentials.challenge.as_ref().map(|challenge| {
-        let bearer = match &presented {
-            Ok(Some((token, Via::Bearer))) => Some(token.as_str()),
-            _ => None,
-        };
-        challenge.for_presented(bearer).clone()
+    let shape = Presented::bearer(match &presented {
+        Ok(Some((token, Via::Bearer))) => Some(token.as_str()),
+        _ => None,
     });
     let authenticated = match authenticate(&credentials, presented, address).await {
         Ok(caller)
@@ -271,12 +242,13 @@ pub async fn require(
         }
         Err(refused) => {
             let mut response = ApiError::from(refused).into_response();
-            if let Some(challenge) = challenge
+            if let Some(challenge) = &credentials.challenge
                 && response.status() == StatusCode::UNAUTHORIZED
             {
-                response
-                    .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, challenge);
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    challenge.for_presented(shape).clone(),
+                );
             }
             response
         }

@@ -30,16 +30,20 @@ pub async fn access_log(
     // A clone of the URI shares its bytes: no allocation per request.
     let uri = request.uri().clone();
     let started = Instant::now();
+    // Counted when dropped: with the response's status once its body has
+    // been sent, or as 499 if the client leaves before the response
+    // (a long-poll given up).
+    let mut counted = Counted {
+        metrics,
+        group: crate::metrics::group(uri.path()),
+        status: CLIENT_LEFT,
+        started,
+    };
     let response = next.run(request).await;
     let status = response.status().as_u16();
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     let path = uri.path();
-    let counted = Counted {
-        metrics,
-        group: crate::metrics::group(path),
-        status,
-        started,
-    };
+    counted.status = status;
     let response = response.map(|body| {
         Body::new(Timed {
             body,
@@ -55,6 +59,10 @@ pub async fn access_log(
     }
     response
 }
+
+/// The status a request is counted with when its client left before the
+/// response (nginx's word for it; never sent).
+const CLIENT_LEFT: u16 = 499;
 
 /// A response body that counts its request for the metrics when it is
 /// dropped: once it has been sent whole, or its client has gone.

@@ -9,9 +9,9 @@
 //!   tokens is slow as well as hopeless.
 //!
 //! - OAuth client registrations (open to anyone, and each a row kept for a
-//!   day) have a budget of their own, per address and for the whole relay,
-//!   whatever the quotas above: a flood of registrations neither fills the
-//!   store nor crowds out a real client's.
+//!   day) have a budget of their own per address, whatever the quotas
+//!   above, spent by every attempt; the relay's own budget for them, spent
+//!   only by registrations it stores, is the core's (`relay/quota.rs`).
 //!
 //! IPv6 addresses are counted by their /64, which one client usually holds
 //! whole. Keyed state is pruned every minute, and early when it grows past
@@ -19,17 +19,15 @@
 
 use crate::config::{Limits, Rate};
 use crate::host::client_group;
+use crate::metrics::{Quota as Refused, QuotaRefusals};
 use governor::{
-    DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter,
+    DefaultKeyedRateLimiter, Quota, RateLimiter,
     clock::{Clock, DefaultClock},
 };
 use std::{
     collections::HashMap,
     net::IpAddr,
-    sync::{
-        Mutex,
-        atomic::{AtomicU64, Ordering},
-    },
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -41,9 +39,6 @@ pub const PRUNE_EVERY: Duration = Duration::from_secs(60);
 /// Client registrations one address may make: this many at once, then
 /// one every [`REGISTRATION_REFILL`] (a person adds an app a few times).
 pub const REGISTRATIONS_PER_ADDRESS: u32 = 10;
-/// Client registrations the whole relay takes: this many at once, then one
-/// every [`REGISTRATION_REFILL`] divided by ten.
-pub const REGISTRATIONS_PER_RELAY: u32 = 100;
 /// How long a used registration takes to come back, per address.
 pub const REGISTRATION_REFILL: Duration = Duration::from_secs(360);
 
@@ -70,24 +65,11 @@ pub struct RateLimits {
     per_address: Option<DefaultKeyedRateLimiter<IpAddr>>,
     /// Addresses that ran out of their quota, and until when they are refused.
     blocked: Mutex<HashMap<IpAddr, Instant>>,
-    /// OAuth client registrations, per address and in all.
+    /// OAuth client registrations, per address.
     registrations_per_address: DefaultKeyedRateLimiter<IpAddr>,
-    registrations: DefaultDirectRateLimiter,
-    /// Requests refused, by the quota that ran out (for the metrics).
-    refused: Refusals,
+    /// Where the requests each quota refused are counted.
+    refused: Arc<QuotaRefusals>,
     clock: DefaultClock,
-}
-
-/// Requests refused by each quota.
-#[derive(Default)]
-struct Refusals {
-    credential: AtomicU64,
-    address: AtomicU64,
-    registration: AtomicU64,
-}
-
-fn count(refused: &AtomicU64) {
-    refused.fetch_add(1, Ordering::Relaxed);
 }
 
 fn nonzero(n: u32) -> std::num::NonZeroU32 {
@@ -99,7 +81,7 @@ fn quota(rate: Rate) -> Quota {
 }
 
 impl RateLimits {
-    pub fn new(limits: &Limits) -> RateLimits {
+    pub fn new(limits: &Limits, refused: Arc<QuotaRefusals>) -> RateLimits {
         RateLimits {
             per_credential: limits
                 .per_credential
@@ -113,33 +95,16 @@ impl RateLimits {
                     .expect("a period above zero")
                     .allow_burst(nonzero(REGISTRATIONS_PER_ADDRESS)),
             ),
-            registrations: RateLimiter::direct(
-                Quota::with_period(REGISTRATION_REFILL / 10)
-                    .expect("a period above zero")
-                    .allow_burst(nonzero(REGISTRATIONS_PER_RELAY)),
-            ),
-            refused: Refusals::default(),
+            refused,
             clock: DefaultClock::default(),
         }
     }
 
-    /// Requests refused so far, by the quota that ran out: a person's (or
-    /// participant's) `credential`, an `address` without valid
-    /// credentials, or the `registration` budget.
-    pub fn refusals(&self) -> [(&'static str, u64); 3] {
-        let r = &self.refused;
-        [
-            ("credential", r.credential.load(Ordering::Relaxed)),
-            ("address", r.address.load(Ordering::Relaxed)),
-            ("registration", r.registration.load(Ordering::Relaxed)),
-        ]
-    }
-
-    /// Counts an OAuth client registration from `ip`.
+    /// Counts an OAuth client registration attempted from `ip`.
     pub fn registration(&self, ip: IpAddr) -> Result<(), Limited> {
         let key = client_group(ip);
         if let Err(not_until) = self.registrations_per_address.check_key(&key) {
-            count(&self.refused.registration);
+            self.refused.refused(Refused::Registration);
             return Err(Limited::new(
                 "too many client registrations from this address",
                 not_until.wait_time_from(self.clock.now()),
@@ -148,13 +113,7 @@ impl RateLimits {
         if self.registrations_per_address.len() > MAX_KEYS {
             self.registrations_per_address.retain_recent();
         }
-        self.registrations.check().map_err(|not_until| {
-            count(&self.refused.registration);
-            Limited::new(
-                "too many client registrations on this relay just now",
-                not_until.wait_time_from(self.clock.now()),
-            )
-        })
+        Ok(())
     }
 
     /// Counts a request made with valid credentials.
@@ -164,7 +123,7 @@ impl RateLimits {
         };
         let key = key.to_owned();
         if let Err(not_until) = limiter.check_key(&key) {
-            count(&self.refused.credential);
+            self.refused.refused(Refused::Credential);
             let wait = not_until.wait_time_from(self.clock.now());
             return Err(Limited::new(
                 format!(
@@ -186,7 +145,7 @@ impl RateLimits {
         let blocked = self.blocked.lock().expect("blocked addresses lock");
         match blocked.get(&key) {
             Some(until) if *until > Instant::now() => {
-                count(&self.refused.address);
+                self.refused.refused(Refused::Address);
                 Err(Limited::new(
                     "too many requests without valid credentials from this address",
                     *until - Instant::now(),
@@ -203,7 +162,7 @@ impl RateLimits {
         };
         let key = client_group(ip);
         if let Err(not_until) = limiter.check_key(&key) {
-            count(&self.refused.address);
+            self.refused.refused(Refused::Address);
             let wait = not_until.wait_time_from(self.clock.now());
             let mut blocked = self.blocked.lock().expect("blocked addresses lock");
             if blocked.len() > MAX_KEYS {
@@ -256,10 +215,13 @@ mod tests {
 
     #[test]
     fn an_address_that_runs_out_is_blocked_and_others_are_not() {
-        let limits = RateLimits::new(&Limits {
-            per_credential: None,
-            per_address: Rate::new(1, 2),
-        });
+        let limits = RateLimits::new(
+            &Limits {
+                per_credential: None,
+                per_address: Rate::new(1, 2),
+            },
+            Arc::default(),
+        );
         let (a, b): (IpAddr, IpAddr) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
         assert!(limits.anonymous(a).is_ok());
         assert!(limits.anonymous(a).is_ok());
@@ -275,10 +237,13 @@ mod tests {
         // A quota that refills within a nanosecond: every key is fresh again
         // by the time prune runs.
         let fast = Rate::new(1_000_000_000, 1_000_000_000);
-        let limits = RateLimits::new(&Limits {
-            per_credential: None,
-            per_address: fast,
-        });
+        let limits = RateLimits::new(
+            &Limits {
+                per_credential: None,
+                per_address: fast,
+            },
+            Arc::default(),
+        );
         for n in 0..5000u32 {
             limits.anonymous(IpAddr::from(n.to_be_bytes())).unwrap();
         }

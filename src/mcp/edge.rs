@@ -54,13 +54,12 @@ pub struct McpEdge {
 
 impl McpEdge {
     pub fn new(state: &AppState) -> McpEdge {
-        let sessions = Arc::new(SessionOwners::new(
-            state.relay.clone(),
-            state.config.sessions,
-        ));
-        let counted = sessions.clone();
-        state.metrics.count_sessions(move || counted.open());
-        McpEdge { sessions }
+        McpEdge {
+            sessions: Arc::new(SessionOwners::new(
+                state.relay.clone(),
+                state.config.sessions,
+            )),
+        }
     }
 
     /// The sessions, the state of [`sessions::bind`], which the app puts in

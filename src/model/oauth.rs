@@ -307,10 +307,22 @@ impl MetadataRefusal {
 
 impl ClientMetadata {
     /// A Dynamic Client Registration request's body.
+    ///
+    /// A client that asks to be confidential (`client_secret_post` or
+    /// `client_secret_basic`: claude.ai's connectors ask for the first) is
+    /// registered as the public client it can be here, and the response
+    /// says `none`: RFC 7591 §3.2.1 lets the server replace what a client
+    /// asks for, and such clients read the method from the response.
     pub fn registration(body: &[u8]) -> Result<ClientMetadata, MetadataRefusal> {
-        let submitted = parse_submitted(body)?;
+        let mut submitted = parse_submitted(body)?;
         if submitted.client_id.is_some() {
             return metadata_refusal("client_id is assigned by the server, not registered");
+        }
+        if matches!(
+            submitted.token_endpoint_auth_method.as_deref(),
+            Some("client_secret_post" | "client_secret_basic")
+        ) {
+            submitted.token_endpoint_auth_method = None;
         }
         check(submitted)
     }
@@ -669,6 +681,28 @@ mod tests {
         assert_eq!(taken.name.as_deref(), Some("Claude"));
         assert!(taken.refreshes);
         assert_eq!(taken.redirect_uris[0].host(), "claude.ai");
+        // Asking to be confidential, as claude.ai's connectors do: taken as
+        // a public client.
+        for method in ["client_secret_post", "client_secret_basic"] {
+            let body = format!(
+                r#"{{"redirect_uris":["https://claude.ai/api/mcp/auth_callback"],
+                     "token_endpoint_auth_method":"{method}"}}"#
+            );
+            assert!(
+                ClientMetadata::registration(body.as_bytes()).is_ok(),
+                "{method}"
+            );
+            let document = ClientIdUrl::parse("https://c.example/client.json").unwrap();
+            let body = format!(
+                r#"{{"client_id":"https://c.example/client.json",
+                     "redirect_uris":["https://c.example/cb"],
+                     "token_endpoint_auth_method":"{method}"}}"#
+            );
+            assert!(
+                ClientMetadata::document(&document, body.as_bytes()).is_err(),
+                "a metadata document has no secret to keep: {method}"
+            );
+        }
         for (body, code, says) in [
             (
                 r#"{"redirect_uris":["http://evil.example/cb"]}"#,
@@ -682,7 +716,7 @@ mod tests {
             ),
             (r#"{}"#, "invalid_redirect_uri", "at least one"),
             (
-                r#"{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"client_secret_basic"}"#,
+                r#"{"redirect_uris":["https://a.example/cb"],"token_endpoint_auth_method":"private_key_jwt"}"#,
                 "invalid_client_metadata",
                 "public clients",
             ),

@@ -51,7 +51,7 @@ pub use read::{
 pub use search::{MAX_QUERY_CHARS, MAX_SEARCH_PAGE, SEARCH_PAGE, query_pattern};
 pub use send::{ChannelPost, DirectMessage, MAX_KIND_CHARS};
 pub use sessions::KeptSession;
-pub use stats::Snapshot;
+pub use stats::{PoolState, Reading, Snapshot, StoreStats};
 pub use team::{MAX_NAME_CHARS, MAX_STATUS_CHARS, NewToken, Team};
 pub use text::{body_pattern, line_pattern};
 pub use waits::{CHANNEL_WAIT, INBOX_WAIT, MAX_WAIT, WaitSlot};
@@ -269,7 +269,7 @@ impl Relay {
     }
 
     /// What the store counted, and its pool's state (PostgreSQL's).
-    pub fn store_stats(&self) -> (&crate::store::StoreStats, Option<crate::store::PoolState>) {
+    pub fn store_stats(&self) -> (&StoreStats, Option<PoolState>) {
         (self.store.stats(), self.store.pool())
     }
 

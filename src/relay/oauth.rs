@@ -152,6 +152,7 @@ impl Relay {
                     .into(),
             ));
         }
+        self.quotas.registration(now_millis())?;
         let client_id = format!("crosstalk-client-{}", &Token::generate().expose()[6..32]);
         let client = RegisteredClient {
             client_id: client_id.clone(),

@@ -1,5 +1,6 @@
 //! Quotas an attacker cannot turn against the team: bytes a person may
-//! store a day, and how many senders the shared token may name.
+//! store a day, how many senders the shared token may name, and how many
+//! OAuth clients may register an hour.
 //!
 //! Both are kept in memory: a restart forgets what was spent today, which
 //! errs on the side of the team. The byte quota bounds the disk one
@@ -16,6 +17,13 @@ use std::{
 };
 
 const DAY_MILLIS: Millis = 86_400_000;
+const HOUR_MILLIS: Millis = 3_600_000;
+/// OAuth client registrations the relay stores in an hour, from everyone:
+/// it bounds the rows a flood of registrations leaves (each kept a day
+/// unless used). Only registrations that pass every check count, so a
+/// flood of refused ones spends none of it; each address has a budget of
+/// its own besides (`layers/limits.rs`).
+pub const REGISTRATIONS_PER_HOUR: u32 = 200;
 /// Past this many senders, the map forgets those who sent nothing today.
 const PRUNE_ABOVE: usize = 4096;
 
@@ -28,6 +36,8 @@ pub(super) struct Quotas {
     spent: Mutex<HashMap<Handle, (Millis, u64)>>,
     /// The senders the shared token has named.
     named: Mutex<HashSet<Handle>>,
+    /// Client registrations stored this hour: (the hour, how many).
+    registrations: Mutex<(Millis, u32)>,
 }
 
 impl Quotas {
@@ -37,7 +47,31 @@ impl Quotas {
             shared_senders,
             spent: Mutex::default(),
             named: Mutex::default(),
+            registrations: Mutex::default(),
         }
+    }
+
+    /// Counts a client registration about to be stored, within the
+    /// relay's hourly budget.
+    pub(super) fn registration(&self, now: Millis) -> RelayResult<()> {
+        let hour = now.div_euclid(HOUR_MILLIS);
+        let mut registrations = self.registrations.lock().expect("quota lock");
+        if registrations.0 != hour {
+            *registrations = (hour, 0);
+        }
+        if registrations.1 >= REGISTRATIONS_PER_HOUR {
+            return Err(RelayError::Quota {
+                message: format!(
+                    "this relay has registered {REGISTRATIONS_PER_HOUR} clients this hour, the \
+                     most it does: try again later"
+                ),
+                retry_after: Duration::from_millis(
+                    ((hour + 1) * HOUR_MILLIS - now).max(1000) as u64
+                ),
+            });
+        }
+        registrations.1 += 1;
+        Ok(())
     }
 
     /// Refuses a body of `bytes` from `sender` that would pass today's quota.
@@ -101,5 +135,30 @@ impl Quotas {
              its own (crosstalk add)",
             self.shared_senders
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{HOUR_MILLIS, Quotas, REGISTRATIONS_PER_HOUR};
+
+    #[test]
+    fn the_relay_stores_so_many_registrations_an_hour_and_no_more() {
+        let quotas = Quotas::new(0, 1);
+        let hour = 500_000 * HOUR_MILLIS;
+        for _ in 0..REGISTRATIONS_PER_HOUR {
+            quotas.registration(hour + 10).unwrap();
+        }
+        let refused = quotas.registration(hour + 20).unwrap_err();
+        match refused {
+            crate::relay::RelayError::Quota { retry_after, .. } => {
+                assert_eq!(retry_after.as_millis(), (HOUR_MILLIS - 20) as u128);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            quotas.registration(hour + HOUR_MILLIS).is_ok(),
+            "a new hour"
+        );
     }
 }

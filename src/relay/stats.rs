@@ -7,7 +7,8 @@
 //! pattern table's own names), never by handle, channel, token or text.
 
 use super::RelayError;
-use crate::store::{Histogram, Reading};
+use crate::store::Histogram;
+pub use crate::store::{PoolState, Reading, StoreStats};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,9 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// How long a purge takes, in seconds: a few batches to a backlog.
 const PURGE_SECONDS: &[f64] = &[0.001, 0.01, 0.1, 1.0, 10.0, 60.0];
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Stats {
-    purge_seconds: Histogram,
+    purge_seconds: PurgeSeconds,
     read: AtomicU64,
     sent_direct: AtomicU64,
     sent_channel: AtomicU64,
@@ -35,26 +36,13 @@ pub(super) struct Stats {
     grants_reused: AtomicU64,
 }
 
-impl Default for Stats {
-    fn default() -> Stats {
-        Stats {
-            purge_seconds: Histogram::new(PURGE_SECONDS),
-            read: AtomicU64::default(),
-            sent_direct: AtomicU64::default(),
-            sent_channel: AtomicU64::default(),
-            refused: Mutex::default(),
-            refused_secrets: Mutex::default(),
-            purged: AtomicU64::default(),
-            pushed: AtomicU64::default(),
-            pushed_again: AtomicU64::default(),
-            notices: AtomicU64::default(),
-            notices_dropped: AtomicU64::default(),
-            approvals_asked: AtomicU64::default(),
-            approvals_answered: AtomicU64::default(),
-            grants_opened: AtomicU64::default(),
-            grants_refreshed: AtomicU64::default(),
-            grants_reused: AtomicU64::default(),
-        }
+/// How long purges take.
+#[derive(Debug)]
+struct PurgeSeconds(Histogram);
+
+impl Default for PurgeSeconds {
+    fn default() -> PurgeSeconds {
+        PurgeSeconds(Histogram::new(PURGE_SECONDS))
     }
 }
 
@@ -65,7 +53,7 @@ pub struct Snapshot {
     /// ended confirmed, a claim, a read of the thread).
     pub read: u64,
     /// How long purges took.
-    pub purge_seconds: Option<Reading>,
+    pub purge_seconds: Reading,
     /// Messages stored, to a person and in a channel.
     pub sent_direct: u64,
     pub sent_channel: u64,
@@ -133,7 +121,7 @@ impl Stats {
     /// A purge that deleted `messages` in `took`.
     pub(super) fn purged(&self, messages: u64, took: std::time::Duration) {
         self.purged.fetch_add(messages, Ordering::Relaxed);
-        self.purge_seconds.observe_duration(took);
+        self.purge_seconds.0.observe_duration(took);
     }
 
     /// Messages their recipient's agent confirmed it read.
@@ -194,7 +182,7 @@ impl Stats {
             grants_refreshed: read(&self.grants_refreshed),
             grants_reused: read(&self.grants_reused),
             read: read(&self.read),
-            purge_seconds: Some(self.purge_seconds.read()),
+            purge_seconds: self.purge_seconds.0.read(),
             ..Snapshot::default()
         }
     }

@@ -90,11 +90,11 @@ async fn build(
         .wake_for_other_relays()
         .await
         .map_err(database::postgres_error)?;
-    let limits = Arc::new(RateLimits::new(&config.limits));
+    let metrics = Arc::new(Metrics::new(relay.clone()));
     let state = AppState {
-        metrics: Arc::new(Metrics::new(relay.clone(), limits.clone())),
+        limits: Arc::new(RateLimits::new(&config.limits, metrics.quotas.clone())),
+        metrics,
         relay,
-        limits,
         config: Arc::new(config),
     };
     Ok((state, store))
@@ -207,6 +207,10 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
     tokio::spawn(state.relay.clone().watch_credentials());
     start_notifications(&state, &config, addr, &shutdown)?;
     let mcp = McpEdge::new(&state);
+    let counted = mcp.clone();
+    state
+        .metrics
+        .count_sessions(move || counted.open_sessions());
     tokio::spawn(mcp.clone().end_revoked(shutdown.clone()));
     tokio::spawn(prune_limits(state.limits.clone(), shutdown.clone()));
     let sessions = tokio::spawn(mcp.clone().upkeep(shutdown.clone()));

@@ -20,7 +20,7 @@ pub struct Histogram {
 /// A histogram as read: its sum, its count, and each bound with the count
 /// of values at or under it and above the bound before (not cumulative);
 /// the last bound, `f64::MAX`, stands for +Inf.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reading {
     pub sum: f64,
     pub count: u64,
@@ -76,6 +76,12 @@ const COMMIT_SECONDS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 ];
 
+/// Seconds from a message's sending to another relay handing it on: a
+/// wake-up across relays, to the catch-up after a lost connection.
+const LAG_SECONDS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0, 600.0,
+];
+
 /// The store's counts.
 #[derive(Debug)]
 pub struct StoreStats {
@@ -86,10 +92,13 @@ pub struct StoreStats {
     /// Commits that failed (every write in them was refused).
     pub commits_failed: AtomicU64,
     /// PostgreSQL: how often the connection that listens for other relays'
-    /// messages was lost and opened again.
+    /// messages listened again after it was lost (not the failed attempts
+    /// in between).
     pub listener_reconnects: AtomicU64,
-    /// PostgreSQL: from another relay's commit of a message to this one
-    /// handing it on (clocks of the relays' machines included).
+    /// PostgreSQL: from a message's sending on another relay (its
+    /// `created_at`, taken before its commit) to this one handing it on;
+    /// the relays' clocks count too, and so does a catch-up after a lost
+    /// connection.
     pub listener_lag_seconds: Histogram,
 }
 
@@ -100,7 +109,7 @@ impl Default for StoreStats {
             commit_seconds: Histogram::new(COMMIT_SECONDS),
             commits_failed: AtomicU64::new(0),
             listener_reconnects: AtomicU64::new(0),
-            listener_lag_seconds: Histogram::new(COMMIT_SECONDS),
+            listener_lag_seconds: Histogram::new(LAG_SECONDS),
         }
     }
 }

@@ -5,10 +5,12 @@
 //! - [`args`]: one argument type per operation, shared by the MCP tool and
 //!   its REST twin;
 //! - [`error`]: [`ApiError`], the one error shape;
+//! - [`challenge`]: what a 401 on `/mcp` says, for OAuth clients and not;
 //! - [`extract`]: axum extractors whose refusals speak that shape.
 
 pub mod args;
 pub mod attention;
+pub mod challenge;
 pub mod error;
 pub mod extract;
 pub mod push;

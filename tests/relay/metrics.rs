@@ -470,4 +470,55 @@ async fn the_reference_parser_reads_the_exposition_and_the_store_and_quotas_coun
     // SQLite has no pool and no listener: those are PostgreSQL's alone.
     assert!(after.get("crosstalk_postgres_pool_connections").is_none());
     drop(session);
+
+    // A request is timed to the end of its body: a wait of a second takes
+    // its second, and a stream is counted when it ends, not when it opens.
+    let carol = app.add_person("carol").await;
+    let (text, _) = scrape(metrics).await;
+    let before = parsed_strictly(&text);
+    let (status, _) = get(
+        &app,
+        "/api/channels/quiet/wait?since_id=0&timeout_s=1",
+        &carol,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let stream = http()
+        .get(format!("{}/api/inbox/stream", app.url()))
+        .bearer_auth(&carol)
+        .send()
+        .await
+        .unwrap();
+    let mut stream = SseReader::new(stream);
+    assert_eq!(stream.next().await.event.as_deref(), Some("notice"));
+    let (text, _) = scrape(metrics).await;
+    let open = parsed_strictly(&text);
+    let duration = "crosstalk_http_request_duration_seconds";
+    let moved = |from: &serde_json::Value, to: &serde_json::Value, sample: &str, group: &str| {
+        strict_value(
+            to,
+            duration,
+            &format!("{duration}_{sample}"),
+            &[("group", group)],
+        ) - strict_value(
+            from,
+            duration,
+            &format!("{duration}_{sample}"),
+            &[("group", group)],
+        )
+    };
+    assert!(
+        moved(&before, &open, "sum", "api") >= 1.0,
+        "the wait's second"
+    );
+    assert_eq!(
+        moved(&before, &open, "count", "api_stream"),
+        0.0,
+        "still open"
+    );
+    app.revoke("carol").await;
+    stream.until_closed().await;
+    let (text, _) = scrape(metrics).await;
+    let closed = parsed_strictly(&text);
+    assert_eq!(moved(&before, &closed, "count", "api_stream"), 1.0, "ended");
 }

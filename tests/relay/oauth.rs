@@ -703,9 +703,54 @@ async fn a_token_is_taken_only_by_the_relay_it_was_issued_for() {
 }
 
 #[tokio::test]
+async fn a_connector_asking_to_be_confidential_is_registered_public_and_signs_in() {
+    // claude.ai's connectors register asking for client_secret_post, with
+    // their callback on claude.ai; the relay registers them public, says
+    // so, and the code flow with PKCE alone goes through.
+    let app = spawn_app().await;
+    let bob = app.add_person("bob").await;
+    app.add_person("alice").await;
+    let callback = "https://claude.ai/api/mcp/auth_callback";
+    let response = http()
+        .post(format!("{}/oauth/register", app.url()))
+        .json(&json!({
+            "client_name": "Claude",
+            "redirect_uris": [callback],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "client_secret_post",
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let registered: Value = response.json().await.unwrap();
+    assert_eq!(registered["token_endpoint_auth_method"], "none");
+    assert!(registered.get("client_secret").is_none(), "{registered}");
+    let connector = Connector {
+        url: app.url(),
+        client_id: registered["client_id"].as_str().unwrap().to_owned(),
+        redirect: callback.into(),
+    };
+    let tokens = connector.sign_in(&bob).await;
+    assert_eq!(
+        peers_as(&app, tokens["access_token"].as_str().unwrap()).await,
+        ["bob"]
+    );
+}
+
+#[tokio::test]
 async fn registrations_have_a_budget_of_their_own() {
     let app = spawn_app().await;
-    for _ in 0..crosstalk::layers::limits::REGISTRATIONS_PER_ADDRESS {
+    // A refused attempt spends the address's budget too.
+    let refused = http()
+        .post(format!("{}/oauth/register", app.url()))
+        .json(&json!({ "redirect_uris": ["https://evil.example/cb"] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    for _ in 1..crosstalk::layers::limits::REGISTRATIONS_PER_ADDRESS {
         Connector::register(&app, REDIRECT).await;
     }
     let refused = http()
@@ -720,7 +765,7 @@ async fn registrations_have_a_budget_of_their_own() {
     assert_eq!(body["error"]["code"], "rate_limited", "{body}");
     assert_eq!(
         app.count("SELECT count(*) FROM oauth_clients"),
-        i64::from(crosstalk::layers::limits::REGISTRATIONS_PER_ADDRESS)
+        i64::from(crosstalk::layers::limits::REGISTRATIONS_PER_ADDRESS) - 1
     );
     // Nothing else from the address is held back by it.
     let (status, _) = get(&app, "/.well-known/oauth-authorization-server", "").await;

@@ -50,12 +50,14 @@ pub(super) async fn run<T>(
     <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
 {
     let mut backoff = FIRST_BACKOFF;
+    let mut listened = false;
     loop {
         match listen(
             &config,
             tls.clone(),
             &mut last_seen,
             &mut backoff,
+            &mut listened,
             &own,
             &commits,
             &stats,
@@ -64,7 +66,6 @@ pub(super) async fn run<T>(
         {
             Ok(()) => return, // nobody takes commits any more
             Err(error) => {
-                stats.listener_reconnects.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     %error,
                     "lost the database connection that wakes this relay for other relays' \
@@ -88,6 +89,7 @@ async fn listen<T>(
     tls: T,
     last_seen: &mut MessageId,
     backoff: &mut Duration,
+    listened: &mut bool,
     own: &Own,
     commits: &mpsc::Sender<Message>,
     stats: &StoreStats,
@@ -121,6 +123,9 @@ where
         .await?;
     tracing::debug!("listening for other relays' messages");
     *backoff = FIRST_BACKOFF;
+    if std::mem::replace(listened, true) {
+        stats.listener_reconnects.fetch_add(1, Ordering::Relaxed);
+    }
     let caught_up = async {
         // What committed while nobody listened, then at each notification
         // (those that came meanwhile are covered by the same read).
