@@ -40,7 +40,7 @@ pub(super) type Own = Arc<Mutex<BTreeSet<MessageId>>>;
 pub(super) async fn run<T>(
     config: tokio_postgres::Config,
     tls: T,
-    mut last_seen: MessageId,
+    last_seen: MessageId,
     own: Own,
     commits: mpsc::Sender<Message>,
     stats: Arc<StoreStats>,
@@ -49,21 +49,13 @@ pub(super) async fn run<T>(
     T::Stream: Send + 'static,
     <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
 {
-    let mut backoff = FIRST_BACKOFF;
-    let mut listened = false;
+    let mut progress = Progress {
+        last_seen,
+        backoff: FIRST_BACKOFF,
+        listened: false,
+    };
     loop {
-        match listen(
-            &config,
-            tls.clone(),
-            &mut last_seen,
-            &mut backoff,
-            &mut listened,
-            &own,
-            &commits,
-            &stats,
-        )
-        .await
-        {
+        match listen(&config, tls.clone(), &mut progress, &own, &commits, &stats).await {
             Ok(()) => return, // nobody takes commits any more
             Err(error) => {
                 tracing::warn!(
@@ -76,9 +68,20 @@ pub(super) async fn run<T>(
         if commits.is_closed() {
             return;
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
+        tokio::time::sleep(progress.backoff).await;
+        progress.backoff = (progress.backoff * 2).min(Duration::from_secs(5));
     }
+}
+
+/// What the listener carries from one connection to the next.
+struct Progress {
+    /// The last message it handed on (or passed as this process's own).
+    last_seen: MessageId,
+    /// The wait before connecting again.
+    backoff: Duration,
+    /// Whether a connection has listened before: the next that does is a
+    /// reconnect.
+    listened: bool,
 }
 
 /// One connection's life: listen, catch up, then catch up again at every
@@ -87,9 +90,7 @@ pub(super) async fn run<T>(
 async fn listen<T>(
     config: &tokio_postgres::Config,
     tls: T,
-    last_seen: &mut MessageId,
-    backoff: &mut Duration,
-    listened: &mut bool,
+    progress: &mut Progress,
     own: &Own,
     commits: &mpsc::Sender<Message>,
     stats: &StoreStats,
@@ -122,15 +123,24 @@ where
         ))
         .await?;
     tracing::debug!("listening for other relays' messages");
-    *backoff = FIRST_BACKOFF;
-    if std::mem::replace(listened, true) {
+    progress.backoff = FIRST_BACKOFF;
+    if std::mem::replace(&mut progress.listened, true) {
         stats.listener_reconnects.fetch_add(1, Ordering::Relaxed);
     }
     let caught_up = async {
         // What committed while nobody listened, then at each notification
         // (those that came meanwhile are covered by the same read).
         loop {
-            if !catch_up(&client, &after, last_seen, own, commits, stats).await? {
+            if !catch_up(
+                &client,
+                &after,
+                &mut progress.last_seen,
+                own,
+                commits,
+                stats,
+            )
+            .await?
+            {
                 return Ok(());
             }
             if notifications.recv().await.is_none() {
