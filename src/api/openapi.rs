@@ -344,6 +344,40 @@ struct ThreadStreamQuery {
     query: StreamQuery,
 }
 
+/// A path parameter's schema, where no query type of the operation names
+/// it (a channel posted to, whose name comes from the path): the core's
+/// rule for it, so that what the document allows the relay takes.
+fn path_schema(name: &str) -> Value {
+    match name {
+        "channel" => json!({ "type": "string", "pattern": crate::model::CHANNEL_PATTERN }),
+        _ => json!({ "type": "string" }),
+    }
+}
+
+/// A request body as a person would write it, for the operations whose
+/// body a reader (or a fuzzer) is least likely to guess: a message to a
+/// teammate, a status, an approval asked and answered, a notification
+/// setting. Each is held to its argument type by a unit test below.
+fn example(method: &str, path: &str) -> Option<Value> {
+    Some(match (method, path) {
+        ("post", "/api/messages") => json!({
+            "to": "bob",
+            "body": "Which port does the staging database listen on?",
+            "type": "QUESTION",
+        }),
+        ("put", "/api/status") => json!({ "status": "reviewing the billing migration" }),
+        ("post", "/api/approvals") => json!({
+            "request_id": "abcde",
+            "tool_name": "Bash",
+            "description": "Run the test suite",
+            "input_preview": "cargo test",
+        }),
+        ("post", "/api/approvals/{id}") => json!({ "behavior": "allow" }),
+        ("put", "/api/me/notifications") => json!({ "after_seconds": 300 }),
+        _ => return None,
+    })
+}
+
 /// The statuses every operation may answer with, besides its own, and why.
 const REFUSALS: [(u16, &str); 10] = [
     (400, "malformed input: the message says which field and why"),
@@ -430,7 +464,7 @@ fn document() -> Value {
                 && !parameters.iter().any(|p| p["name"] == name)
             {
                 parameters.push(json!({
-                    "name": name, "in": "path", "required": true, "schema": { "type": "string" },
+                    "name": name, "in": "path", "required": true, "schema": path_schema(name),
                 }));
             }
         }
@@ -482,9 +516,13 @@ fn document() -> Value {
             },
         });
         if let Some(body) = operation.body {
+            let mut content = json!({ "schema": body(&mut generator) });
+            if let Some(example) = example(operation.method, operation.path) {
+                content["example"] = example;
+            }
             entry["requestBody"] = json!({
                 "required": true,
-                "content": { "application/json": { "schema": body(&mut generator) } },
+                "content": { "application/json": content },
             });
         }
         paths
@@ -550,4 +588,32 @@ pub async fn serve(State(state): State<AppState>) -> Json<Value> {
     let mut document = DOCUMENT.clone();
     document["servers"] = json!([{ "url": state.config.public_url }]);
     Json(document)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{example, operations};
+    use crate::wire::{args, attention};
+
+    #[test]
+    fn every_example_is_a_body_its_operation_takes() {
+        let parse = |method, path| example(method, path).expect("an example");
+        serde_json::from_value::<args::SendMessage>(parse("post", "/api/messages")).unwrap();
+        serde_json::from_value::<args::SetStatus>(parse("put", "/api/status")).unwrap();
+        serde_json::from_value::<attention::NewApprovalArgs>(parse("post", "/api/approvals"))
+            .unwrap();
+        serde_json::from_value::<attention::AnswerApproval>(parse("post", "/api/approvals/{id}"))
+            .unwrap();
+        serde_json::from_value::<attention::ChangeNotifications>(parse(
+            "put",
+            "/api/me/notifications",
+        ))
+        .unwrap();
+        // Every example belongs to an operation that takes a body.
+        for operation in operations() {
+            if example(operation.method, operation.path).is_some() {
+                assert!(operation.body.is_some(), "{}", operation.path);
+            }
+        }
+    }
 }
