@@ -12,6 +12,7 @@
 use crate::relay::{Reading, Relay};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -255,40 +256,13 @@ fn histogram(
     reading: &Reading,
 ) -> Result<(), std::fmt::Error> {
     encoder
-        .encode_descriptor(
-            name,
-            help,
-            None,
-            prometheus_client::metrics::MetricType::Histogram,
-        )?
+        .encode_descriptor(name, help, None, MetricType::Histogram)?
         .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
             reading.sum,
             reading.count,
             &reading.buckets,
             None,
         )
-}
-
-/// A gauge with one label, one sample per value.
-fn labelled_gauge(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    label: &'static str,
-    values: &[(&'static str, u64)],
-) -> Result<(), std::fmt::Error> {
-    let mut family = encoder.encode_descriptor(
-        name,
-        help,
-        None,
-        prometheus_client::metrics::MetricType::Gauge,
-    )?;
-    for (value, count) in values {
-        let labels = [(label, *value)];
-        ConstGauge::new(i64::try_from(*count).unwrap_or(i64::MAX))
-            .encode(family.encode_family(&labels)?)?;
-    }
-    Ok(())
 }
 
 /// A counter with one label, one sample per value.
@@ -299,15 +273,28 @@ fn labelled(
     label: &'static str,
     values: &[(&'static str, u64)],
 ) -> Result<(), std::fmt::Error> {
-    let mut family = encoder.encode_descriptor(
-        name,
-        help,
-        None,
-        prometheus_client::metrics::MetricType::Counter,
-    )?;
+    family(encoder, name, help, MetricType::Counter, label, values)
+}
+
+/// A family of one label, one sample per value, of counters or gauges.
+fn family(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    label: &'static str,
+    values: &[(&'static str, u64)],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, kind)?;
     for (value, count) in values {
         let labels = [(label, *value)];
-        ConstCounter::new(*count).encode(family.encode_family(&labels)?)?;
+        let sample = family.encode_family(&labels)?;
+        match kind {
+            MetricType::Gauge => {
+                ConstGauge::new(i64::try_from(*count).unwrap_or(i64::MAX)).encode(sample)?
+            }
+            _ => ConstCounter::new(*count).encode(sample)?,
+        }
     }
     Ok(())
 }
@@ -465,10 +452,11 @@ impl Collector for Core {
                 "From a message's sending on another relay to this relay handing it on",
                 &store.listener_lag_seconds.read(),
             )?;
-            labelled_gauge(
+            family(
                 e,
                 "postgres_pool_connections",
                 "The pool's open connections, busy and idle",
+                MetricType::Gauge,
                 "state",
                 &[
                     ("busy", pool.open.saturating_sub(pool.idle)),

@@ -213,6 +213,33 @@ impl Connector {
     }
 }
 
+/// The person with `token` presses Remove on the first app their
+/// `settings` page lists, as a browser posts it: the answer's status.
+async fn remove_first_app(app: &TestApp, token: &str, settings: &str) -> u16 {
+    let action = settings
+        .split("action=\"/settings/grants/")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    let csrf = hidden_fields(settings)
+        .into_iter()
+        .find(|(n, _)| n == "csrf")
+        .unwrap()
+        .1;
+    browser()
+        .post(format!("{}/settings/grants/{action}", app.url()))
+        .basic_auth("x", Some(token))
+        .header("sec-fetch-site", "same-origin")
+        .form(&[("csrf", csrf)])
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
 /// The status of an MCP initialize with `token`.
 async fn mcp_status(app: &TestApp, token: &str) -> u16 {
     mcp_post(&app.url(), token, initialize())
@@ -411,27 +438,7 @@ async fn a_connector_signs_in_as_its_person_refreshes_and_is_revoked_on_the_page
     let (_, alice_settings) = page(&app, "/settings", &app.add_person("carol").await).await;
     assert!(alice_settings.contains("No app is connected."));
     let agent = app.mcp(&access2).await;
-    let action = settings
-        .split("action=\"/settings/grants/")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap();
-    let csrf = hidden_fields(&settings)
-        .into_iter()
-        .find(|(n, _)| n == "csrf")
-        .unwrap()
-        .1;
-    let removed = browser()
-        .post(format!("{}/settings/grants/{action}", app.url()))
-        .basic_auth("x", Some(&bob))
-        .header("sec-fetch-site", "same-origin")
-        .form(&[("csrf", csrf)])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(removed.status(), 303);
+    assert_eq!(remove_first_app(&app, &bob, &settings).await, 303);
     assert_eq!(mcp_status(&app, &access2).await, 401);
     match agent.call("list_peers", json!({})).await {
         Outcome::Ok(value) => panic!("a revoked grant's session still answers: {value}"),
@@ -631,28 +638,7 @@ async fn a_grant_removed_on_the_page_ends_the_waits_and_streams_it_holds_open() 
 
     // Bob removes the app on his settings page.
     let (_, settings) = page(&app, "/settings", &bob).await;
-    let action = settings
-        .split("action=\"/settings/grants/")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
-        .to_owned();
-    let csrf = hidden_fields(&settings)
-        .into_iter()
-        .find(|(n, _)| n == "csrf")
-        .unwrap()
-        .1;
-    let removed = browser()
-        .post(format!("{}/settings/grants/{action}", app.url()))
-        .basic_auth("x", Some(&bob))
-        .header("sec-fetch-site", "same-origin")
-        .form(&[("csrf", csrf)])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(removed.status(), 303);
+    assert_eq!(remove_first_app(&app, &bob, &settings).await, 303);
 
     let answered = crate::hardening::within("the MCP wait", wait)
         .await
