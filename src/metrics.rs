@@ -329,8 +329,8 @@ impl Collector for Core {
         counter(
             e,
             "messages_read",
-            "Messages to a person their agent confirmed it read (claimed, or a push's lease \
-             ended confirmed)",
+            "Messages to a person their agent confirmed it read (claimed from the inbox, or \
+             read after a push)",
             s.read,
         )?;
         counter(

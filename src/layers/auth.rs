@@ -294,9 +294,9 @@ pub async fn count_anonymous(
     }
 }
 
-/// Counts an OAuth client registration against its address's budget for
-/// them (and the relay's), besides the address's quota for anything
-/// anonymous.
+/// Counts an OAuth client registration attempt against its address's
+/// budget for them, besides the address's quota for anything anonymous
+/// (the relay's own budget, for registrations it stores, is the core's).
 pub async fn count_registration(
     State(quota): State<AddressQuota>,
     request: Request,

@@ -49,8 +49,8 @@ impl Default for PurgeSeconds {
 /// The counts at one moment, and the gauges read with them.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// Messages to a person their agent confirmed it read (a push's lease
-    /// ended confirmed, a claim, a read of the thread).
+    /// Messages to a person their agent confirmed it read (claimed from
+    /// the inbox, or read after a push).
     pub read: u64,
     /// How long purges took.
     pub purge_seconds: Reading,
