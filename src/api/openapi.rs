@@ -378,7 +378,8 @@ fn example(method: &str, path: &str) -> Option<Value> {
     })
 }
 
-/// The statuses every operation may answer with, besides its own, and why.
+/// The statuses an operation may answer with, besides its own, and why
+/// (those about a body only where it takes one).
 const REFUSALS: [(u16, &str); 10] = [
     (400, "malformed input: the message says which field and why"),
     (401, "no credential, or an unknown or revoked one"),
@@ -494,6 +495,11 @@ fn document() -> Value {
             }
         }
         for (status, why) in REFUSALS {
+            // An operation that takes no body never reads one: a body too
+            // large, not JSON, or carrying a secret is not its refusal.
+            if operation.body.is_none() && matches!(status, 413 | 415 | 422) {
+                continue;
+            }
             responses.insert(status.to_string(), json!({ "$ref": format!("#/components/responses/refused{status}"), "description": why }));
         }
         responses.insert(

@@ -69,7 +69,16 @@ async fn the_document_names_every_api_route_and_resolves_every_reference() {
         );
     }
 
-    // Each operation has the error shape under every refusal and as the default.
+    // Each operation has the error shape under every refusal it may give
+    // and as the default; one that takes no body has none of a body's.
+    let people = &document["paths"]["/api/people"]["get"]["responses"];
+    assert!(
+        people["401"].is_object() && people["429"].is_object(),
+        "{people}"
+    );
+    for status in ["413", "415", "422"] {
+        assert!(people.get(status).is_none(), "{status}: {people}");
+    }
     let send = &document["paths"]["/api/messages"]["post"];
     assert_eq!(
         send["responses"]["422"]["$ref"],
