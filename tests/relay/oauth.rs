@@ -76,15 +76,27 @@ pub struct Connector {
 }
 
 impl Connector {
-    /// Registers by DCR with `redirect`.
+    /// Registers by DCR with `redirect`, as a public client.
     pub async fn register(app: &TestApp, redirect: &str) -> Connector {
+        Connector::register_asking(app, "Test <Connector>", redirect, "none").await
+    }
+
+    /// Registers by DCR as `name` with `redirect`, asking for `auth_method`
+    /// at the token endpoint: registered public (`none`) whatever it asks.
+    pub async fn register_asking(
+        app: &TestApp,
+        name: &str,
+        redirect: &str,
+        auth_method: &str,
+    ) -> Connector {
         let response = http()
             .post(format!("{}/oauth/register", app.url()))
             .json(&json!({
-                "client_name": "Test <Connector>",
+                "client_name": name,
                 "redirect_uris": [redirect],
                 "grant_types": ["authorization_code", "refresh_token"],
-                "token_endpoint_auth_method": "none",
+                "response_types": ["code"],
+                "token_endpoint_auth_method": auth_method,
             }))
             .send()
             .await
@@ -92,6 +104,7 @@ impl Connector {
         assert_eq!(response.status(), 201);
         let registered: Value = response.json().await.unwrap();
         assert_eq!(registered["token_endpoint_auth_method"], "none");
+        assert!(registered.get("client_secret").is_none(), "{registered}");
         assert_eq!(registered["redirect_uris"], json!([redirect]));
         Connector {
             url: app.url(),
@@ -696,28 +709,13 @@ async fn a_connector_asking_to_be_confidential_is_registered_public_and_signs_in
     let app = spawn_app().await;
     let bob = app.add_person("bob").await;
     app.add_person("alice").await;
-    let callback = "https://claude.ai/api/mcp/auth_callback";
-    let response = http()
-        .post(format!("{}/oauth/register", app.url()))
-        .json(&json!({
-            "client_name": "Claude",
-            "redirect_uris": [callback],
-            "grant_types": ["authorization_code", "refresh_token"],
-            "response_types": ["code"],
-            "token_endpoint_auth_method": "client_secret_post",
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 201);
-    let registered: Value = response.json().await.unwrap();
-    assert_eq!(registered["token_endpoint_auth_method"], "none");
-    assert!(registered.get("client_secret").is_none(), "{registered}");
-    let connector = Connector {
-        url: app.url(),
-        client_id: registered["client_id"].as_str().unwrap().to_owned(),
-        redirect: callback.into(),
-    };
+    let connector = Connector::register_asking(
+        &app,
+        "Claude",
+        "https://claude.ai/api/mcp/auth_callback",
+        "client_secret_post",
+    )
+    .await;
     let tokens = connector.sign_in(&bob).await;
     assert_eq!(
         peers_as(&app, tokens["access_token"].as_str().unwrap()).await,
