@@ -287,11 +287,7 @@ pub async fn count_anonymous(
     request: Request,
     next: Next,
 ) -> Response {
-    let address = client::address(&request, &quota.trusted_proxies, quota.forwarded_header);
-    match quota.limits.anonymous(address) {
-        Ok(()) => next.run(request).await,
-        Err(limited) => ApiError::from(Refused::from(limited)).into_response(),
-    }
+    quota.counted(request, next, RateLimits::anonymous).await
 }
 
 /// Counts an OAuth client registration attempt against its address's
@@ -302,10 +298,22 @@ pub async fn count_registration(
     request: Request,
     next: Next,
 ) -> Response {
-    let address = client::address(&request, &quota.trusted_proxies, quota.forwarded_header);
-    match quota.limits.registration(address) {
-        Ok(()) => next.run(request).await,
-        Err(limited) => ApiError::from(Refused::from(limited)).into_response(),
+    quota.counted(request, next, RateLimits::registration).await
+}
+
+impl AddressQuota {
+    /// Runs the request if `check` lets its client address through.
+    async fn counted(
+        &self,
+        request: Request,
+        next: Next,
+        check: fn(&RateLimits, IpAddr) -> Result<(), Limited>,
+    ) -> Response {
+        let address = client::address(&request, &self.trusted_proxies, self.forwarded_header);
+        match check(&self.limits, address) {
+            Ok(()) => next.run(request).await,
+            Err(limited) => ApiError::from(Refused::from(limited)).into_response(),
+        }
     }
 }
 

@@ -72,10 +72,6 @@ pub struct RateLimits {
     clock: DefaultClock,
 }
 
-fn nonzero(n: u32) -> std::num::NonZeroU32 {
-    std::num::NonZeroU32::new(n).expect("a budget above zero")
-}
-
 fn quota(rate: Rate) -> Quota {
     Quota::per_second(rate.per_second).allow_burst(rate.burst)
 }
@@ -93,7 +89,10 @@ impl RateLimits {
             registrations_per_address: RateLimiter::keyed(
                 Quota::with_period(REGISTRATION_REFILL)
                     .expect("a period above zero")
-                    .allow_burst(nonzero(REGISTRATIONS_PER_ADDRESS)),
+                    .allow_burst(
+                        std::num::NonZeroU32::new(REGISTRATIONS_PER_ADDRESS)
+                            .expect("a budget above zero"),
+                    ),
             ),
             refused,
             clock: DefaultClock::default(),

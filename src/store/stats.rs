@@ -57,8 +57,12 @@ impl Histogram {
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
             .collect();
-        let mut buckets: Vec<(f64, u64)> =
-            self.bounds.iter().copied().zip(counts.clone()).collect();
+        let mut buckets: Vec<(f64, u64)> = self
+            .bounds
+            .iter()
+            .copied()
+            .zip(counts.iter().copied())
+            .collect();
         buckets.push((f64::MAX, counts[self.bounds.len()]));
         Reading {
             sum: self.sum_millionths.load(Ordering::Relaxed) as f64 / 1e6,

@@ -1061,16 +1061,22 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
         Refreshed::Unknown
     );
 
+    // A code made and redeemed once, as an exchange begins.
+    let redeemed = |store: Arc<dyn Store>, authorization: Authorization| async move {
+        let code = Token::generate();
+        store
+            .add_code(code.hash(), authorization, now + 60_000)
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.redeem_code(code.hash(), now).await.unwrap(),
+            Redeemed::Fresh(_)
+        ));
+        code
+    };
+
     // A code presented again ends the grant made from it.
-    let code = Token::generate();
-    store
-        .add_code(code.hash(), authorization.clone(), now + 60_000)
-        .await
-        .unwrap();
-    assert!(matches!(
-        store.redeem_code(code.hash(), now).await.unwrap(),
-        Redeemed::Fresh(_)
-    ));
+    let code = redeemed(store.clone(), authorization.clone()).await;
     let (_, _, first) = tokens(now);
     store
         .open_grant(code.hash(), authorization.clone(), first, now)
@@ -1085,15 +1091,7 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
 
     // A code presented again before its grant is made (between the first
     // exchange's redemption and its grant): void, and no grant is made.
-    let code = Token::generate();
-    store
-        .add_code(code.hash(), authorization.clone(), now + 60_000)
-        .await
-        .unwrap();
-    assert!(matches!(
-        store.redeem_code(code.hash(), now).await.unwrap(),
-        Redeemed::Fresh(_)
-    ));
+    let code = redeemed(store.clone(), authorization.clone()).await;
     assert_eq!(
         store.redeem_code(code.hash(), now).await.unwrap(),
         Redeemed::Reused
@@ -1111,12 +1109,7 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
     // Ending by token, by id (someone else's is not theirs to end), and
     // by rotating the person's token.
     let open = |store: Arc<dyn Store>, authorization: Authorization| async move {
-        let code = Token::generate();
-        store
-            .add_code(code.hash(), authorization.clone(), now + 60_000)
-            .await
-            .unwrap();
-        store.redeem_code(code.hash(), now).await.unwrap();
+        let code = redeemed(store.clone(), authorization.clone()).await;
         let (access, _, first) = tokens(now);
         let grant = store
             .open_grant(code.hash(), authorization, first, now)

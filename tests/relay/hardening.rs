@@ -26,6 +26,33 @@ pub async fn parked(app: &crate::support::TestApp, n: u64) {
     .expect("the relay runs");
 }
 
+/// An MCP session of `token`'s holding its standalone stream open, with a
+/// `wait_for_message` on `ops` (JSON-RPC id `id`) in flight: the stream,
+/// and the call's messages to come.
+pub async fn a_session_waiting(
+    url: &str,
+    token: &str,
+    id: u64,
+) -> (SseReader, tokio::task::JoinHandle<Vec<Value>>) {
+    let raw = RawSession::open(url, token).await;
+    let listening = raw.listen().send().await.unwrap();
+    assert_eq!(listening.status(), 200, "the standalone stream opens");
+    let in_flight = raw
+        .call(
+            id,
+            "wait_for_message",
+            json!({ "channel": "ops", "since_id": 0, "timeout_s": 50 }),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(in_flight.status(), 200);
+    (
+        SseReader::new(listening),
+        tokio::spawn(rpc_messages(in_flight)),
+    )
+}
+
 /// What `future` gives, which must come within [`REVOKED_WITHIN`].
 pub async fn within<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(REVOKED_WITHIN, future)
@@ -63,21 +90,7 @@ async fn revoking_from_the_cli_ends_streams_waits_and_mcp_sessions_within_two_se
         async move { request.send().await.expect("the wait answers").status() }
     });
     let session = Mcp::connect(&url, &alice).await.expect("alice connects");
-    let raw = RawSession::open(&url, &alice).await;
-    let listening = raw.listen().send().await.unwrap();
-    assert_eq!(listening.status(), 200, "the standalone stream opens");
-    let mut listening = SseReader::new(listening);
-    let in_flight = raw
-        .call(
-            9,
-            "wait_for_message",
-            json!({ "channel": "ops", "since_id": 0, "timeout_s": 50 }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(in_flight.status(), 200);
-    let mcp_wait = tokio::spawn(rpc_messages(in_flight));
+    let (mut listening, mcp_wait) = a_session_waiting(&url, &alice, 9).await;
     parked(&app, 2).await;
 
     // Revoked by another process, on the same database.

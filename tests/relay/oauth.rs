@@ -632,21 +632,7 @@ async fn a_grant_removed_on_the_page_ends_the_waits_and_streams_it_holds_open() 
     let tokens = connector.sign_in(&bob).await;
     let access = tokens["access_token"].as_str().unwrap().to_owned();
 
-    let raw = RawSession::open(&app.url(), &access).await;
-    let listening = raw.listen().send().await.unwrap();
-    assert_eq!(listening.status(), 200, "the session's stream opens");
-    let mut listening = SseReader::new(listening);
-    let in_flight = raw
-        .call(
-            7,
-            "wait_for_message",
-            json!({ "channel": "ops", "since_id": 0, "timeout_s": 50 }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(in_flight.status(), 200);
-    let wait = tokio::spawn(rpc_messages(in_flight));
+    let (mut listening, wait) = crate::hardening::a_session_waiting(&app.url(), &access, 7).await;
     crate::hardening::parked(&app, 1).await;
 
     // Bob removes the app on his settings page.

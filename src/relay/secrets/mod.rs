@@ -166,18 +166,19 @@ fn may_fold_to_ascii(c: char) -> bool {
 /// are long (prose that mentions the `xtalk_` prefix is made of short
 /// words).
 fn split_relay_token(text: &str) -> Option<&'static str> {
-    const PREFIX: &str = "xtalk_";
-    const OAUTH: &str = "oauth_";
+    use crate::model::{OAUTH_TOKEN_PREFIX, TOKEN_PREFIX};
+    // What follows a person's prefix in one the OAuth server issued.
+    let oauth = &OAUTH_TOKEN_PREFIX[TOKEN_PREFIX.len()..];
     const BODY: usize = crate::model::TOKEN_BODY_LEN;
     const MIN_PIECE: usize = 10;
     let separator = |c: char| matches!(c, ' ' | '\t' | '\r' | '\n' | '"' | '\'' | '`' | '+' | '\\');
     let lower = text.to_ascii_lowercase();
     let mut from = 0;
-    while let Some(at) = lower[from..].find(PREFIX) {
-        let mut start = from + at + PREFIX.len();
+    while let Some(at) = lower[from..].find(TOKEN_PREFIX) {
+        let mut start = from + at + TOKEN_PREFIX.len();
         from = start;
-        if lower[start..].starts_with(OAUTH) {
-            start += OAUTH.len();
+        if lower[start..].starts_with(oauth) {
+            start += oauth.len();
         }
         let mut body = String::with_capacity(BODY);
         let mut piece = 0;

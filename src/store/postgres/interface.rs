@@ -13,8 +13,9 @@ use crate::model::{
     ThreadId, ThreadSummary, TokenHash,
 };
 use crate::store::rules::{self, Statements};
-use crate::store::{NewMessage, Offer, Store, StoreError, StoreFuture, StoredSession};
-use crate::store::{PoolState, StoreStats};
+use crate::store::{
+    NewMessage, Offer, PoolState, Store, StoreError, StoreFuture, StoreStats, StoredSession,
+};
 use tokio::sync::mpsc;
 
 impl Store for PostgresStore {

@@ -30,10 +30,9 @@ mod statements;
 mod summaries;
 mod writer;
 
-use crate::store::StoreStats;
 pub use schema::MIGRATIONS;
 
-use super::{StoreError, StoreResult};
+use super::{StoreError, StoreResult, StoreStats};
 use crate::model::{Channel, Handle, MessageId, Millis, SessionId, ThreadId};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Transaction};
 use std::{

@@ -9,9 +9,10 @@ use crate::model::{
     NotifySettings, Person, Place, Presence, Redeemed, Refreshed, RegisteredClient, SessionId,
     ThreadId, ThreadSummary, TokenHash,
 };
-use crate::store::StoreStats;
 use crate::store::rules::{self, Statements};
-use crate::store::{NewMessage, Offer, PURGE_BATCH, Store, StoreError, StoreFuture, StoredSession};
+use crate::store::{
+    NewMessage, Offer, PURGE_BATCH, Store, StoreError, StoreFuture, StoreStats, StoredSession,
+};
 
 impl Store for SqliteStore {
     fn stats(&self) -> &StoreStats {
