@@ -309,10 +309,10 @@ impl ClientMetadata {
     /// A Dynamic Client Registration request's body.
     ///
     /// A client that asks to be confidential (`client_secret_post` or
-    /// `client_secret_basic`: claude.ai's connectors ask for the first) is
-    /// registered as the public client it can be here, and the response
-    /// says `none`: RFC 7591 §3.2.1 lets the server replace what a client
-    /// asks for, and such clients read the method from the response.
+    /// `client_secret_basic`; claude.ai's connectors are reported to ask for
+    /// the first) is registered as the public client it can be here, and
+    /// the response says `none`: RFC 7591 §3.2.1 lets the server replace
+    /// what a client asks for.
     pub fn registration(body: &[u8]) -> Result<ClientMetadata, MetadataRefusal> {
         let mut submitted = parse_submitted(body)?;
         if submitted.client_id.is_some() {
@@ -681,8 +681,8 @@ mod tests {
         assert_eq!(taken.name.as_deref(), Some("Claude"));
         assert!(taken.refreshes);
         assert_eq!(taken.redirect_uris[0].host(), "claude.ai");
-        // Asking to be confidential, as claude.ai's connectors do: taken as
-        // a public client.
+        // Asking to be confidential, as claude.ai's connectors are reported to:
+        // taken as a public client.
         for method in ["client_secret_post", "client_secret_basic"] {
             let body = format!(
                 r#"{{"redirect_uris":["https://claude.ai/api/mcp/auth_callback"],
