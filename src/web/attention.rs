@@ -114,7 +114,7 @@ async fn render_approvals(
             }
         })
         .partition(|line| line.state == ApprovalState::Pending.as_str());
-    render(move || ApprovalsPage {
+    render(move |_| ApprovalsPage {
         assets: &ASSETS,
         frame,
         pending,
@@ -203,7 +203,7 @@ async fn render_settings(
     if !delays.iter().any(|(value, _)| *value == after) {
         delays.insert(0, (after.clone(), format!("{after} seconds")));
     }
-    render(move || SettingsPage {
+    render(move |_| SettingsPage {
         assets: &ASSETS,
         frame,
         delays,

@@ -14,7 +14,7 @@ use pulldown_cmark::{CodeBlockKind, CowStr, Event, LinkType, Options, Parser, Ta
 use pulldown_cmark_escape::{escape_href, escape_html};
 use std::{
     collections::{HashMap, VecDeque},
-    sync::{Arc, LazyLock, Mutex, PoisonError},
+    sync::{Arc, LazyLock, Mutex, OnceLock, PoisonError},
 };
 
 /// Code blocks longer than this are folded.
@@ -22,65 +22,152 @@ pub const COLLAPSE_LINES: usize = 15;
 
 /// How much HTML a body may become: a small multiple of its length.
 /// Markdown can expand far past it (a table pads every short row to its
-/// header's width, and pulldown-cmark caps that per table, not per body):
-/// past the bound the body is shown as it was written, escaped.
+/// header's width): past the bound the body is shown as it was written,
+/// escaped.
 pub fn html_budget(body: &str) -> usize {
     body.len().saturating_mul(4).saturating_add(4096)
 }
 
+/// How many table cells a body may make its parser build: about one a
+/// byte. A real table's cells each take a few bytes to write; a padded
+/// one takes none, so `|||…|` headers over one-cell rows would have
+/// pulldown-cmark build millions of nodes (up to 2^18 a table) before its
+/// first event, however little of it the page then shows.
+fn cell_budget(body: &str) -> usize {
+    body.len().saturating_add(4096)
+}
+
+/// At most how many table cells pulldown-cmark builds for `body`: every
+/// line after a delimiter row (`|:-|-|`, in any container) is counted as
+/// a row as wide as that row, until a blank line ends the table. It errs
+/// only upwards (a line it takes for a delimiter row may be none), so a
+/// body within [`cell_budget`] parses in time and memory proportional to
+/// its length; the scan itself is one pass over the bytes.
+fn table_cells(body: &str) -> usize {
+    let mut width = 0usize;
+    let mut cells = 0usize;
+    for line in body.lines() {
+        // Containers' markers (quotes, indentation) come first in a line.
+        let content = line.trim_start_matches(|c: char| c == '>' || c.is_whitespace());
+        if content.is_empty() {
+            width = 0;
+            continue;
+        }
+        let pipes = content.bytes().filter(|&b| b == b'|').count();
+        let delimiter_row = content.contains('-')
+            && content
+                .bytes()
+                .all(|b| b"|:- \t*+.)".contains(&b) || b.is_ascii_digit());
+        if delimiter_row {
+            width = width.max(pipes + 1);
+        }
+        if width > 0 {
+            // A row is padded to its table's width, or keeps its own cells.
+            cells = cells.saturating_add(width.max(pipes + 1));
+        }
+    }
+    cells
+}
+
 /// Bodies rendered lately, by their text: a body renders the same on every
-/// page and fragment that shows it, so only its first showing pays.
+/// page and fragment that shows it, so only its first showing pays, and
+/// views that come together while it renders wait for that one render.
 static RENDERED: LazyLock<Mutex<Rendered>> = LazyLock::new(Mutex::default);
 
 /// What [`RENDERED`] may hold, bodies and their HTML together.
 const RENDERED_BYTES: usize = 32 << 20;
 
+/// A body's HTML, once rendered; those who find it rendering wait for it.
+type Cell = Arc<OnceLock<Arc<str>>>;
+
 #[derive(Default)]
 struct Rendered {
-    html: HashMap<Arc<str>, Arc<str>>,
+    entries: HashMap<Arc<str>, Entry>,
     /// Oldest first, the next to go.
     order: VecDeque<Arc<str>>,
     bytes: usize,
 }
 
+struct Entry {
+    cell: Cell,
+    /// What this entry adds to [`Rendered::bytes`].
+    bytes: usize,
+}
+
 /// What an entry of [`RENDERED`] costs beyond its text: the map's slot,
-/// the order's, and the two `Arc`s' counts.
-const ENTRY_BYTES: usize = 64;
+/// the order's, the cell, and the `Arc`s' counts.
+const ENTRY_BYTES: usize = 96;
 
 impl Rendered {
-    fn insert(&mut self, body: Arc<str>, html: Arc<str>) {
-        if self.html.contains_key(&body) {
-            return; // rendered meanwhile by another request
+    /// The cell of `body`: the one being or already rendered, or a new one.
+    fn cell(&mut self, body: &str) -> Cell {
+        if let Some(entry) = self.entries.get(body) {
+            return entry.cell.clone();
         }
-        let size = body.len() + html.len() + ENTRY_BYTES;
-        while self.bytes + size > RENDERED_BYTES
+        let body: Arc<str> = body.into();
+        let cell = Cell::default();
+        let bytes = body.len() + ENTRY_BYTES;
+        self.entries.insert(
+            body.clone(),
+            Entry {
+                cell: cell.clone(),
+                bytes,
+            },
+        );
+        self.order.push_back(body);
+        self.grow(bytes);
+        cell
+    }
+
+    /// Counts `html` as held by `body`'s entry, if it is still `cell`'s.
+    fn rendered(&mut self, body: &str, cell: &Cell, html: usize) {
+        if let Some(entry) = self.entries.get_mut(body)
+            && Arc::ptr_eq(&entry.cell, cell)
+        {
+            entry.bytes += html;
+            self.grow(html);
+        }
+    }
+
+    /// Counts `size` more bytes held, and lets the oldest entries go until
+    /// what is held fits (a render under way keeps its own cell).
+    fn grow(&mut self, size: usize) {
+        self.bytes += size;
+        while self.bytes > RENDERED_BYTES
             && let Some(oldest) = self.order.pop_front()
         {
-            if let Some(gone) = self.html.remove(&oldest) {
-                self.bytes -= oldest.len() + gone.len() + ENTRY_BYTES;
+            if let Some(gone) = self.entries.remove(&oldest) {
+                self.bytes -= gone.bytes;
             }
         }
-        self.html.insert(body.clone(), html);
-        self.order.push_back(body);
-        self.bytes += size;
     }
 }
 
 /// `body` as safe HTML (see [`render_uncached`]), from [`RENDERED`] when it
-/// was rendered lately.
+/// was rendered lately, or by the render another view has under way.
 pub fn render(body: &str) -> Arc<str> {
     let cache = || RENDERED.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(html) = cache().html.get(body) {
-        return html.clone();
+    let cell = cache().cell(body);
+    let mut rendered_here = false;
+    let html = cell
+        .get_or_init(|| {
+            rendered_here = true;
+            render_uncached(body).into()
+        })
+        .clone();
+    if rendered_here {
+        cache().rendered(body, &cell, html.len());
     }
-    let html: Arc<str> = render_uncached(body).into();
-    cache().insert(body.into(), html.clone());
     html
 }
 
 /// `body` as safe HTML, at most [`html_budget`] bytes of it (past that,
+/// or when its tables would take more than [`cell_budget`] cells to parse,
 /// the body as escaped preformatted text, which is bounded by its length).
 fn render_uncached(body: &str) -> String {
+    if table_cells(body) > cell_budget(body) {
+        return as_written(body);
+    }
     let mut html = Budgeted {
         html: String::with_capacity(body.len() * 3 / 2),
         left: html_budget(body),
@@ -330,6 +417,77 @@ mod tests {
         // An ordinary table renders as one.
         let small = render("| a | b |\n|---|---|\n| 1 | 2 |\n");
         assert!(small.starts_with("<table>"), "{small}");
+    }
+
+    /// A table of `columns` headers over `rows` one-cell rows.
+    fn padded_table(columns: usize, rows: usize) -> String {
+        "|h".repeat(columns) + "|\n" + &"|-".repeat(columns) + "|\n" + &"|x|\n".repeat(rows)
+    }
+
+    #[test]
+    fn a_table_bomb_is_counted_before_it_is_parsed() {
+        // The attacker's body: wide headers over one-cell rows, 64 KiB of
+        // them, which pulldown-cmark would pad to millions of cells.
+        let bomb = padded_table(2000, 200).repeat(8);
+        let bomb = &bomb[..64 * 1024];
+        assert!(
+            table_cells(bomb) > 10 * cell_budget(bomb),
+            "{}",
+            table_cells(bomb)
+        );
+        assert!(render(bomb).starts_with("<pre class=\"as-written\">"));
+        // In a quote or a list item it is counted all the same.
+        let quoted: String = padded_table(300, 30)
+            .lines()
+            .map(|l| format!("> {l}\n"))
+            .collect();
+        assert!(table_cells(&quoted) > cell_budget(&quoted));
+        let listed: String = padded_table(300, 30)
+            .lines()
+            .map(|l| format!("  {l}\n"))
+            .collect();
+        assert!(table_cells(&format!("- item\n{listed}")) > cell_budget(&listed));
+    }
+
+    #[test]
+    fn real_tables_are_within_their_budget_and_render_as_tables() {
+        // Dense, one-character cells: the most cells a byte can honestly make.
+        let row = |c: &str| format!("|{}|\n", vec![c; 12].join("|"));
+        let dense = row("a") + &row("-") + &row("1").repeat(4000);
+        let dense = &dense[..dense.len().min(64 * 1024)];
+        assert!(
+            table_cells(dense) <= cell_budget(dense),
+            "{}",
+            table_cells(dense)
+        );
+        // Cells of words render as a table (their HTML within its budget).
+        let words = row("name") + &row("----") + &row("word").repeat(1000);
+        let words = &words[..words.len().min(64 * 1024)];
+        assert!(render(words).starts_with("<table>"));
+        // A blank line ends a table: prose after it is not counted as rows.
+        let prose = padded_table(40, 2) + "\n" + &"Words, words and words.\n".repeat(2000);
+        assert!(table_cells(&prose) < 200, "{}", table_cells(&prose));
+    }
+
+    #[test]
+    fn views_that_come_together_share_one_render() {
+        let body = "# Shared\n\nA body only this test renders, by eight views at once.";
+        let start = std::sync::Barrier::new(8);
+        let htmls: Vec<Arc<str>> = std::thread::scope(|scope| {
+            let views: Vec<_> = (0..8)
+                .map(|_| {
+                    scope.spawn(|| {
+                        start.wait();
+                        render(body)
+                    })
+                })
+                .collect();
+            views.into_iter().map(|v| v.join().unwrap()).collect()
+        });
+        assert!(htmls.iter().all(|html| Arc::ptr_eq(html, &htmls[0])));
+        let first = RENDERED.lock().unwrap().cell(body);
+        let again = RENDERED.lock().unwrap().cell(body);
+        assert!(Arc::ptr_eq(&first, &again));
     }
 
     #[test]

@@ -33,6 +33,10 @@ use axum::{
     response::{Html, IntoResponse, Response},
     routing::get,
 };
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
 use views::Frame;
 
 /// The pages: they need credentials (Basic, from a browser) and answer at once.
@@ -73,17 +77,57 @@ pub fn pages() -> Router<AppState> {
 #[error("rendering a page failed")]
 struct RenderError(#[source] askama::Error);
 
+/// How many pages render at once. A render holds a core while it runs,
+/// so more than the machine has would only make each slower; the rest
+/// wait their turn, and a view whose client leaves while it waits costs
+/// nothing.
+const RENDERS_AT_ONCE: usize = 2;
+static RENDERS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(RENDERS_AT_ONCE);
+
+/// A page being built on a blocking thread: whether its request is still
+/// there to take it. Nothing can stop a blocking thread, so the building
+/// asks between messages and skips what is left once the request ended.
+pub(crate) struct Rendering(Arc<AtomicBool>);
+
+impl Rendering {
+    pub(crate) fn abandoned(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Marks the page abandoned when the request's future is dropped before
+/// the page came back.
+struct AbandonOnDrop(Arc<AtomicBool>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// Builds a page and renders it on a blocking thread, never on the async
 /// workers: a page of long messages takes milliseconds to render (its
 /// Markdown the first time, its template every time), and `/healthz`,
-/// streams and every other request must not wait behind it.
+/// streams and every other request must not wait behind it. At most
+/// [`RENDERS_AT_ONCE`] run together, and one whose request ends stops
+/// rendering messages.
 async fn render<T: Template>(
-    build: impl FnOnce() -> T + Send + 'static,
+    build: impl FnOnce(&Rendering) -> T + Send + 'static,
 ) -> Result<Response, ApiError> {
-    let html = tokio::task::spawn_blocking(move || build().render())
+    let turn = RENDERS
+        .acquire()
         .await
-        .map_err(|e| ApiError::internal(&e))?
-        .map_err(|e| ApiError::internal(&RenderError(e)))?;
+        .map_err(|e| ApiError::internal(&e))?;
+    let abandoned = Arc::new(AtomicBool::new(false));
+    let rendering = Rendering(abandoned.clone());
+    let _abandon = AbandonOnDrop(abandoned);
+    let html = tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        build(&rendering).render()
+    })
+    .await
+    .map_err(|e| ApiError::internal(&e))?
+    .map_err(|e| ApiError::internal(&RenderError(e)))?;
     Ok(Html(html).into_response())
 }
 

@@ -132,7 +132,7 @@ async fn render_overview(
     }));
     // Channels and threads together, by latest activity.
     lines.sort_by_key(|(last_id, _)| std::cmp::Reverse(*last_id));
-    render(move || OverviewPage {
+    render(move |_| OverviewPage {
         assets: &ASSETS,
         frame,
         conversations: lines.into_iter().map(|(_, line)| line).collect(),
@@ -227,9 +227,9 @@ pub async fn render_conversation(
     };
     let last_id = messages.last().map_or(0, |m| m.id.0);
     let stream = format!("/api{base}/stream");
-    render(move || ConversationView {
+    render(move |rendering| ConversationView {
         assets: &ASSETS,
-        messages: views::lines(&messages, &frame.names),
+        messages: views::lines(&messages, &frame.names, rendering),
         frame,
         heading,
         subheading,
@@ -293,8 +293,8 @@ pub(super) async fn fragment(
     let peers = state.relay.peers().await?;
     let names = views::Names::of(&peers);
     let messages = messages.to_vec();
-    render(move || MessagesFragment {
-        messages: views::lines(&messages, &names),
+    render(move |rendering| MessagesFragment {
+        messages: views::lines(&messages, &names, rendering),
     })
     .await
 }
@@ -390,7 +390,7 @@ pub(super) async fn search(
             ),
         }
     };
-    render(move || SearchPage {
+    render(move |_| SearchPage {
         assets: &ASSETS,
         frame,
         results,

@@ -1,7 +1,7 @@
 //! What the templates show: messages, times and counts as a person reads
 //! them, and the frame (header and sidebar) around every page.
 
-use super::markdown;
+use super::{Rendering, markdown};
 use crate::model::{
     ChannelSummary, Delivery, DeliveryState, Handle, Message, MessageId, Millis, Place,
 };
@@ -169,16 +169,20 @@ const SHORTENED_TO: usize = 1024;
 
 /// The messages as the page shows them, the newest first to get their
 /// share of [`PAGE_HTML`]. A body longer than what is left of it is not
-/// rendered at all (its HTML would be at least about as long).
-pub fn lines(messages: &[Message], names: &Names) -> Vec<MessageLine> {
+/// rendered at all (its HTML would be at least about as long), nor is any
+/// once the page's request has ended.
+pub fn lines(messages: &[Message], names: &Names, rendering: &Rendering) -> Vec<MessageLine> {
     let mut left = PAGE_HTML;
     let mut lines: Vec<MessageLine> = messages
         .iter()
         .rev()
         .map(|message| {
-            let html = match message.body.len() <= left {
-                true => markdown::render(&visible(&message.body)),
-                false => shortened(message, true).into(),
+            let html = if rendering.abandoned() {
+                Arc::from("")
+            } else if message.body.len() <= left {
+                markdown::render(&visible(&message.body))
+            } else {
+                shortened(message, true).into()
             };
             let html = match html.len() <= left {
                 true => html,
