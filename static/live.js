@@ -82,9 +82,13 @@
   }
 
   // Worded as the server words them (web/views.rs, DeliveryLine).
-  function deliveryLabel(state, to) {
-    if (state === "pushed") return "shown to " + to + "'s agent";
-    return state;
+  function deliveryLabel(delivery, to) {
+    if (delivery.state === "pushed" && delivery.pushes_stopped) {
+      return "shown to " + to + "'s agent " + delivery.offers +
+        " times, not taken up: waits for its inbox check";
+    }
+    if (delivery.state === "pushed") return "shown to " + to + "'s agent";
+    return delivery.state;
   }
 
   if (conversation && window.EventSource) {
@@ -100,7 +104,7 @@
       var shown = item && item.querySelector(".delivery");
       if (!shown || !update.delivery) return;
       shown.className = "delivery delivery-" + update.delivery.state;
-      shown.textContent = deliveryLabel(update.delivery.state, shown.dataset.to);
+      shown.textContent = deliveryLabel(update.delivery, shown.dataset.to);
     });
   }
 

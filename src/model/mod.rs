@@ -94,6 +94,13 @@ pub struct Message {
     pub delivery: Option<Delivery>,
 }
 
+/// How many times a message is offered to its recipient's push streams
+/// before the relay stops: a push nobody confirms is not offered again
+/// without end (every lease, from stream to stream). Past it the message
+/// waits in the inbox for `check_inbox`, which still takes it, and its
+/// person is told as soon as the last lease ends (`relay::notify`).
+pub const MAX_OFFERS: u32 = 3;
+
 /// The delivery ledger of a message addressed to a person: when it was
 /// first offered to one of their listening sessions, read by their agent,
 /// and answered. Each time is set once and never cleared.
@@ -110,6 +117,10 @@ pub struct Delivery {
     /// How many times it was offered to a stream; a re-offer is the second
     /// and later.
     pub offers: u32,
+    /// When the lease of its latest offer ends (or ended); none once the
+    /// stream gave it back, or it was read. Not a time of the ledger: it
+    /// says when pushes that stopped have truly ended.
+    pub lease_until: Option<Millis>,
 }
 
 /// Where a message stands, as its sender and the team see it.
@@ -137,6 +148,19 @@ impl DeliveryState {
 }
 
 impl Delivery {
+    /// Its pushes stopped: offered [`MAX_OFFERS`] times and not confirmed,
+    /// so no stream is offered it again and it waits for an inbox check.
+    /// Its state stays what it got to (`pushed`): states never go back.
+    pub fn pushes_stopped(&self) -> bool {
+        self.offers >= MAX_OFFERS && self.read_at.is_none() && self.answered_at.is_none()
+    }
+
+    /// Its pushes stopped and the last one's lease has ended by `now`:
+    /// nothing will bring it to the recipient's agent but an inbox check.
+    pub fn pushes_ended(&self, now: Millis) -> bool {
+        self.pushes_stopped() && self.lease_until.is_none_or(|until| until <= now)
+    }
+
     pub fn state(&self) -> DeliveryState {
         if self.answered_at.is_some() {
             DeliveryState::Answered
@@ -204,4 +228,31 @@ pub struct Found {
 pub struct Excerpt {
     pub text: String,
     pub matched: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pushes_stop_at_the_last_offer_and_end_with_its_lease() {
+        let offered = |offers, lease_until| Delivery {
+            pushed_at: Some(1),
+            offers,
+            lease_until,
+            ..Delivery::default()
+        };
+        assert!(!offered(MAX_OFFERS - 1, None).pushes_stopped());
+        let last = offered(MAX_OFFERS, Some(100));
+        assert!(last.pushes_stopped());
+        assert_eq!(last.state(), DeliveryState::Pushed, "a state never goes back");
+        assert!(!last.pushes_ended(99), "its lease still runs");
+        assert!(last.pushes_ended(100));
+        assert!(offered(MAX_OFFERS, None).pushes_ended(0), "given back");
+        let read = Delivery {
+            read_at: Some(50),
+            ..last
+        };
+        assert!(!read.pushes_stopped() && !read.pushes_ended(100));
+    }
 }

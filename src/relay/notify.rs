@@ -11,6 +11,10 @@
 //!   relay of those sharing a store) and brought to them;
 //! - with `at_once_when_away`, it is brought at once when none of their
 //!   agents listens here and none has been offered it anywhere;
+//! - one whose pushes stopped ([`MAX_OFFERS`](crate::model::MAX_OFFERS)
+//!   offers, none confirmed) is brought at once when its last lease ends,
+//!   whatever `after` says: nothing will show it to their agent again but
+//!   an inbox check, and their agent was shown it and did nothing;
 //! - one notice per conversation per [`QUIET_PERIOD`]: what else comes due
 //!   in that conversation meanwhile is claimed without another notice (the
 //!   period is kept in this process's memory: relays sharing a store each
@@ -251,10 +255,13 @@ impl Relay {
                 let chosen = &settings[&to];
                 let away = !reachable.contains(&to)
                     && message.delivery.is_none_or(|d| d.pushed_at.is_none());
+                let pushes_ended = message.delivery.is_some_and(|d| d.pushes_ended(now));
                 let came_due = match chosen.after {
                     None => true, // claimed without a notice, below
                     Some(after) => {
-                        now - message.created_at >= after || (chosen.at_once_when_away && away)
+                        now - message.created_at >= after
+                            || (chosen.at_once_when_away && away)
+                            || pushes_ended
                     }
                 };
                 if came_due {

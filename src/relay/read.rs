@@ -170,6 +170,7 @@ impl Relay {
                 && confirmed.contains(&message.id)
             {
                 delivery.read_at = Some(now);
+                delivery.lease_until = None;
                 self.delivery_changed(std::slice::from_ref(message));
             }
         }

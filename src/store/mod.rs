@@ -180,8 +180,9 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreFuture<'_, Vec<Message>>;
     /// Offers up to `limit` of the same messages to the stream
     /// `offer.holder` (a push), leasing each to it until `offer.until`;
-    /// never one whose last offer was to that same stream. Atomic with
-    /// claims.
+    /// never one whose last offer was to that same stream, nor one offered
+    /// [`MAX_OFFERS`](crate::model::MAX_OFFERS) times already (it waits
+    /// for a claim). Atomic with claims.
     fn offer_inbox(
         &self,
         recipient: &Handle,

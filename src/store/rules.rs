@@ -11,7 +11,7 @@
 
 use super::summary::{Removed, first_people, losses};
 use super::{Conversation, Missing, NewMessage, Offer, RecipientCheck, StoreError, StoreResult};
-use crate::model::{Channel, Handle, Message, MessageId, Millis, Place, ThreadId};
+use crate::model::{Channel, Handle, MAX_OFFERS, Message, MessageId, Millis, Place, ThreadId};
 use std::future::Future;
 
 /// One backend's statements. Each method is one SQL statement (a few
@@ -80,11 +80,13 @@ pub(super) trait Statements {
         limit: u32,
     ) -> StoreResult<Vec<MessageId>>;
     /// Leases up to `limit` of the same rows, never one last offered to
-    /// `offer.holder`, to that holder; their ids.
+    /// `offer.holder` nor one offered `most` times already, to that
+    /// holder; their ids.
     async fn take_for_offer(
         &self,
         recipient: &Handle,
         offer: Offer,
+        most: u32,
         limit: u32,
     ) -> StoreResult<Vec<MessageId>>;
     /// Messages by id, oldest first, with their ledgers as they are now.
@@ -244,14 +246,16 @@ pub(super) async fn claim_inbox(
     s.messages_by_id(&ids).await
 }
 
-/// Offers up to `limit` of the same messages to a stream, leasing each.
+/// Offers up to `limit` of the same messages to a stream, leasing each;
+/// never one offered [`MAX_OFFERS`] times already: its pushes stopped, and
+/// only a claim takes it now.
 pub(super) async fn offer_inbox(
     s: &impl Statements,
     recipient: &Handle,
     offer: Offer,
     limit: u32,
 ) -> StoreResult<Vec<Message>> {
-    let ids = s.take_for_offer(recipient, offer, limit).await?;
+    let ids = s.take_for_offer(recipient, offer, MAX_OFFERS, limit).await?;
     s.messages_by_id(&ids).await
 }
 

@@ -97,6 +97,10 @@ impl DeliveryLine {
         let state = delivery.state();
         let label = match state {
             DeliveryState::Waiting => "waiting".to_owned(),
+            DeliveryState::Pushed if delivery.pushes_stopped() => format!(
+                "shown to {to}'s agent {} times, not taken up: waits for its inbox check",
+                delivery.offers
+            ),
             DeliveryState::Pushed => format!("shown to {to}'s agent"),
             DeliveryState::Read => "read".to_owned(),
             DeliveryState::Answered => "answered".to_owned(),

@@ -82,6 +82,21 @@ pub struct DeliveryView {
     pub read_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answered_at: Option<String>,
+    /// How many times it was offered to the recipient's listening
+    /// sessions, when more than once (as a push's `offer` attribute).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offers: Option<u32>,
+    /// `true` once it was offered the most times a message is offered (3)
+    /// and none was confirmed: it is not pushed again, it waits for the
+    /// recipient's inbox check, and the recipient is told. Its state stays
+    /// `pushed` (a state never goes back); a flag, not a state, because it
+    /// is where the relay stopped, not where the message got.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub pushes_stopped: bool,
+}
+
+fn is_false(flag: &bool) -> bool {
+    !flag
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -122,6 +137,8 @@ impl From<&Delivery> for DeliveryView {
             pushed_at: d.pushed_at.map(timestamp),
             read_at: d.read_at.map(timestamp),
             answered_at: d.answered_at.map(timestamp),
+            offers: (d.offers > 1).then_some(d.offers),
+            pushes_stopped: d.pushes_stopped(),
         }
     }
 }
@@ -388,5 +405,43 @@ impl From<&Listing<Found>> for SearchResults {
             next_before: listing.next_before.map(|id| id.0),
             notice: NOTICE.to_owned(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::MAX_OFFERS;
+
+    #[test]
+    fn a_ledger_whose_pushes_stopped_says_so_and_how_many_offers() {
+        let stopped = Delivery {
+            pushed_at: Some(0),
+            offers: MAX_OFFERS,
+            lease_until: Some(5),
+            ..Delivery::default()
+        };
+        assert_eq!(
+            serde_json::to_value(DeliveryView::from(&stopped)).unwrap(),
+            serde_json::json!({
+                "state": "pushed",
+                "pushed_at": "1970-01-01T00:00:00.000Z",
+                "offers": MAX_OFFERS,
+                "pushes_stopped": true,
+            })
+        );
+        let once = Delivery {
+            offers: 1,
+            ..stopped
+        };
+        assert_eq!(
+            serde_json::to_value(DeliveryView::from(&once)).unwrap(),
+            serde_json::json!({ "state": "pushed", "pushed_at": "1970-01-01T00:00:00.000Z" })
+        );
+        let schema = schemars::schema_for!(DeliveryView);
+        let said = schema.as_value()["properties"]["pushes_stopped"]["description"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(said.contains(&format!("({MAX_OFFERS})")), "{said}");
     }
 }

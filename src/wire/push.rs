@@ -14,7 +14,7 @@
 //! inbox push ends with one line that says how to answer it.
 
 use super::MessageView;
-use crate::model::DeliveryState;
+use crate::model::{DeliveryState, MAX_OFFERS};
 use crate::relay::Push;
 use serde_json::{Map, Value, json};
 
@@ -60,6 +60,10 @@ pub fn channel_params(message: &MessageView, addressed: bool, offers: u32) -> Va
 fn how_to_answer(message: &MessageView, offers: u32) -> String {
     let again = match offers {
         0 | 1 => "",
+        n if n >= MAX_OFFERS => {
+            "Offered again, for the last time: it is not answered yet, and left alone it \
+             waits for check_inbox. "
+        }
         _ => "Offered again: you may have seen it before, and it is not answered yet. ",
     };
     let how = match (message.thread_id, &message.channel) {

@@ -4,8 +4,8 @@
 
 use crate::postgres::fresh_database;
 use crosstalk::model::{
-    Authorization, Channel, DeliveryState, GrantTokens, Handle, MessageId, Millis, Place, Redeemed,
-    Refreshed, RegisteredClient, SessionId, ThreadId, Token, TokenHash, now_millis,
+    Authorization, Channel, DeliveryState, GrantTokens, Handle, MAX_OFFERS, MessageId, Millis,
+    Place, Redeemed, Refreshed, RegisteredClient, SessionId, ThreadId, Token, TokenHash, now_millis,
 };
 use crosstalk::store::{
     Conversation, NewMessage, Offer, PostgresStore, RecipientCheck, SqliteStore, Store, StoreError,
@@ -57,6 +57,7 @@ contract!(
     channels_pages_and_summaries,
     a_claim_hands_each_message_out_once,
     the_ledger_leases_offers_and_answers,
+    an_unconfirmed_message_was_offered_again_without_end,
     expired_messages_are_invisible_and_purged,
     unread_counts_follow_read_marks,
     search_finds_every_word_newest_first,
@@ -659,6 +660,77 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
             .unwrap()
             .is_none()
     );
+}
+
+/// Re-offers end: once a message was offered [`MAX_OFFERS`] times, no
+/// stream is offered it again, however many ask and however long after;
+/// the ledger says its pushes stopped (and when its last lease ends), the
+/// escalation's scan still finds it, and a claim still takes it.
+async fn an_unconfirmed_message_was_offered_again_without_end(store: Arc<dyn Store>) {
+    let bob = handle("bob");
+    let sent = store
+        .insert_message(message(Conversation::NewThread, "alice", Some("bob"), "q"))
+        .await
+        .unwrap();
+    const LEASE: Millis = 10_000;
+    let start = now_millis();
+    // Each offer to another stream, after the lease before it ended.
+    let at = |n: u32| start + Millis::from(n) * (LEASE + 1);
+    let offer = |holder: i64, now: Millis| Offer {
+        holder,
+        now,
+        until: now + LEASE,
+    };
+    for n in 0..MAX_OFFERS {
+        let offered = store
+            .offer_inbox(&bob, offer(i64::from(n) + 1, at(n)), 10)
+            .await
+            .unwrap();
+        assert_eq!(ids(&offered), [sent.id], "offer {}", n + 1);
+        let delivery = offered[0].delivery.unwrap();
+        assert_eq!(delivery.offers, n + 1);
+        assert_eq!(delivery.pushes_stopped(), n + 1 == MAX_OFFERS);
+    }
+    let last_lease_end = at(MAX_OFFERS - 1) + LEASE;
+    let ledger = store
+        .message(sent.id, start)
+        .await
+        .unwrap()
+        .unwrap()
+        .delivery
+        .unwrap();
+    assert_eq!(
+        (ledger.state(), ledger.offers, ledger.lease_until),
+        (DeliveryState::Pushed, MAX_OFFERS, Some(last_lease_end))
+    );
+    assert!(ledger.pushes_stopped());
+    assert!(!ledger.pushes_ended(last_lease_end - 1), "its last lease runs");
+    assert!(ledger.pushes_ended(last_lease_end));
+    // No stream again: not a new one, not one offered it before, not later.
+    let later = at(MAX_OFFERS + 5);
+    for holder in [99, 1, 2] {
+        assert!(
+            store
+                .offer_inbox(&bob, offer(holder, later), 10)
+                .await
+                .unwrap()
+                .is_empty(),
+            "offered again to {holder}"
+        );
+    }
+    assert_eq!(store.next_lease_end(&bob, later).await.unwrap(), None);
+    // It waits to be brought to bob, and for his inbox check.
+    let unnotified = store.unnotified(MessageId(0), later, 10).await.unwrap();
+    assert_eq!(ids(&unnotified), [sent.id]);
+    assert!(unnotified[0].delivery.unwrap().pushes_ended(later));
+    let claimed = store.claim_inbox(&bob, later, 10).await.unwrap();
+    assert_eq!(ids(&claimed), [sent.id]);
+    let read = claimed[0].delivery.unwrap();
+    assert_eq!(
+        (read.state(), read.offers, read.lease_until),
+        (DeliveryState::Read, MAX_OFFERS, None)
+    );
+    assert!(!read.pushes_stopped(), "read: nothing stopped short of it");
 }
 
 fn ids(messages: &[crosstalk::model::Message]) -> Vec<MessageId> {

@@ -4,7 +4,9 @@
 //! nothing; the ledger says where each message stands after each step, on
 //! MCP and REST alike; `send_message` can wait for the reply.
 
+use crate::attention::Hook;
 use crate::support::{Mcp, SseReader, TestApp, get, http, post, spawn_app, spawn_app_with};
+use crosstalk::model::MAX_OFFERS;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -670,4 +672,114 @@ async fn a_long_thread_is_read_a_page_at_a_time() {
     assert_eq!(status, 200);
     assert_eq!(html.matches("class=\"message\"").count(), 500);
     assert!(html.contains("reply 999") && !html.contains(">reply 499<"));
+}
+
+/// An inbox stream of `token`'s, read up to its notice: it takes what it
+/// is offered, and its reader decides whether anyone acts on it.
+async fn inbox_stream(app: &TestApp, token: &str) -> SseReader {
+    let stream = http()
+        .get(format!("{}/api/inbox/stream", app.url()))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let mut stream = SseReader::new(stream);
+    assert_eq!(stream.next().await.event.as_deref(), Some("notice"));
+    stream
+}
+
+/// A push nobody confirms was offered again without end: at each lease's
+/// end, to the person's other stream (about 43,000 offers in 30 days at
+/// the default lease). Now it is offered [`MAX_OFFERS`] times and no more;
+/// the ledger says its pushes stopped; its person is told when the last
+/// lease ends, though they asked to be told after an hour; and their
+/// agent's inbox check still gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfirmed_push_was_offered_again_without_end() {
+    let app = spawn_app_with(|config| {
+        config.settings.push_lease = LEASE;
+        config.settings.notify_allow_private = true;
+    })
+    .await;
+    let alice_token = app.add_person("alice").await;
+    let bob_token = app.add_person("bob").await;
+    let mut hook = Hook::start().await;
+    let (status, set) = app
+        .rest(&bob_token)
+        .put(
+            "/api/me/notifications",
+            json!({ "webhook": format!("{}/hooks/bob", hook.url), "after_seconds": 3600 }),
+        )
+        .await;
+    assert_eq!(status, 200, "{set}");
+    // Two streams of bob's; nobody acts on what they are offered.
+    let mut first = inbox_stream(&app, &bob_token).await;
+    let mut second = inbox_stream(&app, &bob_token).await;
+    let sent = app
+        .rest(&alice_token)
+        .send("bob", "Which port does staging use?", json!({}))
+        .await;
+    let id = sent["message_id"].as_i64().unwrap();
+
+    // Offered MAX_OFFERS times, each to the stream that did not have it last.
+    let mut offered_to = Vec::new();
+    while offered_to.len() < MAX_OFFERS as usize {
+        let (to, message) = tokio::select! {
+            message = first.message() => ("first", message),
+            message = second.message() => ("second", message),
+        };
+        assert_eq!(
+            (message["id"].as_i64(), message["offer"].as_u64()),
+            (Some(id), Some(offered_to.len() as u64 + 1)),
+            "{message}"
+        );
+        offered_to.push(to);
+    }
+    assert!(
+        offered_to.windows(2).all(|pair| pair[0] != pair[1]),
+        "{offered_to:?}"
+    );
+    // And never again. Another offer would come as the last lease ends,
+    // one lease after the last offer: none comes within two.
+    let again = tokio::time::timeout(2 * LEASE, async {
+        tokio::select! {
+            message = first.message() => message,
+            message = second.message() => message,
+        }
+    })
+    .await;
+    assert!(again.is_err(), "offered again: {again:?}");
+
+    // The ledger says so: still as far as it got (pushed), its pushes
+    // stopped, and how many offers it had.
+    let delivery = app.rest(&alice_token).delivery(id).await;
+    assert_eq!(
+        delivery,
+        json!({
+            "state": "pushed",
+            "pushed_at": delivery["pushed_at"],
+            "offers": MAX_OFFERS,
+            "pushes_stopped": true,
+        })
+    );
+    assert!(delivery["pushed_at"].is_string(), "{delivery}");
+    // Bob is told now, not in an hour.
+    let (path, posted) = hook.next().await;
+    assert_eq!(path, "/hooks/bob");
+    assert_eq!(
+        (posted["type"].as_str(), posted["message_id"].as_i64()),
+        (Some("unread"), Some(id)),
+        "{posted}"
+    );
+    // His agent's inbox check takes it, once.
+    let bob = app.mcp(&bob_token).await;
+    let inbox = bob.call("check_inbox", json!({})).await.ok();
+    let messages = inbox["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1, "{inbox}");
+    assert_eq!(messages[0]["id"], id);
+    assert_eq!(messages[0]["delivery"]["state"], "read");
+    assert_eq!(messages[0]["delivery"]["offers"], MAX_OFFERS);
+    assert!(messages[0]["delivery"].get("pushes_stopped").is_none());
+    let inbox = bob.call("check_inbox", json!({})).await.ok();
+    assert_eq!(inbox["messages"], json!([]));
 }

@@ -21,6 +21,13 @@
 //! leases end: whatever sits in its queue past its lease is dropped, not
 //! written. A re-offer says so (`Delivery::offers` > 1).
 //!
+//! Re-offers end: a message is offered at most
+//! [`MAX_OFFERS`](crate::model::MAX_OFFERS) times. One that many offers
+//! left unconfirmed is offered to no stream again (a model that saw it so
+//! often and did nothing will not act on one more); it stays in the inbox,
+//! where `check_inbox` still takes it, its ledger says its pushes stopped,
+//! and its person is told once its last lease ends (`notify`).
+//!
 //! Nothing is offered before the stream's client is ready to show it:
 //! Claude Code drops what comes before its handler is in place, and tells
 //! nobody when it is. An MCP session's stream therefore first asks its

@@ -2,7 +2,7 @@
 //! body, kept by the database, and a `tsquery` of what was typed.
 
 use super::Db;
-use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
+use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN, message_from_row};
 use crate::model::{Found, MessageId, Millis};
 use crate::store::StoreResult;
 use crate::store::text::{CLOSE, OPEN, excerpt, words};
@@ -52,7 +52,7 @@ pub(super) async fn search(
         .map(|row| {
             Ok(Found {
                 message: message_from_row(row)?,
-                excerpt: excerpt(row.try_get(14)?),
+                excerpt: excerpt(row.try_get(MESSAGE_COLUMNS_LEN)?),
             })
         })
         .collect()

@@ -228,13 +228,17 @@ impl<D: Db> Statements for Sql<'_, D> {
         &self,
         recipient: &Handle,
         offer: Offer,
+        most: u32,
         limit: u32,
     ) -> StoreResult<Vec<MessageId>> {
+        // `offers` is an integer column.
+        let most = i32::try_from(most).unwrap_or(i32::MAX);
         let offered = self
             .0
             .rows(
                 &format!(
                     "WITH taken AS ({TAKEABLE} AND i.push_holder IS DISTINCT FROM $5 \
+                         AND i.offers < $6 \
                          ORDER BY i.message_id LIMIT $3 FOR UPDATE OF i SKIP LOCKED) \
                      UPDATE inbox SET pushed_at = coalesce(pushed_at, $2), lease_until = $4, \
                          push_holder = $5, offers = offers + 1 FROM taken \
@@ -248,6 +252,7 @@ impl<D: Db> Statements for Sql<'_, D> {
                     &i64::from(limit),
                     &offer.until,
                     &offer.holder,
+                    &most,
                 ],
             )
             .await?;

@@ -8,7 +8,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 /// `messages m` [`INBOX_JOIN`].
 pub(super) const MESSAGE_COLUMNS: &str = "m.id, m.thread_id, m.channel, m.sender, m.recipient, \
      m.type, m.body, m.reply_to, m.created_at, m.expires_at, \
-     i.pushed_at, i.read_at, i.answered_at, i.offers";
+     i.pushed_at, i.read_at, i.answered_at, i.offers, i.lease_until";
+
+/// How many [`MESSAGE_COLUMNS`] there are: the index of a column selected
+/// after them.
+pub(super) const MESSAGE_COLUMNS_LEN: usize = 15;
 
 /// Joins a message (as `m`) to its recipient's inbox row (as `i`), if any.
 pub(super) const INBOX_JOIN: &str =
@@ -22,6 +26,7 @@ pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Mess
             read_at: row.get(11)?,
             answered_at: row.get(12)?,
             offers: row.get::<_, Option<u32>>(13)?.unwrap_or(0),
+            lease_until: row.get(14)?,
         }),
         None => None,
     };

@@ -1,6 +1,6 @@
 //! Full-text search over message bodies (SQLite's FTS5).
 
-use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
+use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN, message_from_row};
 use crate::model::{Found, MessageId, Millis};
 use crate::store::StoreResult;
 use crate::store::text::{excerpt, words};
@@ -148,7 +148,7 @@ pub(super) fn search(
             .query_map(params![query, before, now, wanted as i64], |row| {
                 Ok(Found {
                     message: message_from_row(row)?,
-                    excerpt: excerpt(&row.get::<_, String>(14)?),
+                    excerpt: excerpt(&row.get::<_, String>(MESSAGE_COLUMNS_LEN)?),
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;

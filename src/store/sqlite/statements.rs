@@ -222,6 +222,7 @@ impl Statements for Sql<'_> {
         &self,
         recipient: &Handle,
         offer: Offer,
+        most: u32,
         limit: u32,
     ) -> StoreResult<Vec<MessageId>> {
         self.ids(
@@ -230,11 +231,11 @@ impl Statements for Sql<'_> {
                      push_holder = ?5, offers = offers + 1 \
                  WHERE recipient = ?1 AND message_id IN ( \
                      SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
-                     WHERE {TAKEABLE} AND i.push_holder IS NOT ?5 \
+                     WHERE {TAKEABLE} AND i.push_holder IS NOT ?5 AND i.offers < ?6 \
                      ORDER BY i.message_id LIMIT ?3) \
                  RETURNING message_id"
             ),
-            params![recipient, offer.now, limit, offer.until, offer.holder],
+            params![recipient, offer.now, limit, offer.until, offer.holder, most],
         )
     }
 
