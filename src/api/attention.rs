@@ -84,7 +84,7 @@ pub(super) async fn answer_approval(
         .ok_or_else(|| RelayError::BadInput("behavior: \"allow\" or \"deny\"".into()))?;
     let approval = state
         .relay
-        .answer_approval(&caller, ApprovalId(id), behavior)
+        .answer_approval(&caller, ApprovalId(id), behavior, answer.input_hidden_ok)
         .await?;
     Ok(Json(ApprovalView::new(&approval, now_millis())))
 }

@@ -224,8 +224,40 @@ impl Behavior {
 pub enum Preview {
     /// As the agent's client sent it (scanned: no likely secret in it).
     Shown(String),
-    /// Not kept: it looked like it carried a secret of this kind.
+    /// As the client sent it but for the likely secrets in it, each
+    /// replaced by `[withheld: <kind>]`; the kinds masked, each once.
+    Masked { text: String, kinds: Vec<String> },
+    /// Not kept: it looked like it carried a secret of this kind, which
+    /// could not be masked on its own. Its person cannot see what they
+    /// would allow.
     Withheld(String),
+}
+
+impl Preview {
+    /// As every store keeps it, in two columns: the text shown (empty when
+    /// withheld), and the kinds of secret masked in it, one a line, or the
+    /// kind withheld (none when shown as sent). A masked text is never
+    /// empty (it holds a `[withheld: …]`), which tells it from a withheld
+    /// one; rows kept before masking existed read as they did.
+    pub fn to_columns(&self) -> (&str, Option<String>) {
+        match self {
+            Preview::Shown(text) => (text.as_str(), None),
+            Preview::Masked { text, kinds } => (text.as_str(), Some(kinds.join("\n"))),
+            Preview::Withheld(kind) => ("", Some(kind.clone())),
+        }
+    }
+
+    /// [`Preview::to_columns`]'s columns, read back.
+    pub fn from_columns(text: String, withheld: Option<String>) -> Preview {
+        match withheld {
+            None => Preview::Shown(text),
+            Some(kind) if text.is_empty() => Preview::Withheld(kind),
+            Some(kinds) => Preview::Masked {
+                text,
+                kinds: kinds.lines().map(str::to_owned).collect(),
+            },
+        }
+    }
 }
 
 /// A step a person's agent asks them to allow (Claude Code's permission
@@ -315,6 +347,22 @@ mod tests {
         ] {
             let ok = text.starts_with("https://") && WebhookUrl::parse(text).is_ok();
             assert_eq!(pattern.is_match(text), ok, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_preview_reads_back_from_its_columns_as_it_was_kept() {
+        for preview in [
+            Preview::Shown("cargo test".into()),
+            Preview::Shown(String::new()),
+            Preview::Masked {
+                text: "curl -H \"X-Key: [withheld: an AWS access key id]\"".into(),
+                kinds: vec!["an AWS access key id".into(), "a GitHub token".into()],
+            },
+            Preview::Withheld("a private key".into()),
+        ] {
+            let (text, withheld) = preview.to_columns();
+            assert_eq!(Preview::from_columns(text.to_owned(), withheld), preview);
         }
     }
 

@@ -10,9 +10,14 @@
 //!   ([`APPROVAL_LIFETIME`]); the terminal's own prompt stays open all the
 //!   while, and whichever answer reaches the agent first is the one it
 //!   uses.
-//! - What the agent's client shows of the step's input passes the secret
-//!   scanner before it is kept: one that looks like it holds a secret is
-//!   withheld, and only the kind of secret is kept.
+//! - What the agent's client shows of the step's input, and its
+//!   description, pass the secret scanner before they are kept: each likely
+//!   secret is masked, and its kind kept, so that the person sees
+//!   everything else they are asked to allow (an agent cannot hide a
+//!   command behind a key in it). An input whose secret cannot be masked on
+//!   its own is withheld whole; allowing it then takes a second, deliberate
+//!   step (`input_hidden_ok`), so that nobody allows a step they cannot see
+//!   with one click.
 //! - Every request and its answer are kept for [`APPROVAL_KEPT`] as the
 //!   person's audit trail.
 
@@ -91,18 +96,24 @@ impl Relay {
             format!("tool_name: one line of 1 to {MAX_TOOL_NAME_CHARS} characters")
         })?;
         // The client's own texts, kept short and without NULs (which no
-        // database's text holds); a secret in either withholds the input
-        // preview, and the description too when it holds one.
+        // database's text holds), their likely secrets masked; each is
+        // withheld whole only where its secrets cannot be masked on their
+        // own. Each is masked for itself: a key in the description hides
+        // nothing of the input.
         let description = ask.description.replace('\0', "");
-        let mut description = shortened(description.trim(), MAX_DESCRIPTION_CHARS);
+        let description = shortened(description.trim(), MAX_DESCRIPTION_CHARS);
+        let description = match secrets::mask_secrets(&description) {
+            Ok(masked) => masked.text,
+            Err(kind) => format!("withheld: looks like it contains {kind}"),
+        };
         let preview = shortened(&ask.input_preview.replace('\0', ""), MAX_PREVIEW_CHARS);
-        let in_description = secrets::find_secret(&description);
-        if let Some(kind) = in_description {
-            description = format!("withheld: looks like it contains {kind}");
-        }
-        let preview = match secrets::find_secret(&preview).or(in_description) {
-            Some(kind) => Preview::Withheld(kind.to_owned()),
-            None => Preview::Shown(preview),
+        let preview = match secrets::mask_secrets(&preview) {
+            Ok(masked) if masked.kinds.is_empty() => Preview::Shown(masked.text),
+            Ok(masked) => Preview::Masked {
+                text: masked.text,
+                kinds: masked.kinds.into_iter().map(str::to_owned).collect(),
+            },
+            Err(kind) => Preview::Withheld(kind.to_owned()),
         };
         let now = now_millis();
         let approval = self
@@ -156,15 +167,27 @@ impl Relay {
     }
 
     /// Answers one of the caller's pending approvals; the agent that asked
-    /// hears of it.
+    /// hears of it. Allowing one whose input is withheld takes
+    /// `input_hidden_ok`: the person says that they allow a step they
+    /// cannot see (the page's second step, the API's flag), so that no
+    /// single click or call allows it blind.
     pub async fn answer_approval(
         &self,
         caller: &Caller,
         id: ApprovalId,
         behavior: Behavior,
+        input_hidden_ok: bool,
     ) -> RelayResult<Approval> {
         let me = self.person(caller)?;
         let now = now_millis();
+        if behavior == Behavior::Allow && !input_hidden_ok {
+            let asked = self.approval(caller, id).await?;
+            if let (Preview::Withheld(kind), ApprovalState::Pending) =
+                (&asked.preview, asked.state(now))
+            {
+                return Err(hidden_input(id, kind));
+            }
+        }
         if let Some(answered) = self.store.answer_approval(id, me, behavior, now).await? {
             tracing::info!(%me, %id, behavior = behavior.as_str(), "a person answered their agent");
             self.approvals_answered.publish(&id, ());
@@ -225,6 +248,16 @@ impl Relay {
             .forget_approvals(now_millis() - APPROVAL_KEPT)
             .await?)
     }
+}
+
+/// Why an Allow of an approval whose input is withheld was not taken.
+fn hidden_input(id: ApprovalId, kind: &str) -> RelayError {
+    RelayError::BadInput(format!(
+        "approval {id}'s input is hidden: it looks like it contains {kind}, so you cannot \
+         see what you would allow. Deny it, or answer where the agent runs; to allow it \
+         unseen, say so: tick \"I allow a step whose input I cannot see\" on the page, or \
+         send \"input_hidden_ok\": true"
+    ))
 }
 
 fn not_yours(id: ApprovalId) -> RelayError {

@@ -31,6 +31,10 @@ struct ApprovalLine {
     tool_name: String,
     description: String,
     preview: Option<String>,
+    /// The kinds of secret masked in the preview, for the page to name;
+    /// empty when none was.
+    masked: String,
+    /// Why the input is hidden whole: Allow then takes a second step.
     withheld: Option<String>,
     state: &'static str,
     asked: When,
@@ -107,6 +111,7 @@ async fn render_approvals(
                 tool_name: view.tool_name,
                 description: view.description,
                 preview: view.input_preview,
+                masked: view.masked.join(", "),
                 withheld: view.withheld,
                 state: a.state(now).as_str(),
                 asked: When::at(a.created_at),
@@ -129,9 +134,14 @@ pub(super) struct Answer {
     csrf: String,
     #[serde(default)]
     behavior: String,
+    /// The box ticked beside the Allow of an approval whose input is
+    /// hidden: "I allow a step whose input I cannot see".
+    #[serde(default)]
+    input_hidden_ok: Option<String>,
 }
 
-/// `POST /approvals/{id}`: the page's Allow or Deny.
+/// `POST /approvals/{id}`: the page's Allow or Deny (an Allow of an
+/// approval whose input is hidden only with its box ticked).
 pub(super) async fn answer(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -144,7 +154,12 @@ pub(super) async fn answer(
     let answered = match Behavior::parse(&form.behavior) {
         Some(behavior) => state
             .relay
-            .answer_approval(&caller, ApprovalId(id), behavior)
+            .answer_approval(
+                &caller,
+                ApprovalId(id),
+                behavior,
+                form.input_hidden_ok.is_some(),
+            )
             .await
             .map(drop),
         None => Err(RelayError::BadInput("answer with Allow or Deny".into())),

@@ -150,6 +150,11 @@ pub struct AnswerApproval {
     /// `allow` or `deny`.
     #[schemars(extend("enum" = ["allow", "deny"]))]
     pub behavior: String,
+    /// `true` to allow a step whose input is hidden (`withheld` is set):
+    /// without it such an allow is refused with 400, so that no single call
+    /// allows what its person cannot see. Ignored otherwise.
+    #[serde(default)]
+    pub input_hidden_ok: bool,
 }
 
 /// An approval as its person sees it.
@@ -159,9 +164,15 @@ pub struct ApprovalView {
     pub request_id: String,
     pub tool_name: String,
     pub description: String,
-    /// What the client showed of the step's input; null when withheld.
+    /// What the client showed of the step's input, each likely secret in
+    /// it replaced by `[withheld: <kind>]`; null when withheld whole.
     pub input_preview: Option<String>,
-    /// Why the preview is not shown: "looks like it contains …".
+    /// The kinds of secret masked in `input_preview`, each once.
+    #[serde(default)]
+    pub masked: Vec<String>,
+    /// Why the input is hidden whole, "looks like it contains …": its
+    /// secret could not be masked on its own. Allowing it then takes
+    /// `input_hidden_ok`.
     pub withheld: Option<String>,
     /// `pending`, `allowed`, `denied` or `expired`.
     pub state: String,
@@ -172,9 +183,14 @@ pub struct ApprovalView {
 
 impl ApprovalView {
     pub fn new(approval: &Approval, now: Millis) -> Self {
-        let (input_preview, withheld) = match &approval.preview {
-            Preview::Shown(preview) => (Some(preview.clone()), None),
-            Preview::Withheld(kind) => (None, Some(format!("looks like it contains {kind}"))),
+        let (input_preview, masked, withheld) = match &approval.preview {
+            Preview::Shown(preview) => (Some(preview.clone()), Vec::new(), None),
+            Preview::Masked { text, kinds } => (Some(text.clone()), kinds.clone(), None),
+            Preview::Withheld(kind) => (
+                None,
+                Vec::new(),
+                Some(format!("looks like it contains {kind}")),
+            ),
         };
         ApprovalView {
             id: approval.id.0,
@@ -182,6 +198,7 @@ impl ApprovalView {
             tool_name: approval.tool_name.clone(),
             description: approval.description.clone(),
             input_preview,
+            masked,
             withheld,
             state: approval.state(now).as_str().to_owned(),
             created_at: timestamp(approval.created_at),

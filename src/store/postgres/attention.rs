@@ -115,10 +115,7 @@ fn approval_from_row(row: &Row) -> StoreResult<Approval> {
         request_id: row.try_get(2)?,
         tool_name: row.try_get(3)?,
         description: row.try_get(4)?,
-        preview: match withheld {
-            Some(kind) => Preview::Withheld(kind),
-            None => Preview::Shown(row.try_get(5)?),
-        },
+        preview: Preview::from_columns(row.try_get(5)?, withheld),
         created_at: row.try_get(7)?,
         expires_at: row.try_get(8)?,
         answer: behavior.and_then(Behavior::parse).zip(answered_at),
@@ -130,10 +127,7 @@ fn one_approval(rows: &[Row]) -> StoreResult<Option<Approval>> {
 }
 
 pub(super) async fn add_approval(db: &impl Db, new: &NewApproval) -> StoreResult<Approval> {
-    let (preview, withheld) = match &new.preview {
-        Preview::Shown(preview) => (preview.as_str(), None),
-        Preview::Withheld(kind) => ("", Some(kind.as_str())),
-    };
+    let (preview, withheld) = new.preview.to_columns();
     let rows = db
         .rows(
             &format!(

@@ -108,10 +108,7 @@ fn approval_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
         request_id: row.get(2)?,
         tool_name: row.get(3)?,
         description: row.get(4)?,
-        preview: match withheld {
-            Some(kind) => Preview::Withheld(kind),
-            None => Preview::Shown(row.get(5)?),
-        },
+        preview: Preview::from_columns(row.get(5)?, withheld),
         created_at: row.get(7)?,
         expires_at: row.get(8)?,
         answer: behavior
@@ -122,10 +119,7 @@ fn approval_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
 }
 
 pub(super) fn add_approval(conn: &Connection, new: &NewApproval) -> StoreResult<Approval> {
-    let (preview, withheld) = match &new.preview {
-        Preview::Shown(preview) => (preview.as_str(), None),
-        Preview::Withheld(kind) => ("", Some(kind.as_str())),
-    };
+    let (preview, withheld) = new.preview.to_columns();
     Ok(conn
         .prepare_cached(&format!(
             "INSERT INTO approvals (handle, request_id, tool_name, description, input_preview, \

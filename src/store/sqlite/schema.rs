@@ -335,8 +335,9 @@ CREATE TABLE notify_settings (
     webhook_format     TEXT NOT NULL
 ) WITHOUT ROWID;
 -- The steps people's agents asked them to allow, and their answers: kept
--- a while as the person's audit trail. withheld: the kind of secret the
--- input preview looked like it held (the preview is then not kept).
+-- a while as the person's audit trail. withheld: the kinds of secret
+-- masked in the input preview, one a line, or, with an empty preview, the
+-- kind that withheld it whole (model::Preview::to_columns).
 CREATE TABLE approvals (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
     handle         TEXT NOT NULL,
