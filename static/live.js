@@ -9,11 +9,32 @@
 //   background shows a browser notification (once they allowed them);
 // - the service worker (sw.js) is registered, so the page can be
 //   installed and shows what Web Push brings;
-// - "Notify me on this device" subscribes the browser to Web Push.
+// - "Notify me on this device" subscribes the browser to Web Push;
+// - on the OAuth consent page (and there nothing else runs), Allow is held
+//   until the page has been in view for a second without a break.
 // Message text is never parsed here as markup: new messages arrive as
 // fragments the server rendered and escaped, parsed inert by DOMParser.
 (function () {
   "use strict";
+
+  // The consent page: a click meant for another page, landing on Allow as
+  // this one opens (a pop-up timed to a double-click) or comes back into
+  // view, finds it disabled. The relay refuses an Allow sooner than a
+  // second after it rendered the page too; Deny is never held.
+  var consent = document.querySelector("form.consent-answer");
+  if (consent) {
+    var allow = consent.querySelector("button[value=allow]");
+    var held = null;
+    var hold = function () {
+      allow.disabled = true;
+      clearTimeout(held);
+      held = document.hidden ? null : setTimeout(function () { allow.disabled = false; }, 1000);
+    };
+    document.addEventListener("visibilitychange", hold);
+    window.addEventListener("focus", hold);
+    hold();
+    return;
+  }
 
   function relative(date) {
     var seconds = (Date.now() - date.getTime()) / 1000;

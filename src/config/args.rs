@@ -210,8 +210,9 @@ pub struct ServeArgs {
     #[arg(long, env = "RELAY_METRICS_ADDR")]
     pub metrics_addr: Option<String>,
     /// Which OAuth clients may register and sign in: client id URLs
-    /// (metadata documents), redirect host names, `loopback`, or `any`,
-    /// comma-separated.
+    /// (metadata documents), callbacks (`host/path`, or `host/path/*` for
+    /// one path segment more), host names (any path on them), `loopback`,
+    /// or `any`, comma-separated.
     #[arg(long, env = "RELAY_OAUTH_CLIENTS", default_value = crate::model::ClientPolicy::DEFAULT)]
     pub oauth_clients: String,
     /// Fetch OAuth clients' metadata documents from private, loopback and

@@ -21,6 +21,11 @@ pub const DEFAULT_TLS_PORT: u16 = 443;
 /// The redirecting plain listener's port when none is given and TLS is on.
 pub const DEFAULT_HTTP_PORT: u16 = 80;
 
+/// How long the OAuth consent page must have been shown before its Allow
+/// is taken: a click meant for another page, landing on this one as it
+/// opens (a pop-up timed to a double-click), allows nothing.
+pub const CONSENT_DELAY: Duration = Duration::from_secs(1);
+
 /// Where Let's Encrypt's directories are, by the names `RELAY_ACME_DIRECTORY` takes.
 pub const LETS_ENCRYPT: &str = "https://acme-v02.api.letsencrypt.org/directory";
 pub const LETS_ENCRYPT_STAGING: &str = "https://acme-staging-v02.api.letsencrypt.org/directory";
@@ -198,6 +203,10 @@ pub struct Config {
     /// OAuth clients' metadata documents may be fetched from private
     /// addresses and plain `http://` on loopback (`RELAY_OAUTH_ALLOW_PRIVATE`).
     pub oauth_allow_private: bool,
+    /// How long the consent page is shown before its Allow is taken:
+    /// [`CONSENT_DELAY`], which no variable changes; tests that answer the
+    /// page as fast as they run set it to zero.
+    pub consent_delay: Duration,
     /// Browser origins allowed on /mcp and /api, besides the relay's own.
     pub allowed_origins: Vec<Origin>,
     /// Host names (without ports) requests may name; `None` accepts any,
@@ -318,6 +327,7 @@ impl Config {
                 },
             },
             oauth_allow_private: args.oauth_allow_private,
+            consent_delay: CONSENT_DELAY,
             metrics_listen: args
                 .metrics_addr
                 .as_deref()

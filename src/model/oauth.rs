@@ -12,7 +12,10 @@
 //!   path, nothing a parser would rewrite.
 //! - [`ClientMetadata`]: what a client registers (RFC 7591), or what its
 //!   metadata document says: public clients only (`none`), the
-//!   authorization-code and refresh grants only.
+//!   authorization-code and refresh grants only, a name free of invisible
+//!   characters.
+//! - [`ClientPolicy`]: which clients the operator lets in, by their
+//!   metadata document's URL or by the callbacks they name.
 //!
 //! Nothing here reaches the network or the store: the fetch of a metadata
 //! document and the grants live elsewhere.
@@ -21,8 +24,10 @@ use super::{Handle, Millis, TokenHash};
 use base64::Engine;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
+use regex::Regex;
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::LazyLock;
 use url::Url;
 
 /// The most redirect URIs a client may register.
@@ -144,9 +149,26 @@ impl RedirectUri {
         self.0.as_str()
     }
 
-    /// The host it sends the person to, shown in full on the consent page.
+    /// The host it sends the person to.
     pub fn host(&self) -> &str {
         self.0.host_str().unwrap_or_default()
+    }
+
+    /// Its text in three parts, for the consent page to show it whole with
+    /// the host set apart: the scheme, the host, and what follows the host
+    /// (a port, the path, a query).
+    pub fn parts(&self) -> (&str, &str, &str) {
+        let text = self.0.as_str();
+        let (scheme, host) = (self.0.scheme(), self.host());
+        let rest = text
+            .strip_prefix(scheme)
+            .and_then(|t| t.strip_prefix("://"))
+            .and_then(|t| t.strip_prefix(host));
+        match rest {
+            Some(rest) => (scheme, host, rest),
+            // A parsed URI always reads so; shown whole if not.
+            None => ("", "", text),
+        }
     }
 
     /// Whether `requested` may be answered at this registered URI: the
@@ -272,8 +294,9 @@ struct Submitted {
 /// A public client's metadata, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientMetadata {
-    /// Shown on the consent page; the redirect host is shown beside it,
-    /// since anyone can call a client anything.
+    /// Shown on the consent page; the redirect URI is shown beside it,
+    /// since anyone can call a client anything. It holds no invisible or
+    /// control character (Unicode's Cc, Cf, Zl and Zp).
     pub name: Option<String>,
     pub redirect_uris: Vec<RedirectUri>,
     /// Whether it asked for refresh tokens.
@@ -389,14 +412,20 @@ fn check(submitted: Submitted) -> Result<ClientMetadata, MetadataRefusal> {
     if responses != ["code"] {
         return metadata_refusal("response_types must be [\"code\"]");
     }
+    if let Some(hidden) = submitted.client_name.as_deref().and_then(hidden_character) {
+        return metadata_refusal(format!(
+            "client_name must not hold invisible or control characters (bidirectional \
+             controls, zero-width characters, other format characters, line breaks): it holds \
+             U+{:04X}, which could make the name on the consent page read as something it \
+             is not",
+            u32::from(hidden)
+        ));
+    }
     let name = match submitted.client_name {
         Some(name) if name.chars().count() > MAX_CLIENT_NAME_LEN => {
             return metadata_refusal(format!(
                 "client_name is longer than {MAX_CLIENT_NAME_LEN} characters"
             ));
-        }
-        Some(name) if name.chars().any(char::is_control) => {
-            return metadata_refusal("client_name must not hold control characters");
         }
         Some(name) if !name.trim().is_empty() => Some(name.trim().to_owned()),
         _ => None,
@@ -424,32 +453,128 @@ fn check(submitted: Submitted) -> Result<ClientMetadata, MetadataRefusal> {
     })
 }
 
+/// Characters a client's name must not hold: controls (Unicode's Cc),
+/// format characters (Cf: the bidirectional controls U+202A–U+202E and
+/// U+2066–U+2069, the marks U+200E, U+200F and U+061C, the zero-width
+/// U+200B–U+200D, the word joiner U+2060, the byte-order mark U+FEFF, and
+/// the rest of the class) and the line and paragraph separators (Zl, Zp).
+/// Each changes what a name looks like without being seen: `Claude\u{202E}…`
+/// can show another app's name. Broader than the one-line rule of the
+/// core's short texts, which keeps a list the API's schemas can spell.
+static HIDDEN: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]").expect("a valid character class")
+});
+
+/// The first character of `text` a client's name must not hold, if any.
+fn hidden_character(text: &str) -> Option<char> {
+    HIDDEN.find(text)?.as_str().chars().next()
+}
+
 /// Which clients may register or sign in (`RELAY_OAUTH_CLIENTS`): client
-/// id URLs (metadata documents) and redirect hosts, `loopback` for native
+/// id URLs (metadata documents), callbacks (exact `https://` redirect URIs,
+/// written without their scheme), host names, `loopback` for native
 /// clients on this machine, `any` for everyone.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientPolicy {
     any: bool,
     loopback: bool,
     client_ids: Vec<String>,
-    hosts: Vec<String>,
+    callbacks: Vec<Callback>,
+}
+
+/// One `https://` redirect URI entry of the policy, kept as the plain text
+/// a [`RedirectUri`] has (so matching is comparing text), at the default
+/// port unless the entry names one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Callback {
+    /// `host`: any path there (`https://host/` begins every one).
+    Host(String),
+    /// `host/path`: that URI, exactly.
+    Exact(String),
+    /// `host/path/*`: that prefix and one path segment more (ChatGPT's
+    /// callbacks name their connector there).
+    Segment(String),
+}
+
+impl Callback {
+    /// The entry `host`, `host/path` or `host/path/*` (the host may carry
+    /// a port), or why it is none.
+    fn parse(entry: &str) -> Result<Callback, String> {
+        let refused = || {
+            format!(
+                "{entry:?} is neither a client id URL (https://…), a callback (host/path, or \
+                 host/path/* for one path segment more), a host name, \"loopback\" nor \"any\""
+            )
+        };
+        let (named, segment) = match entry.strip_suffix("/*") {
+            Some(prefix) => (format!("{prefix}/"), true),
+            None => (entry.to_owned(), false),
+        };
+        let (authority, path) = named.split_at(named.find('/').unwrap_or(named.len()));
+        if authority.is_empty() || named.contains('*') {
+            return Err(refused());
+        }
+        let text = format!(
+            "https://{}{}",
+            authority.to_ascii_lowercase(),
+            if path.is_empty() { "/" } else { path }
+        );
+        let url = Url::parse(&text).map_err(|_| refused())?;
+        let plain = url.as_str() == text
+            && url.username().is_empty()
+            && url.password().is_none()
+            && url.fragment().is_none()
+            && !(segment && url.query().is_some());
+        if !plain {
+            return Err(format!(
+                "{entry:?} is not a callback in its plain form (as a URL it reads as {:?}): \
+                 write it without a default port, credentials, a fragment or dot segments",
+                url.as_str()
+            ));
+        }
+        Ok(match (path.is_empty(), segment) {
+            (true, _) => Callback::Host(text),
+            (false, false) => Callback::Exact(text),
+            (false, true) => Callback::Segment(text),
+        })
+    }
+
+    /// Whether `uri`, a redirect URI in its plain form, is this callback.
+    fn admits(&self, uri: &str) -> bool {
+        match self {
+            Callback::Host(prefix) => uri.starts_with(prefix.as_str()),
+            Callback::Exact(exact) => uri == exact,
+            Callback::Segment(prefix) => uri.strip_prefix(prefix.as_str()).is_some_and(|rest| {
+                !rest.is_empty()
+                    && rest
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.~".contains(&b))
+            }),
+        }
+    }
 }
 
 impl ClientPolicy {
-    /// What the relay allows unless told otherwise: claude.ai (and through
-    /// it Claude Desktop and the mobile apps), Claude Code's metadata
-    /// document, ChatGPT, and clients on the person's own machine.
-    pub const DEFAULT: &str = "https://claude.ai/oauth/claude-code-client-metadata,claude.ai,\
-                               claude.com,chatgpt.com,chat.openai.com,loopback";
+    /// What the relay allows unless told otherwise: Claude Code's metadata
+    /// document; claude.ai's connectors (and through them Claude Desktop
+    /// and the mobile apps), by their callback on claude.ai and on
+    /// claude.com; ChatGPT's connectors, by their callback and their
+    /// per-connector callbacks; and clients on the person's own machine.
+    pub const DEFAULT: &str = "https://claude.ai/oauth/claude-code-client-metadata,\
+                               claude.ai/api/mcp/auth_callback,\
+                               claude.com/api/mcp/auth_callback,\
+                               chatgpt.com/connector_platform_oauth_redirect,\
+                               chatgpt.com/connector/oauth/*,loopback";
 
     /// A comma-separated list of client id URLs (`https://…` with a path),
-    /// redirect host names, `loopback` and `any`.
+    /// callbacks (`host/path`, or `host/path/*`), host names (any path on
+    /// them), `loopback` and `any`.
     pub fn parse(text: &str) -> Result<ClientPolicy, String> {
         let mut policy = ClientPolicy {
             any: false,
             loopback: false,
             client_ids: Vec::new(),
-            hosts: Vec::new(),
+            callbacks: Vec::new(),
         };
         for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             match entry {
@@ -459,27 +584,16 @@ impl ClientPolicy {
                     let url = ClientIdUrl::parse(url).map_err(|e| e.to_string())?;
                     policy.client_ids.push(url.as_str().to_owned());
                 }
-                host => {
-                    let valid = host.len() <= 253
-                        && host
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
-                    if !valid {
-                        return Err(format!(
-                            "{host:?} is neither a client id URL (https://…), a host name, \
-                             \"loopback\" nor \"any\""
-                        ));
-                    }
-                    policy.hosts.push(host.to_ascii_lowercase());
-                }
+                callback => policy.callbacks.push(Callback::parse(callback)?),
             }
         }
         Ok(policy)
     }
 
     /// Whether a client may register or sign in: anyone under `any`; a
-    /// client whose id URL is listed; or one whose every redirect URI goes
-    /// to a listed host (or to loopback, when `loopback` is listed).
+    /// client whose id URL is listed; or one whose every redirect URI is a
+    /// listed callback, or on a listed host (or on loopback, when
+    /// `loopback` is listed).
     pub fn admits(&self, client_id: Option<&str>, redirect_uris: &[RedirectUri]) -> bool {
         if self.any || client_id.is_some_and(|id| self.client_ids.iter().any(|c| c == id)) {
             return true;
@@ -487,7 +601,7 @@ impl ClientPolicy {
         !redirect_uris.is_empty()
             && redirect_uris.iter().all(|uri| {
                 (self.loopback && uri.0.scheme() == "http" && is_loopback(&uri.0))
-                    || (uri.0.scheme() == "https" && self.hosts.iter().any(|h| h == uri.host()))
+                    || self.callbacks.iter().any(|c| c.admits(uri.as_str()))
             })
     }
 }
@@ -650,6 +764,16 @@ mod tests {
             let refused = RedirectUri::parse(bad).unwrap_err();
             assert!(refused.0.contains(says), "{bad}: {refused}");
         }
+        // Shown whole on the consent page, the host set apart.
+        for (uri, parts) in [
+            (
+                "https://claude.ai/api/mcp/auth_callback",
+                ("https", "claude.ai", "/api/mcp/auth_callback"),
+            ),
+            ("http://[::1]:8080/cb?a=1&b=2", ("http", "[::1]", ":8080/cb?a=1&b=2")),
+        ] {
+            assert_eq!(RedirectUri::parse(uri).unwrap().parts(), parts, "{uri}");
+        }
         let registered = RedirectUri::parse("https://claude.ai/api/mcp/auth_callback").unwrap();
         let asked = |uri: &str| registered.admits(&RedirectUri::parse(uri).unwrap());
         assert!(asked("https://claude.ai/api/mcp/auth_callback"));
@@ -796,6 +920,7 @@ mod tests {
             "https://claude.ai/api/mcp/auth_callback",
             "https://claude.com/api/mcp/auth_callback",
             "https://chatgpt.com/connector_platform_oauth_redirect",
+            "https://chatgpt.com/connector/oauth/eaQ3VyiNzLuI",
             "http://127.0.0.1:33418/callback",
             "http://localhost:8080/cb",
         ] {
@@ -805,6 +930,22 @@ mod tests {
             "https://evil.example/cb",
             "https://claude.ai.evil.example/cb",
             "https://evilclaude.ai/cb",
+            // The default names callbacks, not hosts: another path, a port,
+            // a query or a longer path on the same hosts is not one.
+            "https://claude.ai/cb",
+            "https://claude.ai/api/mcp/auth_callback/",
+            "https://claude.ai/api/mcp/auth_callback?next=evil",
+            "https://claude.ai/api/mcp/auth_callback2",
+            "https://claude.ai:8443/api/mcp/auth_callback",
+            "https://claude.com/oauth/callback",
+            "https://chatgpt.com/",
+            "https://chatgpt.com/connector/oauth/",
+            "https://chatgpt.com/connector/oauth/a/b",
+            "https://chatgpt.com/connector/oauth/a?b=c",
+            "https://chatgpt.com/connector/oauth/a%20b",
+            "https://chatgpt.com:8443/connector_platform_oauth_redirect",
+            "https://chat.openai.com/aip/g-123/oauth/callback",
+            "https://chatgpt.com/aip/g-123/oauth/callback",
         ] {
             assert!(!default.admits(None, &uris(&[refused])), "{refused}");
         }
@@ -825,12 +966,34 @@ mod tests {
             &uris(&["https://evil.example/cb"])
         ));
 
-        // An operator's own list: only what it names.
-        let own =
-            ClientPolicy::parse(" apps.example.org , https://tools.example/client.json").unwrap();
-        assert!(own.admits(None, &uris(&["https://apps.example.org/cb"])));
-        assert!(!own.admits(None, &uris(&["https://claude.ai/api/mcp/auth_callback"])));
-        assert!(!own.admits(None, &uris(&["http://127.0.0.1:4567/callback"])));
+        // An operator's own list: only what it names. A host name still
+        // means any path on it (at its default port, or the one named).
+        let own = ClientPolicy::parse(
+            " apps.example.org , https://tools.example/client.json, Cb.Example/oauth/done, \
+             tools.example:8443, many.example/c/*",
+        )
+        .unwrap();
+        for admitted in [
+            "https://apps.example.org/cb",
+            "https://apps.example.org/any/path?at=all",
+            "https://cb.example/oauth/done",
+            "https://tools.example:8443/cb",
+            "https://many.example/c/one",
+        ] {
+            assert!(own.admits(None, &uris(&[admitted])), "{admitted}");
+        }
+        for refused in [
+            "https://apps.example.org:8443/cb",
+            "https://cb.example/oauth/done/",
+            "https://cb.example/oauth",
+            "https://tools.example/cb",
+            "https://many.example/c/",
+            "https://many.example/d/one",
+            "https://claude.ai/api/mcp/auth_callback",
+            "http://127.0.0.1:4567/callback",
+        ] {
+            assert!(!own.admits(None, &uris(&[refused])), "{refused}");
+        }
         assert!(own.admits(
             Some("https://tools.example/client.json"),
             &uris(&["https://elsewhere.example/cb"])
@@ -846,12 +1009,80 @@ mod tests {
                 .admits(None, &uris(&["https://evil.example/cb"]))
         );
 
-        for junk in [
-            "not a host!",
-            "http://tools.example/client.json",
-            "https://tools.example",
+        for (junk, says) in [
+            ("not a host!", "is neither"),
+            ("*", "is neither"),
+            ("*.example.org", "is neither"),
+            ("apps.example/*/cb", "is neither"),
+            ("/cb", "is neither"),
+            ("apps.example:443/cb", "plain form"),
+            ("apps.example/a/../cb", "plain form"),
+            ("user@apps.example/cb", "plain form"),
+            ("apps.example/cb#x", "plain form"),
+            ("apps.example/c?x=1/*", "plain form"),
+            ("http://tools.example/client.json", "https://"),
+            ("https://tools.example", "plain form"),
         ] {
-            assert!(ClientPolicy::parse(junk).is_err(), "{junk}");
+            let refused = ClientPolicy::parse(junk).unwrap_err();
+            assert!(refused.contains(says), "{junk}: {refused}");
+        }
+    }
+
+    #[test]
+    fn a_client_name_holds_nothing_invisible() {
+        let named = |name: &str| {
+            let body = serde_json::json!({
+                "client_name": name,
+                "redirect_uris": ["https://claude.ai/api/mcp/auth_callback"],
+            });
+            ClientMetadata::registration(body.to_string().as_bytes())
+        };
+        assert_eq!(named(" Claude ").unwrap().name.as_deref(), Some("Claude"));
+        assert_eq!(
+            named("Clau\u{301}de — 日本").unwrap().name.as_deref(),
+            Some("Clau\u{301}de — 日本"),
+            "combining marks and other scripts are letters, not hidden"
+        );
+        for (class, hidden) in [
+            ("bidirectional embedding and override", '\u{202A}'),
+            ("bidirectional override", '\u{202E}'),
+            ("bidirectional isolate", '\u{2066}'),
+            ("bidirectional isolate end", '\u{2069}'),
+            ("left-to-right mark", '\u{200E}'),
+            ("right-to-left mark", '\u{200F}'),
+            ("Arabic letter mark", '\u{061C}'),
+            ("zero-width space", '\u{200B}'),
+            ("zero-width non-joiner", '\u{200C}'),
+            ("zero-width joiner", '\u{200D}'),
+            ("word joiner", '\u{2060}'),
+            ("byte-order mark", '\u{FEFF}'),
+            ("other format: soft hyphen", '\u{00AD}'),
+            ("other format: tag character", '\u{E0041}'),
+            ("other format: interlinear annotation", '\u{FFF9}'),
+            ("control", '\u{0007}'),
+            ("control: C1", '\u{0085}'),
+            ("line separator", '\u{2028}'),
+        ] {
+            let refused = named(&format!("Claude{hidden}Desktop")).unwrap_err();
+            assert_eq!(refused.code(), "invalid_client_metadata", "{class}");
+            let code_point = format!("U+{:04X}", u32::from(hidden));
+            assert!(
+                refused.description().contains(&code_point)
+                    && refused
+                        .description()
+                        .contains("must not hold invisible or control characters"),
+                "{class}: {refused:?}"
+            );
+            // A metadata document's name is held to the same rule.
+            let url = ClientIdUrl::parse("https://c.example/client.json").unwrap();
+            let document = serde_json::json!({
+                "client_id": url.as_str(),
+                "client_name": format!("Claude{hidden}"),
+                "redirect_uris": ["https://c.example/cb"],
+            });
+            let refused =
+                ClientMetadata::document(&url, document.to_string().as_bytes()).unwrap_err();
+            assert!(refused.description().contains(&code_point), "{class}");
         }
     }
 }

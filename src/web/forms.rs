@@ -10,6 +10,9 @@
 //!   `Sec-Fetch-Site` other than `same-origin`, or an `Origin` other than
 //!   the page's, is refused.
 //!
+//! A page that must have been read before its form is answered (the OAuth
+//! consent page) also carries when it was shown, under a MAC of its own.
+//!
 //! Without script, a form posts and the browser follows a redirect to what
 //! it made (303); a refusal renders the page again with the reason and the
 //! text as typed. With script (`X-Requested-With: fetch`), the answer is
@@ -22,7 +25,7 @@
 use super::pages::render_conversation;
 use super::{ConversationPage, Draft};
 use crate::host::Origin;
-use crate::model::{Message, ThreadId};
+use crate::model::{Message, Millis, ThreadId};
 use crate::relay::{Caller, ChannelPost, DirectMessage, Relay, RelayError};
 use crate::state::AppState;
 use crate::wire::{ApiError, extract::Path};
@@ -41,6 +44,8 @@ type Signer = Hmac<Sha256>;
 
 /// What a form token's MAC is for, beside the credential.
 const FORM: &[u8] = b"form";
+/// What the MAC of a page's time of showing is for.
+const SHOWN: &[u8] = b"shown";
 
 /// The form token of `caller`: the same on every page they load, until
 /// their token changes.
@@ -54,6 +59,36 @@ pub async fn token_of(relay: &Relay, caller: &Caller) -> Result<String, ApiError
 pub async fn signed_out_mark(relay: &Relay, caller: &Caller) -> Result<String, ApiError> {
     let mac = signer(relay, caller, b"signed out").await?;
     Ok(base64_url(&mac.finalize().into_bytes()[..16]))
+}
+
+/// The mark of a page shown to `caller` at `shown`: the time and its MAC,
+/// which only this relay makes, so a form cannot claim to have been on
+/// screen longer than it was.
+pub async fn shown_mark(relay: &Relay, caller: &Caller, shown: Millis) -> Result<String, ApiError> {
+    let mut mac = signer(relay, caller, SHOWN).await?;
+    mac.update(&shown.to_be_bytes());
+    Ok(format!("{shown}.{}", base64_url(&mac.finalize().into_bytes())))
+}
+
+/// When the page whose form carries `mark` was shown to `caller`: `None`
+/// for a mark this relay did not make for them.
+pub async fn shown_at(
+    relay: &Relay,
+    caller: &Caller,
+    mark: &str,
+) -> Result<Option<Millis>, ApiError> {
+    let Some((shown, presented)) = mark.split_once('.') else {
+        return Ok(None);
+    };
+    let (Ok(shown), Ok(presented)) = (
+        shown.parse::<Millis>(),
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(presented),
+    ) else {
+        return Ok(None);
+    };
+    let mut mac = signer(relay, caller, SHOWN).await?;
+    mac.update(&shown.to_be_bytes());
+    Ok(mac.verify_slice(&presented).is_ok().then_some(shown))
 }
 
 async fn signer(relay: &Relay, caller: &Caller, purpose: &[u8]) -> Result<Signer, ApiError> {

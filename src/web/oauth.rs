@@ -1,7 +1,15 @@
 //! The OAuth consent page: `GET /oauth/authorize` shows a person, signed in
-//! as on the team page, which client asks (its name, and the host it sends
-//! them back to, in full) for which scope; `POST /oauth/authorize` is their
-//! Allow or Deny, a form guarded as every form of the page.
+//! as on the team page, which client asks (its name, and the redirect URI
+//! it sends them back to, whole, its host set apart) for which scope;
+//! `POST /oauth/authorize` is their Allow or Deny, a form guarded as every
+//! form of the page.
+//!
+//! An Allow is taken only once the page has been shown a moment
+//! (`Config::consent_delay`): the form carries when it was rendered, under
+//! a MAC, and an Allow sooner than that shows the page again, so a click
+//! meant for another page that lands on this one as it opens allows
+//! nothing. The page's script holds the button likewise until the page
+//! has been in view that long without a break. Deny is never held.
 //!
 //! What the request names is checked before anything is shown, and again
 //! when the answer comes: the client (registered, or its metadata document
@@ -19,7 +27,7 @@
 use super::assets::Assets;
 use super::{ASSETS, forms};
 use crate::layers::edge::CONTENT_SECURITY_POLICY;
-use crate::model::{ClientIdUrl, ClientMetadata, CodeChallenge, RedirectUri};
+use crate::model::{ClientIdUrl, ClientMetadata, CodeChallenge, RedirectUri, now_millis};
 use crate::outbound;
 use crate::relay::{Caller, Client, Consent, Identity};
 use crate::state::AppState;
@@ -165,11 +173,19 @@ struct ConsentPage {
     assets: &'static Assets,
     client_name: String,
     client_id: String,
+    /// The redirect URI, shown whole: its scheme, its host (set apart, and
+    /// named again in the advice), and the rest (port, path, query).
+    redirect_scheme: String,
     redirect_host: String,
+    redirect_rest: String,
     scope: String,
     viewer: String,
     viewer_name: String,
     csrf: String,
+    /// When the page was shown, under its MAC (`forms::shown_mark`).
+    shown: String,
+    /// Why the page is shown again, if it is.
+    notice: Option<String>,
     /// The request's parameters, posted back with the answer.
     fields: Vec<(String, String)>,
 }
@@ -412,14 +428,27 @@ async fn show(
 ) -> Result<Response, Refusal> {
     person(&caller)?;
     let given = parameters(query.unwrap_or_default().as_bytes())?;
+    let checked = check(&state, &documents, &given).await?;
+    consent_page(&state, &caller, checked, None).await
+}
+
+/// The consent page for a checked request, with `notice` when it is shown
+/// again; marked with the time it is rendered.
+async fn consent_page(
+    state: &AppState,
+    caller: &Caller,
+    checked: Checked,
+    notice: Option<String>,
+) -> Result<Response, Refusal> {
     let Checked {
         consent,
         redirect,
         fields,
         ..
-    } = check(&state, &documents, &given).await?;
-    let csrf = forms::token_of(&state.relay, &caller).await?;
-    let handle = state.relay.acting_as(&caller, None)?;
+    } = checked;
+    let csrf = forms::token_of(&state.relay, caller).await?;
+    let shown = forms::shown_mark(&state.relay, caller, now_millis()).await?;
+    let handle = state.relay.acting_as(caller, None)?;
     let name = state
         .relay
         .team()
@@ -428,15 +457,20 @@ async fn show(
         .into_iter()
         .find(|p| p.handle == handle)
         .map_or_else(|| handle.to_string(), |p| p.name);
+    let (scheme, host, rest) = redirect.parts();
     let page = ConsentPage {
         assets: &ASSETS,
         client_name: consent.client.name,
         client_id: consent.client.id,
-        redirect_host: redirect.host().to_owned(),
+        redirect_scheme: scheme.to_owned(),
+        redirect_host: host.to_owned(),
+        redirect_rest: rest.to_owned(),
         scope: consent.scope,
         viewer: handle.to_string(),
         viewer_name: name,
         csrf,
+        shown,
+        notice,
         fields,
     };
     let html = page.render().map_err(|e| ApiError::internal(&e))?;
@@ -459,6 +493,28 @@ async fn show(
     Ok(response)
 }
 
+/// Whether the page whose form carries `mark` was shown to `caller` at
+/// least the configured delay ago. A mark this relay did not make for
+/// them counts as a page shown just now.
+async fn read_long_enough(
+    state: &AppState,
+    caller: &Caller,
+    mark: Option<&str>,
+) -> Result<bool, Refusal> {
+    let shown = match mark {
+        Some(mark) => forms::shown_at(&state.relay, caller, mark).await?,
+        None => None,
+    };
+    let delay = i64::try_from(state.config.consent_delay.as_millis()).unwrap_or(i64::MAX);
+    Ok(shown.is_some_and(|at| now_millis().saturating_sub(at) >= delay))
+}
+
+/// What the page says when it is shown again for an Allow that came too
+/// soon.
+const TOO_SOON: &str = "Allow was pressed as this page opened, before it could be read, so \
+                        nothing was allowed. Read it, and if you started connecting this app, \
+                        press Allow again.";
+
 /// `POST /oauth/authorize`: the person's Allow or Deny.
 async fn answer(
     State(state): State<AppState>,
@@ -467,27 +523,32 @@ async fn answer(
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
-) -> Result<Redirect, Refusal> {
+) -> Result<Response, Refusal> {
     person(&caller)?;
     let given = parameters(&body)?;
     let csrf = given.get("csrf").map(String::as_str).unwrap_or_default();
     forms::guard(&state, &caller, (&uri, &headers), csrf).await?;
     let checked = check(&state, &documents, &given).await?;
-    let client_state = checked.state.as_deref();
+    let client_state = checked.state.clone();
     let location = match given.get("decision").map(String::as_str) {
         Some("allow") => {
+            let shown = given.get("shown").map(String::as_str);
+            if !read_long_enough(&state, &caller, shown).await? {
+                let notice = Some(TOO_SOON.to_owned());
+                return consent_page(&state, &caller, checked, notice).await;
+            }
             let code = state.relay.allow(&caller, checked.consent).await?;
             to_client(
                 &state,
                 &checked.redirect,
-                client_state,
+                client_state.as_deref(),
                 &[("code", code.expose())],
             )
         }
         Some("deny") => to_client(
             &state,
             &checked.redirect,
-            client_state,
+            client_state.as_deref(),
             &[
                 ("error", "access_denied"),
                 ("error_description", "the person denied the request"),
@@ -500,7 +561,7 @@ async fn answer(
             ));
         }
     };
-    Ok(Redirect::to(&location))
+    Ok(Redirect::to(&location).into_response())
 }
 
 #[cfg(test)]

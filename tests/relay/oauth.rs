@@ -7,6 +7,7 @@
 
 use crate::support::*;
 use base64::Engine;
+use crosstalk::config::Config;
 use crosstalk::model::TokenHash;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -15,6 +16,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 const REDIRECT: &str = "http://127.0.0.1:4567/callback";
+
+/// The person answers the consent page as fast as the test runs: the
+/// page's delay before Allow is taken is off (its own test,
+/// `an_allow_pressed_as_the_consent_page_opens_allows_nothing`, and the
+/// browser's in `oauth_clients.rs` keep it). For every test that presses
+/// Allow through [`Connector::answer`].
+pub fn at_once(config: &mut Config) {
+    config.consent_delay = std::time::Duration::ZERO;
+}
 
 /// A PKCE verifier and its S256 challenge.
 fn pkce() -> (String, String) {
@@ -381,7 +391,7 @@ async fn discovery_starts_from_the_401_and_a_static_token_never_meets_it() {
 
 #[tokio::test]
 async fn a_connector_signs_in_as_its_person_refreshes_and_is_revoked_on_the_page() {
-    let app = spawn_app().await;
+    let app = spawn_app_with(at_once).await;
     let bob = app.add_named("bob", "Bob Builder").await;
     app.add_person("alice").await;
     let connector = Connector::register(&app, REDIRECT).await;
@@ -405,7 +415,10 @@ async fn a_connector_signs_in_as_its_person_refreshes_and_is_revoked_on_the_page
     assert!(html.contains("Test &#60;Connector&#62;"), "{html}");
     assert!(!html.contains("Test <Connector>"));
     assert!(html.contains("Bob Builder (@bob)"));
-    assert!(html.contains("<code class=\"redirect-host\">127.0.0.1</code>"));
+    assert!(html.contains(
+        "<code class=\"redirect-uri\">http://<strong class=\"redirect-host\">127.0.0.1</strong>\
+         :4567/callback</code>"
+    ));
 
     let tokens = connector.sign_in(&bob).await;
     assert_eq!(tokens["token_type"], "Bearer");
@@ -468,7 +481,7 @@ async fn a_connector_signs_in_as_its_person_refreshes_and_is_revoked_on_the_page
 
 #[tokio::test]
 async fn codes_refresh_tokens_and_access_tokens_are_bound_and_used_once() {
-    let app = spawn_app().await;
+    let app = spawn_app_with(at_once).await;
     let bob = app.add_person("bob").await;
     let connector = Connector::register(&app, REDIRECT).await;
 
@@ -625,7 +638,7 @@ async fn codes_refresh_tokens_and_access_tokens_are_bound_and_used_once() {
 
 #[tokio::test]
 async fn a_grant_removed_on_the_page_ends_the_waits_and_streams_it_holds_open() {
-    let app = spawn_app().await;
+    let app = spawn_app_with(at_once).await;
     let bob = app.add_named("bob", "Bob Builder").await;
     app.add_person("alice").await;
     let connector = Connector::register(&app, REDIRECT).await;
@@ -654,7 +667,7 @@ async fn a_grant_removed_on_the_page_ends_the_waits_and_streams_it_holds_open() 
 
 #[tokio::test]
 async fn a_token_is_taken_only_by_the_relay_it_was_issued_for() {
-    let app = spawn_app().await;
+    let app = spawn_app_with(at_once).await;
     let bob = app.add_person("bob").await;
     app.add_person("alice").await;
     let connector = Connector::register(&app, REDIRECT).await;
@@ -692,7 +705,7 @@ async fn a_connector_asking_to_be_confidential_is_registered_public_and_signs_in
     // claude.ai's connectors register asking for client_secret_post, with
     // their callback on claude.ai; the relay registers them public, says
     // so, and the code flow with PKCE alone goes through.
-    let app = spawn_app().await;
+    let app = spawn_app_with(at_once).await;
     let bob = app.add_person("bob").await;
     app.add_person("alice").await;
     let connector = Connector::register_asking(
@@ -707,6 +720,219 @@ async fn a_connector_asking_to_be_confidential_is_registered_public_and_signs_in
         peers_as(&app, tokens["access_token"].as_str().unwrap()).await,
         ["bob"]
     );
+}
+
+/// The refusal of a registration whose redirect URIs the operator's policy
+/// does not admit.
+fn not_admitted() -> Value {
+    json!({
+        "error": "invalid_redirect_uri",
+        "error_description": "this relay does not let clients with these redirect URIs \
+                              register: its operator lists the ones it allows in \
+                              RELAY_OAUTH_CLIENTS",
+    })
+}
+
+/// Registers by DCR with `redirect_uris` and `client_name`: the answer's
+/// status and body.
+async fn register_raw(app: &TestApp, name: &str, redirect_uris: &[&str]) -> (u16, Value) {
+    let response = http()
+        .post(format!("{}/oauth/register", app.url()))
+        .json(&json!({ "client_name": name, "redirect_uris": redirect_uris }))
+        .send()
+        .await
+        .unwrap();
+    (
+        response.status().as_u16(),
+        response.json().await.unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn the_default_policy_admits_the_connectors_callbacks_not_other_paths_there() {
+    let app = spawn_app().await;
+    for callback in [
+        "https://claude.ai/api/mcp/auth_callback",
+        "https://chatgpt.com/connector_platform_oauth_redirect",
+        "https://chatgpt.com/connector/oauth/eaQ3VyiNzLuI",
+    ] {
+        Connector::register(&app, callback).await;
+    }
+    for elsewhere in [
+        "https://claude.ai/api/organizations/mine",
+        "https://claude.ai:8443/api/mcp/auth_callback",
+        "https://claude.com/api/mcp/auth_callback?next=https://evil.example",
+        "https://chatgpt.com/connector/oauth/one/two",
+        "https://chat.openai.com/aip/g-1/oauth/callback",
+    ] {
+        assert_eq!(
+            register_raw(&app, "Elsewhere", &[elsewhere]).await,
+            (400, not_admitted()),
+            "{elsewhere}"
+        );
+    }
+    assert_eq!(app.count("SELECT count(*) FROM oauth_clients"), 3);
+}
+
+#[tokio::test]
+async fn the_consent_page_shows_the_whole_redirect_uri_not_only_its_host() {
+    let app = spawn_app().await;
+    let bob = app.add_person("bob").await;
+    let (_, challenge) = pkce();
+    for (redirect, shown) in [
+        (
+            "https://claude.ai/api/mcp/auth_callback",
+            "<code class=\"redirect-uri\">https://<strong class=\"redirect-host\">claude.ai\
+             </strong>/api/mcp/auth_callback</code>",
+        ),
+        (
+            "http://127.0.0.1:4567/callback?app=crosstalk&step=2",
+            "<code class=\"redirect-uri\">http://<strong class=\"redirect-host\">127.0.0.1</strong>\
+             :4567/callback?app=crosstalk&#38;step=2</code>",
+        ),
+    ] {
+        let connector = Connector::register(&app, redirect).await;
+        let page = connector
+            .consent_page(&connector.authorize_url(&challenge, &[]), &bob)
+            .await;
+        assert_eq!(page.status(), 200, "{redirect}");
+        let html = page.text().await.unwrap();
+        assert!(html.contains(shown), "{redirect}: {html}");
+    }
+}
+
+/// The refusal of a client name holding `hidden`.
+fn invisible(hidden: char) -> Value {
+    json!({
+        "error": "invalid_client_metadata",
+        "error_description": format!(
+            "client_name must not hold invisible or control characters (bidirectional \
+             controls, zero-width characters, other format characters, line breaks): it holds \
+             U+{:04X}, which could make the name on the consent page read as something it is \
+             not",
+            u32::from(hidden)
+        ),
+    })
+}
+
+#[tokio::test]
+async fn a_client_name_with_invisible_characters_is_refused() {
+    let app = spawn_app_with(|config| config.oauth_allow_private = true).await;
+    let bob = app.add_person("bob").await;
+    for hidden in [
+        '\u{202E}', // a bidirectional override
+        '\u{2067}', // a bidirectional isolate
+        '\u{200F}', // a right-to-left mark
+        '\u{200B}', // a zero-width space
+        '\u{FEFF}', // the byte-order mark
+        '\u{00AD}', // another format character: the soft hyphen
+        '\u{0008}', // a control
+    ] {
+        assert_eq!(
+            register_raw(&app, &format!("Claude{hidden} Desktop"), &[REDIRECT]).await,
+            (400, invisible(hidden)),
+            "U+{:04X}",
+            u32::from(hidden)
+        );
+    }
+    assert_eq!(app.count("SELECT count(*) FROM oauth_clients"), 0);
+
+    // A metadata document's name likewise: a page saying why, no form.
+    let url = serve_document(|url| {
+        json!({ "client_id": url, "client_name": "Claude\u{202E}", "redirect_uris": [REDIRECT] })
+            .to_string()
+    })
+    .await;
+    let connector = Connector {
+        url: app.url(),
+        client_id: url,
+        redirect: REDIRECT.into(),
+    };
+    let (_, challenge) = pkce();
+    let page = connector
+        .consent_page(&connector.authorize_url(&challenge, &[]), &bob)
+        .await;
+    assert_eq!(page.status(), 400);
+    let text = page.text().await.unwrap();
+    assert!(text.contains("it holds U+202E"), "{text}");
+    assert!(!text.contains("consent-answer"), "{text}");
+}
+
+#[tokio::test]
+async fn an_allow_pressed_as_the_consent_page_opens_allows_nothing() {
+    // The delay the relay serves with.
+    let app = spawn_app().await;
+    assert_eq!(
+        app.running.state.config.consent_delay,
+        crosstalk::config::CONSENT_DELAY
+    );
+    let bob = app.add_person("bob").await;
+    let connector = Connector::register(&app, REDIRECT).await;
+    let (verifier, challenge) = pkce();
+    let page = connector
+        .consent_page(&connector.authorize_url(&challenge, &[]), &bob)
+        .await;
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+
+    // Pressed as the page opens: the page again, saying why, and no code.
+    let again = connector.answer(&html, &bob, "allow").await;
+    assert_eq!(again.status(), 200);
+    assert!(again.headers().get("location").is_none());
+    let shown_again = again.text().await.unwrap();
+    assert!(
+        shown_again.contains(
+            "Allow was pressed as this page opened, before it could be read, so nothing was \
+             allowed."
+        ),
+        "{shown_again}"
+    );
+    assert!(shown_again.contains("<form class=\"consent-answer\""));
+    assert_eq!(app.count("SELECT count(*) FROM oauth_codes"), 0);
+
+    // Deny is never held.
+    let denied = connector.answer(&html, &bob, "deny").await;
+    assert_eq!(denied.status(), 303);
+    let query = query_of(denied.headers()["location"].to_str().unwrap());
+    assert_eq!(query["error"], "access_denied");
+
+    // When the page was shown is the relay's word: a mark it did not make,
+    // however old it claims to be, or none, is a page shown just now.
+    let mark = hidden_fields(&html)
+        .into_iter()
+        .find(|(name, _)| name == "shown")
+        .expect("the form carries when it was shown")
+        .1;
+    for unmarked in [
+        html.replace(&mark, "0.AAAA"),
+        html.replace(&mark, &format!("0.{}", mark.split_once('.').unwrap().1)),
+        html.replace("name=\"shown\"", "name=\"unshown\""),
+    ] {
+        let again = connector.answer(&unmarked, &bob, "allow").await;
+        assert_eq!(again.status(), 200);
+        assert!(again.text().await.unwrap().contains("nothing was allowed"));
+    }
+    assert_eq!(app.count("SELECT count(*) FROM oauth_codes"), 0);
+
+    // A moment later the same Allow is taken. (The delay is a time: press
+    // again a little later.)
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let answered = connector.answer(&html, &bob, "allow").await;
+            if answered.status() == 303 {
+                return answered;
+            }
+            assert_eq!(answered.status(), 200);
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("an Allow a moment after the page opened is taken");
+    let location = answered.headers()["location"].to_str().unwrap();
+    assert!(location.starts_with(REDIRECT), "{location}");
+    let code = query_of(location)["code"].clone();
+    let (status, tokens) = connector.exchange(&code, &verifier).await;
+    assert_eq!(status, 200, "{tokens}");
 }
 
 #[tokio::test]
@@ -985,7 +1211,11 @@ async fn a_metadata_document_is_kept_as_its_headers_say_and_a_huge_one_is_refuse
 
 #[tokio::test]
 async fn a_client_known_by_its_metadata_document_signs_in_and_a_false_one_does_not() {
-    let app = spawn_app_with(|config| config.oauth_allow_private = true).await;
+    let app = spawn_app_with(|config| {
+        at_once(config);
+        config.oauth_allow_private = true;
+    })
+    .await;
     let bob = app.add_person("bob").await;
     app.add_person("alice").await;
     let url = serve_document(|url| {

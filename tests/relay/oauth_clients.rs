@@ -7,7 +7,8 @@
 //!
 //! Each script hits the 401, discovers, registers and asks the person to
 //! sign in at a URL. The test opens it from another site's page (as
-//! claude.ai does), signs in with Basic, and presses Allow; the browser
+//! claude.ai does), signs in with Basic, and presses Allow once the page
+//! lets it (a moment after the page is in view); the browser
 //! follows the redirect to the script's loopback callback (which the
 //! page's `form-action` must allow: no CSP violation may be logged). The
 //! script then calls `list_peers`, refreshes, and waits; the test removes
@@ -179,9 +180,25 @@ async fn sign_in_and_out(sdk: Sdk, by_document: bool) {
             .await,
         "127.0.0.1"
     );
+    assert_eq!(
+        chrome
+            .eval("document.querySelector('.redirect-uri').textContent")
+            .await,
+        redirect.as_str()
+    );
+    // Allow is held until the page has been in view a moment, and held
+    // again while it is out of view and a moment after it comes back.
+    let allow = "document.querySelector('button[value=allow]')";
+    chrome.until(&format!("!{allow}.disabled")).await;
+    chrome.away().await;
     chrome
-        .follow("document.querySelector('button[value=allow]').click()")
+        .until(&format!("document.hidden && {allow}.disabled"))
         .await;
+    chrome.front().await;
+    chrome
+        .until(&format!("!document.hidden && !{allow}.disabled"))
+        .await;
+    chrome.follow(&format!("{allow}.click()")).await;
     assert!(
         chrome
             .eval("location.href")
