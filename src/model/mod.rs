@@ -26,7 +26,8 @@ pub use oauth::{
     OAuthRefusal, Redeemed, RedirectUri, Refreshed, RegisteredClient,
 };
 pub use token::{
-    OAUTH_TOKEN_PREFIX, TOKEN_BODY_LEN, TOKEN_PREFIX, Token, TokenHash, looks_like_a_persons_token,
+    OAUTH_TOKEN_PREFIX, REFRESH_FAMILY_LEN, TOKEN_BODY_LEN, TOKEN_PREFIX, Token, TokenHash,
+    looks_like_a_persons_token, refresh_family,
 };
 
 /// Milliseconds since the Unix epoch: the one time type of crosstalk.

@@ -659,23 +659,29 @@ pub struct Grant {
     pub used_at: Millis,
 }
 
-/// The hashes of a new access and refresh token, with when each ends.
+/// The hashes of a new access and refresh token, with when each ends: a
+/// grant's tokens, which replace the ones before them whole.
 #[derive(Debug, Clone, Copy)]
 pub struct GrantTokens {
     pub access: TokenHash,
     pub access_expires: Millis,
     pub refresh: TokenHash,
     pub refresh_expires: Millis,
+    /// The hash of the refresh token's family (`model::refresh_family`),
+    /// which every refresh token of the grant shares: a refresh token of
+    /// the grant's presented after it was replaced is known by it.
+    pub family: TokenHash,
 }
 
-/// A grant still standing, with its access tokens not yet expired: what
-/// the core holds in memory to tell who an access token belongs to.
+/// A grant still standing, with its access token if not yet expired: what
+/// the core holds in memory to tell who an access token belongs to. One
+/// per grant, however often it was refreshed.
 #[derive(Debug, Clone)]
 pub struct LiveGrant {
     pub id: GrantId,
     pub handle: Handle,
     pub resource: String,
-    pub access: Vec<(TokenHash, Millis)>,
+    pub access: Option<(TokenHash, Millis)>,
 }
 
 /// What presenting an authorization code came to.
@@ -692,9 +698,20 @@ pub enum Redeemed {
 /// What presenting a refresh token came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refreshed {
-    /// Rotated: the new tokens are stored, the presented one used up.
-    Rotated(Grant),
-    /// Used before: someone holds a copy, so the whole grant has ended.
+    /// Rotated: the new tokens replace the grant's (its access token stops
+    /// working at once). The presented one was its current refresh token,
+    /// or the one that replaced it, again within the grace (a retry).
+    Rotated {
+        grant: Grant,
+        /// How many times the grant has been refreshed, this one included.
+        generation: u64,
+        /// The store's credentials revision just after the rotation (which
+        /// moved it by one), so the relay that refreshed can bring its
+        /// memory up to it without reading everything again.
+        revision: u64,
+    },
+    /// A refresh token of the grant's used before (replaced, and past the
+    /// grace): someone holds a copy, so the whole grant has ended.
     Reused,
     /// Unknown, expired, or another client's.
     Unknown,

@@ -16,6 +16,12 @@ pub const OAUTH_TOKEN_PREFIX: &str = "xtalk_oauth_";
 /// Length of the random part: 32 bytes in lowercase base32, without padding.
 pub const TOKEN_BODY_LEN: usize = 52;
 
+/// Length of an OAuth refresh token's family, the first half of its body
+/// (16 random bytes): every refresh token of one grant shares it, so one
+/// presented after it was replaced is known for its grant's without a
+/// row kept for it (`Token::generate_refresh`).
+pub const REFRESH_FAMILY_LEN: usize = TOKEN_BODY_LEN / 2;
+
 /// A freshly made token. It exists in the clear only until it is shown once.
 pub struct Token(String);
 
@@ -31,10 +37,26 @@ impl Token {
         Token::with_prefix(OAUTH_TOKEN_PREFIX)
     }
 
+    /// Makes a new OAuth refresh token: [`OAUTH_TOKEN_PREFIX`], its family
+    /// (that of the token it replaces, [`refresh_family`], or a new grant's
+    /// [`Token::new_refresh_family`]), then 16 random bytes of its own. It
+    /// has the shape of every other OAuth token.
+    pub fn generate_refresh(family: &str) -> Token {
+        Token(format!(
+            "{OAUTH_TOKEN_PREFIX}{family}{}",
+            base32(&random::<16>())
+        ))
+    }
+
+    /// A new grant's refresh family: 16 random bytes, as
+    /// [`REFRESH_FAMILY_LEN`] letters. Secret as a token is: only ever
+    /// shown inside one.
+    pub fn new_refresh_family() -> String {
+        base32(&random::<16>())
+    }
+
     fn with_prefix(prefix: &str) -> Token {
-        let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes).expect("the operating system's random source failed");
-        Token(format!("{prefix}{}", base32(&bytes)))
+        Token(format!("{prefix}{}", base32(&random::<32>())))
     }
 
     /// The token in the clear: only for showing it to its owner once.
@@ -59,6 +81,22 @@ pub fn looks_like_a_persons_token(presented: &str) -> bool {
     presented
         .strip_prefix(TOKEN_PREFIX)
         .is_some_and(|body| body.len() == TOKEN_BODY_LEN && body.bytes().all(is_base32))
+}
+
+/// The family of what was presented as an OAuth refresh token: the first
+/// [`REFRESH_FAMILY_LEN`] letters of its body; `None` if it has not the
+/// shape of a token the OAuth server issues (then it is none of them).
+pub fn refresh_family(presented: &str) -> Option<&str> {
+    let body = presented.strip_prefix(OAUTH_TOKEN_PREFIX)?;
+    (body.len() == TOKEN_BODY_LEN && body.bytes().all(is_base32))
+        .then(|| &body[..REFRESH_FAMILY_LEN])
+}
+
+/// `N` bytes from the operating system's random source.
+fn random<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    getrandom::fill(&mut bytes).expect("the operating system's random source failed");
+    bytes
 }
 
 fn is_base32(byte: u8) -> bool {
@@ -156,6 +194,34 @@ mod tests {
         }
         let upper = person.expose().to_uppercase().replace("XTALK_", "xtalk_");
         assert!(!looks_like_a_persons_token(&upper));
+    }
+
+    #[test]
+    fn refresh_tokens_of_one_family_share_its_first_half_and_look_like_any_oauth_token() {
+        let first = Token::generate_refresh(&Token::new_refresh_family());
+        let family = refresh_family(first.expose()).expect("a refresh token has a family");
+        assert_eq!(family.len(), REFRESH_FAMILY_LEN);
+        let next = Token::generate_refresh(family);
+        assert_eq!(refresh_family(next.expose()), Some(family));
+        assert_ne!(next.expose(), first.expose());
+        for token in [&first, &next] {
+            assert_eq!(
+                token.expose().len(),
+                OAUTH_TOKEN_PREFIX.len() + TOKEN_BODY_LEN
+            );
+            assert!(!looks_like_a_persons_token(token.expose()));
+        }
+        let other = Token::generate_refresh(&Token::new_refresh_family());
+        assert_ne!(refresh_family(other.expose()), Some(family));
+        // An access token, or a refresh token from before families, has
+        // one too (its first half); anything else has none.
+        assert!(refresh_family(Token::generate_for_oauth().expose()).is_some());
+        let long = "x".repeat(64);
+        for other in ["", "xtalk_oauth_short", "xtalk_oauth_", long.as_str()] {
+            assert_eq!(refresh_family(other), None, "{other:?}");
+        }
+        let person = Token::generate();
+        assert_eq!(refresh_family(person.expose()), None);
     }
 
     #[test]

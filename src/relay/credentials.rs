@@ -18,13 +18,21 @@
 //! waits for one begun after it came, which sees all it must. Under load
 //! that is one read for many requests, not one each; on PostgreSQL those
 //! reads were the most of the database's work.
+//!
+//! OAuth grants are held beside people's tokens, one access token each: a
+//! reload reads a row a grant, however often it was refreshed, and a
+//! refresh this relay made changes memory in place
+//! ([`Credentials::refreshed`]).
+//! A grant is live only while its person is on the team (a live person,
+//! or a participant this relay is configured with): one of anyone else's
+//! (a participant removed from `RELAY_PARTICIPANTS`) is not held at all.
 
 use super::{Caller, Identity, RelayResult, Settings};
-use crate::model::{GrantId, Handle, LiveGrant, Millis, TokenHash, now_millis};
+use crate::model::{Grant, GrantId, Handle, LiveGrant, Millis, TokenHash, now_millis};
 use crate::store::{Store, StoreError, StoreResult};
 use futures::future::{BoxFuture, FutureExt};
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{
         Arc, RwLock,
         atomic::{AtomicU64, Ordering},
@@ -44,8 +52,8 @@ struct Snapshot {
     people: HashMap<TokenHash, Handle>,
     /// OAuth access tokens not expired when read, with their grant.
     access: HashMap<TokenHash, Access>,
-    /// The grants standing, with whose they are.
-    grants: HashMap<GrantId, Handle>,
+    /// The grants standing whose person is on the team.
+    grants: HashMap<GrantId, Held>,
     /// Anyone, revoked or not, was ever added.
     anyone_added: bool,
 }
@@ -57,6 +65,14 @@ struct Access {
     /// Whether it is for this relay's resource: one for another (the
     /// relay's public URL changed since) is never taken.
     for_us: bool,
+}
+
+/// A grant, as held in memory.
+struct Held {
+    /// Whose it is.
+    handle: Handle,
+    /// The hash of its one access token, for a refresh to replace.
+    access: Option<TokenHash>,
 }
 
 /// The key a grant's callers hold instead of a token's hash: the same for
@@ -122,8 +138,9 @@ impl Credentials {
                 if !access.for_us || access.expires_at <= now_millis() {
                     return None;
                 }
+                let held = snapshot.grants.get(&access.grant)?;
                 return Some(Caller {
-                    identity: Identity::Person(snapshot.grants.get(&access.grant)?.clone()),
+                    identity: Identity::Person(held.handle.clone()),
                     token: Some(grant_key(access.grant)),
                     grant: Some(access.grant),
                 });
@@ -168,6 +185,19 @@ impl Credentials {
             || snapshot.people.values().any(|h| h == handle)
     }
 
+    /// Whether `handle` may hold a grant, as of the store's latest
+    /// revision: a live person, or a participant this relay is configured
+    /// with.
+    pub(super) async fn on_team(&self, handle: &Handle) -> RelayResult<bool> {
+        self.refresh().await?;
+        let snapshot = self.snapshot.read().expect("credentials lock");
+        Ok(self.participant(handle) || snapshot.people.values().any(|h| h == handle))
+    }
+
+    fn participant(&self, handle: &Handle) -> bool {
+        self.settings.participants.iter().any(|(h, _)| h == handle)
+    }
+
     /// Whether the credential `caller` was let in with still holds.
     pub(super) fn is_live(&self, caller: &Caller) -> bool {
         let snapshot = self.snapshot.read().expect("credentials lock");
@@ -202,7 +232,7 @@ impl Credentials {
             self.store.live_tokens().await?.into_iter().collect();
         let anyone_added = !people.is_empty() || self.store.has_people().await?;
         let live = self.store.live_grants(now_millis()).await?;
-        let (access, grants) = self.held_grants(live);
+        let (access, grants) = self.held_grants(live, &people);
         {
             let mut snapshot = self.snapshot.write().expect("credentials lock");
             snapshot.people = people;
@@ -215,28 +245,92 @@ impl Credentials {
         Ok(true)
     }
 
-    /// The grants' access tokens and people, as memory holds them.
+    /// The grants' access tokens and people, as memory holds them: only
+    /// the grants of people on the team (`people`, and the participants).
     fn held_grants(
         &self,
         live: Vec<LiveGrant>,
-    ) -> (HashMap<TokenHash, Access>, HashMap<GrantId, Handle>) {
-        let resource = self.settings.oauth.resource.as_str();
+        people: &HashMap<TokenHash, Handle>,
+    ) -> (HashMap<TokenHash, Access>, HashMap<GrantId, Held>) {
+        let team: HashSet<&Handle> = people
+            .values()
+            .chain(self.settings.participants.iter().map(|(h, _)| h))
+            .collect();
         let mut access = HashMap::new();
         let mut grants = HashMap::new();
         for grant in live {
-            for (hash, expires_at) in grant.access {
-                access.insert(
-                    hash,
-                    Access {
-                        grant: grant.id,
-                        expires_at,
-                        for_us: grant.resource == resource,
-                    },
-                );
+            if !team.contains(&grant.handle) {
+                continue;
             }
-            grants.insert(grant.id, grant.handle);
+            if let Some((hash, expires_at)) = grant.access {
+                access.insert(hash, self.access(grant.id, &grant.resource, expires_at));
+            }
+            let held = Held {
+                handle: grant.handle,
+                access: grant.access.map(|(hash, _)| hash),
+            };
+            grants.insert(grant.id, held);
         }
         (access, grants)
+    }
+
+    fn access(&self, grant: GrantId, resource: &str, expires_at: Millis) -> Access {
+        Access {
+            grant,
+            expires_at,
+            for_us: resource == self.settings.oauth.resource,
+        }
+    }
+
+    /// Brings memory up to a refresh this relay made, which moved the
+    /// store's revision to `revision`: the grant's new access token in,
+    /// the one it replaced out (refused from now on). In place when memory
+    /// was at the revision just before (nothing else changed since);
+    /// otherwise by reading the store again, which still reads only a row
+    /// a grant.
+    pub(super) async fn refreshed(
+        &self,
+        grant: &Grant,
+        access: TokenHash,
+        expires_at: Millis,
+        revision: u64,
+    ) -> RelayResult<()> {
+        let in_place = {
+            let _reloading = self.reloading.lock().await;
+            self.replace_access(grant, access, expires_at, revision)
+        };
+        if in_place {
+            self.changes.send_replace(revision);
+            return Ok(());
+        }
+        self.refresh().await.map(drop)
+    }
+
+    /// [`Credentials::refreshed`]'s change in place, if memory holds the
+    /// grant at the revision before `revision`; whether it made it.
+    fn replace_access(
+        &self,
+        grant: &Grant,
+        access: TokenHash,
+        expires_at: Millis,
+        revision: u64,
+    ) -> bool {
+        let mut guard = self.snapshot.write().expect("credentials lock");
+        let snapshot = &mut *guard;
+        if revision == 0 || snapshot.revision != Some(revision - 1) {
+            return false;
+        }
+        let Some(held) = snapshot.grants.get_mut(&grant.id) else {
+            return false;
+        };
+        if let Some(old) = held.access.replace(access) {
+            snapshot.access.remove(&old);
+        }
+        snapshot
+            .access
+            .insert(access, self.access(grant.id, &grant.resource, expires_at));
+        snapshot.revision = Some(revision);
+        true
     }
 
     /// Resolves when `caller`'s credential stops being live.

@@ -41,8 +41,8 @@ pub use error::{RelayError, RelayResult};
 pub use feed::{Feed, Update};
 pub use notify::{About, Arrivals, ESCALATE_EVERY, NOTICE_QUEUE, Notice, QUIET_PERIOD, first_line};
 pub use oauth::{
-    ACCESS_LIFETIME, CODE_LIFETIME, Client, Consent, Issued, OAuthSettings, REFRESH_LIFETIME,
-    SCOPE, TokenRefusal,
+    ACCESS_LIFETIME, CODE_LIFETIME, Client, Consent, GRANTS_PER_PERSON, Issued, OAuthSettings,
+    REFRESH_GRACE, REFRESH_LIFETIME, SCOPE, TokenRefusal,
 };
 pub use push::{MAX_FOLLOWS, Push, PushFeed};
 pub use read::{

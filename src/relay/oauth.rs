@@ -6,11 +6,17 @@
 //! Nothing is issued that is not bound: a code to its person, client,
 //! redirect URI, PKCE challenge, resource and scope; a grant and each of
 //! its tokens to the same. Codes and tokens are stored as SHA-256 hashes
-//! only, and shown once. An access token lives an hour; a refresh token is
-//! used once (rotated), and one presented again ends its grant, as does a
-//! code presented again. A grant ended, or its person's token rotated or
+//! only, and shown once. An access token lives an hour, or until the
+//! refresh that replaces it; a refresh token is used once (rotated), and
+//! one presented again ends its grant, as does a code presented again,
+//! but for the one just replaced, again within [`REFRESH_GRACE`]: a retry
+//! (a client that sent its refresh twice, or lost the answer), which
+//! rotates again. A grant ended, or its person's token rotated or
 //! revoked, ends what its tokens hold open, like a revoked token
-//! (`credentials.rs`).
+//! (`credentials.rs`); a grant whose person is no longer on the team (a
+//! participant removed from `RELAY_PARTICIPANTS`) is refused at every use
+//! and ended at its next refresh. A person holds at most
+//! [`GRANTS_PER_PERSON`] grants.
 //!
 //! The edges fetch what needs the network (a client's metadata document)
 //! and speak the protocol's shapes; the rules are here.
@@ -19,6 +25,7 @@ use super::{Caller, Identity, Relay, RelayError, RelayResult};
 use crate::model::{
     Authorization, ClientMetadata, ClientPolicy, CodeChallenge, Grant, GrantId, GrantTokens,
     Millis, Redeemed, RedirectUri, Refreshed, RegisteredClient, Token, TokenHash, now_millis,
+    refresh_family,
 };
 use std::time::Duration;
 
@@ -32,6 +39,18 @@ pub const REFRESH_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const CODE_LIFETIME: Duration = Duration::from_secs(60);
 /// How long a registration no grant was made for is kept.
 pub const UNUSED_REGISTRATION: Duration = Duration::from_secs(24 * 3600);
+/// How long the refresh token a refresh replaced is taken again as a retry
+/// of that refresh (rotated again) rather than as a copy (which ends the
+/// grant): long enough for a client's retry after a lost answer or a
+/// timeout, short enough that a stolen copy is rarely in time.
+pub const REFRESH_GRACE: Duration = Duration::from_secs(30);
+/// The most grants one person holds. A new one past it ends their least
+/// recently used (made or refreshed longest ago), rather than being
+/// refused: connectors sign in again after losing their tokens, leaving
+/// the old grant unused behind them, and a person should not have to
+/// clear those on the settings page (where all their grants are listed)
+/// before signing in.
+pub const GRANTS_PER_PERSON: u32 = 20;
 
 fn millis(duration: Duration) -> Millis {
     Millis::try_from(duration.as_millis()).unwrap_or(Millis::MAX)
@@ -240,28 +259,28 @@ impl Relay {
         Ok(code)
     }
 
-    fn new_tokens(now: Millis) -> (Token, Token, GrantTokens) {
-        let (access, refresh) = (Token::generate_for_oauth(), Token::generate_for_oauth());
+    /// New tokens, the refresh token in `family` (that of the one it
+    /// replaces, or a new grant's).
+    fn new_tokens(now: Millis, family: &str) -> (Token, Token, GrantTokens) {
+        let (access, refresh) = (Token::generate_for_oauth(), Token::generate_refresh(family));
         let hashes = GrantTokens {
             access: access.hash(),
             access_expires: now + millis(ACCESS_LIFETIME),
             refresh: refresh.hash(),
             refresh_expires: now + millis(REFRESH_LIFETIME),
+            family: TokenHash::of(family),
         };
         (access, refresh, hashes)
     }
 
-    async fn issued(&self, access: Token, refresh: Token, grant: Grant) -> RelayResult<Issued> {
-        // Bring this relay's memory up to the new token before the client
-        // can present it.
-        self.credentials.refresh().await?;
-        Ok(Issued {
+    fn issued(access: Token, refresh: Token, grant: Grant) -> Issued {
+        Issued {
             access_token: access,
             refresh_token: refresh,
             expires_in: ACCESS_LIFETIME.as_secs(),
             scope: grant.scope.clone(),
             grant,
-        })
+        }
     }
 
     /// The authorization-code grant: the code, once, by the client it was
@@ -317,10 +336,16 @@ impl Relay {
                 );
             }
         }
-        let (access, refresh, tokens) = Relay::new_tokens(now);
+        if !self.credentials.on_team(&authorization.handle).await? {
+            return refused(
+                "invalid_grant",
+                "the person this code was made for is no longer on this relay's team",
+            );
+        }
+        let (access, refresh, tokens) = Relay::new_tokens(now, &Token::new_refresh_family());
         let Some(grant) = self
             .store
-            .open_grant(hash, authorization, tokens, now)
+            .open_grant(hash, authorization, tokens, now, GRANTS_PER_PERSON)
             .await?
         else {
             return refused(
@@ -329,12 +354,19 @@ impl Relay {
             );
         };
         self.stats.grant_opened();
-        Ok(self.issued(access, refresh, grant).await?)
+        // Bring this relay's memory up to the new token before the client
+        // can present it.
+        self.credentials.refresh().await?;
+        Ok(Relay::issued(access, refresh, grant))
     }
 
     /// The refresh-token grant: a new access token and a new refresh token
-    /// for the presented one, which is used up; one presented again ends
-    /// its grant (someone holds a copy).
+    /// for the presented one, which is used up, and the access token they
+    /// replace stops working; one presented again ends its grant (someone
+    /// holds a copy), unless it is the one just replaced, again within
+    /// [`REFRESH_GRACE`] (a retry: rotated again, the pair issued for it
+    /// moments ago superseded). The grant's person must still be on the
+    /// team.
     pub async fn refresh_grant(
         &self,
         refresh_token: &str,
@@ -345,15 +377,27 @@ impl Relay {
             Ok(resource) => resource,
             Err(why) => return refused("invalid_target", why),
         };
+        let Some(family) = refresh_family(refresh_token) else {
+            return refused("invalid_grant", "unknown, expired or revoked refresh token");
+        };
         let now = now_millis();
-        let (access, refresh, tokens) = Relay::new_tokens(now);
+        let (access, refresh, tokens) = Relay::new_tokens(now, family);
         let grant = match self
             .store
-            .refresh_grant(TokenHash::of(refresh_token), client_id, tokens, now)
+            .refresh_grant(
+                TokenHash::of(refresh_token),
+                client_id,
+                tokens,
+                now,
+                now + millis(REFRESH_GRACE),
+            )
             .await?
         {
-            Refreshed::Rotated(grant) => {
+            Refreshed::Rotated { grant, revision, .. } => {
                 self.stats.grant_refreshed();
+                self.credentials
+                    .refreshed(&grant, tokens.access, tokens.access_expires, revision)
+                    .await?;
                 grant
             }
             Refreshed::Reused => {
@@ -371,7 +415,16 @@ impl Relay {
         if grant.resource != resource {
             return refused("invalid_target", "the grant is for another resource");
         }
-        Ok(self.issued(access, refresh, grant).await?)
+        if !self.credentials.on_team(&grant.handle).await? {
+            if self.store.end_grant(grant.id, None).await? {
+                self.credentials.refresh().await?;
+            }
+            return refused(
+                "invalid_grant",
+                "the person this grant is for is no longer on this relay's team: it has ended",
+            );
+        }
+        Ok(Relay::issued(access, refresh, grant))
     }
 
     /// Revokes the grant that holds `token` (RFC 7009): whatever it holds

@@ -374,35 +374,44 @@ pub trait Store: Send + Sync + 'static {
     /// or, if none is made yet, voids the code so that none will be.
     fn redeem_code(&self, code: TokenHash, now: Millis) -> StoreFuture<'_, Redeemed>;
     /// Makes a grant from the code `code` was redeemed as, with its first
-    /// tokens; marks its client used. `None` if the code was presented
-    /// again since it was redeemed (void: no grant is made from it).
+    /// tokens; marks its client used. The person keeps at most `most`
+    /// grants: their least recently used beyond that are ended first.
+    /// `None` if the code was presented again since it was redeemed (void:
+    /// no grant is made from it).
     fn open_grant(
         &self,
         code: TokenHash,
         authorization: Authorization,
         tokens: GrantTokens,
         now: Millis,
+        most: u32,
     ) -> StoreFuture<'_, Option<Grant>>;
-    /// Rotates a refresh token of `client_id`'s: the presented one is used
-    /// up and `tokens` stored. A used one presented again ends its grant.
+    /// Rotates the refresh token `refresh` of a grant of `client_id`'s
+    /// (`rules::refresh_grant`): `tokens` replace the grant's, its access
+    /// token too, and `refresh` may come again until `retry_until` as a
+    /// retry of the same refresh. Any other refresh token of the grant's
+    /// family presented ends the grant. A grant is one row whatever its
+    /// history: no used token is kept.
     fn refresh_grant(
         &self,
         refresh: TokenHash,
         client_id: &str,
         tokens: GrantTokens,
         now: Millis,
+        retry_until: Millis,
     ) -> StoreFuture<'_, Refreshed>;
     /// A person's grants, newest first.
     fn grants(&self, handle: &Handle) -> StoreFuture<'_, Vec<Grant>>;
     /// Ends a grant (`handle`'s only, when given) and every token it
     /// holds; whether there was one.
     fn end_grant(&self, id: GrantId, handle: Option<&Handle>) -> StoreFuture<'_, bool>;
-    /// Ends the grant that holds the access or refresh token `token`.
+    /// Ends the grant that holds the access or refresh token `token` (its
+    /// current ones, or the refresh token they replaced).
     fn end_grant_holding(&self, token: TokenHash) -> StoreFuture<'_, bool>;
-    /// Every grant, with its access tokens live at `now`.
+    /// Every grant, with its access token if live at `now`: a row a grant.
     fn live_grants(&self, now: Millis) -> StoreFuture<'_, Vec<LiveGrant>>;
-    /// Forgets expired codes and tokens, and registrations no grant was
-    /// ever made for since `unused_since`.
+    /// Forgets expired codes, grants whose refresh token expired, and
+    /// registrations no grant was ever made for since `unused_since`.
     fn forget_oauth(&self, now: Millis, unused_since: Millis) -> StoreFuture<'_, ()>;
 
     fn kept(&self, name: &str) -> StoreFuture<'_, Option<Vec<u8>>>;

@@ -1,17 +1,22 @@
 //! The message rules, written once for every backend: what storing a
 //! message checks and writes, how a claim and an offer take inbox rows,
 //! what a purge batch deletes and how it keeps the summaries true, how a
-//! thread is read and how read marks are kept.
+//! thread is read and how read marks are kept; and what presenting an
+//! OAuth refresh token comes to ([`refresh_grant`]).
 //!
-//! Each rule runs over [`Statements`]: one backend's SQL, one statement a
-//! method, inside the transaction (or on the connection) the backend gives
-//! it. SQLite runs them on its writer thread or a reader connection, where
-//! every statement completes at once ([`at_once`]); PostgreSQL awaits them, and
-//! pipelines the inserts of a group commit on one transaction.
+//! Each rule runs over [`Statements`] (or [`GrantStatements`]): one
+//! backend's SQL, one statement a method, inside the transaction (or on
+//! the connection) the backend gives it. SQLite runs them on its writer
+//! thread or a reader connection, where every statement completes at once
+//! ([`at_once`]); PostgreSQL awaits them, and pipelines the inserts of a
+//! group commit on one transaction.
 
 use super::summary::{Removed, first_people, losses};
 use super::{Conversation, Missing, NewMessage, Offer, RecipientCheck, StoreError, StoreResult};
-use crate::model::{Channel, Handle, MAX_OFFERS, Message, MessageId, Millis, Place, ThreadId};
+use crate::model::{
+    Channel, Grant, GrantId, GrantTokens, Handle, MAX_OFFERS, Message, MessageId, Millis, Place,
+    Refreshed, ThreadId, TokenHash,
+};
 use std::future::Future;
 
 /// One backend's statements. Each method is one SQL statement (a few
@@ -147,6 +152,88 @@ pub(super) trait Statements {
     /// Finds the thread's newest message again, if the one it named
     /// (`newest` or below) went.
     async fn refind_thread_newest(&self, thread: ThreadId, newest: MessageId) -> StoreResult<()>;
+}
+
+/// The statements of a refresh ([`refresh_grant`]), over the grant's one
+/// row: its current refresh token, the one that token replaced (with the
+/// end of its grace), the family all its refresh tokens share, a
+/// generation counted at each rotation, and its one access token.
+pub(super) trait GrantStatements {
+    /// Rotates `client_id`'s grant whose current, unexpired refresh token
+    /// is `presented`: `tokens` replace its tokens, and `presented` becomes
+    /// the previous one, taken again as a retry until `retry_until`. The
+    /// grant and its generation after.
+    async fn rotate_current(
+        &self,
+        presented: TokenHash,
+        client_id: &str,
+        tokens: &GrantTokens,
+        now: Millis,
+        retry_until: Millis,
+    ) -> StoreResult<Option<(Grant, u64)>>;
+    /// Rotates `client_id`'s grant whose previous refresh token is
+    /// `presented`, within its grace: `tokens` replace the ones issued for
+    /// it moments ago, and `presented` stays the previous one.
+    async fn rotate_previous(
+        &self,
+        presented: TokenHash,
+        client_id: &str,
+        tokens: &GrantTokens,
+        now: Millis,
+    ) -> StoreResult<Option<(Grant, u64)>>;
+    /// The grant `presented` was a refresh token of and is no more: its
+    /// previous one past the grace, or another of `family`'s (never its
+    /// current one, nor its previous one within the grace, which another
+    /// client presented: those are unknown to it).
+    async fn grant_reused(
+        &self,
+        presented: TokenHash,
+        family: TokenHash,
+        now: Millis,
+    ) -> StoreResult<Option<GrantId>>;
+    /// Ends a grant and its tokens.
+    async fn end_grant(&self, grant: GrantId) -> StoreResult<()>;
+    /// The credentials revision, as this transaction sees it.
+    async fn credentials_revision(&self) -> StoreResult<u64>;
+}
+
+/// What presenting a refresh token comes to, inside one write
+/// transaction: the grant's current one rotates; the one it replaced,
+/// again within the grace, is a retry (a client that sent the same
+/// refresh twice, or lost the answer) and rotates again, the pair issued
+/// moments ago superseded; any other of the grant's refresh tokens means
+/// someone holds a copy, and ends the grant. No used token is kept: a
+/// grant is one row, however often it is refreshed.
+pub(super) async fn refresh_grant(
+    s: &impl GrantStatements,
+    presented: TokenHash,
+    client_id: &str,
+    tokens: &GrantTokens,
+    now: Millis,
+    retry_until: Millis,
+) -> StoreResult<Refreshed> {
+    let rotated = match s
+        .rotate_current(presented, client_id, tokens, now, retry_until)
+        .await?
+    {
+        Some(rotated) => Some(rotated),
+        None => s.rotate_previous(presented, client_id, tokens, now).await?,
+    };
+    if let Some((grant, generation)) = rotated {
+        let revision = s.credentials_revision().await?;
+        return Ok(Refreshed::Rotated {
+            grant,
+            generation,
+            revision,
+        });
+    }
+    match s.grant_reused(presented, tokens.family, now).await? {
+        Some(grant) => {
+            s.end_grant(grant).await?;
+            Ok(Refreshed::Reused)
+        }
+        None => Ok(Refreshed::Unknown),
+    }
 }
 
 /// Runs a rule whose statements complete at once (SQLite's, on a

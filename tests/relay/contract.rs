@@ -65,6 +65,8 @@ contract!(
     kept_bytes_are_replaced_whole,
     sessions_are_kept_bound_and_ended,
     oauth_codes_grants_and_refresh_tokens_are_used_once,
+    a_refresh_replaces_the_grants_tokens_in_one_row_and_a_retry_within_the_grace_rotates_again,
+    a_person_holds_at_most_the_grants_asked_for_and_the_least_recently_used_goes,
 );
 
 fn handle(name: &str) -> Handle {
@@ -1009,16 +1011,27 @@ async fn sessions_are_kept_bound_and_ended(store: Arc<dyn Store>) {
     );
 }
 
+/// A new grant's first tokens, its refresh token of a family of its own.
 fn tokens(now: Millis) -> (Token, Token, GrantTokens) {
+    tokens_in(now, TokenHash::of(&Token::new_refresh_family()))
+}
+
+/// Tokens whose refresh token is of `family` (the store sees its hash only):
+/// what refreshing a grant of that family makes.
+fn tokens_in(now: Millis, family: TokenHash) -> (Token, Token, GrantTokens) {
     let (access, refresh) = (Token::generate(), Token::generate());
     let hashes = GrantTokens {
         access: access.hash(),
         access_expires: now + 3_600_000,
         refresh: refresh.hash(),
         refresh_expires: now + 86_400_000,
+        family,
     };
     (access, refresh, hashes)
 }
+
+/// The grace a refresh gives the token it replaces, here.
+const GRACE: Millis = 30_000;
 
 /// Codes are redeemed once (again, and the grant made from one ends);
 /// refresh tokens rotate (a used one again, and the grant ends); a
@@ -1076,7 +1089,7 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
     let before = store.credentials_revision().await.unwrap();
     let (access, refresh, first) = tokens(now);
     let grant = store
-        .open_grant(code.hash(), authorization.clone(), first, now)
+        .open_grant(code.hash(), authorization.clone(), first, now, 20)
         .await
         .unwrap()
         .expect("a grant from a fresh code");
@@ -1084,50 +1097,58 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
     let live = store.live_grants(now).await.unwrap();
     assert_eq!(live.len(), 1);
     assert_eq!(live[0].handle, handle("bob"));
-    assert_eq!(live[0].access.len(), 1);
-    assert!(live[0].access[0].0 == access.hash());
+    assert!(live[0].access.is_some_and(|(hash, _)| hash == access.hash()));
     assert_eq!(
         store.grants(&handle("bob")).await.unwrap(),
         vec![grant.clone()]
     );
 
     // A refresh by another client finds nothing; by its own, rotates.
-    let (_, _, next) = tokens(now);
+    let (_, _, next) = tokens_in(now, first.family);
     assert_eq!(
         store
-            .refresh_grant(refresh.hash(), "someone-else", next, now)
+            .refresh_grant(refresh.hash(), "someone-else", next, now, now + GRACE)
             .await
             .unwrap(),
         Refreshed::Unknown
     );
-    let (new_access, new_refresh, next) = tokens(now + 1);
-    let Refreshed::Rotated(rotated) = store
-        .refresh_grant(refresh.hash(), "crosstalk-client-abc", next, now + 1)
+    let (new_access, new_refresh, next) = tokens_in(now + 1, first.family);
+    let before = store.credentials_revision().await.unwrap();
+    let Refreshed::Rotated {
+        grant: rotated,
+        generation,
+        revision,
+    } = store
+        .refresh_grant(refresh.hash(), "crosstalk-client-abc", next, now + 1, now + 1)
         .await
         .unwrap()
     else {
         panic!("the refresh token did not rotate")
     };
     assert_eq!((rotated.id, rotated.used_at), (grant.id, now + 1));
+    assert_eq!(generation, 1);
+    assert_eq!(revision, before + 1, "a refresh moves the revision by one");
+    assert_eq!(store.credentials_revision().await.unwrap(), revision);
+    // The access token it replaced is gone at once.
     let live = store.live_grants(now + 1).await.unwrap();
-    let hashes: Vec<TokenHash> = live[0].access.iter().map(|(h, _)| *h).collect();
-    assert!(hashes.contains(&new_access.hash()) && hashes.contains(&access.hash()));
+    assert!(live[0].access.is_some_and(|(hash, _)| hash == new_access.hash()));
 
-    // The old refresh token again: the grant ends, with all its tokens.
-    let (_, _, again) = tokens(now + 2);
+    // The old refresh token again, past its grace (it ended as it was
+    // replaced): the grant ends, with all its tokens.
+    let (_, _, again) = tokens_in(now + 2, first.family);
     assert_eq!(
         store
-            .refresh_grant(refresh.hash(), "crosstalk-client-abc", again, now + 2)
+            .refresh_grant(refresh.hash(), "crosstalk-client-abc", again, now + 2, now + 2)
             .await
             .unwrap(),
         Refreshed::Reused
     );
     assert!(store.live_grants(now + 2).await.unwrap().is_empty());
     assert!(store.grants(&handle("bob")).await.unwrap().is_empty());
-    let (_, _, after) = tokens(now + 3);
+    let (_, _, after) = tokens_in(now + 3, first.family);
     assert_eq!(
         store
-            .refresh_grant(new_refresh.hash(), "crosstalk-client-abc", after, now + 3)
+            .refresh_grant(new_refresh.hash(), "crosstalk-client-abc", after, now + 3, now + 3)
             .await
             .unwrap(),
         Refreshed::Unknown
@@ -1151,7 +1172,7 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
     let code = redeemed(store.clone(), authorization.clone()).await;
     let (_, _, first) = tokens(now);
     store
-        .open_grant(code.hash(), authorization.clone(), first, now)
+        .open_grant(code.hash(), authorization.clone(), first, now, 20)
         .await
         .unwrap();
     assert_eq!(store.live_grants(now).await.unwrap().len(), 1);
@@ -1171,7 +1192,7 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
     let (_, _, first) = tokens(now);
     assert_eq!(
         store
-            .open_grant(code.hash(), authorization.clone(), first, now)
+            .open_grant(code.hash(), authorization.clone(), first, now, 20)
             .await
             .unwrap(),
         None
@@ -1184,7 +1205,7 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
         let code = redeemed(store.clone(), authorization.clone()).await;
         let (access, _, first) = tokens(now);
         let grant = store
-            .open_grant(code.hash(), authorization, first, now)
+            .open_grant(code.hash(), authorization, first, now, 20)
             .await
             .unwrap()
             .expect("a grant from a fresh code");
@@ -1222,4 +1243,181 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
             .unwrap(),
         None
     );
+}
+
+/// A code for `authorization`, redeemed, and the grant made from it with
+/// `tokens` (a person keeping at most `most`).
+async fn granted(
+    store: &Arc<dyn Store>,
+    authorization: &Authorization,
+    tokens: GrantTokens,
+    now: Millis,
+    most: u32,
+) -> crosstalk::model::Grant {
+    let code = Token::generate();
+    store
+        .add_code(code.hash(), authorization.clone(), now + 60_000)
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.redeem_code(code.hash(), now).await.unwrap(),
+        Redeemed::Fresh(_)
+    ));
+    store
+        .open_grant(code.hash(), authorization.clone(), tokens, now, most)
+        .await
+        .unwrap()
+        .expect("a grant from a fresh code")
+}
+
+fn bobs_authorization() -> Authorization {
+    Authorization {
+        handle: handle("bob"),
+        client_id: "crosstalk-client-abc".into(),
+        client_name: "Tester".into(),
+        redirect_uri: "http://127.0.0.1:4000/cb".into(),
+        challenge: "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM".into(),
+        resource: "http://127.0.0.1:1/mcp".into(),
+        scope: "crosstalk".into(),
+    }
+}
+
+/// A refresh rotates the grant in place (one generation more, the access
+/// token it replaced gone); the refresh token it replaced, again within
+/// the grace, is a retry that rotates again (superseding what it gave
+/// moments ago), and from another client is unknown; a token of the
+/// grant's from before the previous one ends the grant, though no used
+/// token was kept.
+async fn a_refresh_replaces_the_grants_tokens_in_one_row_and_a_retry_within_the_grace_rotates_again(
+    store: Arc<dyn Store>,
+) {
+    let now = now_millis();
+    let authorization = bobs_authorization();
+    let (_, t0, first) = tokens(now);
+    let grant = granted(&store, &authorization, first, now, 20).await;
+    let family = first.family;
+    let client = "crosstalk-client-abc";
+    let rotate = |presented: TokenHash, at: Millis| {
+        let store = store.clone();
+        async move {
+            let (access, refresh, next) = tokens_in(at, family);
+            let refreshed = store
+                .refresh_grant(presented, client, next, at, at + GRACE)
+                .await
+                .unwrap();
+            (refreshed, access, refresh)
+        }
+    };
+    let generation_of = |refreshed: &Refreshed| match refreshed {
+        Refreshed::Rotated {
+            grant: rotated,
+            generation,
+            ..
+        } => {
+            assert_eq!(rotated.id, grant.id);
+            *generation
+        }
+        other => panic!("not rotated: {other:?}"),
+    };
+    let live_access = |at: Millis| {
+        let store = store.clone();
+        async move {
+            let live = store.live_grants(at).await.unwrap();
+            assert_eq!(live.len(), 1, "one row a grant");
+            live[0].access.map(|(hash, _)| hash)
+        }
+    };
+
+    let (refreshed, a1, t1) = rotate(t0.hash(), now + 1).await;
+    assert_eq!(generation_of(&refreshed), 1);
+    assert_eq!(live_access(now + 1).await, Some(a1.hash()));
+
+    // The same refresh again, from another client: unknown, and nothing
+    // ends. From its own, within the grace: a retry, rotated again.
+    let (_, _, stray) = tokens_in(now + 2, family);
+    assert_eq!(
+        store
+            .refresh_grant(t0.hash(), "someone-else", stray, now + 2, now + 2 + GRACE)
+            .await
+            .unwrap(),
+        Refreshed::Unknown
+    );
+    let (refreshed, a2, t2) = rotate(t0.hash(), now + 2).await;
+    assert_eq!(generation_of(&refreshed), 2);
+    assert_eq!(
+        live_access(now + 2).await,
+        Some(a2.hash()),
+        "the pair issued moments ago is superseded"
+    );
+    assert!(a1.hash() != a2.hash() && t1.hash() != t2.hash());
+
+    // The current one rotates on; the grace now covers t2 alone.
+    let (refreshed, a3, _t3) = rotate(t2.hash(), now + 3).await;
+    assert_eq!(generation_of(&refreshed), 3);
+    assert_eq!(live_access(now + 3).await, Some(a3.hash()));
+    assert_eq!(store.grants(&handle("bob")).await.unwrap().len(), 1);
+
+    // t0, from before the previous one: a copy. The grant ends.
+    let (refreshed, _, _) = rotate(t0.hash(), now + 4).await;
+    assert_eq!(refreshed, Refreshed::Reused);
+    assert!(store.live_grants(now + 4).await.unwrap().is_empty());
+    assert!(store.grants(&handle("bob")).await.unwrap().is_empty());
+
+    // Past the grace, the previous one ends its grant too.
+    let (_, t0, first) = tokens(now);
+    let grant = granted(&store, &authorization, first, now, 20).await;
+    let (_, _, next) = tokens_in(now + 1, first.family);
+    let rotated = store
+        .refresh_grant(t0.hash(), client, next, now + 1, now + 1 + GRACE)
+        .await
+        .unwrap();
+    assert!(matches!(rotated, Refreshed::Rotated { .. }));
+    let (_, _, late) = tokens_in(now + 2 + GRACE, first.family);
+    assert_eq!(
+        store
+            .refresh_grant(t0.hash(), client, late, now + 2 + GRACE, now + 2 + 2 * GRACE)
+            .await
+            .unwrap(),
+        Refreshed::Reused
+    );
+    assert!(!store.end_grant(grant.id, None).await.unwrap(), "ended");
+}
+
+/// Opening a grant past the most a person may hold ends their least
+/// recently used (made or refreshed longest ago), and no one else's.
+async fn a_person_holds_at_most_the_grants_asked_for_and_the_least_recently_used_goes(
+    store: Arc<dyn Store>,
+) {
+    let now = now_millis();
+    let authorization = bobs_authorization();
+    let carols = Authorization {
+        handle: handle("carol"),
+        ..bobs_authorization()
+    };
+    let carol = granted(&store, &carols, tokens(now).2, now, 2).await;
+    let (_, b_refresh, b_tokens) = tokens(now);
+    let a = granted(&store, &authorization, tokens(now).2, now, 2).await;
+    let b = granted(&store, &authorization, b_tokens, now + 1, 2).await;
+    let c = granted(&store, &authorization, tokens(now + 2).2, now + 2, 2).await;
+    let ids = |handle: Handle| {
+        let store = store.clone();
+        async move {
+            let grants = store.grants(&handle).await.unwrap();
+            grants.iter().map(|g| g.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(ids(handle("bob")).await, [c.id, b.id], "the oldest went");
+    // b refreshed is used more recently than c: c goes next.
+    let (_, _, next) = tokens_in(now + 3, b_tokens.family);
+    assert!(matches!(
+        store
+            .refresh_grant(b_refresh.hash(), &b.client_id, next, now + 3, now + 3)
+            .await
+            .unwrap(),
+        Refreshed::Rotated { .. }
+    ));
+    let d = granted(&store, &authorization, tokens(now + 4).2, now + 4, 2).await;
+    assert_eq!(ids(handle("bob")).await, [d.id, b.id]);
+    assert!(!store.end_grant(a.id, None).await.unwrap());
+    assert_eq!(ids(handle("carol")).await, [carol.id], "another's stay");
 }

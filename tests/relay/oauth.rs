@@ -263,6 +263,14 @@ async fn remove_first_app(app: &TestApp, token: &str, settings: &str) -> u16 {
         .as_u16()
 }
 
+/// Moves every grant's grace for a retried refresh into the past, as if
+/// its last refresh were long ago.
+fn end_the_grace(app: &TestApp) {
+    app.sql("UPDATE oauth_grants SET previous_until = 1", |conn, q| {
+        conn.execute(q, []).unwrap()
+    });
+}
+
 /// The status of an MCP initialize with `token`.
 async fn mcp_status(app: &TestApp, token: &str) -> u16 {
     mcp_post(&app.url(), token, initialize())
@@ -431,13 +439,13 @@ async fn a_connector_signs_in_as_its_person_refreshes_and_is_revoked_on_the_page
     // Kept only as hashes.
     let hash = |token: &str| TokenHash::of(token).as_bytes().to_vec();
     let kept = app.sql(
-        "SELECT count(*) FROM oauth_tokens WHERE hash IN (?1, ?2)",
+        "SELECT count(*) FROM oauth_grants WHERE access_hash = ?1 AND refresh_hash = ?2",
         |conn, q| {
             conn.query_row(q, [hash(&access), hash(&refresh)], |r| r.get::<_, i64>(0))
                 .unwrap()
         },
     );
-    assert_eq!(kept, 2);
+    assert_eq!(kept, 1);
     let file = std::fs::read(&app.db).unwrap();
     let wal = std::fs::read(app.db.with_extension("db-wal")).unwrap_or_default();
     for token in [&access, &refresh] {
@@ -537,13 +545,15 @@ async fn codes_refresh_tokens_and_access_tokens_are_bound_and_used_once() {
     );
     assert_eq!(mcp_status(&app, &access).await, 401);
 
-    // A refresh token used twice: the grant ends.
+    // A refresh token used twice, past the grace for a retry: the grant
+    // ends.
     let tokens = connector.sign_in(&bob).await;
     let refresh = tokens["refresh_token"].as_str().unwrap();
     let (status, rotated) = connector.refresh(refresh).await;
     assert_eq!(status, 200);
     let access = rotated["access_token"].as_str().unwrap().to_owned();
     assert_eq!(mcp_status(&app, &access).await, 200);
+    end_the_grace(&app);
     let (status, reused) = connector.refresh(refresh).await;
     assert_eq!(
         (status, reused["error"].as_str()),
@@ -582,7 +592,7 @@ async fn codes_refresh_tokens_and_access_tokens_are_bound_and_used_once() {
     assert_eq!(status, 401);
     assert_eq!(mcp_status(&app, &access).await, 200);
     app.sql(
-        "UPDATE oauth_tokens SET expires_at = 1 WHERE hash = ?1",
+        "UPDATE oauth_grants SET access_expires = 1 WHERE access_hash = ?1",
         |conn, q| {
             conn.execute(q, [TokenHash::of(&access).as_bytes().to_vec()])
                 .unwrap()
@@ -1289,4 +1299,195 @@ async fn a_client_known_by_its_metadata_document_signs_in_and_a_false_one_does_n
             "{client_id}: {text}"
         );
     }
+}
+
+/// How many rows the OAuth tables hold, all of them together.
+fn oauth_rows(app: &TestApp) -> i64 {
+    app.sql(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'oauth%'",
+        |conn, q| {
+            let mut tables = conn.prepare(q).unwrap();
+            let names: Vec<String> = tables
+                .query_map([], |row| row.get(0))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            names
+                .iter()
+                .map(|name| {
+                    conn.query_row(&format!("SELECT count(*) FROM {name}"), [], |row| {
+                        row.get::<_, i64>(0)
+                    })
+                    .unwrap()
+                })
+                .sum()
+        },
+    )
+}
+
+/// `tokens`' access and refresh tokens.
+fn pair(tokens: &Value) -> (String, String) {
+    let field = |name: &str| tokens[name].as_str().unwrap().to_owned();
+    (field("access_token"), field("refresh_token"))
+}
+
+#[tokio::test]
+async fn a_refresh_left_the_access_token_it_replaced_working_until_it_expired() {
+    let app = spawn_app().await;
+    let bob = app.add_person("bob").await;
+    app.add_person("alice").await;
+    let connector = Connector::register(&app, REDIRECT).await;
+    let (access, refresh) = pair(&connector.sign_in(&bob).await);
+    assert_eq!(mcp_status(&app, &access).await, 200);
+
+    let (status, rotated) = connector.refresh(&refresh).await;
+    assert_eq!(status, 200, "{rotated}");
+    let (next, _) = pair(&rotated);
+    assert_eq!(mcp_status(&app, &access).await, 401, "replaced: refused at once");
+    assert_eq!(peers_as(&app, &next).await, ["bob"]);
+}
+
+#[tokio::test]
+async fn every_refresh_kept_a_row_and_made_everyones_reload_read_the_grants_whole_history() {
+    let app = spawn_app_with(|config| config.limits.per_address = None).await;
+    let bob = app.add_person("bob").await;
+    app.add_person("alice").await;
+    let connector = Connector::register(&app, REDIRECT).await;
+    let (_, first) = pair(&connector.sign_in(&bob).await);
+    let (status, rotated) = connector.refresh(&first).await;
+    assert_eq!(status, 200, "{rotated}");
+    let rows = oauth_rows(&app);
+
+    // A day of refreshes, and more: the store holds what it held after one.
+    let (mut access, mut refresh) = pair(&rotated);
+    for n in 0..300 {
+        let (status, rotated) = connector.refresh(&refresh).await;
+        assert_eq!(status, 200, "refresh {n}: {rotated}");
+        (access, refresh) = pair(&rotated);
+    }
+    assert_eq!(oauth_rows(&app), rows, "no row per used token");
+    assert_eq!(
+        app.count("SELECT generation FROM oauth_grants"),
+        301,
+        "the generation counts the refreshes"
+    );
+    assert_eq!(mcp_status(&app, &access).await, 200);
+
+    // The first refresh token, from 301 generations ago: someone holds a
+    // copy. The grant ends, though no used token was kept.
+    let (status, reused) = connector.refresh(&first).await;
+    assert_eq!(
+        (status, reused["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{reused}"
+    );
+    assert_eq!(mcp_status(&app, &access).await, 401);
+    let (status, _) = connector.refresh(&refresh).await;
+    assert_eq!(status, 400);
+    assert_eq!(app.count("SELECT count(*) FROM oauth_grants"), 0);
+}
+
+#[tokio::test]
+async fn a_double_refresh_ended_the_grant_instead_of_being_taken_for_a_retry() {
+    let app = spawn_app().await;
+    let bob = app.add_person("bob").await;
+    app.add_person("alice").await;
+    let connector = Connector::register(&app, REDIRECT).await;
+    let (_, refresh) = pair(&connector.sign_in(&bob).await);
+
+    // The same refresh twice (a client that lost the first answer): the
+    // second is a retry, with a pair of its own that supersedes the first.
+    let (status, once) = connector.refresh(&refresh).await;
+    assert_eq!(status, 200, "{once}");
+    let (status, twice) = connector.refresh(&refresh).await;
+    assert_eq!(status, 200, "a retry within the grace: {twice}");
+    let (first_access, _) = pair(&once);
+    let (access, refresh) = pair(&twice);
+    assert_ne!(access, first_access);
+    assert_eq!(mcp_status(&app, &first_access).await, 401, "superseded");
+    assert_eq!(peers_as(&app, &access).await, ["bob"]);
+    assert_eq!(app.count("SELECT count(*) FROM oauth_grants"), 1);
+
+    // The grant goes on from the retry's pair.
+    let (status, rotated) = connector.refresh(&refresh).await;
+    assert_eq!(status, 200, "{rotated}");
+    let (access, _) = pair(&rotated);
+    assert_eq!(mcp_status(&app, &access).await, 200);
+
+    // Past the grace, the refresh token just replaced is a copy: the
+    // grant ends.
+    end_the_grace(&app);
+    let (status, reused) = connector.refresh(&refresh).await;
+    assert_eq!(
+        (status, reused["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{reused}"
+    );
+    assert_eq!(mcp_status(&app, &access).await, 401);
+    assert_eq!(app.count("SELECT count(*) FROM oauth_grants"), 0);
+}
+
+#[tokio::test]
+async fn a_participant_removed_from_relay_participants_kept_acting_through_its_grant() {
+    const CI: &str = "ci-token-0123456789abcdef";
+    let app = spawn_app_with(|config| {
+        config.settings.participants = vec![(
+            crosstalk::model::Handle::parse("ci").unwrap(),
+            TokenHash::of(CI),
+        )];
+    })
+    .await;
+    app.add_person("alice").await;
+    let connector = Connector::register(&app, REDIRECT).await;
+    let tokens = connector.sign_in(CI).await;
+    let (access, refresh) = pair(&tokens);
+    assert_eq!(mcp_status(&app, &access).await, 200);
+    let (status, rotated) = connector.refresh(&refresh).await;
+    assert_eq!(status, 200, "{rotated}");
+    let (access, refresh) = pair(&rotated);
+
+    // The relay restarts without the participant.
+    let app = app.restart().await;
+    assert_eq!(mcp_status(&app, &access).await, 401);
+    let (status, refused) = connector.refresh(&refresh).await;
+    assert_eq!(
+        (status, refused["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{refused}"
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM oauth_grants WHERE handle = 'ci'"),
+        0,
+        "ended at its refresh"
+    );
+}
+
+#[tokio::test]
+async fn a_person_could_hold_any_number_of_grants() {
+    let most = crosstalk::relay::GRANTS_PER_PERSON;
+    let app = spawn_app_with(|config| config.limits.per_address = None).await;
+    let bob = app.add_person("bob").await;
+    let alice = app.add_person("alice").await;
+    let connector = Connector::register(&app, REDIRECT).await;
+    let (alices, _) = pair(&connector.sign_in(&alice).await);
+    let mut accesses = Vec::new();
+    for _ in 0..=most {
+        accesses.push(pair(&connector.sign_in(&bob).await).0);
+    }
+    assert_eq!(
+        app.count("SELECT count(*) FROM oauth_grants WHERE handle = 'bob'"),
+        i64::from(most)
+    );
+    // The least recently used went; the others, and another's, stay.
+    assert_eq!(mcp_status(&app, &accesses[0]).await, 401);
+    for access in &accesses[1..] {
+        assert_eq!(mcp_status(&app, access).await, 200);
+    }
+    assert_eq!(mcp_status(&app, &alices).await, 200);
+    let (_, settings) = page(&app, "/settings", &bob).await;
+    assert_eq!(
+        settings.matches("action=\"/settings/grants/").count(),
+        most as usize,
+        "the settings page lists them"
+    );
 }

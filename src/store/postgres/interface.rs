@@ -462,6 +462,7 @@ impl Store for PostgresStore {
         authorization: Authorization,
         tokens: GrantTokens,
         now: Millis,
+        most: u32,
     ) -> StoreFuture<'_, Option<Grant>> {
         Box::pin(async move {
             transaction!(self, |tx| oauth::open_grant(
@@ -469,7 +470,8 @@ impl Store for PostgresStore {
                 code,
                 &authorization,
                 &tokens,
-                now
+                now,
+                most
             )
             .await?)
         })
@@ -481,11 +483,17 @@ impl Store for PostgresStore {
         client_id: &str,
         tokens: GrantTokens,
         now: Millis,
+        retry_until: Millis,
     ) -> StoreFuture<'_, Refreshed> {
         let client_id = client_id.to_owned();
         Box::pin(async move {
-            transaction!(self, |tx| oauth::refresh_grant(
-                &tx, refresh, &client_id, &tokens, now
+            transaction!(self, |tx| rules::refresh_grant(
+                &Sql(&tx),
+                refresh,
+                &client_id,
+                &tokens,
+                now,
+                retry_until
             )
             .await?)
         })

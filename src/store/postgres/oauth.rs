@@ -2,13 +2,16 @@
 //! writes more than one row runs in the transaction its caller opened.
 
 use super::people::token_hash;
+use super::statements::Sql;
 use super::{Db, handle, row};
 use crate::model::{
-    Authorization, Grant, GrantId, GrantTokens, Handle, LiveGrant, Millis, Redeemed, Refreshed,
+    Authorization, Grant, GrantId, GrantTokens, Handle, LiveGrant, Millis, Redeemed,
     RegisteredClient, TokenHash,
 };
 use crate::store::StoreResult;
+use crate::store::rules::GrantStatements;
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 pub(super) async fn register_client(db: &impl Db, client: &RegisteredClient) -> StoreResult<()> {
     db.write(
@@ -116,27 +119,13 @@ pub(super) async fn redeem_code(
     Ok(Redeemed::Reused)
 }
 
-async fn insert_tokens(db: &impl Db, grant: GrantId, tokens: &GrantTokens) -> StoreResult<()> {
-    db.write(
-        "INSERT INTO oauth_tokens (hash, grant_id, refresh, expires_at) \
-         VALUES ($1, $3, false, $2), ($4, $3, true, $5)",
-        &[
-            &&tokens.access.as_bytes()[..],
-            &tokens.access_expires,
-            &grant.0,
-            &&tokens.refresh.as_bytes()[..],
-            &tokens.refresh_expires,
-        ],
-    )
-    .await
-}
-
 pub(super) async fn open_grant(
     db: &impl Db,
     code: TokenHash,
     a: &Authorization,
     tokens: &GrantTokens,
     now: Millis,
+    most: u32,
 ) -> StoreResult<Option<Grant>> {
     // The row locked until the grant is made: a second redemption voids
     // the code either before this (no grant) or after (it ends the grant).
@@ -150,10 +139,25 @@ pub(super) async fn open_grant(
     if live.is_none() {
         return Ok(None);
     }
+    // Room for the new grant among the person's: their least recently
+    // used beyond the cap end.
+    let keep = i64::from(most.saturating_sub(1));
+    let crowded = db
+        .rows(
+            "SELECT id FROM oauth_grants WHERE handle = $1 ORDER BY used_at DESC, id DESC \
+             OFFSET $2",
+            &[&a.handle, &keep],
+        )
+        .await?;
+    for old in &crowded {
+        end_grant(db, GrantId(old.try_get(0)?), None).await?;
+    }
     let id: i64 = row(
         db,
         "INSERT INTO oauth_grants (handle, client_id, client_name, redirect_uri, scope, \
-         resource, created_at, used_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING id",
+         resource, created_at, used_at, family, generation, refresh_hash, refresh_expires, \
+         access_hash, access_expires) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, 0, $9, $10, $11, $12) RETURNING id",
         &[
             &a.handle,
             &a.client_id,
@@ -162,13 +166,16 @@ pub(super) async fn open_grant(
             &a.scope,
             &a.resource,
             &now,
+            &&tokens.family.as_bytes()[..],
+            &&tokens.refresh.as_bytes()[..],
+            &tokens.refresh_expires,
+            &&tokens.access.as_bytes()[..],
+            &tokens.access_expires,
         ],
     )
     .await?
     .expect("INSERT … RETURNING returns a row")
     .try_get(0)?;
-    let grant = GrantId(id);
-    insert_tokens(db, grant, tokens).await?;
     db.write(
         "UPDATE oauth_codes SET grant_id = $2 WHERE hash = $1",
         &[&&code.as_bytes()[..], &id],
@@ -180,7 +187,7 @@ pub(super) async fn open_grant(
     )
     .await?;
     Ok(Some(Grant {
-        id: grant,
+        id: GrantId(id),
         handle: a.handle.clone(),
         client_id: a.client_id.clone(),
         client_name: a.client_name.clone(),
@@ -192,49 +199,121 @@ pub(super) async fn open_grant(
     }))
 }
 
-pub(super) async fn refresh_grant(
+/// What a rotation writes: the new tokens in place of the grant's.
+const ROTATED: &str = "refresh_hash = $3, refresh_expires = $4, access_hash = $5, \
+     access_expires = $6, family = $7, generation = generation + 1, used_at = $2";
+
+impl<D: Db> GrantStatements for Sql<'_, D> {
+    async fn rotate_current(
+        &self,
+        presented: TokenHash,
+        client_id: &str,
+        tokens: &GrantTokens,
+        now: Millis,
+        retry_until: Millis,
+    ) -> StoreResult<Option<(Grant, u64)>> {
+        rotate(
+            self.0,
+            &format!(
+                "UPDATE oauth_grants SET previous_hash = refresh_hash, previous_until = $9, \
+                 {ROTATED} WHERE refresh_hash = $1 AND refresh_expires > $2 AND client_id = $8 \
+                 RETURNING {GRANT_COLUMNS}, generation"
+            ),
+            presented,
+            client_id,
+            tokens,
+            now,
+            Some(retry_until),
+        )
+        .await
+    }
+
+    async fn rotate_previous(
+        &self,
+        presented: TokenHash,
+        client_id: &str,
+        tokens: &GrantTokens,
+        now: Millis,
+    ) -> StoreResult<Option<(Grant, u64)>> {
+        rotate(
+            self.0,
+            &format!(
+                "UPDATE oauth_grants SET {ROTATED} \
+                 WHERE previous_hash = $1 AND previous_until > $2 AND client_id = $8 \
+                 RETURNING {GRANT_COLUMNS}, generation"
+            ),
+            presented,
+            client_id,
+            tokens,
+            now,
+            None,
+        )
+        .await
+    }
+
+    async fn grant_reused(
+        &self,
+        presented: TokenHash,
+        family: TokenHash,
+        now: Millis,
+    ) -> StoreResult<Option<GrantId>> {
+        row(
+            self.0,
+            "SELECT id FROM oauth_grants WHERE (family = $2 OR previous_hash = $1) \
+             AND refresh_hash <> $1 \
+             AND NOT (previous_hash IS NOT NULL AND previous_hash = $1 \
+             AND previous_until > $3)",
+            &[&&presented.as_bytes()[..], &&family.as_bytes()[..], &now],
+        )
+        .await?
+        .map(|row| Ok(GrantId(row.try_get(0)?)))
+        .transpose()
+    }
+
+    async fn end_grant(&self, grant: GrantId) -> StoreResult<()> {
+        end_grant(self.0, grant, None).await.map(drop)
+    }
+
+    async fn credentials_revision(&self) -> StoreResult<u64> {
+        super::people::credentials_revision(self.0).await
+    }
+}
+
+/// Runs a rotation (`sql`, over [`ROTATED`]'s parameters, the client as
+/// `$8` and the end of the grace as `$9` when it sets one).
+async fn rotate(
     db: &impl Db,
-    refresh: TokenHash,
+    sql: &str,
+    presented: TokenHash,
     client_id: &str,
     tokens: &GrantTokens,
     now: Millis,
-) -> StoreResult<Refreshed> {
-    let hash = &refresh.as_bytes()[..];
-    let taken = row(
-        db,
-        "UPDATE oauth_tokens SET used_at = $2 WHERE hash = $1 AND refresh \
-         AND used_at IS NULL AND expires_at > $2 \
-         AND grant_id IN (SELECT id FROM oauth_grants WHERE client_id = $3) \
-         RETURNING grant_id",
-        &[&hash, &now, &client_id],
-    )
-    .await?;
-    let Some(taken) = taken else {
-        let used = row(
-            db,
-            "SELECT grant_id FROM oauth_tokens WHERE hash = $1 AND refresh \
-             AND used_at IS NOT NULL",
-            &[&hash],
-        )
-        .await?;
-        return match used {
-            Some(used) => {
-                end_grant(db, GrantId(used.try_get(0)?), None).await?;
-                Ok(Refreshed::Reused)
-            }
-            None => Ok(Refreshed::Unknown),
-        };
+    retry_until: Option<Millis>,
+) -> StoreResult<Option<(Grant, u64)>> {
+    let (presented, refresh, access, family) = (
+        &presented.as_bytes()[..],
+        &tokens.refresh.as_bytes()[..],
+        &tokens.access.as_bytes()[..],
+        &tokens.family.as_bytes()[..],
+    );
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &presented,
+        &now,
+        &refresh,
+        &tokens.refresh_expires,
+        &access,
+        &tokens.access_expires,
+        &family,
+        &client_id,
+    ];
+    if let Some(until) = &retry_until {
+        params.push(until);
+    }
+    let Some(rotated) = row(db, sql, &params).await? else {
+        return Ok(None);
     };
-    let id: i64 = taken.try_get(0)?;
-    insert_tokens(db, GrantId(id), tokens).await?;
-    let grant = row(
-        db,
-        &format!("UPDATE oauth_grants SET used_at = $2 WHERE id = $1 RETURNING {GRANT_COLUMNS}"),
-        &[&id, &now],
-    )
-    .await?
-    .expect("the grant of a token is there in the same transaction");
-    Ok(Refreshed::Rotated(grant_from_row(&grant)?))
+    let generation: i64 = rotated.try_get(9)?;
+    Ok(Some((grant_from_row(&rotated)?, generation as u64)))
 }
 
 const GRANT_COLUMNS: &str =
@@ -277,17 +356,14 @@ pub(super) async fn end_grant(
             &[&id.0, &handle],
         )
         .await?;
-    if ended > 0 {
-        db.write("DELETE FROM oauth_tokens WHERE grant_id = $1", &[&id.0])
-            .await?;
-    }
     Ok(ended > 0)
 }
 
 pub(super) async fn end_grant_holding(db: &impl Db, token: TokenHash) -> StoreResult<bool> {
     let grant = row(
         db,
-        "SELECT grant_id FROM oauth_tokens WHERE hash = $1",
+        "SELECT id FROM oauth_grants \
+         WHERE access_hash = $1 OR refresh_hash = $1 OR previous_hash = $1",
         &[&&token.as_bytes()[..]],
     )
     .await?;
@@ -299,44 +375,36 @@ pub(super) async fn end_grant_holding(db: &impl Db, token: TokenHash) -> StoreRe
 
 /// Ends every grant of `handle`'s (their token was rotated or revoked).
 pub(super) async fn end_grants_of(db: &impl Db, handle: &Handle) -> StoreResult<()> {
-    db.write(
-        "DELETE FROM oauth_tokens WHERE grant_id IN \
-         (SELECT id FROM oauth_grants WHERE handle = $1)",
-        &[handle],
-    )
-    .await?;
     db.write("DELETE FROM oauth_grants WHERE handle = $1", &[handle])
         .await?;
     db.write("DELETE FROM oauth_codes WHERE handle = $1", &[handle])
         .await
 }
 
+/// One row a grant: the grants, with their one access token each.
 pub(super) async fn live_grants(db: &impl Db, now: Millis) -> StoreResult<Vec<LiveGrant>> {
     let rows = db
         .rows(
-            "SELECT g.id, g.handle, g.resource, t.hash, t.expires_at FROM oauth_grants g \
-             LEFT JOIN oauth_tokens t ON t.grant_id = g.id AND NOT t.refresh \
-             AND t.expires_at > $1 ORDER BY g.id",
-            &[&now],
+            "SELECT id, handle, resource, access_hash, access_expires FROM oauth_grants \
+             ORDER BY id",
+            &[],
         )
         .await?;
-    let mut grants: Vec<LiveGrant> = Vec::new();
-    for row in &rows {
-        let id = GrantId(row.try_get(0)?);
-        if grants.last().is_none_or(|g| g.id != id) {
-            grants.push(LiveGrant {
-                id,
+    rows.iter()
+        .map(|row| -> StoreResult<LiveGrant> {
+            let hash: Option<&[u8]> = row.try_get(3)?;
+            let expires: Millis = row.try_get(4)?;
+            Ok(LiveGrant {
+                id: GrantId(row.try_get(0)?),
                 handle: handle(row, 1)?,
                 resource: row.try_get(2)?,
-                access: Vec::new(),
-            });
-        }
-        let hash: Option<&[u8]> = row.try_get(3)?;
-        if let (Some(hash), Some(grant)) = (hash, grants.last_mut()) {
-            grant.access.push((token_hash(hash)?, row.try_get(4)?));
-        }
-    }
-    Ok(grants)
+                access: match hash.filter(|_| expires > now) {
+                    Some(hash) => Some((token_hash(hash)?, expires)),
+                    None => None,
+                },
+            })
+        })
+        .collect()
 }
 
 pub(super) async fn forget(db: &impl Db, now: Millis, unused_since: Millis) -> StoreResult<()> {
@@ -345,14 +413,8 @@ pub(super) async fn forget(db: &impl Db, now: Millis, unused_since: Millis) -> S
         &[&now],
     )
     .await?;
-    db.write("DELETE FROM oauth_tokens WHERE expires_at < $1", &[&now])
+    db.write("DELETE FROM oauth_grants WHERE refresh_expires < $1", &[&now])
         .await?;
-    db.write(
-        "DELETE FROM oauth_grants WHERE id NOT IN \
-         (SELECT grant_id FROM oauth_tokens WHERE refresh AND used_at IS NULL)",
-        &[],
-    )
-    .await?;
     db.write(
         "DELETE FROM oauth_clients WHERE coalesce(used_at, registered_at) < $1 \
          AND client_id NOT IN (SELECT client_id FROM oauth_grants)",

@@ -228,6 +228,44 @@ CREATE TRIGGER oauth_tokens_moved AFTER INSERT ON oauth_tokens
 CREATE TRIGGER oauth_grants_moved AFTER DELETE ON oauth_grants
     FOR EACH STATEMENT EXECUTE FUNCTION credentials_moved();
 "#,
+    r#"
+-- A grant's tokens in its own row, as in SQLite's step 13: a row a grant
+-- however often it was refreshed, no used refresh token kept, and only
+-- the newest access token of each grant still working.
+ALTER TABLE oauth_grants ADD COLUMN family bytea;
+ALTER TABLE oauth_grants ADD COLUMN generation bigint NOT NULL DEFAULT 0;
+ALTER TABLE oauth_grants ADD COLUMN refresh_hash bytea;
+ALTER TABLE oauth_grants ADD COLUMN refresh_expires bigint NOT NULL DEFAULT 0;
+ALTER TABLE oauth_grants ADD COLUMN previous_hash bytea;
+ALTER TABLE oauth_grants ADD COLUMN previous_until bigint NOT NULL DEFAULT 0;
+ALTER TABLE oauth_grants ADD COLUMN access_hash bytea;
+ALTER TABLE oauth_grants ADD COLUMN access_expires bigint NOT NULL DEFAULT 0;
+UPDATE oauth_grants g SET refresh_hash = t.hash, refresh_expires = t.expires_at
+    FROM (SELECT DISTINCT ON (grant_id) grant_id, hash, expires_at FROM oauth_tokens
+          WHERE refresh AND used_at IS NULL ORDER BY grant_id, expires_at DESC) t
+    WHERE t.grant_id = g.id;
+UPDATE oauth_grants g SET access_hash = t.hash, access_expires = t.expires_at
+    FROM (SELECT DISTINCT ON (grant_id) grant_id, hash, expires_at FROM oauth_tokens
+          WHERE NOT refresh ORDER BY grant_id, expires_at DESC) t
+    WHERE t.grant_id = g.id;
+DELETE FROM oauth_grants WHERE refresh_hash IS NULL;
+DROP TABLE oauth_tokens;
+ALTER TABLE oauth_grants ALTER COLUMN refresh_hash SET NOT NULL;
+CREATE UNIQUE INDEX oauth_grants_by_refresh ON oauth_grants(refresh_hash);
+CREATE INDEX oauth_grants_by_previous ON oauth_grants(previous_hash);
+CREATE UNIQUE INDEX oauth_grants_by_access ON oauth_grants(access_hash);
+CREATE UNIQUE INDEX oauth_grants_by_family ON oauth_grants(family);
+CREATE INDEX oauth_grants_by_expiry ON oauth_grants(refresh_expires);
+-- A grant made or refreshed moves the credentials revision; a refresh by
+-- exactly one, whatever else its transaction tried first (a row trigger,
+-- for the rows that changed), so the relay that made it can tell nothing
+-- else moved it.
+CREATE TRIGGER oauth_grants_added AFTER INSERT ON oauth_grants
+    FOR EACH STATEMENT EXECUTE FUNCTION credentials_moved();
+CREATE TRIGGER oauth_grants_refreshed AFTER UPDATE OF access_hash ON oauth_grants
+    FOR EACH ROW WHEN (old.access_hash IS DISTINCT FROM new.access_hash)
+    EXECUTE FUNCTION credentials_moved();
+"#,
 ];
 
 /// Brings the schema up to the last step, under the migration lock, in one

@@ -355,8 +355,9 @@ impl Store for SqliteStore {
         authorization: Authorization,
         tokens: GrantTokens,
         now: Millis,
+        most: u32,
     ) -> StoreFuture<'_, Option<Grant>> {
-        self.write(move |conn| oauth::open_grant(conn, code, &authorization, &tokens, now))
+        self.write(move |conn| oauth::open_grant(conn, code, &authorization, &tokens, now, most))
     }
 
     fn refresh_grant(
@@ -365,9 +366,19 @@ impl Store for SqliteStore {
         client_id: &str,
         tokens: GrantTokens,
         now: Millis,
+        retry_until: Millis,
     ) -> StoreFuture<'_, Refreshed> {
         let client_id = client_id.to_owned();
-        self.write(move |conn| oauth::refresh_grant(conn, refresh, &client_id, &tokens, now))
+        self.write(move |conn| {
+            rules::at_once(rules::refresh_grant(
+                &Sql(conn),
+                refresh,
+                &client_id,
+                &tokens,
+                now,
+                retry_until,
+            ))
+        })
     }
 
     fn grants(&self, handle: &Handle) -> StoreFuture<'_, Vec<Grant>> {

@@ -1,11 +1,14 @@
-//! OAuth's rows: clients registered by DCR, authorization codes, grants
-//! and their tokens (the codes and tokens as hashes only).
+//! OAuth's rows: clients registered by DCR, authorization codes, and
+//! grants, each with its tokens in its own row (the codes and tokens as
+//! hashes only); the statements of a refresh (`rules::refresh_grant`).
 
+use super::statements::Sql;
 use crate::model::{
-    Authorization, Grant, GrantId, GrantTokens, Handle, LiveGrant, Millis, Redeemed, Refreshed,
+    Authorization, Grant, GrantId, GrantTokens, Handle, LiveGrant, Millis, Redeemed,
     RegisteredClient, TokenHash,
 };
 use crate::store::StoreResult;
+use crate::store::rules::GrantStatements;
 use rusqlite::{Connection, OptionalExtension, params};
 
 pub(super) fn register_client(conn: &Connection, client: &RegisteredClient) -> StoreResult<()> {
@@ -114,31 +117,13 @@ pub(super) fn redeem_code(
     }
 }
 
-fn insert_tokens(conn: &Connection, grant: GrantId, tokens: &GrantTokens) -> StoreResult<()> {
-    let mut insert = conn.prepare_cached(
-        "INSERT INTO oauth_tokens (hash, grant_id, refresh, expires_at) VALUES (?1, ?2, ?3, ?4)",
-    )?;
-    insert.execute(params![
-        &tokens.access.as_bytes()[..],
-        grant.0,
-        false,
-        tokens.access_expires
-    ])?;
-    insert.execute(params![
-        &tokens.refresh.as_bytes()[..],
-        grant.0,
-        true,
-        tokens.refresh_expires
-    ])?;
-    Ok(())
-}
-
 pub(super) fn open_grant(
     conn: &Connection,
     code: TokenHash,
     a: &Authorization,
     tokens: &GrantTokens,
     now: Millis,
+    most: u32,
 ) -> StoreResult<Option<Grant>> {
     let live = conn
         .prepare_cached(
@@ -148,10 +133,24 @@ pub(super) fn open_grant(
     if !live {
         return Ok(None);
     }
+    // Room for the new grant among the person's: their least recently
+    // used beyond the cap end.
+    let crowded: Vec<i64> = conn
+        .prepare_cached(
+            "SELECT id FROM oauth_grants WHERE handle = ?1 ORDER BY used_at DESC, id DESC \
+             LIMIT -1 OFFSET ?2",
+        )?
+        .query_map(params![a.handle, most.saturating_sub(1)], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    for id in crowded {
+        end_grant(conn, GrantId(id), None)?;
+    }
     let id: i64 = conn
         .prepare_cached(
             "INSERT INTO oauth_grants (handle, client_id, client_name, redirect_uri, scope, \
-             resource, created_at, used_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7) RETURNING id",
+             resource, created_at, used_at, family, generation, refresh_hash, refresh_expires, \
+             access_hash, access_expires) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 0, ?9, ?10, ?11, ?12) RETURNING id",
         )?
         .query_row(
             params![
@@ -161,18 +160,21 @@ pub(super) fn open_grant(
                 a.redirect_uri,
                 a.scope,
                 a.resource,
-                now
+                now,
+                &tokens.family.as_bytes()[..],
+                &tokens.refresh.as_bytes()[..],
+                tokens.refresh_expires,
+                &tokens.access.as_bytes()[..],
+                tokens.access_expires,
             ],
             |row| row.get(0),
         )?;
-    let grant = GrantId(id);
-    insert_tokens(conn, grant, tokens)?;
     conn.prepare_cached("UPDATE oauth_codes SET grant_id = ?2 WHERE hash = ?1")?
         .execute(params![&code.as_bytes()[..], id])?;
     conn.prepare_cached("UPDATE oauth_clients SET used_at = ?2 WHERE client_id = ?1")?
         .execute(params![a.client_id, now])?;
     Ok(Some(Grant {
-        id: grant,
+        id: GrantId(id),
         handle: a.handle.clone(),
         client_id: a.client_id.clone(),
         client_name: a.client_name.clone(),
@@ -184,49 +186,138 @@ pub(super) fn open_grant(
     }))
 }
 
-pub(super) fn refresh_grant(
+/// What a rotation writes: the new tokens in place of the grant's.
+const ROTATED: &str = "refresh_hash = ?3, refresh_expires = ?4, access_hash = ?5, \
+     access_expires = ?6, family = ?7, generation = generation + 1, used_at = ?2";
+
+impl GrantStatements for Sql<'_> {
+    async fn rotate_current(
+        &self,
+        presented: TokenHash,
+        client_id: &str,
+        tokens: &GrantTokens,
+        now: Millis,
+        retry_until: Millis,
+    ) -> StoreResult<Option<(Grant, u64)>> {
+        rotate(
+            self.0,
+            &format!(
+                "UPDATE oauth_grants SET previous_hash = refresh_hash, previous_until = ?9, \
+                 {ROTATED} WHERE refresh_hash = ?1 AND refresh_expires > ?2 AND client_id = ?8 \
+                 RETURNING {GRANT_COLUMNS}, generation"
+            ),
+            presented,
+            client_id,
+            tokens,
+            now,
+            Some(retry_until),
+        )
+    }
+
+    async fn rotate_previous(
+        &self,
+        presented: TokenHash,
+        client_id: &str,
+        tokens: &GrantTokens,
+        now: Millis,
+    ) -> StoreResult<Option<(Grant, u64)>> {
+        rotate(
+            self.0,
+            &format!(
+                "UPDATE oauth_grants SET {ROTATED} \
+                 WHERE previous_hash = ?1 AND previous_until > ?2 AND client_id = ?8 \
+                 RETURNING {GRANT_COLUMNS}, generation"
+            ),
+            presented,
+            client_id,
+            tokens,
+            now,
+            None,
+        )
+    }
+
+    async fn grant_reused(
+        &self,
+        presented: TokenHash,
+        family: TokenHash,
+        now: Millis,
+    ) -> StoreResult<Option<GrantId>> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT id FROM oauth_grants WHERE (family = ?2 OR previous_hash = ?1) \
+                 AND refresh_hash <> ?1 \
+                 AND NOT (previous_hash IS NOT NULL AND previous_hash = ?1 \
+                 AND previous_until > ?3)",
+            )?
+            .query_row(
+                params![&presented.as_bytes()[..], &family.as_bytes()[..], now],
+                |row| row.get(0),
+            )
+            .optional()?
+            .map(GrantId))
+    }
+
+    async fn end_grant(&self, grant: GrantId) -> StoreResult<()> {
+        end_grant(self.0, grant, None).map(drop)
+    }
+
+    async fn credentials_revision(&self) -> StoreResult<u64> {
+        Ok(super::people::credentials_revision(self.0)?)
+    }
+}
+
+/// Runs a rotation (`sql`, over [`ROTATED`]'s parameters, the client as
+/// `?8` and the end of the grace as `?9` when it sets one).
+fn rotate(
     conn: &Connection,
-    refresh: TokenHash,
+    sql: &str,
+    presented: TokenHash,
     client_id: &str,
     tokens: &GrantTokens,
     now: Millis,
-) -> StoreResult<Refreshed> {
-    let hash = &refresh.as_bytes()[..];
-    let taken: Option<i64> = conn
-        .prepare_cached(
-            "UPDATE oauth_tokens SET used_at = ?2 WHERE hash = ?1 AND refresh \
-             AND used_at IS NULL AND expires_at > ?2 \
-             AND grant_id IN (SELECT id FROM oauth_grants WHERE client_id = ?3) \
-             RETURNING grant_id",
-        )?
-        .query_row(params![hash, now, client_id], |row| row.get(0))
-        .optional()?;
-    let Some(id) = taken else {
-        let used: Option<i64> = conn
-            .prepare_cached(
-                "SELECT grant_id FROM oauth_tokens WHERE hash = ?1 AND refresh \
-                 AND used_at IS NOT NULL",
-            )?
-            .query_row([hash], |row| row.get(0))
-            .optional()?;
-        return match used {
-            Some(grant) => {
-                end_grant(conn, GrantId(grant), None)?;
-                Ok(Refreshed::Reused)
-            }
-            None => Ok(Refreshed::Unknown),
-        };
+    retry_until: Option<Millis>,
+) -> StoreResult<Option<(Grant, u64)>> {
+    let mut statement = conn.prepare_cached(sql)?;
+    let (presented, refresh, access, family) = (
+        &presented.as_bytes()[..],
+        &tokens.refresh.as_bytes()[..],
+        &tokens.access.as_bytes()[..],
+        &tokens.family.as_bytes()[..],
+    );
+    let read = |row: &rusqlite::Row<'_>| -> rusqlite::Result<(Grant, u64)> {
+        Ok((grant_from_row(row)?, row.get::<_, i64>(9)? as u64))
     };
-    let grant = GrantId(id);
-    insert_tokens(conn, grant, tokens)?;
-    conn.prepare_cached("UPDATE oauth_grants SET used_at = ?2 WHERE id = ?1")?
-        .execute(params![id, now])?;
-    let grant = conn
-        .prepare_cached(&format!(
-            "SELECT {GRANT_COLUMNS} FROM oauth_grants WHERE id = ?1"
-        ))?
-        .query_row([id], grant_from_row)?;
-    Ok(Refreshed::Rotated(grant))
+    let rotated = match retry_until {
+        Some(until) => statement.query_row(
+            params![
+                presented,
+                now,
+                refresh,
+                tokens.refresh_expires,
+                access,
+                tokens.access_expires,
+                family,
+                client_id,
+                until
+            ],
+            read,
+        ),
+        None => statement.query_row(
+            params![
+                presented,
+                now,
+                refresh,
+                tokens.refresh_expires,
+                access,
+                tokens.access_expires,
+                family,
+                client_id
+            ],
+            read,
+        ),
+    };
+    Ok(rotated.optional()?)
 }
 
 const GRANT_COLUMNS: &str =
@@ -263,16 +354,15 @@ pub(super) fn end_grant(
     let ended = conn
         .prepare_cached("DELETE FROM oauth_grants WHERE id = ?1 AND (?2 IS NULL OR handle = ?2)")?
         .execute(params![id.0, handle])?;
-    if ended > 0 {
-        conn.prepare_cached("DELETE FROM oauth_tokens WHERE grant_id = ?1")?
-            .execute([id.0])?;
-    }
     Ok(ended > 0)
 }
 
 pub(super) fn end_grant_holding(conn: &Connection, token: TokenHash) -> StoreResult<bool> {
     let grant: Option<i64> = conn
-        .prepare_cached("SELECT grant_id FROM oauth_tokens WHERE hash = ?1")?
+        .prepare_cached(
+            "SELECT id FROM oauth_grants \
+             WHERE access_hash = ?1 OR refresh_hash = ?1 OR previous_hash = ?1",
+        )?
         .query_row([&token.as_bytes()[..]], |row| row.get(0))
         .optional()?;
     match grant {
@@ -283,10 +373,6 @@ pub(super) fn end_grant_holding(conn: &Connection, token: TokenHash) -> StoreRes
 
 /// Ends every grant of `handle`'s (their token was rotated or revoked).
 pub(super) fn end_grants_of(conn: &Connection, handle: &Handle) -> StoreResult<()> {
-    conn.prepare_cached(
-        "DELETE FROM oauth_tokens WHERE grant_id IN (SELECT id FROM oauth_grants WHERE handle = ?1)",
-    )?
-    .execute([handle])?;
     conn.prepare_cached("DELETE FROM oauth_grants WHERE handle = ?1")?
         .execute([handle])?;
     conn.prepare_cached("DELETE FROM oauth_codes WHERE handle = ?1")?
@@ -294,32 +380,24 @@ pub(super) fn end_grants_of(conn: &Connection, handle: &Handle) -> StoreResult<(
     Ok(())
 }
 
+/// One row a grant: the grants, with their one access token each.
 pub(super) fn live_grants(conn: &Connection, now: Millis) -> StoreResult<Vec<LiveGrant>> {
     let mut statement = conn.prepare_cached(
-        "SELECT g.id, g.handle, g.resource, t.hash, t.expires_at FROM oauth_grants g \
-         LEFT JOIN oauth_tokens t ON t.grant_id = g.id AND NOT t.refresh AND t.expires_at > ?1 \
-         ORDER BY g.id",
+        "SELECT id, handle, resource, access_hash, access_expires FROM oauth_grants ORDER BY id",
     )?;
-    let mut rows = statement.query([now])?;
-    let mut grants: Vec<LiveGrant> = Vec::new();
-    while let Some(row) = rows.next()? {
-        let id = GrantId(row.get(0)?);
-        if grants.last().is_none_or(|g| g.id != id) {
-            grants.push(LiveGrant {
-                id,
-                handle: row.get(1)?,
-                resource: row.get(2)?,
-                access: Vec::new(),
-            });
-        }
+    let grants = statement.query_map([], |row| {
         let hash: Option<[u8; 32]> = row.get(3)?;
-        if let (Some(hash), Some(grant)) = (hash, grants.last_mut()) {
-            grant
-                .access
-                .push((TokenHash::from_bytes(hash), row.get(4)?));
-        }
-    }
-    Ok(grants)
+        let expires: Millis = row.get(4)?;
+        Ok(LiveGrant {
+            id: GrantId(row.get(0)?),
+            handle: row.get(1)?,
+            resource: row.get(2)?,
+            access: hash
+                .filter(|_| expires > now)
+                .map(|hash| (TokenHash::from_bytes(hash), expires)),
+        })
+    })?;
+    Ok(grants.collect::<Result<_, _>>()?)
 }
 
 pub(super) fn forget(conn: &Connection, now: Millis, unused_since: Millis) -> StoreResult<()> {
@@ -327,15 +405,9 @@ pub(super) fn forget(conn: &Connection, now: Millis, unused_since: Millis) -> St
     // it again is known for what it is; then a while longer.
     conn.prepare_cached("DELETE FROM oauth_codes WHERE expires_at < ?1 - 600000")?
         .execute([now])?;
-    conn.prepare_cached("DELETE FROM oauth_tokens WHERE expires_at < ?1")?
+    // A grant whose refresh token expired holds nothing more.
+    conn.prepare_cached("DELETE FROM oauth_grants WHERE refresh_expires < ?1")?
         .execute([now])?;
-    // A grant whose refresh tokens have all expired or been used holds
-    // nothing more.
-    conn.prepare_cached(
-        "DELETE FROM oauth_grants WHERE id NOT IN \
-         (SELECT grant_id FROM oauth_tokens WHERE refresh AND used_at IS NULL)",
-    )?
-    .execute([])?;
     conn.prepare_cached(
         "DELETE FROM oauth_clients WHERE coalesce(used_at, registered_at) < ?1 \
          AND client_id NOT IN (SELECT client_id FROM oauth_grants)",

@@ -422,6 +422,52 @@ CREATE TRIGGER oauth_grants_removed AFTER DELETE ON oauth_grants BEGIN
     UPDATE revisions SET value = value + 1 WHERE name = 'credentials';
 END;
 "#,
+    r#"
+-- A grant's tokens in its own row, so that what the relays reload is a
+-- row a grant however often it was refreshed (rules::refresh_grant): its
+-- one access token (a refresh replaces it, and the one before stops
+-- working at once), its current refresh token, the one that it replaced
+-- (taken again as a retry until previous_until), the family every refresh
+-- token of the grant shares (any other of its tokens presented ends the
+-- grant), and how many times it was refreshed. Used refresh tokens are
+-- not kept, nor superseded access tokens: a grant keeps its newest of
+-- each.
+ALTER TABLE oauth_grants ADD COLUMN family BLOB;
+ALTER TABLE oauth_grants ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE oauth_grants ADD COLUMN refresh_hash BLOB;
+ALTER TABLE oauth_grants ADD COLUMN refresh_expires INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE oauth_grants ADD COLUMN previous_hash BLOB;
+ALTER TABLE oauth_grants ADD COLUMN previous_until INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE oauth_grants ADD COLUMN access_hash BLOB;
+ALTER TABLE oauth_grants ADD COLUMN access_expires INTEGER NOT NULL DEFAULT 0;
+UPDATE oauth_grants SET (refresh_hash, refresh_expires) =
+    (SELECT t.hash, t.expires_at FROM oauth_tokens t
+     WHERE t.grant_id = oauth_grants.id AND t.refresh AND t.used_at IS NULL
+     ORDER BY t.expires_at DESC LIMIT 1)
+WHERE id IN (SELECT grant_id FROM oauth_tokens WHERE refresh AND used_at IS NULL);
+UPDATE oauth_grants SET (access_hash, access_expires) =
+    (SELECT t.hash, t.expires_at FROM oauth_tokens t
+     WHERE t.grant_id = oauth_grants.id AND NOT t.refresh
+     ORDER BY t.expires_at DESC LIMIT 1)
+WHERE id IN (SELECT grant_id FROM oauth_tokens WHERE NOT refresh);
+-- A grant with no refresh token left holds nothing.
+DELETE FROM oauth_grants WHERE refresh_hash IS NULL;
+DROP TABLE oauth_tokens;
+CREATE UNIQUE INDEX oauth_grants_by_refresh ON oauth_grants(refresh_hash);
+CREATE INDEX oauth_grants_by_previous ON oauth_grants(previous_hash);
+CREATE UNIQUE INDEX oauth_grants_by_access ON oauth_grants(access_hash);
+CREATE UNIQUE INDEX oauth_grants_by_family ON oauth_grants(family);
+CREATE INDEX oauth_grants_by_expiry ON oauth_grants(refresh_expires);
+-- A grant made or refreshed moves the credentials revision (as ending one
+-- does), so every relay holds its new access token and drops the old.
+CREATE TRIGGER oauth_grants_added AFTER INSERT ON oauth_grants BEGIN
+    UPDATE revisions SET value = value + 1 WHERE name = 'credentials';
+END;
+CREATE TRIGGER oauth_grants_refreshed AFTER UPDATE OF access_hash ON oauth_grants
+WHEN old.access_hash IS NOT new.access_hash BEGIN
+    UPDATE revisions SET value = value + 1 WHERE name = 'credentials';
+END;
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.
