@@ -4,9 +4,16 @@
 //!
 //! Hosts come out lowercase and without IPv6 brackets (`::1`), as the
 //! configuration lists them.
+//!
+//! Here too is the one rule for an address someone chose for the relay to
+//! post to or fetch from ([`destination`], [`check_url`]): what can be
+//! decided without resolving it, the same when a person gives it and
+//! before every request and redirect (`outbound`, which checks names
+//! again once resolved).
 
 use http::uri::{Authority, Uri};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use url::Url;
 
 /// A host, lowercase and without brackets, and the port if one was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +63,10 @@ pub fn url_host(url: &str) -> Option<String> {
     }
     host_port(uri.authority()?).map(|h| h.host)
 }
+
+/// The names of this machine's loopback interface, as a `Host` header
+/// has them.
+pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 /// Whether `name` is a bare DNS name: a host with no port, scheme or path.
 pub fn is_dns_name(name: &str) -> bool {
@@ -224,6 +235,109 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
         || a >= 240) // reserved
 }
 
+/// Why the relay makes no request to an address someone chose. Each names
+/// the address's host only: a path is often the destination's secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("{0} is not https://")]
+    NotHttps(String),
+    #[error("{0} is a private, loopback or link-local address")]
+    Private(String),
+    #[error("{0} resolves only to private, loopback or link-local addresses")]
+    ResolvesPrivate(String),
+    #[error("{0} has no host")]
+    NoHost(String),
+    /// The WHATWG parser's words: what an HTTP client would make of it.
+    #[error("is not a URL an HTTP client reads: {0}")]
+    Malformed(String),
+    #[error("{0} carries a user name or password")]
+    Credentials(String),
+    /// An address written in a form other than its plain one (a decimal,
+    /// octal or hexadecimal IPv4 address, a trailing dot, an IPv4 address
+    /// mapped into IPv6): what it means is not what it looks like.
+    #[error("{given} is the address {plain} written another way: write {plain}")]
+    OddAddress { given: String, plain: String },
+}
+
+/// Whether a request may go to `url`, by what can be known without
+/// resolving it: the scheme (`https`; `http` too where private
+/// destinations are allowed), no credentials, and a host that is a name or
+/// a public address written plainly, not `localhost` (RFC 6761). A name
+/// is checked again once it is resolved (`outbound`).
+pub fn check_url(url: &Url, allow_private: bool) -> Result<(), Refused> {
+    let shown = || unbracketed(url.host_str().unwrap_or_default()).to_owned();
+    match url.scheme() {
+        "https" => {}
+        "http" if allow_private => {}
+        _ => return Err(Refused::NotHttps(shown())),
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(Refused::Credentials(shown()));
+    }
+    let private = match url.host().ok_or_else(|| Refused::NoHost(shown()))? {
+        url::Host::Ipv4(ip) => !is_public(IpAddr::V4(ip)),
+        url::Host::Ipv6(ip) => match ip.to_ipv4_mapped() {
+            Some(v4) if is_public(IpAddr::V4(v4)) => {
+                return Err(Refused::OddAddress {
+                    given: shown(),
+                    plain: v4.to_string(),
+                });
+            }
+            _ => !is_public(IpAddr::V6(ip)),
+        },
+        url::Host::Domain(name) => {
+            let name = name.strip_suffix('.').unwrap_or(name);
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    };
+    match private && !allow_private {
+        true => Err(Refused::Private(shown())),
+        false => Ok(()),
+    }
+}
+
+/// An address someone gave, read as an HTTP client reads it (WHATWG) and
+/// held to [`check_url`]; an IP address must be written as the client
+/// would write it, so what is stored is what is reached.
+pub fn destination(raw: &str, allow_private: bool) -> Result<Url, Refused> {
+    let url = Url::parse(raw).map_err(|e| Refused::Malformed(e.to_string()))?;
+    check_url(&url, allow_private)?;
+    if let Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)) = url.host() {
+        let plain = unbracketed(url.host_str().unwrap_or_default());
+        let given = unbracketed(written_host(raw));
+        if !given.eq_ignore_ascii_case(plain) {
+            return Err(Refused::OddAddress {
+                given: given.to_owned(),
+                plain: plain.to_owned(),
+            });
+        }
+    }
+    Ok(url)
+}
+
+/// An IPv6 host without its brackets, as this module gives hosts.
+fn unbracketed(host: &str) -> &str {
+    host.strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
+}
+
+/// The host of `raw` as written: after the scheme and any credentials,
+/// before the port and the path (`\` ends it too, as WHATWG reads it).
+fn written_host(raw: &str) -> &str {
+    let rest = raw.split_once("://").map_or(raw, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#', '\\']).next().unwrap_or_default();
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    match host.strip_prefix('[') {
+        Some(v6) => v6
+            .split_once(']')
+            .map_or(host, |(inside, _)| &host[..inside.len() + 2]),
+        None => host.split(':').next().unwrap_or_default(),
+    }
+}
+
 /// The client a connection or request is counted as: an IPv4 address as
 /// it is, an IPv6 one by its /64, which one client usually holds whole
 /// (an IPv4-mapped IPv6 address is its IPv4 address).
@@ -236,6 +350,22 @@ pub fn client_group(ip: IpAddr) -> IpAddr {
         v4 => v4,
     }
 }
+
+/// The network a registration is counted as: an IPv4 /24, an IPv6 /48
+/// (an IPv4-mapped IPv6 address by its IPv4 /24). Wider than
+/// [`client_group`], so a flood from neighbouring addresses shares one
+/// budget, as a site or a small hosting block usually does.
+pub fn network_group(ip: IpAddr) -> IpAddr {
+    match client_group(ip) {
+        IpAddr::V4(v4) => IpAddr::V4(Ipv4Addr::from(v4.to_bits() & 0xffff_ff00)),
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(v6.to_bits() & !(u128::MAX >> 48))),
+    }
+}
+
+/// The client address a request counts against, as the layers found it
+/// (through trusted proxies) and hand it to the edges beside the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddress(pub IpAddr);
 
 #[cfg(test)]
 mod tests {
@@ -277,6 +407,100 @@ mod tests {
         assert_ne!(client_group(a), client_group(c));
         let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
         assert_eq!(client_group(mapped), "192.0.2.7".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn registrations_count_by_a_v4_24_and_a_v6_48() {
+        let group = |ip: &str| network_group(ip.parse().unwrap());
+        assert_eq!(group("203.0.113.7"), group("203.0.113.250"));
+        assert_ne!(group("203.0.113.7"), group("203.0.114.7"));
+        assert_eq!(group("203.0.113.7"), "203.0.113.0".parse::<IpAddr>().unwrap());
+        assert_eq!(group("::ffff:203.0.113.7"), group("203.0.113.9"));
+        assert_eq!(group("2001:db8:1:2::1"), group("2001:db8:1:ffff::1"));
+        assert_ne!(group("2001:db8:1::1"), group("2001:db8:2::1"));
+        assert_eq!(group("2001:db8:1:2::1"), "2001:db8:1::".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn a_redirect_or_a_first_request_to_a_private_address_is_refused() {
+        let check = |url: &str, allow| check_url(&Url::parse(url).unwrap(), allow);
+        assert!(matches!(
+            check("http://ntfy.sh/x", false),
+            Err(Refused::NotHttps(_))
+        ));
+        assert!(matches!(
+            check("https://127.0.0.1/x", false),
+            Err(Refused::Private(_))
+        ));
+        assert!(matches!(
+            check("https://[::1]:8443/", false),
+            Err(Refused::Private(_))
+        ));
+        assert!(matches!(
+            check("https://169.254.169.254/", false),
+            Err(Refused::Private(_))
+        ));
+        assert!(check("https://ntfy.sh/x", false).is_ok());
+        assert!(check("https://1.1.1.1/", false).is_ok());
+        assert!(check("http://127.0.0.1:8080/x", true).is_ok());
+        assert!(matches!(
+            check("ftp://127.0.0.1/", true),
+            Err(Refused::NotHttps(_))
+        ));
+    }
+
+    #[test]
+    fn an_address_is_read_as_an_http_client_reads_it_and_written_plainly() {
+        let refused = |raw: &str| destination(raw, false).unwrap_err();
+        let private = |host: &str| Refused::Private(host.into());
+        for (raw, host) in [
+            ("https://2130706433/", "127.0.0.1"),
+            ("https://0x7f.1/", "127.0.0.1"),
+            ("https://0177.0.0.1/", "127.0.0.1"),
+            ("https://127.1/", "127.0.0.1"),
+            ("https://127.0.0.1./", "127.0.0.1"),
+            ("https://%31%32%37.0.0.1/", "127.0.0.1"),
+            ("https://[::ffff:127.0.0.1]/", "::ffff:7f00:1"),
+            ("https://[0:0:0:0:0:0:0:1]/", "::1"),
+            ("https://localhost./", "localhost."),
+            ("https://api.localhost/", "api.localhost"),
+            ("https://127.0.0.1\\.ntfy.sh/", "127.0.0.1"),
+        ] {
+            assert_eq!(refused(raw), private(host), "{raw}");
+        }
+        let odd = |given: &str, plain: &str| Refused::OddAddress {
+            given: given.into(),
+            plain: plain.into(),
+        };
+        assert_eq!(refused("https://16843009/"), odd("16843009", "1.1.1.1"));
+        assert_eq!(refused("https://1.1.1.1./"), odd("1.1.1.1.", "1.1.1.1"));
+        assert_eq!(
+            refused("https://[::ffff:1.1.1.1]/"),
+            odd("::ffff:101:101", "1.1.1.1")
+        );
+        assert!(matches!(
+            refused("https://[fe80::1%25eth0]/"),
+            Refused::Malformed(_)
+        ));
+        assert_eq!(
+            refused("https://user:pw@ntfy.sh/"),
+            Refused::Credentials("ntfy.sh".into())
+        );
+        for fine in [
+            "https://ntfy.sh/team-bob",
+            "https://ntfy.sh./team-bob",
+            "https://1.1.1.1:8443/hook",
+            "https://[2606:4700:4700::1111]/hook",
+            "https://[2606:4700:4700::ABCD]/hook",
+        ] {
+            assert!(destination(fine, false).is_ok(), "{fine}");
+        }
+        assert!(destination("http://127.0.0.1:8080/hook", true).is_ok());
+        assert!(destination("http://localhost:8080/hook", true).is_ok());
+        assert_eq!(
+            refused("https://[2606:4700:4700:0:0:0:0:1111]/"),
+            odd("2606:4700:4700:0:0:0:0:1111", "2606:4700:4700::1111")
+        );
     }
 
     #[test]

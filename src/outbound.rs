@@ -1,11 +1,15 @@
 //! Requests the relay makes to addresses people chose (webhooks, push
 //! services, OAuth clients' metadata documents): only to the public
 //! internet (unless the operator allows private destinations), checked
-//! after each name is resolved and at each redirect, with short timeouts.
+//! by `host::check_url` before the request and at each redirect, and
+//! again after each name is resolved, with short timeouts.
 
 use crate::host::is_public;
+// What refuses an address before any request: the host module's rule, the
+// same one a person's settings are held to when they give one.
+pub use crate::host::{Refused, check_url, destination};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use reqwest::{Client, Url, redirect};
+use reqwest::{Client, redirect};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,44 +19,6 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// The most redirects followed.
 const MAX_REDIRECTS: usize = 3;
-
-/// Why a destination is not posted to.
-#[derive(Debug, thiserror::Error)]
-pub enum Refused {
-    #[error("{0} is not https://")]
-    NotHttps(String),
-    #[error("{0} is a private, loopback or link-local address")]
-    Private(String),
-    #[error("{0} resolves only to private, loopback or link-local addresses")]
-    ResolvesPrivate(String),
-    #[error("{0} has no host")]
-    NoHost(String),
-}
-
-/// Whether a request may go to `url` (its scheme, and its host when it is
-/// an address; a name is checked when it is resolved).
-pub fn check_url(url: &Url, allow_private: bool) -> Result<(), Refused> {
-    let shown = || url.host_str().unwrap_or_default().to_owned();
-    match url.scheme() {
-        "https" => {}
-        "http" if allow_private => {}
-        _ => return Err(Refused::NotHttps(shown())),
-    }
-    let host = url.host_str().ok_or_else(|| Refused::NoHost(shown()))?;
-    // An address (IPv6 in brackets) is checked here; a name once resolved.
-    let Ok(ip) = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse::<IpAddr>()
-    else {
-        return Ok(());
-    };
-    if allow_private || is_public(ip) {
-        Ok(())
-    } else {
-        Err(Refused::Private(shown()))
-    }
-}
 
 /// Resolves names to their public addresses only.
 struct PublicOnly;
@@ -176,34 +142,6 @@ impl rustls::client::danger::ServerCertVerifier for PrivateUnverified {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_redirect_or_a_first_request_to_a_private_address_is_refused() {
-        let check = |url: &str, allow| check_url(&Url::parse(url).unwrap(), allow);
-        assert!(matches!(
-            check("http://ntfy.sh/x", false),
-            Err(Refused::NotHttps(_))
-        ));
-        assert!(matches!(
-            check("https://127.0.0.1/x", false),
-            Err(Refused::Private(_))
-        ));
-        assert!(matches!(
-            check("https://[::1]:8443/", false),
-            Err(Refused::Private(_))
-        ));
-        assert!(matches!(
-            check("https://169.254.169.254/", false),
-            Err(Refused::Private(_))
-        ));
-        assert!(check("https://ntfy.sh/x", false).is_ok());
-        assert!(check("https://1.1.1.1/", false).is_ok());
-        assert!(check("http://127.0.0.1:8080/x", true).is_ok());
-        assert!(matches!(
-            check("ftp://127.0.0.1/", true),
-            Err(Refused::NotHttps(_))
-        ));
-    }
 
     #[tokio::test]
     async fn a_name_that_resolves_to_loopback_is_refused() {

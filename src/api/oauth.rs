@@ -6,13 +6,14 @@
 //! shapes (`{"error", "error_description"}`), never cached. The consent
 //! page, which a person answers, is the team page's (`web/oauth.rs`).
 
+use crate::host::ClientAddress;
 use crate::model::ClientMetadata;
 use crate::relay::{Issued, Relay, RelayError, SCOPE, TokenRefusal};
 use crate::state::AppState;
 use crate::wire::ApiError;
 use crate::wire::challenge::Challenge;
 use axum::{
-    Json, Router,
+    Extension, Json, Router,
     body::Bytes,
     extract::State,
     http::{HeaderValue, StatusCode, header},
@@ -20,7 +21,7 @@ use axum::{
     routing::{get, post},
 };
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::{collections::HashMap, net::IpAddr};
 
 /// Where a relay's protected resource metadata is, for the `/mcp` path
 /// (the route below names it as a literal, as the route matrix reads it).
@@ -137,8 +138,18 @@ async fn authorization_server(State(state): State<AppState>) -> Json<Value> {
     }))
 }
 
+/// The client address the address quota found (`layers/auth.rs` puts it
+/// beside every request it counts); the unspecified address if none did.
+fn client_address(address: Option<Extension<ClientAddress>>) -> IpAddr {
+    address.map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ClientAddress(ip))| ip)
+}
+
 /// `POST /oauth/register`: a public client registers its redirect URIs.
-async fn register(State(state): State<AppState>, body: Bytes) -> Response {
+async fn register(
+    State(state): State<AppState>,
+    address: Option<Extension<ClientAddress>>,
+    body: Bytes,
+) -> Response {
     let metadata = match ClientMetadata::registration(&body) {
         Ok(metadata) => metadata,
         Err(refusal) => {
@@ -150,7 +161,8 @@ async fn register(State(state): State<AppState>, body: Bytes) -> Response {
             .into_response();
         }
     };
-    match state.relay.register_client(metadata).await {
+    let from = client_address(address);
+    match state.relay.register_client(metadata, from).await {
         Ok(client) => {
             let mut response = (
                 StatusCode::CREATED,
@@ -194,7 +206,12 @@ fn form_fields(body: &[u8]) -> Result<HashMap<String, String>, Refusal> {
 }
 
 /// `POST /oauth/token`: a code, or a refresh token, for tokens.
-async fn token(State(state): State<AppState>, body: Bytes) -> Response {
+async fn token(
+    State(state): State<AppState>,
+    address: Option<Extension<ClientAddress>>,
+    body: Bytes,
+) -> Response {
+    let from = client_address(address);
     let fields = match form_fields(&body) {
         Ok(fields) => fields,
         Err(refused) => return refused.into_response(),
@@ -233,13 +250,19 @@ async fn token(State(state): State<AppState>, body: Bytes) -> Response {
                         required("redirect_uri")?,
                         required("code_verifier")?,
                         field("resource"),
+                        from,
                     )
                     .await
             }
             "refresh_token" => {
                 state
                     .relay
-                    .refresh_grant(required("refresh_token")?, client_id, field("resource"))
+                    .refresh_grant(
+                        required("refresh_token")?,
+                        client_id,
+                        field("resource"),
+                        from,
+                    )
                     .await
             }
             other => {

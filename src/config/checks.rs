@@ -238,7 +238,7 @@ fn is_loopback_name(name: &str) -> bool {
 
 /// The names of this machine's loopback interface, as a `Host` header has them.
 fn loopback_hosts() -> Vec<String> {
-    vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]
+    host::LOOPBACK_HOSTS.map(String::from).to_vec()
 }
 
 /// `RELAY_METRICS_ADDR`: a port, on loopback (so metrics never leave the

@@ -10,7 +10,7 @@ pub use args::{AddressArgs, Database, LimitArgs, ServeArgs, TlsArgs};
 
 use crate::host::{Cidr, ForwardedHeader, Origin};
 use crate::model::ClientPolicy;
-use crate::relay::{OAuthSettings, Settings};
+use crate::relay::{OAuthSettings, RegistrationBudgets, Settings};
 use crate::store::sqlite::Durability;
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
@@ -104,7 +104,16 @@ pub struct Connections {
     pub unauthenticated_per_address: usize,
     /// A connection with no request in flight for this long is closed.
     pub idle: Duration,
+    /// How long a client may take to send a request's line and headers.
+    pub header_read: Duration,
 }
+
+/// How long a client may take to send a request's line and headers.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections the metrics listener holds open at once: a scraper needs
+/// one or two, and the rest of the process's file descriptors stay the
+/// public listener's.
+pub const METRICS_CONNECTIONS: usize = 16;
 
 impl Connections {
     /// The caps, with the budgets of connections not yet vouched for taken
@@ -119,6 +128,7 @@ impl Connections {
             unauthenticated: (max / 4).max(1),
             unauthenticated_per_address: (per_address / 8).max(1),
             idle,
+            header_read: HEADER_READ_TIMEOUT,
         }
     }
 
@@ -132,6 +142,23 @@ impl Connections {
             unauthenticated: 256,
             unauthenticated_per_address: 16,
             idle,
+            header_read: HEADER_READ_TIMEOUT,
+        }
+    }
+
+    /// The metrics listener's own small budget: it takes no credential
+    /// (nothing there is vouched for), so a full one closes its oldest
+    /// idle connection for a newcomer; a scraper, whose connection is busy
+    /// only for a moment, always gets in, and whoever holds connections
+    /// open there holds at most [`METRICS_CONNECTIONS`] descriptors.
+    pub fn metrics(idle: Duration) -> Connections {
+        Connections {
+            max: METRICS_CONNECTIONS,
+            per_address: METRICS_CONNECTIONS,
+            unauthenticated: METRICS_CONNECTIONS,
+            unauthenticated_per_address: METRICS_CONNECTIONS,
+            idle,
+            header_read: HEADER_READ_TIMEOUT,
         }
     }
 }
@@ -200,6 +227,8 @@ pub struct Config {
     pub page_origin: Option<Origin>,
     /// Where the metrics are served (`RELAY_METRICS_ADDR`); off when `None`.
     pub metrics_listen: Option<SocketAddr>,
+    /// The metrics listener's connection bounds, its own.
+    pub metrics_connections: Connections,
     /// OAuth clients' metadata documents may be fetched from private
     /// addresses and plain `http://` on loopback (`RELAY_OAUTH_ALLOW_PRIVATE`).
     pub oauth_allow_private: bool,
@@ -324,10 +353,14 @@ impl Config {
                     resource: format!("{}/mcp", args.address.public_url().trim_end_matches('/')),
                     clients: ClientPolicy::parse(&args.oauth_clients)
                         .map_err(|why| ConfigError(format!("RELAY_OAUTH_CLIENTS: {why}")))?,
+                    registrations: RegistrationBudgets::default(),
                 },
             },
             oauth_allow_private: args.oauth_allow_private,
             consent_delay: CONSENT_DELAY,
+            metrics_connections: Connections::metrics(Duration::from_secs(
+                limits.idle_connection_secs,
+            )),
             metrics_listen: args
                 .metrics_addr
                 .as_deref()

@@ -13,7 +13,7 @@ use super::{
     client,
     limits::{Limited, RateLimits},
 };
-use crate::host::{Cidr, ForwardedHeader};
+use crate::host::{Cidr, ClientAddress, ForwardedHeader};
 use crate::relay::{Caller, Relay, RelayError};
 use crate::wire::ApiError;
 use crate::wire::challenge::{Challenge, Presented};
@@ -302,16 +302,21 @@ pub async fn count_registration(
 }
 
 impl AddressQuota {
-    /// Runs the request if `check` lets its client address through.
+    /// Runs the request if `check` lets its client address through, with
+    /// the address beside it for the handler ([`ClientAddress`]: OAuth's
+    /// registration budgets are the core's, by network).
     async fn counted(
         &self,
-        request: Request,
+        mut request: Request,
         next: Next,
         check: fn(&RateLimits, IpAddr) -> Result<(), Limited>,
     ) -> Response {
         let address = client::address(&request, &self.trusted_proxies, self.forwarded_header);
         match check(&self.limits, address) {
-            Ok(()) => next.run(request).await,
+            Ok(()) => {
+                request.extensions_mut().insert(ClientAddress(address));
+                next.run(request).await
+            }
             Err(limited) => ApiError::from(Refused::from(limited)).into_response(),
         }
     }

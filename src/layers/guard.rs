@@ -5,7 +5,8 @@
 //!   `RELAY_DOMAINS`), a request for any other host is refused, so a
 //!   hostile page cannot reach the relay through a DNS name it controls
 //!   (DNS rebinding). Loopback names always pass: rebinding cannot forge
-//!   them.
+//!   them. The metrics listener has a policy of its own
+//!   ([`HostPolicy::metrics`]): the address it is bound to.
 //! - **Origin**: a browser names the page a request comes from. A present
 //!   `Origin` must be the relay's own (same scheme, host and port as the
 //!   request) or listed in `RELAY_ALLOWED_ORIGINS`; otherwise 403, even with
@@ -20,12 +21,18 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use std::sync::Arc;
+use std::{
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+};
 
 /// What the checks compare requests against, from the configuration.
 pub struct HostPolicy {
     /// Host names requests may name; `None` accepts any.
     allowed_hosts: Option<Vec<String>>,
+    /// Whether any IP address, as a literal, may be named besides them (a
+    /// name could be rebound to the relay, an address cannot).
+    any_address: bool,
     /// Browser origins allowed besides the relay's own.
     allowed_origins: Vec<Origin>,
     /// Named in refusals, so a person knows which address to use.
@@ -40,11 +47,46 @@ impl HostPolicy {
     pub fn new(config: &Config) -> Arc<HostPolicy> {
         Arc::new(HostPolicy {
             allowed_hosts: config.allowed_hosts.clone(),
+            any_address: false,
             allowed_origins: config.allowed_origins.clone(),
             public_url: config.public_url.clone(),
             page_origin: config.page_origin.clone(),
             tls: config.tls.is_on(),
         })
+    }
+
+    /// The metrics listener's, bound to `bound`: it answers for its own
+    /// address, and on loopback for the loopback names; bound to every
+    /// interface, for any address and the relay's own names. Its pages
+    /// are no browser's, so no origin is allowed but its own.
+    pub fn metrics(bound: SocketAddr, config: &Config) -> Arc<HostPolicy> {
+        let ip = bound.ip();
+        let mut hosts = vec![ip.to_string()];
+        if ip.is_loopback() || ip.is_unspecified() {
+            hosts.extend(host::LOOPBACK_HOSTS.map(String::from));
+        }
+        if !ip.is_loopback() {
+            hosts.extend(config.allowed_hosts.iter().flatten().cloned());
+        }
+        Arc::new(HostPolicy {
+            allowed_hosts: Some(hosts),
+            any_address: ip.is_unspecified(),
+            allowed_origins: Vec::new(),
+            public_url: format!("http://{bound}"),
+            page_origin: None,
+            tls: false,
+        })
+    }
+
+    /// Whether a request may name `host`.
+    fn admits(&self, host: &str) -> bool {
+        match &self.allowed_hosts {
+            None => true,
+            Some(allowed) => {
+                allowed.iter().any(|a| a == host)
+                    || (self.any_address && host.parse::<IpAddr>().is_ok())
+            }
+        }
     }
 }
 
@@ -79,9 +121,9 @@ pub async fn check_host(
         return ApiError::bad_request("the Host header is not a host name and a port")
             .into_response();
     }
-    if let Some(allowed) = &policy.allowed_hosts {
+    if policy.allowed_hosts.is_some() {
         let host = named.and_then(host::authority).map(|a| a.host);
-        if !host.as_ref().is_some_and(|h| allowed.contains(h)) {
+        if !host.as_ref().is_some_and(|h| policy.admits(h)) {
             return ApiError::forbidden(format!(
                 "this relay does not answer for {:?}; use {}",
                 host.unwrap_or_default(),

@@ -163,8 +163,8 @@ impl Notifier {
         notice: &Notice,
         device: &Device,
     ) -> Result<impl Fn() -> RequestBuilder + '_, String> {
-        let url = Url::parse(&device.endpoint).map_err(|e| format!("its endpoint: {e}"))?;
-        outbound::check_url(&url, self.allow_private).map_err(|e| e.to_string())?;
+        let url = outbound::destination(&device.endpoint, self.allow_private)
+            .map_err(|e| format!("its endpoint: {e}"))?;
         let key = self.relay.push_key().await.map_err(|e| e.to_string())?;
         let mut payload = self.push_payload(notice).to_string();
         if payload.len() > webpush::MAX_PAYLOAD {
@@ -253,8 +253,8 @@ impl Notifier {
 
     /// The request a notice becomes for `webhook`.
     pub fn post(&self, notice: &Notice, webhook: &Webhook) -> Result<Post, String> {
-        let url = Url::parse(webhook.url.as_str()).map_err(|e| format!("its address: {e}"))?;
-        outbound::check_url(&url, self.allow_private).map_err(|e| e.to_string())?;
+        let url = outbound::destination(webhook.url.as_str(), self.allow_private)
+            .map_err(|e| format!("its address: {e}"))?;
         let text = self.text(notice);
         Ok(match webhook.format {
             WebhookFormat::Json => Post {

@@ -45,6 +45,10 @@ pub use oauth::{
     REFRESH_GRACE, REFRESH_LIFETIME, SCOPE, TokenRefusal,
 };
 pub use push::{MAX_FOLLOWS, Push, PushFeed};
+pub use quota::{
+    KNOWN_FOR, KNOWN_NETWORKS, REGISTRATIONS_FOR_KNOWN, REGISTRATIONS_PER_HOUR,
+    REGISTRATIONS_PER_NETWORK, RegistrationBudgets,
+};
 pub use read::{
     Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer, Reader, ThreadPage,
 };
@@ -222,7 +226,11 @@ impl Relay {
             shutdown,
             parked: tokio::sync::watch::Sender::new(0),
             waits: WaitSlots::new(settings.max_waits_per_person, settings.max_waits),
-            quotas: Quotas::new(settings.max_bytes_per_day, settings.max_shared_senders),
+            quotas: Quotas::new(
+                settings.max_bytes_per_day,
+                settings.max_shared_senders,
+                settings.oauth.registrations,
+            ),
             pushes: push::Pushes::default(),
             notices,
             notices_out: std::sync::Mutex::new(Some(notices_out)),

@@ -106,31 +106,27 @@ pub(super) fn check_settings(settings: &NotifySettings, allow_private: bool) -> 
     }
 }
 
-/// Whether notifications may go to `url`: over https to a name or a public
-/// address, unless the relay allows private destinations. A name is
-/// checked again each time it is posted to, once resolved.
+/// Whether notifications may go to `url`, by the rule every request to it
+/// is held to before it is made (`host::destination`): told when the
+/// address is given, not found out at the first notice. A name is checked
+/// again each time it is posted to, once resolved.
 pub(super) fn check_destination(url: &WebhookUrl, allow_private: bool) -> Result<(), String> {
-    if allow_private {
-        return Ok(());
-    }
-    if !url.is_https() {
-        return Err(
-            "must be an https:// URL (plain http is posted to only on a relay that \
-                    allows private destinations, RELAY_NOTIFY_ALLOW_PRIVATE=1)"
+    use crate::host::{Refused, destination};
+    match destination(url.as_str(), allow_private) {
+        Ok(_) => Ok(()),
+        Err(Refused::NotHttps(_)) => Err(
+            "must be an https:// URL (plain http is posted to only on a relay that allows \
+             private destinations, RELAY_NOTIFY_ALLOW_PRIVATE=1)"
                 .into(),
-        );
-    }
-    let host = crate::host::url_host(url.as_str()).unwrap_or_default();
-    let private = match host.parse::<std::net::IpAddr>() {
-        Ok(ip) => !crate::host::is_public(ip),
-        Err(_) => host == "localhost" || host.ends_with(".localhost"),
-    };
-    match private {
-        true => Err(format!(
+        ),
+        Err(Refused::Private(host) | Refused::ResolvesPrivate(host)) => Err(format!(
             "{host} is a private, loopback or link-local address, which this relay does not \
              post to (RELAY_NOTIFY_ALLOW_PRIVATE=1 allows it)"
         )),
-        false => Ok(()),
+        Err(Refused::Credentials(_)) => {
+            Err("must not carry a user name or password before the host".into())
+        }
+        Err(refused) => Err(refused.to_string()),
     }
 }
 

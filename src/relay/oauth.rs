@@ -21,13 +21,13 @@
 //! The edges fetch what needs the network (a client's metadata document)
 //! and speak the protocol's shapes; the rules are here.
 
-use super::{Caller, Identity, Relay, RelayError, RelayResult};
+use super::{Caller, Identity, RegistrationBudgets, Relay, RelayError, RelayResult};
 use crate::model::{
     Authorization, ClientMetadata, ClientPolicy, CodeChallenge, Grant, GrantId, GrantTokens,
     Millis, Redeemed, RedirectUri, Refreshed, RegisteredClient, Token, TokenHash, now_millis,
     refresh_family,
 };
-use std::time::Duration;
+use std::{net::IpAddr, time::Duration};
 
 /// The one scope: what the person's agent may do on the relay as them.
 pub const SCOPE: &str = "crosstalk";
@@ -81,6 +81,8 @@ pub struct OAuthSettings {
     pub resource: String,
     /// Which clients may register and sign in.
     pub clients: ClientPolicy,
+    /// How many clients may register an hour, and from where.
+    pub registrations: RegistrationBudgets,
 }
 
 /// A token endpoint's refusal (RFC 6749 §5.2): its `error` code and a
@@ -161,9 +163,14 @@ impl Relay {
         }
     }
 
-    /// Registers a public client (RFC 7591), if the operator's policy
-    /// admits its redirect URIs.
-    pub async fn register_client(&self, metadata: ClientMetadata) -> RelayResult<Client> {
+    /// Registers a public client (RFC 7591) for a request from `from`, if
+    /// the operator's policy admits its redirect URIs and the budgets of
+    /// registrations have room (`quota.rs`).
+    pub async fn register_client(
+        &self,
+        metadata: ClientMetadata,
+        from: IpAddr,
+    ) -> RelayResult<Client> {
         if !self.oauth().clients.admits(None, &metadata.redirect_uris) {
             return Err(RelayError::Forbidden(
                 "this relay does not let clients with these redirect URIs register: its operator \
@@ -171,7 +178,7 @@ impl Relay {
                     .into(),
             ));
         }
-        self.quotas.registration(now_millis())?;
+        self.quotas.registration(from, now_millis())?;
         let client_id = format!("crosstalk-client-{}", &Token::generate().expose()[6..32]);
         let client = RegisteredClient {
             client_id: client_id.clone(),
@@ -285,7 +292,8 @@ impl Relay {
 
     /// The authorization-code grant: the code, once, by the client it was
     /// made for, at the redirect URI it was sent to, with the verifier of
-    /// its challenge, for the resource it was made for.
+    /// its challenge, for the resource it was made for. The network it
+    /// came `from` is then known to registration's budgets.
     pub async fn exchange_code(
         &self,
         code: &str,
@@ -293,6 +301,7 @@ impl Relay {
         redirect_uri: &str,
         verifier: &str,
         resource: Option<&str>,
+        from: IpAddr,
     ) -> Result<Issued, TokenRefusal> {
         let hash = TokenHash::of(code);
         let now = now_millis();
@@ -354,6 +363,7 @@ impl Relay {
             );
         };
         self.stats.grant_opened();
+        self.quotas.granted(from, now);
         // Bring this relay's memory up to the new token before the client
         // can present it.
         self.credentials.refresh().await?;
@@ -366,12 +376,14 @@ impl Relay {
     /// holds a copy), unless it is the one just replaced, again within
     /// [`REFRESH_GRACE`] (a retry: rotated again, the pair issued for it
     /// moments ago superseded). The grant's person must still be on the
-    /// team.
+    /// team. The network it came `from` stays known to registration's
+    /// budgets.
     pub async fn refresh_grant(
         &self,
         refresh_token: &str,
         client_id: &str,
         resource: Option<&str>,
+        from: IpAddr,
     ) -> Result<Issued, TokenRefusal> {
         let resource = match self.oauth_check_resource(resource) {
             Ok(resource) => resource,
@@ -424,6 +436,7 @@ impl Relay {
                 "the person this grant is for is no longer on this relay's team: it has ended",
             );
         }
+        self.quotas.granted(from, now);
         Ok(Relay::issued(access, refresh, grant))
     }
 

@@ -10,8 +10,6 @@ use tokio_util::sync::CancellationToken;
 
 /// How long a new connection may take to send its first whole request.
 pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a client may take to send a request's headers.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most bytes of request line and headers read for one request.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// How long connections may take to finish at shutdown before they are cut.
@@ -26,10 +24,10 @@ pub const PING_TIMEOUT: Duration = Duration::from_secs(20);
 /// Bounds on what one connection may hold: header size and read time,
 /// HTTP/2 streams, and pings that find dead peers. (Idle connections and
 /// the caps on connections are `bounds.rs`'s.)
-fn bound_connections(builder: &mut Builder<TokioExecutor>) {
+fn bound_connections(builder: &mut Builder<TokioExecutor>, header_read: Duration) {
     builder
         .http1()
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .header_read_timeout(header_read)
         .max_buf_size(MAX_HEADER_BYTES);
     builder
         .http2()
@@ -40,10 +38,12 @@ fn bound_connections(builder: &mut Builder<TokioExecutor>) {
         .max_concurrent_streams(128);
 }
 
-/// Binds `addr` and makes a server on it with the connection bounds, which
-/// drains when `shutdown` fires; returns it and the address it got.
+/// Binds `addr` and makes a server on it with the connection bounds
+/// (headers read within `header_read`), which drains when `shutdown`
+/// fires; returns it and the address it got.
 pub(super) fn listen(
     addr: SocketAddr,
+    header_read: Duration,
     shutdown: &CancellationToken,
 ) -> Result<(axum_server::Server<SocketAddr>, SocketAddr), StartError> {
     let error = |source| StartError::Listen { addr, source };
@@ -54,7 +54,7 @@ pub(super) fn listen(
         .map_err(error)?
         .handle(shutdown_handle(shutdown))
         .first_request_timeout(FIRST_REQUEST_TIMEOUT);
-    bound_connections(server.http_builder());
+    bound_connections(server.http_builder(), header_read);
     Ok((server, bound))
 }
 

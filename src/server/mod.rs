@@ -16,13 +16,18 @@ mod database;
 mod listen;
 mod systemd;
 
+pub use crate::config::HEADER_READ_TIMEOUT;
 use database::database_error;
 pub use database::{migrate_to_postgres, open_store, open_team};
-pub use listen::{FIRST_REQUEST_TIMEOUT, HEADER_READ_TIMEOUT, MAX_HEADER_BYTES, SHUTDOWN_GRACE};
+pub use listen::{FIRST_REQUEST_TIMEOUT, MAX_HEADER_BYTES, SHUTDOWN_GRACE};
 
 use crate::app;
 use crate::config::{Config, ConfigError, Connections, Tls};
-use crate::layers::limits::{self, RateLimits};
+use crate::layers::{
+    self,
+    guard::HostPolicy,
+    limits::{self, RateLimits},
+};
 use crate::mcp::McpEdge;
 use crate::metrics::Metrics;
 use crate::notify::Notifier;
@@ -176,7 +181,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
         }
     };
     let shutdown = CancellationToken::new();
-    let (server, addr) = listen::listen(config.listen, &shutdown)?;
+    let (server, addr) = listen::listen(config.listen, config.connections.header_read, &shutdown)?;
     let (state, store) = build(config.bound_to(addr), shutdown.clone()).await?;
     let config = state.config.clone();
 
@@ -199,7 +204,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
     };
 
     let metrics_addr = match config.metrics_listen {
-        Some(listen) => Some(serve_metrics(&state, listen, &shutdown).await?),
+        Some(listen) => Some(serve_metrics(&state, listen, &shutdown)?),
         None => None,
     };
 
@@ -305,42 +310,56 @@ fn start_tls(
 
 /// Serves `GET /metrics` on a listener of its own, plain HTTP, no
 /// credentials: it is the operator's to keep to the machine (loopback by
-/// default) or a network of theirs. Where it listens.
-async fn serve_metrics(
+/// default) or a network of theirs. Bounded like the public listener, by
+/// the same acceptor, with a small budget of its own (so connections held
+/// open there cannot take the descriptors the public listener needs), the
+/// header and idle timeouts, a request timeout, and a Host check against
+/// its own address. Where it listens.
+fn serve_metrics(
     state: &AppState,
     listen: SocketAddr,
     shutdown: &CancellationToken,
 ) -> Result<SocketAddr, StartError> {
-    let listening = |source| StartError::Listen {
-        addr: listen,
-        source,
-    };
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(listening)?;
-    let bound = listener.local_addr().map_err(listening)?;
+    let config = &state.config;
+    let limits = config.metrics_connections;
+    let (server, bound) = listen::listen(listen, limits.header_read, shutdown)?;
+    let server = server.acceptor(Bounded {
+        // No proxy stands in front of it: every peer is counted.
+        // The metrics listener's connections are not the relay's.
+        bounds: ConnectionBounds::new(limits, Vec::new(), Arc::default()),
+    });
     let metrics = state.metrics.clone();
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let metrics = metrics.clone();
-            async move {
-                (
-                    [(
-                        axum::http::header::CONTENT_TYPE,
-                        crate::metrics::CONTENT_TYPE,
-                    )],
-                    metrics.render(),
-                )
-            }
-        }),
-    );
-    let shutdown = shutdown.clone();
+    let deadline = layers::edge::Deadline {
+        timeout: config.request_timeout,
+        body_limit: 0,
+    };
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            crate::metrics::CONTENT_TYPE,
+                        )],
+                        metrics.render(),
+                    )
+                }
+            }),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            deadline,
+            layers::edge::request_timeout,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            HostPolicy::metrics(bound, config),
+            layers::guard::check_host,
+        ))
+        .into_make_service();
     tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await;
-        if let Err(error) = served {
+        if let Err(error) = server.serve(app).await {
             tracing::error!(
                 error = &error as &dyn std::error::Error,
                 "the metrics listener failed"
@@ -358,7 +377,7 @@ fn serve_redirects(
     https_port: u16,
     shutdown: &CancellationToken,
 ) -> Result<SocketAddr, StartError> {
-    let (server, bound) = listen::listen(http_listen, shutdown)?;
+    let (server, bound) = listen::listen(http_listen, config.connections.header_read, shutdown)?;
     let server = server.acceptor(Bounded {
         bounds: ConnectionBounds::new(
             Connections::redirector(config.connections.idle),

@@ -327,6 +327,60 @@ async fn settings_refuse_what_would_leak_or_reach_inside() {
 }
 
 #[tokio::test]
+async fn webhook_addresses_the_send_time_check_refuses_are_refused_when_given() {
+    // These were stored, and refused only when a notice was posted: read
+    // as an HTTP client reads them, each is a private address, or a public
+    // one written so it does not look like one, or no URL at all.
+    let app = crate::support::spawn_app().await;
+    let bob = app.add_person("bob").await;
+    let bobs = app.rest(&bob);
+    let private = |host: &str| {
+        format!(
+            "webhook: {host} is a private, loopback or link-local address, which this relay \
+             does not post to (RELAY_NOTIFY_ALLOW_PRIVATE=1 allows it)"
+        )
+    };
+    for (webhook, says) in [
+        ("https://2130706433/hook", private("127.0.0.1")),
+        ("https://0x7f.1/hook", private("127.0.0.1")),
+        ("https://0177.0.0.1/hook", private("127.0.0.1")),
+        ("https://127.0.0.1./hook", private("127.0.0.1")),
+        ("https://127.0.0.1\\.ntfy.sh/hook", private("127.0.0.1")),
+        ("https://localhost./hook", private("localhost.")),
+        ("https://[::ffff:127.0.0.1]/hook", private("::ffff:7f00:1")),
+        (
+            "https://[fe80::1%25eth0]/hook",
+            "webhook: is not a URL an HTTP client reads: invalid IPv6 address".into(),
+        ),
+        (
+            "https://16843009/hook",
+            "webhook: 16843009 is the address 1.1.1.1 written another way: write 1.1.1.1".into(),
+        ),
+    ] {
+        let (status, body) = bobs
+            .put("/api/me/notifications", json!({ "webhook": webhook }))
+            .await;
+        assert_eq!(
+            (status, body),
+            (400, json!({ "error": { "code": "bad_request", "message": says } })),
+            "{webhook}"
+        );
+    }
+    let (_, kept) = bobs.get("/api/me/notifications").await;
+    assert_eq!(kept["webhook"], Value::Null);
+    // A public https name is taken as given.
+    let (status, set) = bobs
+        .put(
+            "/api/me/notifications",
+            json!({ "webhook": "https://hooks.example.com/team-bob" }),
+        )
+        .await;
+    assert_eq!((status, &set["webhook"]), (200, &json!("https://hooks.example.com/team-bob")));
+    let (_, kept) = bobs.get("/api/me/notifications").await;
+    assert_eq!(kept["webhook"], "https://hooks.example.com/team-bob");
+}
+
+#[tokio::test]
 async fn approvals_are_their_person_s_to_see_and_answer_once() {
     let app = relay().await;
     let alice = app.add_person("alice").await;

@@ -5,7 +5,8 @@
 
 use crate::support::*;
 use serde_json::json;
-use std::net::SocketAddr;
+use std::{net::SocketAddr, time::Duration};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const MARKERS: [&str; 3] = ["markerhandleqz", "markerchannelqz", "markerbodyqz"];
 
@@ -521,4 +522,112 @@ async fn the_reference_parser_reads_the_exposition_and_the_store_and_quotas_coun
     let (text, _) = scrape(metrics).await;
     let closed = parsed_strictly(&text);
     assert_eq!(moved(&before, &closed, "count", "api_stream"), 1.0, "ended");
+}
+
+/// A relay with a metrics listener on loopback, its bounds as `adjust`
+/// sets them.
+async fn with_metrics(adjust: impl FnOnce(&mut crosstalk::config::Connections)) -> TestApp {
+    spawn_app_with(|config| {
+        config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+        adjust(&mut config.metrics_connections);
+    })
+    .await
+}
+
+/// Reads what `socket` is sent until the relay closes it, within 5 s (a
+/// reset is a close too).
+async fn read_until_closed(socket: &mut tokio::net::TcpStream, what: &str) -> String {
+    let mut read = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), socket.read_to_end(&mut read)).await;
+    assert!(closed.is_ok(), "{what}");
+    String::from_utf8_lossy(&read).into_owned()
+}
+
+#[tokio::test]
+async fn connections_held_open_on_the_metrics_listener_are_capped_and_leave_the_public_one_be() {
+    // Connections held open there once took the descriptors the public
+    // listener needed. Now it holds so many, closing its oldest idle one
+    // for a newcomer, so a scraper still gets in.
+    let app = with_metrics(|_| {}).await;
+    let metrics = app.running.metrics_addr.unwrap();
+    assert_eq!(
+        app.running.state.config.metrics_connections.max,
+        crosstalk::config::METRICS_CONNECTIONS
+    );
+    let mut held = Vec::new();
+    for _ in 0..crosstalk::config::METRICS_CONNECTIONS {
+        held.push(tokio::net::TcpStream::connect(metrics).await.unwrap());
+    }
+    let (_, parsed) = scrape(metrics).await;
+    let reads = held.iter_mut().map(|socket| {
+        Box::pin(async move {
+            let mut byte = [0; 1];
+            socket.read(&mut byte).await
+        })
+    });
+    let (read, _, _) =
+        tokio::time::timeout(Duration::from_secs(5), futures::future::select_all(reads))
+            .await
+            .expect("an idle connection is closed to make room");
+    assert!(!matches!(read, Ok(n) if n > 0), "{read:?}");
+    // None of them is the relay's: the public listener counts none, and
+    // answers as ever.
+    assert_eq!(value(&parsed, "crosstalk_connections_open", &[]), 0.0);
+    let (status, body) = get(&app, "/healthz", "").await;
+    assert_eq!((status, body), (200, json!({ "status": "ok" })));
+}
+
+#[tokio::test]
+async fn the_metrics_listener_closes_a_connection_that_sends_no_whole_header() {
+    let app = with_metrics(|bounds| bounds.header_read = Duration::from_millis(300)).await;
+    let metrics = app.running.metrics_addr.unwrap();
+    let mut slow = tokio::net::TcpStream::connect(metrics).await.unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    let answered = read_until_closed(&mut slow, "closed after the header timeout").await;
+    assert!(!answered.contains("200 OK"), "{answered}");
+}
+
+#[tokio::test]
+async fn the_metrics_listener_closes_a_connection_left_idle() {
+    let app = with_metrics(|bounds| bounds.idle = Duration::from_millis(300)).await;
+    let metrics = app.running.metrics_addr.unwrap();
+    let mut kept = tokio::net::TcpStream::connect(metrics).await.unwrap();
+    kept.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let answered = read_until_closed(&mut kept, "closed once idle after its scrape").await;
+    assert!(answered.starts_with("HTTP/1.1 200 OK\r\n"), "{answered}");
+}
+
+#[tokio::test]
+async fn the_metrics_listener_answers_only_for_its_own_address() {
+    let app = with_metrics(|_| {}).await;
+    let metrics = app.running.metrics_addr.unwrap();
+    let port = metrics.port();
+    let with_host = |host: String| {
+        http()
+            .get(format!("http://{metrics}/metrics"))
+            .header("host", host)
+            .send()
+    };
+    // DNS rebinding: a page's name pointed at the listener.
+    let rebound = with_host(format!("evil.example:{port}")).await.unwrap();
+    assert_eq!(rebound.status(), 403);
+    let message = format!("this relay does not answer for \"evil.example\"; use http://{metrics}");
+    assert_eq!(
+        rebound.json::<serde_json::Value>().await.unwrap(),
+        json!({ "error": { "code": "forbidden", "message": message } })
+    );
+    for own in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let answered = with_host(own.clone()).await.unwrap();
+        assert_eq!(answered.status(), 200, "{own}");
+    }
+    let malformed = with_host(format!("127.0.0.1:{port}x")).await.unwrap();
+    assert_eq!(malformed.status(), 400);
 }

@@ -978,6 +978,109 @@ async fn registrations_have_a_budget_of_their_own() {
     assert_eq!(status, 200);
 }
 
+/// A relay behind a proxy on loopback, so a test can name each request's
+/// client address (`X-Forwarded-For`), with registration budgets `adjust`
+/// sets.
+async fn behind_a_proxy(
+    adjust: impl FnOnce(&mut crosstalk::relay::RegistrationBudgets),
+) -> TestApp {
+    spawn_app_with(|config| {
+        config.trusted_proxies = vec![crosstalk::host::Cidr::parse("127.0.0.1/32").unwrap()];
+        adjust(&mut config.settings.oauth.registrations);
+    })
+    .await
+}
+
+/// A registration from `client`, as the relay's proxy forwards it.
+async fn register_from(app: &TestApp, client: &str) -> reqwest::Response {
+    http()
+        .post(format!("{}/oauth/register", app.url()))
+        .header("x-forwarded-for", client)
+        .json(&json!({ "client_name": "Test", "redirect_uris": [REDIRECT] }))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A 429's `Retry-After` (within the hour) and its body.
+async fn refused_for_the_hour(response: reqwest::Response) -> Value {
+    assert_eq!(response.status(), 429);
+    let retry: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=3600).contains(&retry), "{retry}");
+    response.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_flood_of_registrations_from_one_network_spends_its_budget_not_everyones() {
+    // Twenty addresses could spend the relay's hourly budget for everyone:
+    // neighbours (an IPv4 /24, an IPv6 /48) now share one of their own.
+    let app = behind_a_proxy(|budgets| budgets.per_network = 3).await;
+    for client in ["203.0.113.1", "203.0.113.2", "203.0.113.3"] {
+        assert_eq!(register_from(&app, client).await.status(), 201, "{client}");
+    }
+    let refused = refused_for_the_hour(register_from(&app, "203.0.113.200").await).await;
+    assert_eq!(
+        refused,
+        json!({ "error": {
+            "code": "rate_limited",
+            "message": "this relay has registered 3 clients from this network (its IPv4 /24 or \
+                        IPv6 /48) this hour, the most it does from one: try again later",
+        }})
+    );
+    for client in ["2001:db8:7:1::1", "2001:db8:7:2::1", "2001:db8:7:3::1"] {
+        assert_eq!(register_from(&app, client).await.status(), 201, "{client}");
+    }
+    refused_for_the_hour(register_from(&app, "2001:db8:7:ff::9").await).await;
+    // Everyone else registers as before.
+    for client in ["203.0.114.1", "198.51.100.7", "2001:db8:8::1"] {
+        assert_eq!(register_from(&app, client).await.status(), 201, "{client}");
+    }
+    assert_eq!(app.count("SELECT count(*) FROM oauth_clients"), 9);
+}
+
+#[tokio::test]
+async fn after_strangers_spend_the_relays_registrations_a_network_that_signed_in_still_registers() {
+    let app = behind_a_proxy(|budgets| {
+        budgets.strangers = 3;
+        budgets.known = 2;
+    })
+    .await;
+    let bob = app.add_person("bob").await;
+    // A connector on 127.0.0.1 (the proxy itself) registers, a stranger
+    // then, and completes a grant: its network is known.
+    let connector = Connector::register(&app, REDIRECT).await;
+    connector.sign_in(&bob).await;
+    // Strangers spend what is left of the relay's budget.
+    for client in ["198.51.100.1", "198.51.100.2"] {
+        assert_eq!(register_from(&app, client).await.status(), 201, "{client}");
+    }
+    let refused = refused_for_the_hour(register_from(&app, "203.0.113.1").await).await;
+    assert_eq!(
+        refused,
+        json!({ "error": {
+            "code": "rate_limited",
+            "message": "this relay has registered 3 clients this hour for networks no client \
+                        has signed in from, the most it does: try again later",
+        }})
+    );
+    // The known network registers from the budget kept for it, and from
+    // nowhere else once that is spent too.
+    Connector::register(&app, REDIRECT).await;
+    Connector::register(&app, REDIRECT).await;
+    let refused = http()
+        .post(format!("{}/oauth/register", app.url()))
+        .json(&json!({ "redirect_uris": [REDIRECT] }))
+        .send()
+        .await
+        .unwrap();
+    refused_for_the_hour(refused).await;
+    assert_eq!(app.count("SELECT count(*) FROM oauth_clients"), 5);
+}
+
 #[tokio::test]
 async fn the_authorization_step_refuses_what_does_not_check_out() {
     let app = spawn_app().await;
