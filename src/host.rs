@@ -414,11 +414,17 @@ mod tests {
         let group = |ip: &str| network_group(ip.parse().unwrap());
         assert_eq!(group("203.0.113.7"), group("203.0.113.250"));
         assert_ne!(group("203.0.113.7"), group("203.0.114.7"));
-        assert_eq!(group("203.0.113.7"), "203.0.113.0".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            group("203.0.113.7"),
+            "203.0.113.0".parse::<IpAddr>().unwrap()
+        );
         assert_eq!(group("::ffff:203.0.113.7"), group("203.0.113.9"));
         assert_eq!(group("2001:db8:1:2::1"), group("2001:db8:1:ffff::1"));
         assert_ne!(group("2001:db8:1::1"), group("2001:db8:2::1"));
-        assert_eq!(group("2001:db8:1:2::1"), "2001:db8:1::".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            group("2001:db8:1:2::1"),
+            "2001:db8:1::".parse::<IpAddr>().unwrap()
+        );
     }
 
     #[test]

@@ -141,7 +141,10 @@ async fn authorization_server(State(state): State<AppState>) -> Json<Value> {
 /// The client address the address quota found (`layers/auth.rs` puts it
 /// beside every request it counts); the unspecified address if none did.
 fn client_address(address: Option<Extension<ClientAddress>>) -> IpAddr {
-    address.map_or(IpAddr::from([0, 0, 0, 0]), |Extension(ClientAddress(ip))| ip)
+    address.map_or(
+        IpAddr::from([0, 0, 0, 0]),
+        |Extension(ClientAddress(ip))| ip,
+    )
 }
 
 /// `POST /oauth/register`: a public client registers its redirect URIs.

@@ -246,7 +246,11 @@ mod tests {
         assert!(!offered(MAX_OFFERS - 1, None).pushes_stopped());
         let last = offered(MAX_OFFERS, Some(100));
         assert!(last.pushes_stopped());
-        assert_eq!(last.state(), DeliveryState::Pushed, "a state never goes back");
+        assert_eq!(
+            last.state(),
+            DeliveryState::Pushed,
+            "a state never goes back"
+        );
         assert!(!last.pushes_ended(99), "its lease still runs");
         assert!(last.pushes_ended(100));
         assert!(offered(MAX_OFFERS, None).pushes_ended(0), "given back");

@@ -22,9 +22,9 @@
 
 use super::{Handle, Millis, TokenHash};
 use base64::Engine;
+use regex::Regex;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use regex::Regex;
 use std::fmt;
 use std::net::IpAddr;
 use std::sync::LazyLock;
@@ -461,9 +461,8 @@ fn check(submitted: Submitted) -> Result<ClientMetadata, MetadataRefusal> {
 /// Each changes what a name looks like without being seen: `Claude\u{202E}…`
 /// can show another app's name. Broader than the one-line rule of the
 /// core's short texts, which keeps a list the API's schemas can spell.
-static HIDDEN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]").expect("a valid character class")
-});
+static HIDDEN: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]").expect("a valid character class"));
 
 /// The first character of `text` a client's name must not hold, if any.
 fn hidden_character(text: &str) -> Option<char> {
@@ -787,7 +786,10 @@ mod tests {
                 "https://claude.ai/api/mcp/auth_callback",
                 ("https", "claude.ai", "/api/mcp/auth_callback"),
             ),
-            ("http://[::1]:8080/cb?a=1&b=2", ("http", "[::1]", ":8080/cb?a=1&b=2")),
+            (
+                "http://[::1]:8080/cb?a=1&b=2",
+                ("http", "[::1]", ":8080/cb?a=1&b=2"),
+            ),
         ] {
             assert_eq!(RedirectUri::parse(uri).unwrap().parts(), parts, "{uri}");
         }

@@ -405,7 +405,9 @@ impl Relay {
             )
             .await?
         {
-            Refreshed::Rotated { grant, revision, .. } => {
+            Refreshed::Rotated {
+                grant, revision, ..
+            } => {
                 self.stats.grant_refreshed();
                 self.credentials
                     .refreshed(&grant, tokens.access, tokens.access_expires, revision)

@@ -188,10 +188,7 @@ impl Quotas {
             let since = now.saturating_sub(known_for_millis());
             known.retain(|_, last| *last > since);
             if known.len() >= KNOWN_NETWORKS {
-                let oldest = known
-                    .iter()
-                    .min_by_key(|(_, last)| **last)
-                    .map(|(n, _)| *n);
+                let oldest = known.iter().min_by_key(|(_, last)| **last).map(|(n, _)| *n);
                 if let Some(oldest) = oldest {
                     known.remove(&oldest);
                 }
@@ -300,7 +297,9 @@ mod tests {
                 .registration(ip(&format!("198.51.{n}.1")), hour + 10)
                 .unwrap();
         }
-        let refused = quotas.registration(ip("203.0.113.1"), hour + 20).unwrap_err();
+        let refused = quotas
+            .registration(ip("203.0.113.1"), hour + 20)
+            .unwrap_err();
         match refused {
             RelayError::Quota { retry_after, .. } => {
                 assert_eq!(retry_after.as_millis(), (HOUR_MILLIS - 20) as u128);
@@ -351,6 +350,9 @@ mod tests {
         }
         let known = quotas.known.lock().unwrap();
         assert_eq!(known.len(), KNOWN_NETWORKS);
-        assert!(!known.contains_key(&IpAddr::from([0, 0, 0, 0])), "the oldest went");
+        assert!(
+            !known.contains_key(&IpAddr::from([0, 0, 0, 0])),
+            "the oldest went"
+        );
     }
 }

@@ -342,7 +342,9 @@ pub(super) async fn offer_inbox(
     offer: Offer,
     limit: u32,
 ) -> StoreResult<Vec<Message>> {
-    let ids = s.take_for_offer(recipient, offer, MAX_OFFERS, limit).await?;
+    let ids = s
+        .take_for_offer(recipient, offer, MAX_OFFERS, limit)
+        .await?;
     s.messages_by_id(&ids).await
 }
 

@@ -67,7 +67,10 @@ pub async fn signed_out_mark(relay: &Relay, caller: &Caller) -> Result<String, A
 pub async fn shown_mark(relay: &Relay, caller: &Caller, shown: Millis) -> Result<String, ApiError> {
     let mut mac = signer(relay, caller, SHOWN).await?;
     mac.update(&shown.to_be_bytes());
-    Ok(format!("{shown}.{}", base64_url(&mac.finalize().into_bytes())))
+    Ok(format!(
+        "{shown}.{}",
+        base64_url(&mac.finalize().into_bytes())
+    ))
 }
 
 /// When the page whose form carries `mark` was shown to `caller`: `None`

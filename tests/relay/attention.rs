@@ -362,7 +362,10 @@ async fn webhook_addresses_the_send_time_check_refuses_are_refused_when_given() 
             .await;
         assert_eq!(
             (status, body),
-            (400, json!({ "error": { "code": "bad_request", "message": says } })),
+            (
+                400,
+                json!({ "error": { "code": "bad_request", "message": says } })
+            ),
             "{webhook}"
         );
     }
@@ -375,7 +378,10 @@ async fn webhook_addresses_the_send_time_check_refuses_are_refused_when_given() 
             json!({ "webhook": "https://hooks.example.com/team-bob" }),
         )
         .await;
-    assert_eq!((status, &set["webhook"]), (200, &json!("https://hooks.example.com/team-bob")));
+    assert_eq!(
+        (status, &set["webhook"]),
+        (200, &json!("https://hooks.example.com/team-bob"))
+    );
     let (_, kept) = bobs.get("/api/me/notifications").await;
     assert_eq!(kept["webhook"], "https://hooks.example.com/team-bob");
 }
@@ -490,7 +496,11 @@ async fn approvals_are_their_person_s_to_see_and_answer_once() {
         .await;
     assert_eq!(status, 201);
     assert_eq!(
-        (&masked["input_preview"], &masked["masked"], &masked["withheld"]),
+        (
+            &masked["input_preview"],
+            &masked["masked"],
+            &masked["withheld"]
+        ),
         (
             &json!("AWS_ACCESS_KEY_ID=[withheld: an AWS access key id] ./deploy"),
             &json!(["an AWS access key id"]),
@@ -621,7 +631,11 @@ async fn an_approval_whose_input_is_hidden_is_allowed_only_deliberately() {
             .await;
         assert_eq!(status, 201, "{hidden}");
         assert_eq!(
-            (&hidden["input_preview"], &hidden["masked"], &hidden["withheld"]),
+            (
+                &hidden["input_preview"],
+                &hidden["masked"],
+                &hidden["withheld"]
+            ),
             (
                 &Value::Null,
                 &json!([]),
@@ -644,7 +658,10 @@ async fn an_approval_whose_input_is_hidden_is_allowed_only_deliberately() {
         item.contains("The input is hidden: it looks like it contains a private key"),
         "{item}"
     );
-    assert!(!item.contains(">Allow</button>"), "no one-click Allow: {item}");
+    assert!(
+        !item.contains(">Allow</button>"),
+        "no one-click Allow: {item}"
+    );
     assert!(
         item.contains(r#"<input type="checkbox" name="input_hidden_ok" value="true" required>"#)
             && item.contains("I allow a step whose input I cannot see"),

@@ -5,7 +5,8 @@
 use crate::postgres::fresh_database;
 use crosstalk::model::{
     Authorization, Channel, DeliveryState, GrantTokens, Handle, MAX_OFFERS, MessageId, Millis,
-    Place, Redeemed, Refreshed, RegisteredClient, SessionId, ThreadId, Token, TokenHash, now_millis,
+    Place, Redeemed, Refreshed, RegisteredClient, SessionId, ThreadId, Token, TokenHash,
+    now_millis,
 };
 use crosstalk::store::{
     Conversation, NewMessage, Offer, PostgresStore, RecipientCheck, SqliteStore, Store, StoreError,
@@ -706,7 +707,10 @@ async fn an_unconfirmed_message_was_offered_again_without_end(store: Arc<dyn Sto
         (DeliveryState::Pushed, MAX_OFFERS, Some(last_lease_end))
     );
     assert!(ledger.pushes_stopped());
-    assert!(!ledger.pushes_ended(last_lease_end - 1), "its last lease runs");
+    assert!(
+        !ledger.pushes_ended(last_lease_end - 1),
+        "its last lease runs"
+    );
     assert!(ledger.pushes_ended(last_lease_end));
     // No stream again: not a new one, not one offered it before, not later.
     let later = at(MAX_OFFERS + 5);
@@ -1097,7 +1101,11 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
     let live = store.live_grants(now).await.unwrap();
     assert_eq!(live.len(), 1);
     assert_eq!(live[0].handle, handle("bob"));
-    assert!(live[0].access.is_some_and(|(hash, _)| hash == access.hash()));
+    assert!(
+        live[0]
+            .access
+            .is_some_and(|(hash, _)| hash == access.hash())
+    );
     assert_eq!(
         store.grants(&handle("bob")).await.unwrap(),
         vec![grant.clone()]
@@ -1119,7 +1127,13 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
         generation,
         revision,
     } = store
-        .refresh_grant(refresh.hash(), "crosstalk-client-abc", next, now + 1, now + 1)
+        .refresh_grant(
+            refresh.hash(),
+            "crosstalk-client-abc",
+            next,
+            now + 1,
+            now + 1,
+        )
         .await
         .unwrap()
     else {
@@ -1131,14 +1145,24 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
     assert_eq!(store.credentials_revision().await.unwrap(), revision);
     // The access token it replaced is gone at once.
     let live = store.live_grants(now + 1).await.unwrap();
-    assert!(live[0].access.is_some_and(|(hash, _)| hash == new_access.hash()));
+    assert!(
+        live[0]
+            .access
+            .is_some_and(|(hash, _)| hash == new_access.hash())
+    );
 
     // The old refresh token again, past its grace (it ended as it was
     // replaced): the grant ends, with all its tokens.
     let (_, _, again) = tokens_in(now + 2, first.family);
     assert_eq!(
         store
-            .refresh_grant(refresh.hash(), "crosstalk-client-abc", again, now + 2, now + 2)
+            .refresh_grant(
+                refresh.hash(),
+                "crosstalk-client-abc",
+                again,
+                now + 2,
+                now + 2
+            )
             .await
             .unwrap(),
         Refreshed::Reused
@@ -1148,7 +1172,13 @@ async fn oauth_codes_grants_and_refresh_tokens_are_used_once(store: Arc<dyn Stor
     let (_, _, after) = tokens_in(now + 3, first.family);
     assert_eq!(
         store
-            .refresh_grant(new_refresh.hash(), "crosstalk-client-abc", after, now + 3, now + 3)
+            .refresh_grant(
+                new_refresh.hash(),
+                "crosstalk-client-abc",
+                after,
+                now + 3,
+                now + 3
+            )
             .await
             .unwrap(),
         Refreshed::Unknown
@@ -1375,7 +1405,13 @@ async fn a_refresh_replaces_the_grants_tokens_in_one_row_and_a_retry_within_the_
     let (_, _, late) = tokens_in(now + 2 + GRACE, first.family);
     assert_eq!(
         store
-            .refresh_grant(t0.hash(), client, late, now + 2 + GRACE, now + 2 + 2 * GRACE)
+            .refresh_grant(
+                t0.hash(),
+                client,
+                late,
+                now + 2 + GRACE,
+                now + 2 + 2 * GRACE
+            )
             .await
             .unwrap(),
         Refreshed::Reused

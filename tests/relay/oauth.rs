@@ -1446,7 +1446,11 @@ async fn a_refresh_left_the_access_token_it_replaced_working_until_it_expired() 
     let (status, rotated) = connector.refresh(&refresh).await;
     assert_eq!(status, 200, "{rotated}");
     let (next, _) = pair(&rotated);
-    assert_eq!(mcp_status(&app, &access).await, 401, "replaced: refused at once");
+    assert_eq!(
+        mcp_status(&app, &access).await,
+        401,
+        "replaced: refused at once"
+    );
     assert_eq!(peers_as(&app, &next).await, ["bob"]);
 }
 

@@ -586,14 +586,21 @@ mod tests {
             .map(|c| char::from_u32(c as u32 + 0xFEE0).unwrap())
             .collect();
         let token = Token::generate();
-        let split = format!("\"{}\" + \"{}\"", &token.expose()[..30], &token.expose()[30..]);
+        let split = format!(
+            "\"{}\" + \"{}\"",
+            &token.expose()[..30],
+            &token.expose()[30..]
+        );
         for (hidden, shown) in [
             (
                 "AKIA\u{200B}IOSF\u{00AD}ODNN7EXAMPLE".to_owned(),
                 "[withheld: an AWS access key id]",
             ),
             (fullwidth, "[withheld: an AWS access key id]"),
-            (token.expose().to_uppercase(), "[withheld: a crosstalk token]"),
+            (
+                token.expose().to_uppercase(),
+                "[withheld: a crosstalk token]",
+            ),
             // From its prefix to its last character; the quotes around it stay.
             (split, "\"[withheld: a crosstalk token]\""),
         ] {

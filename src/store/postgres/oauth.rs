@@ -413,8 +413,11 @@ pub(super) async fn forget(db: &impl Db, now: Millis, unused_since: Millis) -> S
         &[&now],
     )
     .await?;
-    db.write("DELETE FROM oauth_grants WHERE refresh_expires < $1", &[&now])
-        .await?;
+    db.write(
+        "DELETE FROM oauth_grants WHERE refresh_expires < $1",
+        &[&now],
+    )
+    .await?;
     db.write(
         "DELETE FROM oauth_clients WHERE coalesce(used_at, registered_at) < $1 \
          AND client_id NOT IN (SELECT client_id FROM oauth_grants)",
