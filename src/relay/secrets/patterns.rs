@@ -20,6 +20,16 @@ fn always(_: &str) -> bool {
     true
 }
 
+/// A type annotation between an assignment's name and its `=`, on one
+/// line (`API_TOKEN: &'static str = `, `crv_key: t.Type[PrivateOKPKey] = `,
+/// `sort_key: t.Callable[[t.Any], t.Any] | None = `), so that the value
+/// after it is the one judged: the type is code.
+macro_rules! annotation {
+    () => {
+        r#"[ \t]*:[ \t]*&?(?:'[a-z_]+[ \t]+)?(?:[A-Za-z_][A-Za-z0-9_.:&]*(?:[<\[(][^=\n"`]*[>\])])?|[\[(][^=\n"`]*[\])])(?:[ \t]*\|[ \t]*[A-Za-z_][A-Za-z0-9_.:&\[\]<>]*)*[ \t]+=[ \t]"#
+    };
+}
+
 /// The table. Order matters only for which kind a message with several
 /// secrets is refused for: the more specific kinds come first.
 ///
@@ -265,9 +275,14 @@ pub(super) static PATTERNS: &[Pattern] = &[
     Pattern {
         kind: "a password assignment",
         // A name that is part of a path (`AWS::ApiGateway::ApiKey`), or a
-        // URL's query (`?token=`), is matched with what says so, so that
-        // the second look can tell.
-        regex: r#"(?i)(?:[?&]|(?-u:\b))(?:[a-z0-9]+(?:[_-]|::))*(?:[a-z]*pass(?:word|wd|phrase)?|pwd|secret|client[_-]?secret|secret[_-]?key|api[_-]?key|apikey|access[_-]?key|auth[_-]?token|access[_-]?token|private[_-]?key|token)["']?\s*(?:=>|:=|:|=)\s*(?:"[^"\n]*"|'[^'\n]*'|`[^`\n]*`|[^\s"'`,;]+)"#,
+        // URL's query (`?token=`), is matched with what says so, and a
+        // type annotation (`API_TOKEN: &str = "…"`, `crv_key: t.Type[…] =
+        // …`) with the value after it, so that the second look can tell.
+        regex: concat!(
+            r#"(?i)(?:[?&]|(?-u:\b))(?:[a-z0-9]+(?:[_-]|::))*(?:[a-z]*pass(?:word|wd|phrase)?|pwd|secret|client[_-]?secret|secret[_-]?key|api[_-]?key|apikey|access[_-]?key|auth[_-]?token|access[_-]?token|private[_-]?key|token)["']?(?:"#,
+            annotation!(),
+            r#"|\s*(?:=>|:=|:|=))\s*(?:"[^"\n]*"|'[^'\n]*'|`[^`\n]*`|[^\s"'`,;]+)"#
+        ),
         plausible: values::assigned_literal,
     },
     // `SESSION_KEY=`, `ENCRYPTION_KEY=`, Laravel's `APP_KEY=base64:…`:
@@ -275,7 +290,94 @@ pub(super) static PATTERNS: &[Pattern] = &[
     // (`cache_key = "v2_users"` is a name).
     Pattern {
         kind: "a key assignment",
-        regex: r#"(?i)(?-u:\b)(?:[a-z0-9]+(?:[_-]|::))+key["']?\s*(?:=>|:=|:|=)\s*(?:"[^"\n]*"|'[^'\n]*'|`[^`\n]*`|[^\s"'`,;]+)"#,
+        regex: concat!(
+            r#"(?i)(?-u:\b)(?:[a-z0-9]+(?:[_-]|::))+key["']?(?:"#,
+            annotation!(),
+            r#"|\s*(?:=>|:=|:|=))\s*(?:"[^"\n]*"|'[^'\n]*'|`[^`\n]*`|[^\s"'`,;]+)"#
+        ),
         plausible: values::assigned_key,
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use regex::Regex;
+
+    /// What the pattern of `kind` matches in `text`.
+    fn matches(kind: &str, text: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        for pattern in PATTERNS.iter().filter(|pattern| pattern.kind == kind) {
+            let regex = Regex::new(pattern.regex).expect("the pattern compiles");
+            found.extend(regex.find_iter(text).map(|m| m.as_str().to_owned()));
+        }
+        found
+    }
+
+    /// A type annotation is matched with the value after it, on its line,
+    /// so that the value is what the second look judges (issue 39).
+    #[test]
+    fn an_annotation_is_matched_with_the_value_after_it() {
+        for (kind, line, matched) in [
+            (
+                "a password assignment",
+                "pub const IFLA_INET6_TOKEN: _bindgen_ty_7 = _bindgen_ty_7::IFLA_INET6_TOKEN;",
+                "IFLA_INET6_TOKEN: _bindgen_ty_7 = _bindgen_ty_7::IFLA_INET6_TOKEN",
+            ),
+            (
+                "a password assignment",
+                "pub const IFLA_VXLAN_LOCALBYPASS: _bindgen_ty_24 = _bindgen_ty_24::IFLA_VXLAN_LOCALBYPASS;",
+                "IFLA_VXLAN_LOCALBYPASS: _bindgen_ty_24 = _bindgen_ty_24::IFLA_VXLAN_LOCALBYPASS",
+            ),
+            (
+                "a key assignment",
+                "crv_key: t.Type[PrivateOKPKey] = PRIVATE_KEYS_MAP[crv]",
+                "crv_key: t.Type[PrivateOKPKey] = PRIVATE_KEYS_MAP[crv]",
+            ),
+            (
+                "a key assignment",
+                "sort_key: t.Callable[[t.Any], t.Any] | None = None,",
+                "sort_key: t.Callable[[t.Any], t.Any] | None = None",
+            ),
+            (
+                "a password assignment",
+                "static SECRET: &'static str = \"x\";",
+                "SECRET: &'static str = \"x\"",
+            ),
+            // No annotation: a value, then a comma; a comparison.
+            (
+                "a password assignment",
+                "api_key: a7Xk9QzLm2Pb4Rt8, region = us-east-1",
+                "api_key: a7Xk9QzLm2Pb4Rt8",
+            ),
+            ("a password assignment", "password: x == y", "password: x"),
+        ] {
+            assert_eq!(matches(kind, line), [matched], "{line:?}");
+        }
+    }
+
+    /// Each of the issue's six lines, whole, is no secret of any kind.
+    #[test]
+    fn the_lines_real_code_was_refused_for_pass_every_pattern() {
+        for line in [
+            "auth_token = b64decode(auth['authorizationToken']).decode()",
+            "\"input_token\": \"pagination_token\",",
+            "crv_key: t.Type[PrivateOKPKey] = PRIVATE_KEYS_MAP[crv]",
+            "auth_token = b64encode(f\"AWS:{password}\".encode(\"ascii\")).decode()",
+            "pub const IFLA_INET6_TOKEN: _bindgen_ty_7 = _bindgen_ty_7::IFLA_INET6_TOKEN;",
+            "pub const IFLA_VXLAN_LOCALBYPASS: _bindgen_ty_24 = _bindgen_ty_24::IFLA_VXLAN_LOCALBYPASS;",
+        ] {
+            for pattern in PATTERNS {
+                let regex = Regex::new(pattern.regex).expect("the pattern compiles");
+                for m in regex.find_iter(line) {
+                    assert!(
+                        !(pattern.plausible)(m.as_str()),
+                        "{line:?} counted as {} for {:?}",
+                        pattern.kind,
+                        m.as_str()
+                    );
+                }
+            }
+        }
+    }
+}

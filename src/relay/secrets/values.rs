@@ -7,6 +7,12 @@
 //! "password: incorrect"). An assignment counts only when its value looks
 //! like a literal secret: long enough, not a placeholder, and, when it is
 //! not quoted, shaped like generated text rather than like code or words.
+//!
+//! A call, a subscript, a path or a string that names a token is code, not
+//! a secret: `b64decode(auth[…`, `PRIVATE_KEYS_MAP[crv]`,
+//! `_bindgen_ty_7::IFLA_INET6_TOKEN`, `"pagination_token"`. Where a type
+//! annotation stands between the name and the value (`crv_key: t.Type[…]
+//! = …`, `const API_TOKEN: &str = "…"`), the value after it is judged.
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 
@@ -91,7 +97,12 @@ pub(super) fn url_password(matched: &str) -> bool {
         return false;
     };
     let password = credentials.split_once(':').map_or("", |(_, pw)| pw);
-    password.len() >= 3
+    // `https://foo.com:123,foo:bar@bar.com`: a list of hosts and ports.
+    let hosts = password
+        .split_once(',')
+        .is_some_and(|(port, _)| !port.is_empty() && number(port));
+    !hosts
+        && password.len() >= 3
         && !placeholder(password)
         && !plain_word(password)
         && !documentation_host(host)
@@ -126,22 +137,56 @@ pub(super) fn assigned_literal(matched: &str) -> bool {
     if let Some(parameter) = matched.strip_prefix(['?', '&']) {
         return query_literal(parameter);
     }
-    let Some((value, quoted)) = literal_value(matched) else {
+    let Some(assignment) = assignment(matched) else {
+        return false;
+    };
+    let Some((value, quoted)) = literal_value(&assignment) else {
         return false;
     };
     if quoted {
-        // A quoted word ("incorrect", "password") is prose; a long phrase
-        // (correct-horse-battery-staple) may be a passphrase.
-        return generated(value) || (value.len() >= 16 && !plain_word(value) && !number(value));
+        // A quoted name ("pagination_token") or format string ("{}:{}") is
+        // code's, and the name again ("password1") a stand-in; a quoted
+        // word ("incorrect", "password") is prose; a long phrase
+        // (correct-horse-battery-staple) may be a passphrase, unless it
+        // repeats the name it is given to ("client-secret-value").
+        if snake_name(value) || template(value) || repeats_name(assignment.name, value) {
+            return false;
+        }
+        return generated(value)
+            || (value.len() >= 16
+                && !plain_word(value)
+                && !number(value)
+                && !names_itself(assignment.name, value));
     }
-    !code(value, env_style(matched)) && generated(value)
+    !code(value, assignment.env_style()) && generated(value)
 }
 
-/// Named as an environment variable is (`DB_PASSWORD=`): upper case.
-fn env_style(matched: &str) -> bool {
-    let name = assignment(matched).map_or("", |(name, _)| name);
-    name.contains(|c: char| c.is_ascii_uppercase())
-        && !name.contains(|c: char| c.is_ascii_lowercase())
+/// An assignment as matched: the name, and the value it is given.
+struct Assignment<'a> {
+    name: &'a str,
+    value: &'a str,
+    /// Whitespace between the name and the operator (`NAME = …`), as code
+    /// writes it and `.env` and compose files do not.
+    spaced: bool,
+    /// The value came after a type (`name: Type = value`).
+    annotated: bool,
+    /// A colon with the value right after it (`secret:AmazonSageMaker-*`),
+    /// as ARNs, URNs, labels and slices write it; YAML, JSON and headers
+    /// put a space or a quote there.
+    tight: bool,
+}
+
+impl Assignment<'_> {
+    /// Named as an environment variable is (`DB_PASSWORD=`): upper case,
+    /// with nothing between the name and its operator. Such a value is
+    /// never a call, so symbols in it are a generator's, not code's;
+    /// `CHALLENGE_PASSWORD = ObjectIdentifier(` is a Python constant.
+    fn env_style(&self) -> bool {
+        !self.spaced
+            && !self.annotated
+            && self.name.contains(|c: char| c.is_ascii_uppercase())
+            && !self.name.contains(|c: char| c.is_ascii_lowercase())
+    }
 }
 
 /// `?token=…&password=…` in a URL or a form: a generated value, up to the
@@ -149,7 +194,7 @@ fn env_style(matched: &str) -> bool {
 /// public tokens of badges (`badge.svg?token=3KA3R2D9fV`), while an OAuth
 /// access token or a signature is long.
 fn query_literal(parameter: &str) -> bool {
-    let Some((name, value)) = assignment(parameter) else {
+    let Some(Assignment { name, value, .. }) = assignment(parameter) else {
         return false;
     };
     let value = value.split(['&', '#', ')', ']', '>']).next().unwrap_or("");
@@ -158,37 +203,51 @@ fn query_literal(parameter: &str) -> bool {
         true => MIN_LITERAL,
         false => 16,
     };
-    value.len() >= shortest && !placeholder(value) && generated(value)
+    // `password=secure%20password`: words, as a form encodes them.
+    value.len() >= shortest && !value.contains("%20") && !placeholder(value) && generated(value)
 }
 
 /// `SESSION_KEY=…`, `APP_KEY=base64:…`: a key of any other name, which
 /// counts only when its value is random text, such as a generated key is
-/// (a name that is a key of some table, `sort_key: "created_at"`, is not).
+/// (a name that is a key of some table, `sort_key: "created_at"`, is not),
+/// and is no public key.
 pub(super) fn assigned_key(matched: &str) -> bool {
-    let name = assignment(matched).map_or(String::new(), |(name, _)| name.to_ascii_lowercase());
-    if name.contains("public") || name.contains("publishable") {
+    let Some(assignment) = assignment(matched) else {
+        return false;
+    };
+    let name = assignment.name.to_ascii_lowercase();
+    // A WebSocket handshake's key is a nonce, sent in the clear.
+    if ["public", "publishable", "websocket"]
+        .iter()
+        .any(|word| name.contains(word))
+    {
         return false;
     }
-    let Some((value, _)) = literal_value(matched) else {
+    let Some((value, _)) = literal_value(&assignment) else {
         return false;
     };
     let value = value.strip_prefix("base64:").unwrap_or(value);
-    value.len() >= 16 && !uuid(value) && !code(value, true) && generated(value) && changeable(value)
+    value.len() >= 16
+        && !uuid(value)
+        && !code(value, assignment.env_style())
+        && generated(value)
+        && changeable(value)
 }
 
 /// The literal an assignment gives, and whether it was quoted: none when
 /// the name is part of a path (`AWS::ApiGateway::ApiKey`), the value too
-/// short, a placeholder, or more than one word.
-fn literal_value(matched: &str) -> Option<(&str, bool)> {
-    let (name, raw) = assignment(matched)?;
-    if name.contains("::") {
+/// short, a placeholder, more than one word, or right after a colon.
+fn literal_value<'a>(assignment: &Assignment<'a>) -> Option<(&'a str, bool)> {
+    if assignment.name.contains("::") {
         return None;
     }
+    let raw = assignment.value;
     let (value, quoted) = match raw.chars().next() {
         Some(q @ ('"' | '\'' | '`')) => (raw.trim_matches(q), true),
         _ => (raw, false),
     };
     let literal = value.len() >= MIN_LITERAL
+        && !(assignment.tight && !quoted)
         && !placeholder(value)
         && !value.contains(char::is_whitespace)
         && !reference(value);
@@ -196,22 +255,41 @@ fn literal_value(matched: &str) -> Option<(&str, bool)> {
 }
 
 /// A match split at its assignment operator (`=`, `:`, `:=`, `=>`; a
-/// path's `::` is part of the name): the name, and the value, trimmed.
-fn assignment(matched: &str) -> Option<(&str, &str)> {
+/// path's `::` is part of the name), and past a type annotation: the name,
+/// and the value, trimmed. A `:` that opens the match is `.npmrc`'s
+/// (`//registry.npmjs.org/:_authToken=`), not an operator.
+fn assignment(matched: &str) -> Option<Assignment<'_>> {
     let bytes = matched.as_bytes();
-    let at = (0..bytes.len()).find(|&i| match bytes[i] {
+    let at = (1..bytes.len()).find(|&i| match bytes[i] {
         b'=' => true,
-        b':' => bytes.get(i + 1) != Some(&b':') && (i == 0 || bytes[i - 1] != b':'),
+        b':' => bytes.get(i + 1) != Some(&b':') && bytes[i - 1] != b':',
         _ => false,
     })?;
     let rest = &matched[at..];
     let operator = rest
         .find(|c: char| !matches!(c, ':' | '=' | '>'))
         .unwrap_or(rest.len());
-    Some((
-        matched[..at].trim_end_matches(['"', '\'', ' ', '\t']),
-        rest[operator..].trim(),
-    ))
+    let (operator, after) = rest.split_at(operator);
+    let name = &matched[..at];
+    let value = after.trim();
+    let colon = operator == ":";
+    // The pattern lets whitespace into an unquoted value only as
+    // `Type = value`: the type is no value, what follows its `=` is.
+    let annotated = colon
+        && !value.starts_with(['"', '\'', '`'])
+        && value.contains(char::is_whitespace)
+        && value.contains('=');
+    let value = match annotated {
+        true => value.split_once('=').map_or(value, |(_, value)| value.trim()),
+        false => value,
+    };
+    Some(Assignment {
+        name: name.trim_end_matches(['"', '\'', ' ', '\t']),
+        value,
+        spaced: name.ends_with([' ', '\t']),
+        annotated,
+        tight: colon && !annotated && after.starts_with(|c: char| !c.is_whitespace()),
+    })
 }
 
 /// Looks like code rather than a value: a call, an index, a generic type,
@@ -232,6 +310,10 @@ fn code(value: &str, env_style: bool) -> bool {
     }
     if env_style {
         return false;
+    }
+    // `_bindgen_ty_7`, `PKCS7PrivateKeyTypes`: names with a number in them.
+    if snake_name(value) || type_name(value) {
+        return true;
     }
     if value.starts_with(['(', '|']) {
         return true; // a tuple, a closure
@@ -263,25 +345,127 @@ fn code(value: &str, env_style: bool) -> bool {
     reads_as_name(name) || closed
 }
 
-/// A name as people write them: words of letters, each perhaps ending in
-/// digits (`get_param`, `sha256`, `TokenTree`, `XMLHttpRequest`), not a
-/// random run (`Hx7`, `kD9x`), whose case changes after single letters.
+/// A name as people write them: words of letters, each perhaps with a
+/// number inside or at its end (`get_param`, `sha256`, `b64decode`,
+/// `TokenTree`, `XMLHttpRequest`), not a random run (`Hx7`, `kD9x`), whose
+/// case changes after single letters. Read only where code follows the
+/// name (`(`, `[`, `<`), which a literal seldom puts there.
 fn reads_as_name(name: &str) -> bool {
     let words_then_digits = name.split(['.', '_', '$']).all(|word| {
-        let letters = word.trim_end_matches(|c: char| c.is_ascii_digit());
-        letters.chars().all(|c| c.is_ascii_alphabetic())
+        let word = word.trim_end_matches(|c: char| c.is_ascii_digit());
+        let word = word.trim_start_matches(|c: char| c.is_ascii_alphabetic());
+        let word = word.trim_start_matches(|c: char| c.is_ascii_digit());
+        word.chars().all(|c| c.is_ascii_alphabetic())
     });
-    // A lone lower-case letter between others (`H·x·7`), past the first.
+    // A lone lower-case letter between others (`H·x·7`), past the first
+    // and the separators (`self.s3tables`).
     let bytes = name.as_bytes();
     let lone_lower = (1..bytes.len()).any(|at| {
         bytes[at].is_ascii_lowercase()
             && !bytes[at - 1].is_ascii_lowercase()
-            && bytes[at - 1] != b'_'
+            && !matches!(bytes[at - 1], b'_' | b'.' | b'$')
             && bytes
                 .get(at + 1)
                 .is_some_and(|next| !next.is_ascii_lowercase())
     });
     name.len() >= 3 && words_then_digits && !lone_lower
+}
+
+/// snake_case words, each perhaps ending in digits, or numbers between
+/// them (`pagination_token`, `aws_access_key_id`, `_bindgen_ty_7`,
+/// `x25519_generate_private_key`): a name. Generated values mix cases, or
+/// have no `_`.
+fn snake_name(value: &str) -> bool {
+    value.contains('_')
+        && value
+            .split(|c: char| !c.is_ascii_lowercase())
+            .any(|letters| letters.len() >= 3)
+        && value.split('_').all(|part| {
+            part.trim_end_matches(|c: char| c.is_ascii_digit())
+                .bytes()
+                .all(|b| b.is_ascii_lowercase())
+        })
+}
+
+/// A type named with a number in its first word, then two capitalised
+/// words or more (`PKCS7PrivateKeyTypes`, `Ed25519PrivateKey`): random
+/// text of any length takes that shape less than once in 1,000.
+fn type_name(value: &str) -> bool {
+    let lower = value.trim_start_matches(|c: char| c.is_ascii_uppercase());
+    let digits = lower.trim_start_matches(|c: char| c.is_ascii_lowercase());
+    let mut rest = digits.trim_start_matches(|c: char| c.is_ascii_digit());
+    if lower.len() == value.len() || rest.len() == digits.len() {
+        return false;
+    }
+    let mut words = 0;
+    while let Some(word) = rest.strip_prefix(|c: char| c.is_ascii_uppercase()) {
+        let after = word.trim_start_matches(|c: char| c.is_ascii_lowercase());
+        if word.len() - after.len() < 2 {
+            return false;
+        }
+        rest = after;
+        words += 1;
+    }
+    rest.is_empty() && words >= 2
+}
+
+/// A format string's placeholder: `{}`, `{0}`, `{name}`, `%s`, `%(name)s`.
+fn template(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    value.bytes().enumerate().any(|(at, byte)| match byte {
+        b'{' => value[at + 1..].split_once('}').is_some_and(|(inside, _)| {
+            inside
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        }),
+        b'%' => matches!(bytes.get(at + 1), Some(b's' | b'd' | b'(')),
+        _ => false,
+    })
+}
+
+/// A phrase that shares a word with the name it is given to
+/// (`client_secret: "client-secret-value"`, `NOPASSWORD =
+/// "no-password-required"`): a stand-in.
+fn names_itself(name: &str, value: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    words(value)
+        .iter()
+        .any(|word| word.len() >= 3 && name.contains(word.as_str()))
+}
+
+/// A value whose words are all the name's own, with at most digits and
+/// symbols besides (`"access_token": "access-1"`, `password='password1'`):
+/// a stand-in, as documentation writes them.
+fn repeats_name(name: &str, value: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    let words = words(value);
+    !words.is_empty()
+        && words
+            .iter()
+            .all(|word| word.len() >= 3 && name.contains(word.as_str()))
+}
+
+/// The words of a name or a phrase, in lower case: `clientSecret`,
+/// `client_secret` and `client-secret-value` share `client` and `secret`.
+fn words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut previous = ' ';
+    for c in text.chars() {
+        let starts = !c.is_ascii_alphabetic()
+            || (c.is_ascii_uppercase() && previous.is_ascii_lowercase());
+        if starts && !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        if c.is_ascii_alphabetic() {
+            word.push(c.to_ascii_lowercase());
+        }
+        previous = c;
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
 }
 
 /// Names something rather than being a value: a file path (`/etc/ssl/…`,
@@ -403,6 +587,21 @@ mod tests {
             "token => token_stream",
             "access_token = response.access_token",
             "private_key = PrivateKey::from_pem",
+            "CHALLENGE_PASSWORD = ObjectIdentifier(",
+            "SECRET_KEY = os.urandom(24)",
+            "private_key: PKCS7PrivateKeyTypes",
+            "generate_private_key: x25519_generate_private_key",
+            "continuation_token = self.s3tables_backend.list_table_buckets(",
+            "raw_private_key: EcPrivateKeyBin<'_> = private_key",
+            "token = _bindgen_ty_7",
+            "secret:AmazonSageMaker-*",
+            "ACCESS_KEY = 'aws_access_key_id'",
+            "password = \"{}:{}\"",
+            "client_secret: \"client-secret-value\"",
+            "NOPASSWORD = \"no-password-required\"",
+            "access_token\": \"access-1\"",
+            "password='password1'",
+            "&password=secure%20password",
         ] {
             assert!(
                 !assigned_literal(harmless),
@@ -421,8 +620,60 @@ mod tests {
             "--password=c0rrectH0rse",
             "secret_key => a7b9c3d4e5f6",
             "password = \"correct-horse-battery\"",
+            "auth_token = \"a7Fz93kQpL0xWq81Zc4R\"",
+            "API_KEY: str = \"a7Fz93kQpL0xWq81Zc\"",
+            "API_TOKEN: &'static str = \"a7Fz93kQpL0xWq81Zc\"",
+            "api_key: a7Xk9QzLm2Pb4Rt8",
+            "password: \"Summer2024\"",
+            "password=Summer2024",
+            "PASSWORD=a7Xk(Qz2",
+            "password: \"Xk9_pass_word\"",
         ] {
             assert!(assigned_literal(secret), "{secret:?} was not counted");
         }
+    }
+
+    /// Issue 39's six lines, as the patterns match them: a call, a
+    /// subscript, a path or a string that names a token is code.
+    #[test]
+    fn the_lines_real_code_was_refused_for_are_code() {
+        for code in [
+            "auth_token = b64decode(auth[",
+            "input_token\": \"pagination_token\"",
+            "auth_token = b64encode(f",
+            "IFLA_INET6_TOKEN: _bindgen_ty_7 = _bindgen_ty_7::IFLA_INET6_TOKEN",
+            "IFLA_VXLAN_LOCALBYPASS: _bindgen_ty_24 = _bindgen_ty_24::IFLA_VXLAN_LOCALBYPASS",
+        ] {
+            assert!(!assigned_literal(code), "{code:?} counted as a secret");
+        }
+        for code in [
+            "crv_key: t.Type[PrivateOKPKey] = PRIVATE_KEYS_MAP[crv]",
+            // Without the annotation, as a line cut after it reads.
+            "crv_key: t.Type[PrivateOKPKey]",
+            "api_key = ApiGatewayApiKey(",
+            "sort_key: t.Callable[[t.Any]",
+            "encrypted_key: b64u(encryptedKey)",
+            "op_key = t.cast(t.Union[Ed25519PrivateKey",
+            "THREAD_RNG_KEY: Rc<UnsafeCell<ReseedingRng<Core, OsRng>>> = {",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        ] {
+            assert!(!assigned_key(code), "{code:?} counted as a key");
+        }
+    }
+
+    #[test]
+    fn generated_keys_are_keys_past_an_annotation_too() {
+        for key in [
+            "SESSION_KEY=a7Fz93kQpL0xWq81ZcR4tY",
+            "SIGNING_KEY: &str = \"a7Fz-93kQpL0xWq81ZcR4tY\"",
+        ] {
+            assert!(assigned_key(key), "{key:?} was not counted");
+        }
+    }
+
+    #[test]
+    fn a_list_of_hosts_is_no_password() {
+        assert!(!url_password("https://foo.com:123,foo:bar@bar.com"));
+        assert!(url_password("postgres://app:s3cr3t-Pa55@db.internal"));
     }
 }
