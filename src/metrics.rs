@@ -362,6 +362,13 @@ impl Collector for Core {
             "Waits that found nothing and parked until a wake-up",
             s.waits_parked,
         )?;
+        counter(
+            e,
+            "wait_looks",
+            "Looks in the store by waits: as each begins, and at each wake-up that may have \
+             brought what it waits for",
+            s.wait_looks,
+        )?;
         gauge(e, "waits_open", "Waits and streams open now", s.waits_open)?;
         gauge(
             e,

@@ -4,7 +4,13 @@
 use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
 use crate::model::{Channel, Handle, Message, MessageId, Millis, Place, ThreadId, now_millis};
 use crate::store::{Conversation, NewMessage, RecipientCheck, StoreResult};
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicI64, Ordering},
+    },
+    time::Duration,
+};
 
 /// Bodies up to this size are scanned for secrets in place (well under a
 /// tenth of a millisecond); longer ones on the blocking pool.
@@ -85,17 +91,38 @@ impl Relay {
         else {
             return Ok((sent, None));
         };
+        // The thread's news is its messages as they commit. Only the
+        // recipient's, sent after the question (not an earlier message's
+        // delivery published again), may be the reply: anyone else's says
+        // so without a look in the store, and moves on where the next look
+        // reads from, so a look reads only what is new.
         let wake = self.places.subscribe(&Place::Thread(thread_id));
+        let seen = AtomicI64::new(sent.id.0);
+        let relevant = |news: &Arc<Message>| {
+            let reply = news.id > sent.id && news.from == to;
+            if !reply {
+                seen.fetch_max(news.id.0, Ordering::Relaxed);
+            }
+            reply
+        };
         let look = || async {
-            let after = self
+            let after = MessageId(seen.load(Ordering::Relaxed));
+            let read = self
                 .store
-                .thread(thread_id, sent.id, super::MAX_PAGE, now_millis())
+                .thread(thread_id, after, super::MAX_PAGE, now_millis())
                 .await?;
-            let reply = after.into_iter().find(|m| m.from == to);
-            Ok((reply, None))
+            Ok((read.into_iter().find(|m| m.from == to), None))
         };
         let reply = self
-            .wait_for(caller, wake, timeout, cancelled, look, Option::is_none)
+            .wait_for(
+                caller,
+                wake,
+                relevant,
+                timeout,
+                cancelled,
+                look,
+                Option::is_none,
+            )
             .await?;
         let reply = match reply {
             Some(reply) => Some(self.confirm_read(&sent.from, vec![reply]).await?.remove(0)),

@@ -34,6 +34,7 @@ pub(super) struct Stats {
     grants_opened: AtomicU64,
     grants_refreshed: AtomicU64,
     grants_reused: AtomicU64,
+    wait_looks: AtomicU64,
 }
 
 /// How long purges take.
@@ -68,6 +69,9 @@ pub struct Snapshot {
     pub pushed_again: u64,
     /// Waits that found nothing and parked until a wake-up.
     pub waits_parked: u64,
+    /// Looks in the store by waits: one as each begins, and one for each
+    /// wake-up that may have brought what it waits for.
+    pub wait_looks: u64,
     /// Notices handed to delivery (webhooks, Web Push), and those dropped
     /// with the queue full.
     pub notices: u64,
@@ -165,6 +169,10 @@ impl Stats {
         add(&self.grants_reused);
     }
 
+    pub(super) fn wait_looked(&self) {
+        add(&self.wait_looks);
+    }
+
     pub(super) fn snapshot(&self) -> Snapshot {
         Snapshot {
             sent_direct: read(&self.sent_direct),
@@ -181,6 +189,7 @@ impl Stats {
             grants_opened: read(&self.grants_opened),
             grants_refreshed: read(&self.grants_refreshed),
             grants_reused: read(&self.grants_reused),
+            wait_looks: read(&self.wait_looks),
             read: read(&self.read),
             purge_seconds: self.purge_seconds.0.read(),
             ..Snapshot::default()

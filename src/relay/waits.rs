@@ -121,8 +121,16 @@ impl Relay {
             };
             Ok((taken, again))
         };
-        self.wait_for(caller, wake, timeout, cancelled, look, Vec::is_empty)
-            .await
+        self.wait_for(
+            caller,
+            wake,
+            |_| true,
+            timeout,
+            cancelled,
+            look,
+            Vec::is_empty,
+        )
+        .await
     }
 
     /// As [`Relay::channel_messages`], waiting up to `timeout_s` (default
@@ -141,22 +149,31 @@ impl Relay {
         let _slot = self.wait_slot(caller, timeout)?;
         let wake = self.places.subscribe(&Place::Channel(name.clone()));
         let look = || async { Ok((self.channel_page(&name, since_id, None).await?, None)) };
-        self.wait_for(caller, wake, timeout, cancelled, look, |page: &Page| {
-            page.messages.is_empty()
-        })
+        self.wait_for(
+            caller,
+            wake,
+            |_| true,
+            timeout,
+            cancelled,
+            look,
+            |page: &Page| page.messages.is_empty(),
+        )
         .await
     }
 
     /// Calls `look` until what it finds is not `empty`, waking when `wake`
-    /// says something was committed (or at the time `look` names to look
-    /// again), and returns what it last found when `timeout` passes,
-    /// `cancelled` resolves, or the relay stops. Ends with 401 when
+    /// says something `relevant` was committed (or lagged behind, or at
+    /// the time `look` names to look again), and returns what it last
+    /// found when `timeout` passes, `cancelled` resolves, or the relay
+    /// stops. News that is not relevant costs no look. Ends with 401 when
     /// `caller`'s token is revoked or replaced meanwhile: nothing committed
     /// after that reaches the old token.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn wait_for<T, W: Clone, Look, Found>(
         &self,
         caller: &Caller,
         mut wake: tokio::sync::broadcast::Receiver<W>,
+        relevant: impl Fn(&W) -> bool,
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
         mut look: Look,
@@ -169,6 +186,7 @@ impl Relay {
         let deadline = tokio::time::Instant::now() + timeout.min(MAX_WAIT);
         tokio::pin!(cancelled);
         loop {
+            self.stats.wait_looked();
             let (found, again) = look().await?;
             if !empty(&found) || tokio::time::Instant::now() >= deadline {
                 return Ok(found);
@@ -179,12 +197,10 @@ impl Relay {
             });
             self.parked.send_modify(|n| *n += 1);
             tokio::select! {
-                // A message (or news that we lagged behind): look again.
-                woken = wake.recv() => {
-                    if matches!(woken, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
-                        return Ok(found);
-                    }
-                }
+                // Relevant news (or news that we lagged behind): look again.
+                open = relevant_news(&mut wake, &relevant) => if !open {
+                    return Ok(found);
+                },
                 () = tokio::time::sleep_until(look_again) => {}
                 () = &mut cancelled => return Ok(found),
                 () = self.shutdown.cancelled() => return Ok(found),
@@ -216,6 +232,22 @@ impl Relay {
     /// Waits and streams open now.
     pub fn open_waits(&self) -> usize {
         self.waits.open()
+    }
+}
+
+/// Waits until `wake` carries news that is `relevant` or lagged behind
+/// what it carried (true), or is closed (false).
+async fn relevant_news<W: Clone>(
+    wake: &mut tokio::sync::broadcast::Receiver<W>,
+    relevant: impl Fn(&W) -> bool,
+) -> bool {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match wake.recv().await {
+            Ok(news) if !relevant(&news) => {}
+            Ok(_) | Err(RecvError::Lagged(_)) => return true,
+            Err(RecvError::Closed) => return false,
+        }
     }
 }
 

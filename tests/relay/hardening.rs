@@ -621,3 +621,77 @@ async fn pages_of_padded_tables_are_bounded_and_healthz_answers_while_four_load(
     );
     assert!(median < Duration::from_millis(10), "median {median:?}");
 }
+
+#[tokio::test]
+async fn every_post_in_a_thread_made_its_reply_waits_read_the_thread_again() {
+    let app = spawn_app_with(|config| {
+        config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
+        config.limits.per_credential = None;
+    })
+    .await;
+    let metrics = app.running.metrics_addr.unwrap();
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let (status, opened) = crate::support::post(
+        &app,
+        "/api/messages",
+        &alice,
+        json!({ "to": "bob", "body": "the thread" }),
+    )
+    .await;
+    assert_eq!(status, 201, "{opened}");
+    let thread = opened["thread_id"].clone();
+    // Four questions in it, each waiting for bob's reply.
+    let waits: Vec<_> = (0..4)
+        .map(|i| {
+            let (app_url, alice) = (app.url(), alice.clone());
+            let thread = thread.clone();
+            tokio::spawn(async move {
+                let response = http()
+                    .post(format!("{app_url}/api/messages"))
+                    .bearer_auth(&alice)
+                    .json(&json!({
+                        "to": "bob", "body": format!("question {i}"),
+                        "thread_id": thread, "wait_for_reply_seconds": 30,
+                    }))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(response.status(), 201);
+                response.json::<Value>().await.unwrap()
+            })
+        })
+        .collect();
+    parked(&app, 4).await;
+    let looks = |scrape: &prometheus_parse::Scrape| {
+        crate::metrics::value(scrape, "crosstalk_wait_looks_total", &[])
+    };
+    let before = looks(&crate::metrics::scrape(metrics).await.1);
+    // The asker goes on posting in the thread: none of it is the reply.
+    for n in 0..20 {
+        let (status, _) = crate::support::post(
+            &app,
+            "/api/messages",
+            &alice,
+            json!({ "to": "bob", "body": format!("more {n}"), "thread_id": thread }),
+        )
+        .await;
+        assert_eq!(status, 201);
+    }
+    let (status, reply) = crate::support::post(
+        &app,
+        "/api/messages",
+        &bob,
+        json!({ "to": "alice", "body": "the answer", "thread_id": thread }),
+    )
+    .await;
+    assert_eq!(status, 201, "{reply}");
+    for wait in waits {
+        let asked = wait.await.unwrap();
+        assert_eq!(asked["reply"]["id"], reply["message_id"], "{asked}");
+    }
+    // Each wait looked in the store once more, for the reply; before, once
+    // for each of the 20 posts too.
+    let after = looks(&crate::metrics::scrape(metrics).await.1);
+    assert_eq!(after - before, 4.0);
+}

@@ -985,6 +985,7 @@ async fn behind_a_proxy(
     adjust: impl FnOnce(&mut crosstalk::relay::RegistrationBudgets),
 ) -> TestApp {
     spawn_app_with(|config| {
+        at_once(config);
         config.trusted_proxies = vec![crosstalk::host::Cidr::parse("127.0.0.1/32").unwrap()];
         adjust(&mut config.settings.oauth.registrations);
     })
@@ -1436,7 +1437,7 @@ fn pair(tokens: &Value) -> (String, String) {
 
 #[tokio::test]
 async fn a_refresh_left_the_access_token_it_replaced_working_until_it_expired() {
-    let app = spawn_app().await;
+    let app = spawn_app_with(at_once).await;
     let bob = app.add_person("bob").await;
     app.add_person("alice").await;
     let connector = Connector::register(&app, REDIRECT).await;
@@ -1456,7 +1457,11 @@ async fn a_refresh_left_the_access_token_it_replaced_working_until_it_expired() 
 
 #[tokio::test]
 async fn every_refresh_kept_a_row_and_made_everyones_reload_read_the_grants_whole_history() {
-    let app = spawn_app_with(|config| config.limits.per_address = None).await;
+    let app = spawn_app_with(|config| {
+        at_once(config);
+        config.limits.per_address = None;
+    })
+    .await;
     let bob = app.add_person("bob").await;
     app.add_person("alice").await;
     let connector = Connector::register(&app, REDIRECT).await;
@@ -1496,7 +1501,7 @@ async fn every_refresh_kept_a_row_and_made_everyones_reload_read_the_grants_whol
 
 #[tokio::test]
 async fn a_double_refresh_ended_the_grant_instead_of_being_taken_for_a_retry() {
-    let app = spawn_app().await;
+    let app = spawn_app_with(at_once).await;
     let bob = app.add_person("bob").await;
     app.add_person("alice").await;
     let connector = Connector::register(&app, REDIRECT).await;
@@ -1538,6 +1543,7 @@ async fn a_double_refresh_ended_the_grant_instead_of_being_taken_for_a_retry() {
 async fn a_participant_removed_from_relay_participants_kept_acting_through_its_grant() {
     const CI: &str = "ci-token-0123456789abcdef";
     let app = spawn_app_with(|config| {
+        at_once(config);
         config.settings.participants = vec![(
             crosstalk::model::Handle::parse("ci").unwrap(),
             TokenHash::of(CI),
@@ -1572,7 +1578,11 @@ async fn a_participant_removed_from_relay_participants_kept_acting_through_its_g
 #[tokio::test]
 async fn a_person_could_hold_any_number_of_grants() {
     let most = crosstalk::relay::GRANTS_PER_PERSON;
-    let app = spawn_app_with(|config| config.limits.per_address = None).await;
+    let app = spawn_app_with(|config| {
+        at_once(config);
+        config.limits.per_address = None;
+    })
+    .await;
     let bob = app.add_person("bob").await;
     let alice = app.add_person("alice").await;
     let connector = Connector::register(&app, REDIRECT).await;

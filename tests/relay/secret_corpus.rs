@@ -1022,7 +1022,11 @@ fn at_most_one_in_a_thousand(ecosystem: Ecosystem) {
         .iter()
         .filter_map(|(file, chunk)| {
             let kind = find_secret(chunk)?;
-            Some(format!("{}: {kind}: {}", file.display(), refused_text(chunk)))
+            Some(format!(
+                "{}: {kind}: {}",
+                file.display(),
+                refused_text(chunk)
+            ))
         })
         .collect();
     let chunks = sample.chunks.len();

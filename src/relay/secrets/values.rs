@@ -280,7 +280,9 @@ fn assignment(matched: &str) -> Option<Assignment<'_>> {
         && value.contains(char::is_whitespace)
         && value.contains('=');
     let value = match annotated {
-        true => value.split_once('=').map_or(value, |(_, value)| value.trim()),
+        true => value
+            .split_once('=')
+            .map_or(value, |(_, value)| value.trim()),
         false => value,
     };
     Some(Assignment {
@@ -452,8 +454,8 @@ fn words(text: &str) -> Vec<String> {
     let mut word = String::new();
     let mut previous = ' ';
     for c in text.chars() {
-        let starts = !c.is_ascii_alphabetic()
-            || (c.is_ascii_uppercase() && previous.is_ascii_lowercase());
+        let starts =
+            !c.is_ascii_alphabetic() || (c.is_ascii_uppercase() && previous.is_ascii_lowercase());
         if starts && !word.is_empty() {
             words.push(std::mem::take(&mut word));
         }
