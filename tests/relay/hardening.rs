@@ -695,3 +695,59 @@ async fn every_post_in_a_thread_made_its_reply_waits_read_the_thread_again() {
     let after = looks(&crate::metrics::scrape(metrics).await.1);
     assert_eq!(after - before, 4.0);
 }
+
+/// The most a process's resident memory has been, in KiB (`VmHWM`).
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_table_bomb_cost_hundreds_of_megabytes_to_parse_however_little_was_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("relay.db");
+    let token = token_in(&stdout(&crosstalk(&db, &["add", "alice"])));
+    // Its own process, so its peak memory is the relay's alone.
+    let mut child = crate::support::KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+            .args(["serve", "--port", "0"])
+            .env("RELAY_DB", &db)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let url = LogWatch::new(&mut child.0).serving_url();
+    let pid = child.0.id();
+    // Wide headers over one-cell rows, as much as a body holds: parsed as
+    // it was, each made pulldown-cmark build millions of padded cells.
+    let table = "|h".repeat(2000) + "|\n" + &"|-".repeat(2000) + "|\n" + &"|x|\n".repeat(200);
+    for n in 0..4 {
+        let body = format!("bomb {n}\n\n{}", &table.repeat(8)[..60_000]);
+        let posted = http()
+            .post(format!("{url}/api/channels/bombs/messages"))
+            .bearer_auth(&token)
+            .json(&json!({ "body": body }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(posted.status(), 201);
+    }
+    let before = peak_kib(pid);
+    let page = http()
+        .get(format!("{url}/channels/bombs"))
+        .basic_auth("alice", Some(&token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert_eq!(html.matches("<pre class=\"as-written\">bomb ").count(), 4);
+    let grew = peak_kib(pid).saturating_sub(before);
+    // Four bodies of 60 KB: the page is a few hundred KB, and so, within
+    // a small multiple, is what rendering it may take.
+    assert!(
+        grew < 32 * 1024,
+        "rendering took {grew} KiB more at its peak"
+    );
+}

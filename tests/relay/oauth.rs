@@ -1559,8 +1559,14 @@ async fn a_participant_removed_from_relay_participants_kept_acting_through_its_g
     assert_eq!(status, 200, "{rotated}");
     let (access, refresh) = pair(&rotated);
 
-    // The relay restarts without the participant.
-    let app = app.restart().await;
+    // The relay restarts without the participant, at the same address.
+    let app = app
+        .restart_with(|config| {
+            let port = config.listen.port();
+            config.public_url = format!("http://127.0.0.1:{port}");
+            config.settings.oauth.resource = format!("http://127.0.0.1:{port}/mcp");
+        })
+        .await;
     assert_eq!(mcp_status(&app, &access).await, 401);
     let (status, refused) = connector.refresh(&refresh).await;
     assert_eq!(
