@@ -260,12 +260,7 @@ async fn token(
             "refresh_token" => {
                 state
                     .relay
-                    .refresh_grant(
-                        required("refresh_token")?,
-                        client_id,
-                        field("resource"),
-                        from,
-                    )
+                    .refresh_grant(required("refresh_token")?, client_id, field("resource"))
                     .await
             }
             other => {

@@ -52,12 +52,18 @@ pub struct AskApproval {
     pub input_preview: String,
 }
 
-/// At most `max` characters of `text`, marked when cut.
+/// At most `max` characters of `text`, marked when cut; never inside a
+/// mask's `[withheld: …]`, so what is shown still says what was masked.
 fn shortened(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
+    let Some((mut cut, _)) = text.char_indices().nth(max) else {
+        return text.to_owned();
+    };
+    if let Some(label) = text[..cut].rfind("[withheld: ")
+        && !text[label..cut].contains(']')
+    {
+        cut = label;
     }
+    format!("{}…", &text[..cut])
 }
 
 /// A client's id for its request, trimmed: 1 to 64 ASCII letters, digits,
@@ -100,17 +106,19 @@ impl Relay {
         // withheld whole only where its secrets cannot be masked on their
         // own. Each is masked for itself: a key in the description hides
         // nothing of the input.
+        // Masked whole, then shortened: a secret cut short would no longer
+        // be recognised.
         let description = ask.description.replace('\0', "");
-        let description = shortened(description.trim(), MAX_DESCRIPTION_CHARS);
-        let description = match secrets::mask_secrets(&description) {
-            Ok(masked) => masked.text,
+        let description = match secrets::mask_secrets(description.trim()) {
+            Ok(masked) => shortened(&masked.text, MAX_DESCRIPTION_CHARS),
             Err(kind) => format!("withheld: looks like it contains {kind}"),
         };
-        let preview = shortened(&ask.input_preview.replace('\0', ""), MAX_PREVIEW_CHARS);
-        let preview = match secrets::mask_secrets(&preview) {
-            Ok(masked) if masked.kinds.is_empty() => Preview::Shown(masked.text),
+        let preview = match secrets::mask_secrets(&ask.input_preview.replace('\0', "")) {
+            Ok(masked) if masked.kinds.is_empty() => {
+                Preview::Shown(shortened(&masked.text, MAX_PREVIEW_CHARS))
+            }
             Ok(masked) => Preview::Masked {
-                text: masked.text,
+                text: shortened(&masked.text, MAX_PREVIEW_CHARS),
                 kinds: masked.kinds.into_iter().map(str::to_owned).collect(),
             },
             Err(kind) => Preview::Withheld(kind.to_owned()),

@@ -376,14 +376,14 @@ impl Relay {
     /// holds a copy), unless it is the one just replaced, again within
     /// [`REFRESH_GRACE`] (a retry: rotated again, the pair issued for it
     /// moments ago superseded). The grant's person must still be on the
-    /// team. The network it came `from` stays known to registration's
-    /// budgets.
+    /// team. (A refresh makes no network known to registration's budgets:
+    /// a client may refresh from anywhere, and only a person's Allow
+    /// should vouch for a network.)
     pub async fn refresh_grant(
         &self,
         refresh_token: &str,
         client_id: &str,
         resource: Option<&str>,
-        from: IpAddr,
     ) -> Result<Issued, TokenRefusal> {
         let resource = match self.oauth_check_resource(resource) {
             Ok(resource) => resource,
@@ -438,7 +438,6 @@ impl Relay {
                 "the person this grant is for is no longer on this relay's team: it has ended",
             );
         }
-        self.quotas.granted(from, now);
         Ok(Relay::issued(access, refresh, grant))
     }
 

@@ -12,8 +12,8 @@
 //! flood from a few addresses from spending them for everyone: each
 //! network (an IPv4 /24, an IPv6 /48: `host::network_group`) has a budget
 //! of its own; strangers share the relay's; and a network a client has
-//! completed a grant from (a code exchanged, or a grant refreshed, in the
-//! last [`KNOWN_FOR`]) draws first from a budget strangers cannot spend.
+//! completed a grant from (a code exchanged for one, in the last
+//! [`KNOWN_FOR`]) draws first from a budget strangers cannot spend.
 //! Which networks those are is remembered in memory, at most
 //! [`KNOWN_NETWORKS`] of them (only a person's Allow makes one, so
 //! strangers cannot fill it), and forgotten at a restart.

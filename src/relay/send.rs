@@ -94,24 +94,28 @@ impl Relay {
         // The thread's news is its messages as they commit. Only the
         // recipient's, sent after the question (not an earlier message's
         // delivery published again), may be the reply: anyone else's says
-        // so without a look in the store, and moves on where the next look
-        // reads from, so a look reads only what is new.
+        // so without a look in the store. A look reads what is new since
+        // the last, page by page, in the store's order (news may come out
+        // of it: each sender publishes after its own commit).
         let wake = self.places.subscribe(&Place::Thread(thread_id));
+        let relevant = |news: &Arc<Message>| news.id > sent.id && news.from == to;
         let seen = AtomicI64::new(sent.id.0);
-        let relevant = |news: &Arc<Message>| {
-            let reply = news.id > sent.id && news.from == to;
-            if !reply {
-                seen.fetch_max(news.id.0, Ordering::Relaxed);
-            }
-            reply
-        };
         let look = || async {
-            let after = MessageId(seen.load(Ordering::Relaxed));
-            let read = self
-                .store
-                .thread(thread_id, after, super::MAX_PAGE, now_millis())
-                .await?;
-            Ok((read.into_iter().find(|m| m.from == to), None))
+            loop {
+                let after = MessageId(seen.load(Ordering::Relaxed));
+                let read = self
+                    .store
+                    .thread(thread_id, after, super::MAX_PAGE, now_millis())
+                    .await?;
+                let whole_page = read.len() >= super::MAX_PAGE as usize;
+                if let Some(last) = read.last() {
+                    seen.store(last.id.0, Ordering::Relaxed);
+                }
+                let reply = read.into_iter().find(|m| m.from == to);
+                if reply.is_some() || !whole_page {
+                    return Ok((reply, None));
+                }
+            }
         };
         let reply = self
             .wait_for(

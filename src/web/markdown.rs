@@ -46,7 +46,8 @@ fn cell_budget(body: &str) -> usize {
 fn table_cells(body: &str) -> usize {
     let mut width = 0usize;
     let mut cells = 0usize;
-    for line in body.lines() {
+    // Lines as CommonMark ends them: at `\r\n`, `\n` or a lone `\r`.
+    for line in body.replace("\r\n", "\n").split(['\n', '\r']) {
         // Containers' markers (quotes, indentation) come first in a line.
         let content = line.trim_start_matches(|c: char| c == '>' || c.is_whitespace());
         if content.is_empty() {
@@ -436,6 +437,11 @@ mod tests {
             table_cells(bomb)
         );
         assert!(render(bomb).starts_with("<pre class=\"as-written\">"));
+        // Its rows ended by lone carriage returns, as CommonMark ends lines too.
+        let returns = padded_table(2000, 200).replace('\n', "\r");
+        assert!(table_cells(&returns) > 10 * cell_budget(&returns));
+        let both = padded_table(2000, 200).replace('\n', "\r\n");
+        assert!(table_cells(&both) > 10 * cell_budget(&both));
         // In a quote or a list item it is counted all the same.
         let quoted: String = padded_table(300, 30)
             .lines()

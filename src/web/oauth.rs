@@ -27,7 +27,7 @@
 use super::assets::Assets;
 use super::{ASSETS, forms};
 use crate::layers::edge::CONTENT_SECURITY_POLICY;
-use crate::model::{ClientIdUrl, ClientMetadata, CodeChallenge, RedirectUri, now_millis};
+use crate::model::{ClientIdUrl, ClientMetadata, CodeChallenge, Millis, RedirectUri, now_millis};
 use crate::outbound;
 use crate::relay::{Caller, Client, Consent, Identity};
 use crate::state::AppState;
@@ -493,9 +493,15 @@ async fn consent_page(
     Ok(response)
 }
 
+/// How long a consent page's Allow may be taken after it was shown: a page
+/// left open for longer (a tab brought forward later, under whatever was
+/// clicked then) is shown again.
+const CONSENT_MARK_LIFETIME: Millis = 10 * 60 * 1000;
+
 /// Whether the page whose form carries `mark` was shown to `caller` at
-/// least the configured delay ago. A mark this relay did not make for
-/// them counts as a page shown just now.
+/// least the configured delay ago, and not longer than
+/// [`CONSENT_MARK_LIFETIME`]. A mark this relay did not make for them
+/// counts as a page shown just now.
 async fn read_long_enough(
     state: &AppState,
     caller: &Caller,
@@ -506,7 +512,10 @@ async fn read_long_enough(
         None => None,
     };
     let delay = i64::try_from(state.config.consent_delay.as_millis()).unwrap_or(i64::MAX);
-    Ok(shown.is_some_and(|at| now_millis().saturating_sub(at) >= delay))
+    Ok(shown.is_some_and(|at| {
+        let shown_for = now_millis().saturating_sub(at);
+        (delay..=CONSENT_MARK_LIFETIME).contains(&shown_for)
+    }))
 }
 
 /// What the page says when it is shown again for an Allow that came too
