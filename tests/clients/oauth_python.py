@@ -133,35 +133,55 @@ async def main() -> None:
         client_metadata_url=CLIENT_METADATA_URL,
     )
     http = httpx2.AsyncClient(auth=provider, timeout=httpx2.Timeout(30, read=120))
-    async with Client(streamable_http_client(MCP_URL, http_client=http), mode="legacy", raise_exceptions=True) as client:
-        # First contact went through a 401, discovery, registration and the
-        # person's sign-in before the session opened.
-        if CLIENT_METADATA_URL and memory.client.client_id != CLIENT_METADATA_URL:
-            fail(f"the client id is {memory.client.client_id}, not its metadata document's URL")
-        say(f"SIGNED-IN {json.dumps(result(await client.call_tool('list_peers', {})))}")
+    # The test's word that the person removed the grant (read once).
+    removed = loop.run_in_executor(None, sys.stdin.readline)
+    try:
+        async with Client(streamable_http_client(MCP_URL, http_client=http), mode="legacy", raise_exceptions=True) as client:
+            # First contact went through a 401, discovery, registration and the
+            # person's sign-in before the session opened.
+            if CLIENT_METADATA_URL and memory.client.client_id != CLIENT_METADATA_URL:
+                fail(f"the client id is {memory.client.client_id}, not its metadata document's URL")
+            say(f"SIGNED-IN {json.dumps(result(await client.call_tool('list_peers', {})))}")
 
-        # An hour passes: the SDK refreshes before its next call.
-        before = memory.tokens.access_token
-        provider.context.token_expiry_time = time.time() - 1
-        result(await client.call_tool("list_peers", {}))
-        if memory.tokens.access_token == before:
-            fail("the SDK did not refresh its tokens")
-        say("REFRESHED")
+            # An hour passes: the SDK refreshes before its next call.
+            before = memory.tokens.access_token
+            provider.context.token_expiry_time = time.time() - 1
+            result(await client.call_tool("list_peers", {}))
+            if memory.tokens.access_token == before:
+                fail("the SDK did not refresh its tokens")
+            say("REFRESHED")
 
-        # The person revokes the grant on the relay's page; the next call fails.
-        say("WAITING")
-        await loop.run_in_executor(None, sys.stdin.readline)
-        refusing = True
-        asked = authorizations
-        try:
-            await client.call_tool("list_peers", {})
-        except Exception as error:  # the SDK's own, whichever it raises
-            if authorizations == asked:
-                fail(f"the SDK did not ask to sign in again: {error!r}")
-            say(f"REFUSED {error!r}")
-            server.shutdown()
-            return
-        fail("a call after the revocation was answered")
+            # The person revokes the grant on the relay's page; the next call fails.
+            asked = authorizations
+            refusing = True
+            say("WAITING")
+            await asyncio.shield(removed)
+            await refused_call(client)
+    except SystemExit:
+        raise
+    except BaseException:
+        # The relay ended the session with the grant, and the SDK raised
+        # its stream's end out of the session before the call was made:
+        # the call, then, on a session of its own.
+        if not refusing or authorizations > asked:
+            raise
+        await asyncio.shield(removed)
+        async with Client(streamable_http_client(MCP_URL, http_client=http), mode="legacy", raise_exceptions=True) as client:
+            await refused_call(client)
+    finally:
+        server.shutdown()
+
+
+async def refused_call(client) -> None:
+    """The call after the revocation: refused, and the SDK asked to sign in again."""
+    try:
+        await client.call_tool("list_peers", {})
+    except Exception as error:  # the SDK's own, whichever it raises
+        if authorizations == asked:
+            fail(f"the SDK did not ask to sign in again: {error!r}")
+        say(f"REFUSED {error!r}")
+        return
+    fail("a call after the revocation was answered")
 
 
 try:
