@@ -159,10 +159,11 @@ pub(super) trait Statements {
 /// end of its grace), the family all its refresh tokens share, a
 /// generation counted at each rotation, and its one access token.
 pub(super) trait GrantStatements {
-    /// Rotates `client_id`'s grant whose current, unexpired refresh token
-    /// is `presented`: `tokens` replace its tokens, and `presented` becomes
-    /// the previous one, taken again as a retry until `retry_until`. The
-    /// grant and its generation after.
+    /// Rotates `client_id`'s grant whose current (or sibling), unexpired
+    /// refresh token is `presented`: `tokens` replace its tokens, the
+    /// sibling is forgotten, and `presented` becomes the previous one,
+    /// taken again as a retry until `retry_until`. The grant and its
+    /// generation after.
     async fn rotate_current(
         &self,
         presented: TokenHash,
@@ -173,7 +174,8 @@ pub(super) trait GrantStatements {
     ) -> StoreResult<Option<(Grant, u64)>>;
     /// Rotates `client_id`'s grant whose previous refresh token is
     /// `presented`, within its grace: `tokens` replace the ones issued for
-    /// it moments ago, and `presented` stays the previous one.
+    /// it moments ago, whose refresh token becomes the sibling (good until
+    /// it or the new one is used), and `presented` stays the previous one.
     async fn rotate_previous(
         &self,
         presented: TokenHash,
@@ -200,8 +202,10 @@ pub(super) trait GrantStatements {
 /// What presenting a refresh token comes to, inside one write
 /// transaction: the grant's current one rotates; the one it replaced,
 /// again within the grace, is a retry (a client that sent the same
-/// refresh twice, or lost the answer) and rotates again, the pair issued
-/// moments ago superseded; any other of the grant's refresh tokens means
+/// refresh twice, or lost the answer) and rotates again, the refresh
+/// token issued moments ago kept as a sibling that rotates too, until
+/// either is used (the client keeps whichever answer came last), its
+/// access token superseded; any other of the grant's refresh tokens means
 /// someone holds a copy, and ends the grant. No used token is kept: a
 /// grant is one row, however often it is refreshed.
 pub(super) async fn refresh_grant(

@@ -458,7 +458,7 @@ mod tests {
     #[test]
     fn real_tables_are_within_their_budget_and_render_as_tables() {
         // Dense, one-character cells: the most cells a byte can honestly make.
-        let row = |c: &str| format!("|{}|\n", vec![c; 12].join("|"));
+        let row = |c: &str| format!("|{}|\n", [c; 12].join("|"));
         let dense = row("a") + &row("-") + &row("1").repeat(4000);
         let dense = &dense[..dense.len().min(64 * 1024)];
         assert!(

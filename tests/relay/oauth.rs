@@ -1614,3 +1614,36 @@ async fn a_person_could_hold_any_number_of_grants() {
         "the settings page lists them"
     );
 }
+
+#[tokio::test]
+async fn a_client_that_kept_the_first_of_two_racing_refreshes_lost_its_grant() {
+    let app = spawn_app_with(at_once).await;
+    let bob = app.add_person("bob").await;
+    app.add_person("alice").await;
+    let connector = Connector::register(&app, REDIRECT).await;
+    let (_, refresh) = pair(&connector.sign_in(&bob).await);
+    // Two refreshes with the same token race; the client keeps the answer
+    // that came first.
+    let (status, first) = connector.refresh(&refresh).await;
+    assert_eq!(status, 200, "{first}");
+    let (status, second) = connector.refresh(&refresh).await;
+    assert_eq!(status, 200, "{second}");
+    let (first_access, kept) = pair(&first);
+    assert_eq!(mcp_status(&app, &first_access).await, 401, "superseded");
+    // Its refresh token goes on: the grant with it.
+    let (status, rotated) = connector.refresh(&kept).await;
+    assert_eq!(status, 200, "{rotated}");
+    let (access, _) = pair(&rotated);
+    assert_eq!(peers_as(&app, &access).await, ["bob"]);
+    // The other answer's refresh token, once one of the two was used, is
+    // a copy: the grant ends.
+    let (_, other) = pair(&second);
+    let (status, reused) = connector.refresh(&other).await;
+    assert_eq!(
+        (status, reused["error"].as_str()),
+        (400, Some("invalid_grant")),
+        "{reused}"
+    );
+    assert_eq!(mcp_status(&app, &access).await, 401);
+    assert_eq!(app.count("SELECT count(*) FROM oauth_grants"), 0);
+}

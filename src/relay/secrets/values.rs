@@ -246,8 +246,10 @@ fn literal_value<'a>(assignment: &Assignment<'a>) -> Option<(&'a str, bool)> {
         Some(q @ ('"' | '\'' | '`')) => (raw.trim_matches(q), true),
         _ => (raw, false),
     };
+    // A tight colon (`secret:AmazonSageMaker-*`) assigns only a quoted value.
+    let assigned = quoted || !assignment.tight;
     let literal = value.len() >= MIN_LITERAL
-        && !(assignment.tight && !quoted)
+        && assigned
         && !placeholder(value)
         && !value.contains(char::is_whitespace)
         && !reference(value);

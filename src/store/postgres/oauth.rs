@@ -215,8 +215,10 @@ impl<D: Db> GrantStatements for Sql<'_, D> {
         rotate(
             self.0,
             &format!(
-                "UPDATE oauth_grants SET previous_hash = refresh_hash, previous_until = $9, \
-                 {ROTATED} WHERE refresh_hash = $1 AND refresh_expires > $2 AND client_id = $8 \
+                "UPDATE oauth_grants SET previous_hash = $1, previous_until = $9, \
+                 sibling_hash = NULL, {ROTATED} \
+                 WHERE (refresh_hash = $1 OR sibling_hash = $1) AND refresh_expires > $2 \
+                 AND client_id = $8 \
                  RETURNING {GRANT_COLUMNS}, generation"
             ),
             presented,
@@ -238,7 +240,7 @@ impl<D: Db> GrantStatements for Sql<'_, D> {
         rotate(
             self.0,
             &format!(
-                "UPDATE oauth_grants SET {ROTATED} \
+                "UPDATE oauth_grants SET sibling_hash = refresh_hash, {ROTATED} \
                  WHERE previous_hash = $1 AND previous_until > $2 AND client_id = $8 \
                  RETURNING {GRANT_COLUMNS}, generation"
             ),
@@ -260,7 +262,7 @@ impl<D: Db> GrantStatements for Sql<'_, D> {
         row(
             self.0,
             "SELECT id FROM oauth_grants WHERE (family = $2 OR previous_hash = $1) \
-             AND refresh_hash <> $1 \
+             AND refresh_hash <> $1 AND (sibling_hash IS NULL OR sibling_hash <> $1) \
              AND NOT (previous_hash IS NOT NULL AND previous_hash = $1 \
              AND previous_until > $3)",
             &[&&presented.as_bytes()[..], &&family.as_bytes()[..], &now],
@@ -363,7 +365,8 @@ pub(super) async fn end_grant_holding(db: &impl Db, token: TokenHash) -> StoreRe
     let grant = row(
         db,
         "SELECT id FROM oauth_grants \
-         WHERE access_hash = $1 OR refresh_hash = $1 OR previous_hash = $1",
+         WHERE access_hash = $1 OR refresh_hash = $1 OR previous_hash = $1 \
+             OR sibling_hash = $1",
         &[&&token.as_bytes()[..]],
     )
     .await?;

@@ -238,6 +238,7 @@ ALTER TABLE oauth_grants ADD COLUMN refresh_hash bytea;
 ALTER TABLE oauth_grants ADD COLUMN refresh_expires bigint NOT NULL DEFAULT 0;
 ALTER TABLE oauth_grants ADD COLUMN previous_hash bytea;
 ALTER TABLE oauth_grants ADD COLUMN previous_until bigint NOT NULL DEFAULT 0;
+ALTER TABLE oauth_grants ADD COLUMN sibling_hash bytea;
 ALTER TABLE oauth_grants ADD COLUMN access_hash bytea;
 ALTER TABLE oauth_grants ADD COLUMN access_expires bigint NOT NULL DEFAULT 0;
 UPDATE oauth_grants g SET refresh_hash = t.hash, refresh_expires = t.expires_at
@@ -253,6 +254,7 @@ DROP TABLE oauth_tokens;
 ALTER TABLE oauth_grants ALTER COLUMN refresh_hash SET NOT NULL;
 CREATE UNIQUE INDEX oauth_grants_by_refresh ON oauth_grants(refresh_hash);
 CREATE INDEX oauth_grants_by_previous ON oauth_grants(previous_hash);
+CREATE INDEX oauth_grants_by_sibling ON oauth_grants(sibling_hash);
 CREATE UNIQUE INDEX oauth_grants_by_access ON oauth_grants(access_hash);
 CREATE UNIQUE INDEX oauth_grants_by_family ON oauth_grants(family);
 CREATE INDEX oauth_grants_by_expiry ON oauth_grants(refresh_expires);

@@ -202,8 +202,10 @@ impl GrantStatements for Sql<'_> {
         rotate(
             self.0,
             &format!(
-                "UPDATE oauth_grants SET previous_hash = refresh_hash, previous_until = ?9, \
-                 {ROTATED} WHERE refresh_hash = ?1 AND refresh_expires > ?2 AND client_id = ?8 \
+                "UPDATE oauth_grants SET previous_hash = ?1, previous_until = ?9, \
+                 sibling_hash = NULL, {ROTATED} \
+                 WHERE (refresh_hash = ?1 OR sibling_hash = ?1) AND refresh_expires > ?2 \
+                 AND client_id = ?8 \
                  RETURNING {GRANT_COLUMNS}, generation"
             ),
             presented,
@@ -224,7 +226,7 @@ impl GrantStatements for Sql<'_> {
         rotate(
             self.0,
             &format!(
-                "UPDATE oauth_grants SET {ROTATED} \
+                "UPDATE oauth_grants SET sibling_hash = refresh_hash, {ROTATED} \
                  WHERE previous_hash = ?1 AND previous_until > ?2 AND client_id = ?8 \
                  RETURNING {GRANT_COLUMNS}, generation"
             ),
@@ -246,7 +248,7 @@ impl GrantStatements for Sql<'_> {
             .0
             .prepare_cached(
                 "SELECT id FROM oauth_grants WHERE (family = ?2 OR previous_hash = ?1) \
-                 AND refresh_hash <> ?1 \
+                 AND refresh_hash <> ?1 AND (sibling_hash IS NULL OR sibling_hash <> ?1) \
                  AND NOT (previous_hash IS NOT NULL AND previous_hash = ?1 \
                  AND previous_until > ?3)",
             )?
@@ -361,7 +363,8 @@ pub(super) fn end_grant_holding(conn: &Connection, token: TokenHash) -> StoreRes
     let grant: Option<i64> = conn
         .prepare_cached(
             "SELECT id FROM oauth_grants \
-             WHERE access_hash = ?1 OR refresh_hash = ?1 OR previous_hash = ?1",
+             WHERE access_hash = ?1 OR refresh_hash = ?1 OR previous_hash = ?1 \
+             OR sibling_hash = ?1",
         )?
         .query_row([&token.as_bytes()[..]], |row| row.get(0))
         .optional()?;

@@ -438,6 +438,9 @@ ALTER TABLE oauth_grants ADD COLUMN refresh_hash BLOB;
 ALTER TABLE oauth_grants ADD COLUMN refresh_expires INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE oauth_grants ADD COLUMN previous_hash BLOB;
 ALTER TABLE oauth_grants ADD COLUMN previous_until INTEGER NOT NULL DEFAULT 0;
+-- The refresh token a retry superseded: good until it or the current one
+-- is used (a client whose two answers raced may keep either).
+ALTER TABLE oauth_grants ADD COLUMN sibling_hash BLOB;
 ALTER TABLE oauth_grants ADD COLUMN access_hash BLOB;
 ALTER TABLE oauth_grants ADD COLUMN access_expires INTEGER NOT NULL DEFAULT 0;
 UPDATE oauth_grants SET (refresh_hash, refresh_expires) =
@@ -455,6 +458,7 @@ DELETE FROM oauth_grants WHERE refresh_hash IS NULL;
 DROP TABLE oauth_tokens;
 CREATE UNIQUE INDEX oauth_grants_by_refresh ON oauth_grants(refresh_hash);
 CREATE INDEX oauth_grants_by_previous ON oauth_grants(previous_hash);
+CREATE INDEX oauth_grants_by_sibling ON oauth_grants(sibling_hash);
 CREATE UNIQUE INDEX oauth_grants_by_access ON oauth_grants(access_hash);
 CREATE UNIQUE INDEX oauth_grants_by_family ON oauth_grants(family);
 CREATE INDEX oauth_grants_by_expiry ON oauth_grants(refresh_expires);
