@@ -90,6 +90,12 @@ impl Relay {
         let offered = self
             .take_waiting(caller, me, timeout, cancelled, take)
             .await?;
+        if !offered.is_empty() {
+            // The person's other streams may have looked just as the last
+            // lease ended, before this one took it again: they must learn
+            // when this lease ends, or none of them looks again then.
+            self.wake_inbox(me);
+        }
         self.stats.pushed(
             offered
                 .iter()
