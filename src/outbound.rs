@@ -7,7 +7,7 @@
 use crate::host::is_public;
 // What refuses an address before any request: the host module's rule, the
 // same one a person's settings are held to when they give one.
-pub use crate::host::{Refused, check_url, destination};
+use crate::host::{Refused, check_url};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::{Client, redirect};
 use std::net::{IpAddr, SocketAddr};

@@ -163,7 +163,7 @@ impl Notifier {
         notice: &Notice,
         device: &Device,
     ) -> Result<impl Fn() -> RequestBuilder + '_, String> {
-        let url = outbound::destination(&device.endpoint, self.allow_private)
+        let url = crate::host::destination(&device.endpoint, self.allow_private)
             .map_err(|e| format!("its endpoint: {e}"))?;
         let key = self.relay.push_key().await.map_err(|e| e.to_string())?;
         let mut payload = self.push_payload(notice).to_string();
@@ -253,7 +253,7 @@ impl Notifier {
 
     /// The request a notice becomes for `webhook`.
     pub fn post(&self, notice: &Notice, webhook: &Webhook) -> Result<Post, String> {
-        let url = outbound::destination(webhook.url.as_str(), self.allow_private)
+        let url = crate::host::destination(webhook.url.as_str(), self.allow_private)
             .map_err(|e| format!("its address: {e}"))?;
         let text = self.text(notice);
         Ok(match webhook.format {
@@ -440,7 +440,7 @@ fn shortened(notice: &Notice) -> Notice {
 fn is_refusal(error: &reqwest::Error) -> bool {
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
-        if cause.is::<outbound::Refused>() {
+        if cause.is::<crate::host::Refused>() {
             return true;
         }
         source = cause.source();

@@ -1,6 +1,7 @@
 //! Storing messages: direct messages in threads, and channel posts. Every
 //! body passes the same checks, and every commit wakes its waiters.
 
+use super::waits::News;
 use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
 use crate::model::{Channel, Handle, Message, MessageId, Millis, Place, ThreadId, now_millis};
 use crate::store::{Conversation, NewMessage, RecipientCheck, StoreResult};
@@ -97,8 +98,10 @@ impl Relay {
         // so without a look in the store. A look reads what is new since
         // the last, page by page, in the store's order (news may come out
         // of it: each sender publishes after its own commit).
-        let wake = self.places.subscribe(&Place::Thread(thread_id));
-        let relevant = |news: &Arc<Message>| news.id > sent.id && news.from == to;
+        let news = News::only(
+            self.places.subscribe(&Place::Thread(thread_id)),
+            |news: &Arc<Message>| news.id > sent.id && news.from == to,
+        );
         let seen = AtomicI64::new(sent.id.0);
         let look = || async {
             loop {
@@ -118,15 +121,7 @@ impl Relay {
             }
         };
         let reply = self
-            .wait_for(
-                caller,
-                wake,
-                relevant,
-                timeout,
-                cancelled,
-                look,
-                Option::is_none,
-            )
+            .wait_for(caller, news, timeout, cancelled, look, Option::is_none)
             .await?;
         let reply = match reply {
             Some(reply) => Some(self.confirm_read(&sent.from, vec![reply]).await?.remove(0)),

@@ -129,8 +129,7 @@ impl Relay {
         };
         self.wait_for(
             caller,
-            wake,
-            |_| true,
+            News::all(wake),
             timeout,
             cancelled,
             look,
@@ -157,8 +156,7 @@ impl Relay {
         let look = || async { Ok((self.channel_page(&name, since_id, None).await?, None)) };
         self.wait_for(
             caller,
-            wake,
-            |_| true,
+            News::all(wake),
             timeout,
             cancelled,
             look,
@@ -167,19 +165,17 @@ impl Relay {
         .await
     }
 
-    /// Calls `look` until what it finds is not `empty`, waking when `wake`
-    /// says something `relevant` was committed (or lagged behind, or at
-    /// the time `look` names to look again), and returns what it last
-    /// found when `timeout` passes, `cancelled` resolves, or the relay
-    /// stops. News that is not relevant costs no look. Ends with 401 when
+    /// Calls `look` until what it finds is not `empty`, waking when `news`
+    /// says something relevant was committed (or lagged behind, or at the
+    /// time `look` names to look again), and returns what it last found
+    /// when `timeout` passes, `cancelled` resolves, or the relay stops.
+    /// News that is not relevant costs no look. Ends with 401 when
     /// `caller`'s token is revoked or replaced meanwhile: nothing committed
     /// after that reaches the old token.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn wait_for<T, W: Clone, Look, Found>(
+    pub(super) async fn wait_for<T, W: Clone, F: Fn(&W) -> bool, Look, Found>(
         &self,
         caller: &Caller,
-        mut wake: tokio::sync::broadcast::Receiver<W>,
-        relevant: impl Fn(&W) -> bool,
+        mut news: News<W, F>,
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
         mut look: Look,
@@ -204,7 +200,7 @@ impl Relay {
             self.parked.send_modify(|n| *n += 1);
             tokio::select! {
                 // Relevant news (or news that we lagged behind): look again.
-                open = relevant_news(&mut wake, &relevant) => if !open {
+                open = news.next() => if !open {
                     return Ok(found);
                 },
                 () = tokio::time::sleep_until(look_again) => {}
@@ -241,18 +237,39 @@ impl Relay {
     }
 }
 
-/// Waits until `wake` carries news that is `relevant` or lagged behind
-/// what it carried (true), or is closed (false).
-async fn relevant_news<W: Clone>(
-    wake: &mut tokio::sync::broadcast::Receiver<W>,
-    relevant: impl Fn(&W) -> bool,
-) -> bool {
-    use tokio::sync::broadcast::error::RecvError;
-    loop {
-        match wake.recv().await {
-            Ok(news) if !relevant(&news) => {}
-            Ok(_) | Err(RecvError::Lagged(_)) => return true,
-            Err(RecvError::Closed) => return false,
+/// A topic a wait is subscribed to, and which of its news may bring what
+/// the wait waits for.
+pub(super) struct News<W, F = fn(&W) -> bool> {
+    topic: tokio::sync::broadcast::Receiver<W>,
+    relevant: F,
+}
+
+impl<W: Clone> News<W> {
+    /// All of `topic`'s news.
+    pub(super) fn all(topic: tokio::sync::broadcast::Receiver<W>) -> Self {
+        News {
+            topic,
+            relevant: |_| true,
+        }
+    }
+}
+
+impl<W: Clone, F: Fn(&W) -> bool> News<W, F> {
+    /// Only the news of `topic` that is `relevant`.
+    pub(super) fn only(topic: tokio::sync::broadcast::Receiver<W>, relevant: F) -> Self {
+        News { topic, relevant }
+    }
+
+    /// Waits until the topic carries relevant news or lagged behind what
+    /// it carried (true), or is closed (false).
+    async fn next(&mut self) -> bool {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match self.topic.recv().await {
+                Ok(news) if !(self.relevant)(&news) => {}
+                Ok(_) | Err(RecvError::Lagged(_)) => return true,
+                Err(RecvError::Closed) => return false,
+            }
         }
     }
 }

@@ -94,7 +94,7 @@ impl Documents {
     async fn fetch(&self, url: &ClientIdUrl) -> Result<(ClientMetadata, Duration), String> {
         let cannot =
             |why: String| format!("the client's metadata document {}: {why}", url.as_str());
-        outbound::check_url(url.url(), self.allow_private).map_err(|e| cannot(e.to_string()))?;
+        crate::host::check_url(url.url(), self.allow_private).map_err(|e| cannot(e.to_string()))?;
         let client = self
             .client
             .as_ref()
@@ -132,7 +132,7 @@ impl Documents {
 fn outbound_failure(error: &reqwest::Error) -> String {
     let mut source: Option<&dyn std::error::Error> = Some(error);
     while let Some(cause) = source {
-        if let Some(refused) = cause.downcast_ref::<outbound::Refused>() {
+        if let Some(refused) = cause.downcast_ref::<crate::host::Refused>() {
             return refused.to_string();
         }
         source = cause.source();

@@ -1499,20 +1499,27 @@ async fn every_refresh_kept_a_row_and_made_everyones_reload_read_the_grants_whol
     assert_eq!(app.count("SELECT count(*) FROM oauth_grants"), 0);
 }
 
-#[tokio::test]
-async fn a_double_refresh_ended_the_grant_instead_of_being_taken_for_a_retry() {
+/// Bob's grant, refreshed twice with the same refresh token (a client that
+/// lost the first answer, or whose two refreshes raced): the relay, the
+/// connector, and both answers, each a 200.
+async fn refreshed_twice() -> (TestApp, Connector, Value, Value) {
     let app = spawn_app_with(at_once).await;
     let bob = app.add_person("bob").await;
     app.add_person("alice").await;
     let connector = Connector::register(&app, REDIRECT).await;
     let (_, refresh) = pair(&connector.sign_in(&bob).await);
-
-    // The same refresh twice (a client that lost the first answer): the
-    // second is a retry, with a pair of its own that supersedes the first.
     let (status, once) = connector.refresh(&refresh).await;
     assert_eq!(status, 200, "{once}");
     let (status, twice) = connector.refresh(&refresh).await;
     assert_eq!(status, 200, "a retry within the grace: {twice}");
+    (app, connector, once, twice)
+}
+
+#[tokio::test]
+async fn a_double_refresh_ended_the_grant_instead_of_being_taken_for_a_retry() {
+    // The second is a retry, with a pair of its own that supersedes the
+    // first's access token.
+    let (app, connector, once, twice) = refreshed_twice().await;
     let (first_access, _) = pair(&once);
     let (access, refresh) = pair(&twice);
     assert_ne!(access, first_access);
@@ -1617,17 +1624,9 @@ async fn a_person_could_hold_any_number_of_grants() {
 
 #[tokio::test]
 async fn a_client_that_kept_the_first_of_two_racing_refreshes_lost_its_grant() {
-    let app = spawn_app_with(at_once).await;
-    let bob = app.add_person("bob").await;
-    app.add_person("alice").await;
-    let connector = Connector::register(&app, REDIRECT).await;
-    let (_, refresh) = pair(&connector.sign_in(&bob).await);
     // Two refreshes with the same token race; the client keeps the answer
     // that came first.
-    let (status, first) = connector.refresh(&refresh).await;
-    assert_eq!(status, 200, "{first}");
-    let (status, second) = connector.refresh(&refresh).await;
-    assert_eq!(status, 200, "{second}");
+    let (app, connector, first, second) = refreshed_twice().await;
     let (first_access, kept) = pair(&first);
     assert_eq!(mcp_status(&app, &first_access).await, 401, "superseded");
     // Its refresh token goes on: the grant with it.

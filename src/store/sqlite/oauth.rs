@@ -290,35 +290,20 @@ fn rotate(
     let read = |row: &rusqlite::Row<'_>| -> rusqlite::Result<(Grant, u64)> {
         Ok((grant_from_row(row)?, row.get::<_, i64>(9)? as u64))
     };
-    let rotated = match retry_until {
-        Some(until) => statement.query_row(
-            params![
-                presented,
-                now,
-                refresh,
-                tokens.refresh_expires,
-                access,
-                tokens.access_expires,
-                family,
-                client_id,
-                until
-            ],
-            read,
-        ),
-        None => statement.query_row(
-            params![
-                presented,
-                now,
-                refresh,
-                tokens.refresh_expires,
-                access,
-                tokens.access_expires,
-                family,
-                client_id
-            ],
-            read,
-        ),
-    };
+    let mut values: Vec<&dyn rusqlite::ToSql> = vec![
+        &presented,
+        &now,
+        &refresh,
+        &tokens.refresh_expires,
+        &access,
+        &tokens.access_expires,
+        &family,
+        &client_id,
+    ];
+    if let Some(until) = &retry_until {
+        values.push(until);
+    }
+    let rotated = statement.query_row(values.as_slice(), read);
     Ok(rotated.optional()?)
 }
 
