@@ -135,17 +135,22 @@ impl Open {
 
     /// Makes room in the budget of connections nobody vouched for: closes
     /// one of the client that holds the most of them, so a teammate's new
-    /// connection, one among a stranger's many, is the last to go.
+    /// connection, one among a stranger's many, is the last to go. Between
+    /// clients holding as many, the one whose oldest is oldest goes first,
+    /// so which one closes never depends on a hash map's order.
     fn evict_from_the_largest(&mut self) -> bool {
-        let mut clients: Vec<(usize, Option<IpAddr>)> = self
+        let mut clients: Vec<(usize, u64, Option<IpAddr>)> = self
             .unvouched
             .iter()
-            .map(|(client, of_client)| (of_client.len(), *client))
+            .map(|(client, of_client)| {
+                let oldest = of_client.keys().next().copied().unwrap_or(u64::MAX);
+                (of_client.len(), oldest, *client)
+            })
             .collect();
-        clients.sort_unstable_by_key(|(count, _)| std::cmp::Reverse(*count));
+        clients.sort_unstable_by_key(|(count, oldest, _)| (std::cmp::Reverse(*count), *oldest));
         clients
             .into_iter()
-            .any(|(_, client)| self.evict_from(client))
+            .any(|(_, _, client)| self.evict_from(client))
     }
 }
 

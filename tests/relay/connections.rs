@@ -98,6 +98,8 @@ async fn connections_are_capped_per_address_and_in_total_with_a_clear_refusal() 
         config.connections.max = 4;
         config.connections.unauthenticated = 4;
         config.connections.unauthenticated_per_address = 2;
+        // Only making room may close a connection within the test's waits.
+        config.connections.idle = Duration::from_secs(600);
     })
     .await;
     let alice = app.add_person("alice").await;
@@ -188,6 +190,8 @@ async fn a_full_budget_of_strangers_makes_room_by_closing_the_oldest_idle_one() 
     let app = spawn_app_with(|config| {
         config.connections.unauthenticated = 4;
         config.connections.unauthenticated_per_address = 2;
+        // Only making room may close a connection within the test's waits.
+        config.connections.idle = Duration::from_secs(600);
     })
     .await;
     let alice = app.add_person("alice").await;
@@ -198,7 +202,9 @@ async fn a_full_budget_of_strangers_makes_room_by_closing_the_oldest_idle_one() 
     let mut teammate = H2::connect(&app, [127, 0, 0, 1]).await;
     assert_eq!(teammate.get_as(&app, "/api/channels", &alice).await.0, 200);
     let oldest = strangers.remove(0);
-    tokio::time::timeout(Duration::from_secs(10), oldest.closed)
+    // Sooner than a connection that never sent a request is closed anyway
+    // (10 s), so only making room can pass this wait.
+    tokio::time::timeout(Duration::from_secs(5), oldest.closed)
         .await
         .expect("the oldest idle stranger is closed to make room")
         .unwrap();
@@ -221,6 +227,8 @@ async fn room_is_made_from_the_client_holding_the_most() {
     let app = spawn_app_with(|config| {
         config.connections.unauthenticated = 4;
         config.connections.unauthenticated_per_address = 3;
+        // Only making room may close a connection within the test's waits.
+        config.connections.idle = Duration::from_secs(600);
     })
     .await;
     let alice = app.add_person("alice").await;
@@ -233,7 +241,7 @@ async fn room_is_made_from_the_client_holding_the_most() {
     // Full: the next stranger's connection closes one of the first's.
     let mut another = H2::connect(&app, [127, 0, 0, 3]).await;
     assert_eq!(another.get(&app, "/healthz").await.0, 200);
-    tokio::time::timeout(Duration::from_secs(10), stranger.remove(0).closed)
+    tokio::time::timeout(Duration::from_secs(5), stranger.remove(0).closed)
         .await
         .expect("the oldest connection of the client holding the most is closed")
         .unwrap();
@@ -248,6 +256,8 @@ async fn a_response_held_unread_does_not_make_a_strangers_connection_unclosable(
     let app = spawn_app_with(|config| {
         config.connections.unauthenticated = 2;
         config.connections.unauthenticated_per_address = 2;
+        // Only making room may close a connection within the test's waits.
+        config.connections.idle = Duration::from_secs(600);
     })
     .await;
     let alice = app.add_person("alice").await;
