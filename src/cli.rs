@@ -96,6 +96,35 @@ pub enum Command {
             hide_env_values = true
         )]
         token: String,
+        /// Whether Claude Code shows crosstalk's channel events: `auto`
+        /// reads how it was started (`--channels plugin:crosstalk@…` or
+        /// `--dangerously-load-development-channels server:crosstalk`).
+        #[arg(long, env = "CROSSTALK_CHANNELS", value_enum, default_value_t)]
+        channels: crate::bridge::Channels,
+    },
+    /// A Claude Code hook (the crosstalk plugin runs these): reads Claude
+    /// Code's hook JSON on stdin and brings your teammates' messages and
+    /// approvals to the session.
+    Hook {
+        /// The hook's event.
+        #[arg(value_enum)]
+        event: crate::hook::Event,
+        /// The relay's address, e.g. https://relay.example.com.
+        #[arg(long, env = "CROSSTALK_URL", value_name = "URL")]
+        url: Option<String>,
+        /// Your token.
+        #[arg(
+            long,
+            env = "CROSSTALK_TOKEN",
+            value_name = "TOKEN",
+            hide_env_values = true
+        )]
+        token: Option<String>,
+        /// Whether Claude Code shows crosstalk's channel events, as for the
+        /// bridge: where it does, the bridge delivers and the hook does
+        /// nothing.
+        #[arg(long, env = "CROSSTALK_CHANNELS", value_enum, default_value_t)]
+        channels: crate::bridge::Channels,
     },
 }
 

@@ -46,10 +46,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::MigrateToPostgres { database } => server::migrate_to_postgres(&database).await,
-        Command::Bridge { url, token } => {
+        Command::Bridge {
+            url,
+            token,
+            channels,
+        } => {
             // The bridge reaches the relay over HTTPS.
             crate::tls::install_crypto_provider();
-            bridge::run(url, token).await
+            bridge::run(url, token, channels).await
+        }
+        Command::Hook {
+            event,
+            url,
+            token,
+            channels,
+        } => {
+            crate::tls::install_crypto_provider();
+            let code = crate::hook::run(event, url, token, channels).await;
+            std::process::exit(code)
         }
         Command::Demo => {
             let dir = tempfile::tempdir()?;

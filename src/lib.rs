@@ -30,6 +30,7 @@
 //! - [`agent`]: an agent's MCP client, for the demo, benchmarks and tests.
 //! - [`protocol`]: what the MCP server and its clients agree on.
 //! - [`bridge`]: `crosstalk bridge`, a local stdio MCP server for Claude Code.
+//! - [`hook`]: `crosstalk hook EVENT`, the Claude Code hooks the plugin ships.
 //! - [`notify`]: delivering what the core tells people, to their webhooks.
 #![forbid(unsafe_code)]
 
@@ -41,6 +42,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod demo;
+pub mod hook;
 pub mod host;
 pub mod layers;
 pub mod mcp;

@@ -82,6 +82,7 @@ pub fn inbox() -> Router<AppState> {
     Router::new()
         .route("/api/inbox", get(check_inbox))
         .route("/api/inbox/stream", get(stream::inbox_stream))
+        .route("/api/inbox/lease", post(lease_inbox))
 }
 
 /// Server-Sent Events: as reads, plus `?token=` for clients that cannot set
@@ -186,6 +187,21 @@ async fn check_inbox(
             args.timeout_seconds,
             std::future::pending(),
         )
+        .await?;
+    Ok(Json(wire::Messages::new(&messages)))
+}
+
+/// `POST /api/inbox/lease`: the caller's waiting messages, leased to the
+/// Claude Code hook that asks (`crosstalk hook`), which shows them to its
+/// model; waits up to `timeout_seconds` for one.
+async fn lease_inbox(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Body(args): Body<args::LeaseInbox>,
+) -> ApiResult<wire::Messages> {
+    let messages = state
+        .relay
+        .lease_inbox(&caller, args.via.into(), args.timeout_seconds)
         .await?;
     Ok(Json(wire::Messages::new(&messages)))
 }

@@ -175,6 +175,15 @@ fn operations() -> Vec<Operation> {
             Events,
         ),
         op(
+            "post",
+            "/api/inbox/lease",
+            "Lease what waits in your inbox to a hook that shows it to your model",
+            Bearer,
+            None,
+            Some(named::<args::LeaseInbox>),
+            Json(200, named::<wire::Messages>),
+        ),
+        op(
             "get",
             "/api/me/stream",
             "Messages to you as they arrive, for the page",

@@ -8,7 +8,7 @@
 //! exactly where it stopped. The stream ends when the client goes away or
 //! the relay shuts down.
 
-use crate::model::{CHANNEL_PATTERN, HANDLE_PATTERN, Message, MessageId, ThreadId};
+use crate::model::{CHANNEL_PATTERN, HANDLE_PATTERN, Message, MessageId, ThreadId, Via};
 use crate::relay::{Caller, Feed, MAX_FOLLOWS, NOTICE, Push, Update};
 use crate::state::AppState;
 use crate::wire::{
@@ -73,6 +73,17 @@ pub struct InboxStreamQuery {
     /// Channels whose new posts the stream also carries, comma-separated.
     #[schemars(pattern(follow_pattern()))]
     follow: Option<String>,
+    /// How the client shows what it is offered: `channel` (it turns each
+    /// into a Claude Code channel event: the bridge) or `stream` (the
+    /// default), as the ledger's `delivery.via` names it.
+    via: Option<StreamVia>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum StreamVia {
+    Channel,
+    Stream,
 }
 
 /// `follow`'s rule as a regular expression, for the API's document: up to
@@ -107,9 +118,13 @@ pub async fn inbox_stream(
         .filter(|name| !name.is_empty())
         .map(str::to_owned)
         .collect();
+    let via = match query.via {
+        Some(StreamVia::Channel) => Via::Channel,
+        Some(StreamVia::Stream) | None => Via::Stream,
+    };
     let feed = state
         .relay
-        .inbox_feed(&caller, query.sender.as_deref(), &follows)?;
+        .inbox_feed(&caller, query.sender.as_deref(), &follows, via)?;
     Ok(sse(
         feed.filter_map(|push| std::future::ready(pushed(&push)))
     ))

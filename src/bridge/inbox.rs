@@ -34,9 +34,9 @@ impl Bridge {
                 .collect();
             // Channel names need no escaping: letters, digits, '.', '_', '-'.
             let url = match channels.is_empty() {
-                true => format!("{}/api/inbox/stream", self.url),
+                true => format!("{}/api/inbox/stream?via=channel", self.url),
                 false => format!(
-                    "{}/api/inbox/stream?follow={}",
+                    "{}/api/inbox/stream?via=channel&follow={}",
                     self.url,
                     channels.join(",")
                 ),

@@ -122,6 +122,48 @@ pub struct Delivery {
     /// stream gave it back, or it was read. Not a time of the ledger: it
     /// says when pushes that stopped have truly ended.
     pub lease_until: Option<Millis>,
+    /// The path that last brought it to the recipient's agent.
+    pub via: Option<Via>,
+}
+
+/// A path that brings a message to a person's agent, named in the ledger
+/// (`delivery.via`). Each of the first four shows it to a model as it
+/// takes it; an inbox check is the agent's own call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// A `notifications/claude/channel` notification to a Claude Code
+    /// session that shows channels: the bridge's, or an MCP session's.
+    Channel,
+    /// A Claude Code hook that woke an idle session, or came in between
+    /// the steps of a busy one (`crosstalk hook session-start` and `stop`).
+    Wake,
+    /// A Claude Code hook that added it to a prompt the person sent
+    /// (`crosstalk hook user-prompt-submit`).
+    Hook,
+    /// The REST inbox stream (`GET /api/inbox/stream`) of a client that is
+    /// not the bridge.
+    Stream,
+    /// An inbox check (`check_inbox`, `GET /api/inbox`).
+    Inbox,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Channel => "channel",
+            Via::Wake => "wake",
+            Via::Hook => "hook",
+            Via::Stream => "stream",
+            Via::Inbox => "inbox",
+        }
+    }
+
+    /// The path a stored name names; none for a name this build does not know.
+    pub fn parse(name: &str) -> Option<Via> {
+        [Via::Channel, Via::Wake, Via::Hook, Via::Stream, Via::Inbox]
+            .into_iter()
+            .find(|via| via.as_str() == name)
+    }
 }
 
 /// Where a message stands, as its sender and the team see it.

@@ -8,7 +8,7 @@
 //! tie up the relay with thousands of them.
 
 use super::{Caller, INBOX_BATCH, Page, Relay, RelayError, RelayResult, read, send::parse_channel};
-use crate::model::{Handle, Message, MessageId, Millis, Place, now_millis};
+use crate::model::{Handle, Message, MessageId, Millis, Place, Via, now_millis};
 use crate::store::{Offer, StoreFuture};
 use std::{
     collections::HashMap,
@@ -72,7 +72,7 @@ impl Relay {
         &self,
         caller: &Caller,
         me: &Handle,
-        holder: i64,
+        (holder, via): (i64, Via),
         limit: u32,
         timeout: Duration,
         cancelled: impl Future<Output = ()>,
@@ -83,6 +83,7 @@ impl Relay {
                 holder,
                 now,
                 until: now.saturating_add(self.settings.push_lease_millis()),
+                via,
             };
             until.store(offer.until, std::sync::atomic::Ordering::Relaxed);
             self.store.offer_inbox(me, offer, limit)

@@ -250,16 +250,16 @@ async fn copy_messages(source: &Connection, tx: &Transaction<'_>, now: Millis) -
         source,
         tx,
         // The ledger, without leases: a stopped relay has no streams.
-        "SELECT message_id, recipient, read_at, pushed_at, answered_at, offers, notified_at \
+        "SELECT message_id, recipient, read_at, pushed_at, answered_at, offers, notified_at, via \
          FROM inbox i WHERE message_id > ?1 AND EXISTS (SELECT 1 FROM messages m \
              WHERE m.id = i.message_id AND m.expires_at > ?3) \
          ORDER BY message_id LIMIT ?2",
         "INSERT INTO inbox (message_id, recipient, read_at, pushed_at, answered_at, offers, \
-                            notified_at) \
+                            notified_at, via) \
          SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], \
-                              $5::bigint[], $6::integer[], $7::bigint[])",
+                              $5::bigint[], $6::integer[], $7::bigint[], $8::text[])",
         [id: i64, recipient: String, read: Option<i64>, pushed: Option<i64>,
-         answered: Option<i64>, offers: i32, notified: Option<i64>],
+         answered: Option<i64>, offers: i32, notified: Option<i64>, via: Option<String>],
         now
     );
     copy!(

@@ -28,7 +28,7 @@ use crate::model::{
     Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Delivery, Device,
     DeviceId, Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message, MessageId, Millis,
     NewApproval, NotifySettings, Person, Place, Presence, Redeemed, Refreshed, RegisteredClient,
-    SessionId, ThreadId, ThreadSummary, TokenHash, Webhook, WebhookFormat, WebhookUrl,
+    SessionId, ThreadId, ThreadSummary, TokenHash, Via, Webhook, WebhookFormat, WebhookUrl,
 };
 
 pub use error::{BackendError, Clash, Missing, StoreError, StoreFuture, StoreResult};
@@ -72,6 +72,8 @@ pub struct Offer {
     pub holder: i64,
     pub now: Millis,
     pub until: Millis,
+    /// The path the stream shows what it is offered on.
+    pub via: Via,
 }
 
 /// An MCP session as kept across restarts.

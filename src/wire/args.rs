@@ -69,6 +69,36 @@ pub struct CheckInbox {
     pub sender: Option<String>,
 }
 
+/// `POST /api/inbox/lease`: what a Claude Code hook asks for.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseInbox {
+    /// The path the hook shows the messages on: `wake` (it wakes the
+    /// session, or comes in between its steps) or `hook` (added to the
+    /// prompt the person sent).
+    pub via: HookVia,
+    /// Seconds to wait for a message when none is waiting: 0 (default) to 50.
+    #[schemars(range(min = 0))]
+    pub timeout_seconds: Option<f64>,
+}
+
+/// The paths a hook shows messages on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HookVia {
+    Wake,
+    Hook,
+}
+
+impl From<HookVia> for crate::model::Via {
+    fn from(via: HookVia) -> Self {
+        match via {
+            HookVia::Wake => crate::model::Via::Wake,
+            HookVia::Hook => crate::model::Via::Hook,
+        }
+    }
+}
+
 /// `read_thread`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ReadThread {

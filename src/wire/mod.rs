@@ -26,7 +26,7 @@ pub fn page_link(message: &crate::model::Message) -> String {
     }
 }
 
-use crate::model::{ChannelSummary, Delivery, DeliveryState, Found, Handle, Message, Millis};
+use crate::model::{ChannelSummary, Delivery, DeliveryState, Found, Handle, Message, Millis, Via};
 use crate::relay::{Listing, NOTICE, Page, Peer, ThreadPage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -93,6 +93,48 @@ pub struct DeliveryView {
     /// is where the relay stopped, not where the message got.
     #[serde(default, skip_serializing_if = "is_false")]
     pub pushes_stopped: bool,
+    /// The path that last brought it to the recipient's agent: `channel`
+    /// (a Claude Code channel event), `wake` (a Claude Code hook that woke
+    /// the session, or came in between its steps), `hook` (a Claude Code
+    /// hook that added it to the person's prompt), `stream` (a REST inbox
+    /// stream), `inbox` (an inbox check). None while it waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<ViaView>,
+}
+
+/// A path of [`DeliveryView::via`], by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ViaView {
+    Channel,
+    Wake,
+    Hook,
+    Stream,
+    Inbox,
+}
+
+impl From<Via> for ViaView {
+    fn from(via: Via) -> Self {
+        match via {
+            Via::Channel => ViaView::Channel,
+            Via::Wake => ViaView::Wake,
+            Via::Hook => ViaView::Hook,
+            Via::Stream => ViaView::Stream,
+            Via::Inbox => ViaView::Inbox,
+        }
+    }
+}
+
+impl From<ViaView> for Via {
+    fn from(via: ViaView) -> Self {
+        match via {
+            ViaView::Channel => Via::Channel,
+            ViaView::Wake => Via::Wake,
+            ViaView::Hook => Via::Hook,
+            ViaView::Stream => Via::Stream,
+            ViaView::Inbox => Via::Inbox,
+        }
+    }
 }
 
 fn is_false(flag: &bool) -> bool {
@@ -139,6 +181,7 @@ impl From<&Delivery> for DeliveryView {
             answered_at: d.answered_at.map(timestamp),
             offers: (d.offers > 1).then_some(d.offers),
             pushes_stopped: d.pushes_stopped(),
+            via: d.via.map(ViaView::from),
         }
     }
 }

@@ -127,6 +127,30 @@ fn body(text: &str) -> String {
 /// How the relay's own last line of an inbox push begins.
 const FOOTER: &str = "[crosstalk]";
 
+/// A message of the recipient's inbox as Claude Code shows a channel event
+/// to its model, `<channel source="…" k="v" …>content</channel>` with the
+/// attributes in order: the same block whatever path brings it (a hook
+/// prints it where Claude Code has no channel to show it on).
+pub fn channel_block(source: &str, message: &MessageView) -> String {
+    let offers = message
+        .delivery
+        .as_ref()
+        .and_then(|d| d.offers)
+        .unwrap_or(1);
+    let params = channel_params(message, true, offers);
+    let mut tag = format!("<channel source=\"{}\"", attribute(source));
+    if let Some(meta) = params["meta"].as_object() {
+        let mut keys: Vec<&String> = meta.keys().collect();
+        keys.sort();
+        for key in keys {
+            let value = meta[key].as_str().unwrap_or_default();
+            tag.push_str(&format!(" {key}=\"{value}\""));
+        }
+    }
+    let content = params["content"].as_str().unwrap_or_default();
+    format!("{tag}>\n{content}\n</channel>")
+}
+
 /// The whole JSON-RPC notification for a push: a channel notification,
 /// or for a probe the news that the tools changed, which a client that
 /// listens answers by listing them again.

@@ -37,21 +37,247 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// The pinned CLI. (The test is `#[ignore]`d, saying what it needs: where
 /// that is missing, it fails.)
 fn claude_code() -> PathBuf {
+    build(Build::Npm)
+}
+
+/// The two builds people run: the npm wrapper's (2.1.332,
+/// `tests/clients/package.json`) and the native one their installers fetch
+/// today (2.1.335, `tests/clients/native/package.json`).
+#[derive(Clone, Copy, Debug)]
+enum Build {
+    Npm,
+    Native,
+}
+
+fn build(which: Build) -> PathBuf {
+    let dir = match which {
+        Build::Npm => "tests/clients/node_modules",
+        Build::Native => "tests/clients/native/node_modules",
+    };
     let installed = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/clients/node_modules/@anthropic-ai/claude-code-linux-x64/claude");
+        .join(dir)
+        .join("@anthropic-ai/claude-code-linux-x64/claude");
     let tmux = Command::new("tmux").arg("-V").output().is_ok();
     assert!(
         installed.exists() && tmux,
-        "Claude Code (npm ci --prefix tests/clients) or tmux (apt-get install tmux) is not \
-         installed (.ci/run installs them)"
+        "Claude Code {which:?} (npm ci --prefix tests/clients, and --prefix \
+         tests/clients/native) or tmux (apt-get install tmux) is not installed (.ci/run \
+         installs them)"
     );
     installed
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs tmux and Claude Code (npm ci --prefix tests/clients); cargo test -- --ignored"]
-async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes_back() {
+async fn without_a_channel_flag_the_npm_build_is_woken_asks_and_answers() {
+    without_a_channel_flag(Build::Npm).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs tmux and Claude Code (npm ci --prefix tests/clients/native); cargo test -- --ignored"]
+async fn without_a_channel_flag_the_native_build_is_woken_asks_and_answers() {
+    without_a_channel_flag(Build::Native).await;
+}
+
+/// Claude Code as people start it, the plugin installed from this
+/// repository's marketplace and no channel flag: an idle session is woken
+/// by alice's question and answers in the thread; one asked during a slow
+/// turn the person started answers before the session is idle; a step
+/// that needs permission is asked on the relay, allowed there and run, or
+/// denied and not run. Each message's ledger names its path.
+async fn without_a_channel_flag(which: Build) {
+    let claude = build(which);
+    let app = crate::attention::relay().await;
+    let alice_token = app.add_person("alice").await;
+    let bob_token = app.add_person("bob").await;
+    let mut told = crate::attention::Hook::start().await;
+    let (status, _) = app
+        .rest(&bob_token)
+        .put(
+            "/api/me/notifications",
+            json!({ "webhook": format!("{}/bob", told.url) }),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let model = FakeModel::start().await;
+    let mut bob = ClaudeCode::new(&claude, &model, &app, &bob_token, Install::PluginNoFlag);
+    bob.start();
+    until_reachable(&app, "bob", &bob).await;
+    let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
+
+    // Idle, nobody typing.
+    let sent = ask(&alice, &model, "which port does staging use?").await;
+    let (id, thread_id) = (id_of(&sent, "message_id"), id_of(&sent, "thread_id"));
+    answered_in_thread(&sent["reply"], id, thread_id);
+    let shown = model
+        .channel_turn(id)
+        .expect("the model was shown the question");
+    assert!(
+        shown.contains(&format!(
+            "<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
+             message_id=\"{id}\" thread_id=\"{thread_id}\" to=\"bob\" type=\"NOTE\">"
+        )),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("answer with crosstalk's send_message tool"),
+        "{shown}"
+    );
+    let delivery = delivery_of(&app, id, &alice_token).await;
+    assert_eq!(delivery["state"], "answered", "{delivery}");
+    assert_eq!(delivery["via"], "wake", "{delivery}");
+
+    // A second question, once the session went idle again.
+    until_reachable(&app, "bob", &bob).await;
+    let sent = ask(&alice, &model, "and which database?").await;
+    answered_in_thread(
+        &sent["reply"],
+        id_of(&sent, "message_id"),
+        id_of(&sent, "thread_id"),
+    );
+
+    // During a slow turn bob started: answered before the session is idle.
+    until_reachable(&app, "bob", &bob).await;
+    bob.type_prompt("Please run: sleep 4 && echo slept");
+    model.until_running("sleep 4").await;
+    let sent = ask(&alice, &model, "asked while you were busy").await;
+    let id = id_of(&sent, "message_id");
+    answered_in_thread(&sent["reply"], id, id_of(&sent, "thread_id"));
+    let turn = model.turn_showing(id).expect("the model was shown it");
+    let shown = turn
+        .iter()
+        .rposition(|m| text_of(m).contains(&format!("message_id=\"{id}\"")));
+    let slept = turn
+        .iter()
+        .rposition(|m| m.to_string().contains("\"slept\""));
+    assert!(
+        matches!((slept, shown), (Some(slept), Some(shown)) if slept + 1 == shown),
+        "shown right after the slow step's result, in the same turn: {turn:?}"
+    );
+
+    // Approvals on the relay.
+    for (command, behavior, printed) in [
+        ("touch allowed && echo allowed-$((6*7))", "allow", true),
+        ("touch denied && echo denied-$((6*7))", "deny", false),
+    ] {
+        until_reachable(&app, "bob", &bob).await;
+        let sent = send(&alice, &format!("Please run: {command}")).await;
+        let asked = until_approval(&app, &bob_token, &mut told, &bob).await;
+        assert_eq!(asked["tool_name"], "Bash", "{asked}");
+        assert!(
+            asked["input_preview"]
+                .as_str()
+                .is_some_and(|p| p.contains(command)),
+            "{asked}"
+        );
+        let (status, answered) = app
+            .rest(&bob_token)
+            .post(
+                &format!("/api/approvals/{}", asked["id"]),
+                json!({ "behavior": behavior }),
+            )
+            .await;
+        assert_eq!(status, 200, "{answered}");
+        let reply = reply_in_inbox(&alice).await;
+        let id = id_of(&sent, "message_id");
+        let body = reply["body"].as_str().unwrap_or_default();
+        assert!(
+            body.starts_with(&format!("answer to {id}: ")),
+            "{reply}\n{}",
+            bob.logs()
+        );
+        let output = command
+            .split("echo ")
+            .nth(1)
+            .unwrap()
+            .replace("$((6*7))", "42");
+        assert_eq!(body.contains(&output), printed, "{behavior}: {body}");
+        let file = command.split_whitespace().nth(1).unwrap();
+        assert_eq!(bob.project.join(file).exists(), printed, "{behavior}");
+    }
+    bob.stop();
+}
+
+/// A session that cannot show a push (the bridge in `.mcp.json`, no
+/// channel flag, no plugin): once Claude Code has connected to the
+/// bridge, nothing calls bob reachable, and alice's question waits, never
+/// `pushed`. (The bridge before this proved Claude Code listened within
+/// 100 ms of connecting, and pushed; the test gives it two seconds.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs tmux and Claude Code (npm ci --prefix tests/clients); cargo test -- --ignored"]
+async fn a_session_that_cannot_show_a_push_leaves_the_question_waiting() {
     let claude = claude_code();
+    let app = spawn_app().await;
+    let alice_token = app.add_person("alice").await;
+    let bob_token = app.add_person("bob").await;
+    let model = FakeModel::start().await;
+    let mut bob = ClaudeCode::new(&claude, &model, &app, &bob_token, Install::McpJsonNoFlag);
+    bob.start();
+    bob.until_log("Connection established with capabilities");
+    let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
+    let sent = send(&alice, "can you see this?").await;
+    let relay = app.running.state.relay.clone();
+    let mut parked = relay.parked_waits();
+    let reached = tokio::time::timeout(Duration::from_secs(2), async {
+        while !relay.reachable().iter().any(|h| h.as_str() == "bob") {
+            parked.changed().await.unwrap();
+        }
+    })
+    .await;
+    assert!(reached.is_err(), "bob was called reachable by push");
+    let delivery = delivery_of(&app, id_of(&sent, "message_id"), &alice_token).await;
+    assert_eq!(delivery["state"], "waiting", "{delivery}");
+    let (_, people) = get(&app, "/api/people", &alice_token).await;
+    let bob_peer = people["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["handle"] == "bob")
+        .cloned()
+        .unwrap();
+    assert_eq!(bob_peer["reachable_by_push"], false, "{people}");
+    bob.stop();
+}
+
+/// The approval the person was just told of (their webhook), as their
+/// approvals list it.
+async fn until_approval(
+    app: &TestApp,
+    token: &str,
+    told: &mut crate::attention::Hook,
+    claude: &ClaudeCode,
+) -> Value {
+    let Some((_, notice)) = told.within(PATIENCE).await else {
+        panic!(
+            "bob was never asked to approve the step; the screen:\n{}\n{}",
+            claude.screen(),
+            claude.logs()
+        );
+    };
+    assert_eq!(notice["type"], "approval", "{notice}");
+    let (_, pending) = app.rest(token).get("/api/approvals").await;
+    let asked = pending["approvals"][0].clone();
+    assert_eq!(asked["id"], notice["approval_id"], "{pending}");
+    asked
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs tmux and Claude Code (npm ci --prefix tests/clients); cargo test -- --ignored"]
+async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes_back() {
+    through_channels(Build::Npm).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs tmux and Claude Code (npm ci --prefix tests/clients/native); cargo test -- --ignored"]
+async fn through_channels_the_native_build_asks_and_answers() {
+    through_channels(Build::Native).await;
+}
+
+/// With the channel flag: the bridge's (and the relay's own) channel
+/// events, in an idle session, across a restart of Claude Code and of the
+/// relay, over HTTP, and through the plugin.
+async fn through_channels(which: Build) {
+    let claude = build(which);
     let app = spawn_app().await;
     let alice_token = app.add_person("alice").await;
     let bob_token = app.add_person("bob").await;
@@ -82,7 +308,9 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
         shown.contains("answer with crosstalk's send_message tool"),
         "the first event says how to answer: {shown}"
     );
-    assert_eq!(state_of(&app, id, &alice_token).await, "answered");
+    let delivery = delivery_of(&app, id, &alice_token).await;
+    assert_eq!(delivery["state"], "answered", "{delivery}");
+    assert_eq!(delivery["via"], "channel", "{delivery}");
 
     // A second question.
     let sent = ask(&alice, &model, "and which database?").await;
@@ -150,8 +378,9 @@ async fn a_teammate_s_question_reaches_the_real_claude_code_and_its_answer_comes
     let shown = model.channel_turn(id).unwrap();
     assert!(
         shown.contains("<channel source=\"plugin:crosstalk:crosstalk\""),
-        "{shown}"
+        "the channel, not the plugin's hooks: {shown}"
     );
+    assert_eq!(delivery_of(&app, id, &alice_token).await["via"], "channel");
     bob.stop();
 }
 
@@ -292,8 +521,12 @@ fn answered_in_thread(reply: &Value, id: i64, thread_id: i64) {
 }
 
 async fn state_of(app: &TestApp, id: i64, token: &str) -> Value {
+    delivery_of(app, id, token).await["state"].clone()
+}
+
+async fn delivery_of(app: &TestApp, id: i64, token: &str) -> Value {
     let (_, read) = get(app, &format!("/api/messages/{id}"), token).await;
-    read["message"]["delivery"]["state"].clone()
+    read["message"]["delivery"].clone()
 }
 
 /// Waits until `handle`'s agent can be pushed to: its bridge proved that
@@ -329,6 +562,13 @@ enum Install {
     /// This repository's marketplace and plugin, and
     /// `--channels plugin:crosstalk@crosstalk`.
     Plugin,
+    /// This repository's marketplace and plugin, started as people start
+    /// it: no channel flag, `--permission-mode default`, and no remote
+    /// feature flag seeded.
+    PluginNoFlag,
+    /// The project's `.mcp.json` as `crosstalk add` prints it, and no
+    /// channel flag: a session that cannot be pushed to.
+    McpJsonNoFlag,
 }
 
 /// One person's Claude Code, in its own HOME and project, in tmux.
@@ -384,6 +624,25 @@ impl ClaudeCode {
         // channel server no `permission_request`).
         let mut features = json!({ "tengu_harbor": true, "tengu_harbor_permissions": true });
         let (server, args) = match install {
+            Install::PluginNoFlag => {
+                features = json!({});
+                (
+                    "plugin:crosstalk:crosstalk",
+                    vec![
+                        "--permission-mode".into(),
+                        "default".into(),
+                        "--allowedTools".into(),
+                        "mcp__plugin_crosstalk_crosstalk__send_message Bash(sleep:*)".into(),
+                    ],
+                )
+            }
+            Install::McpJsonNoFlag => {
+                features = json!({});
+                (
+                    "crosstalk",
+                    vec!["--permission-mode".into(), "default".into()],
+                )
+            }
             Install::McpJson | Install::Http => (
                 "crosstalk",
                 vec![
@@ -433,9 +692,9 @@ impl ClaudeCode {
             args,
         };
         match install {
-            Install::McpJson => code.write_mcp_json(),
+            Install::McpJson | Install::McpJsonNoFlag => code.write_mcp_json(),
             Install::Http => code.write_mcp_json_http(),
-            Install::Plugin => code.install_plugin(),
+            Install::Plugin | Install::PluginNoFlag => code.install_plugin(),
         }
         code
     }
@@ -560,6 +819,44 @@ impl ClaudeCode {
         }
     }
 
+    /// Types `text` at the prompt and sends it, as the person would.
+    fn type_prompt(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "claude", "-l", text]);
+        self.until_screen(text);
+        self.tmux(&["send-keys", "-t", "claude", "Enter"]);
+    }
+
+    /// Waits until Claude Code's logs (its debug log, its MCP servers')
+    /// say `text` (read every 100 ms, as the screen is).
+    fn until_log(&self, text: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        while !self.logs_whole().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "the logs never said {text:?}:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Every log, whole.
+    fn logs_whole(&self) -> String {
+        let mut logs = self.debug_log();
+        let mut stack = vec![self.home.path().join(".cache/claude-cli-nodejs")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if let Ok(text) = std::fs::read_to_string(&path) {
+                    logs.push_str(&text);
+                }
+            }
+        }
+        logs
+    }
+
     /// The development channels warning: its default, "I am using this for
     /// local development", with Enter (pressed again while the screen
     /// stays: one pressed as it paints can be lost).
@@ -634,22 +931,63 @@ struct FakeModel {
     url: String,
     /// Every request to `/v1/messages`, as sent, and when it came.
     requests: Requests,
+    /// Told of each request.
+    arrived: Arc<tokio::sync::Notify>,
 }
 
 impl FakeModel {
     async fn start() -> FakeModel {
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let arrived = Arc::new(tokio::sync::Notify::new());
+        let told = arrived.clone();
         let app = Router::new()
             .route("/v1/messages", post(messages))
             .route(
                 "/v1/messages/count_tokens",
                 post(|| async { Json(json!({ "input_tokens": 1000 })) }),
             )
-            .with_state(requests.clone());
+            .with_state(requests.clone())
+            .layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let told = told.clone();
+                    async move {
+                        let response = next.run(request).await;
+                        told.notify_waiters();
+                        response
+                    }
+                },
+            ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
-        FakeModel { url, requests }
+        FakeModel {
+            url,
+            requests,
+            arrived,
+        }
+    }
+
+    /// Waits until the model was asked to answer a user turn that says
+    /// `text`: the turn is under way.
+    async fn until_running(&self, text: &str) {
+        let asked = || {
+            self.requests
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(_, request)| latest_user_text(request).is_some_and(|t| t.contains(text)))
+        };
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                let next = self.arrived.notified();
+                if asked() {
+                    return;
+                }
+                next.await;
+            }
+        })
+        .await
+        .expect("the model was asked to run it");
     }
 
     /// The text of the first turn the model was shown that carries message
@@ -664,15 +1002,36 @@ impl FakeModel {
             .find(|text| text.contains("<channel source=") && text.contains(&marker))
     }
 
-    /// When the model was first shown message `id`.
+    /// When the model was first shown message `id`: in a user turn, or
+    /// in a system turn that came in while it worked.
     fn shown_at(&self, id: i64) -> Option<Instant> {
+        self.first_showing(id).map(|(at, _)| at)
+    }
+
+    /// The messages of the first request that showed the model message `id`.
+    fn turn_showing(&self, id: i64) -> Option<Vec<Value>> {
+        self.first_showing(id).map(|(_, messages)| messages)
+    }
+
+    fn first_showing(&self, id: i64) -> Option<(Instant, Vec<Value>)> {
         let marker = format!("message_id=\"{id}\"");
         self.requests
             .lock()
             .unwrap()
             .iter()
-            .find(|(_, request)| latest_user_text(request).is_some_and(|t| t.contains(&marker)))
-            .map(|(at, _)| *at)
+            .find(|(_, request)| {
+                request["messages"].as_array().is_some_and(|messages| {
+                    messages
+                        .iter()
+                        .rev()
+                        .find(|m| not_the_model(m))
+                        .is_some_and(|m| text_of(m).contains(&marker))
+                })
+            })
+            .map(|(at, request)| {
+                let messages = request["messages"].as_array().cloned().unwrap_or_default();
+                (*at, messages)
+            })
     }
 }
 
@@ -814,13 +1173,28 @@ fn answer_event(
             }
         })
         .collect();
+    // The channel's source names the server; a hook's block says
+    // "crosstalk" whatever the plugin's server is called, and the model
+    // finds the tool by searching, as the block's last line says.
     let tool = format!("mcp__{server}__send_message");
-    if !tools.contains(&tool.as_str()) {
-        return Answer::Tool(
-            "ToolSearch".into(),
-            json!({ "query": format!("select:{tool}"), "max_results": 5 }),
-        );
-    }
+    let tool = match tools
+        .iter()
+        .find(|t| t.contains("crosstalk") && t.ends_with("__send_message"))
+    {
+        Some(found) => found.to_string(),
+        None if source == "crosstalk" => {
+            return Answer::Tool(
+                "ToolSearch".into(),
+                json!({ "query": "crosstalk send_message", "max_results": 5 }),
+            );
+        }
+        None => {
+            return Answer::Tool(
+                "ToolSearch".into(),
+                json!({ "query": format!("select:{tool}"), "max_results": 5 }),
+            );
+        }
+    };
     let thread_id: i64 = get("thread_id").parse().unwrap_or_default();
     Answer::Tool(
         tool,
@@ -848,6 +1222,11 @@ fn latest_text(message: &Value) -> Option<String> {
         ),
         _ => None,
     }
+}
+
+/// A turn's text, blocks and all.
+fn text_of(message: &Value) -> String {
+    latest_text(message).unwrap_or_default()
 }
 
 fn latest_user_text(request: &Value) -> Option<String> {

@@ -5,7 +5,7 @@
 use crate::postgres::fresh_database;
 use crosstalk::model::{
     Authorization, Channel, DeliveryState, GrantTokens, Handle, MAX_OFFERS, MessageId, Millis,
-    Place, Redeemed, Refreshed, RegisteredClient, SessionId, ThreadId, Token, TokenHash,
+    Place, Redeemed, Refreshed, RegisteredClient, SessionId, ThreadId, Token, TokenHash, Via,
     now_millis,
 };
 use crosstalk::store::{
@@ -513,10 +513,12 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
         holder,
         now,
         until: now + 10_000,
+        via: if holder == 3 { Via::Wake } else { Via::Channel },
     };
     let offered = store.offer_inbox(&bob, lease(1, now), 1).await.unwrap();
     assert_eq!(ids(&offered), [first.id], "oldest first, as many as asked");
     assert_eq!(offered[0].delivery.unwrap().pushed_at, Some(now));
+    assert_eq!(offered[0].delivery.unwrap().via, Some(Via::Channel));
     assert_eq!(state(first.id).await, (DeliveryState::Pushed, 1));
     // Leased: another stream and a claim get only the other message.
     let other = store.offer_inbox(&bob, lease(2, now), 10).await.unwrap();
@@ -545,6 +547,11 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
     assert_eq!(ids(&again), [first.id]);
     assert_eq!(again[0].delivery.unwrap().offers, 2);
     assert_eq!(
+        again[0].delivery.unwrap().via,
+        Some(Via::Wake),
+        "the latest path"
+    );
+    assert_eq!(
         again[0].delivery.unwrap().pushed_at,
         Some(now),
         "the first push"
@@ -555,6 +562,7 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
     let claimed = store.claim_inbox(&bob, later, 10).await.unwrap();
     assert_eq!(ids(&claimed), [first.id, second.id]);
     assert_eq!(claimed[0].delivery.unwrap().read_at, Some(later));
+    assert_eq!(claimed[0].delivery.unwrap().via, Some(Via::Inbox));
     assert_eq!(state(second.id).await.0, DeliveryState::Read);
     assert!(
         store
@@ -683,6 +691,7 @@ async fn an_unconfirmed_message_was_offered_again_without_end(store: Arc<dyn Sto
         holder,
         now,
         until: now + LEASE,
+        via: Via::Channel,
     };
     for n in 0..MAX_OFFERS {
         let offered = store

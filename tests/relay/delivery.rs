@@ -210,8 +210,9 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
         .unwrap();
     assert_eq!(push["meta"]["delivery_state"], "pushed");
     let pushed = app.rest(&alice_token).delivery(id).await;
-    assert_eq!(keys(&pushed), ["pushed_at", "state"]);
+    assert_eq!(keys(&pushed), ["pushed_at", "state", "via"]);
     assert_eq!(pushed["state"], "pushed");
+    assert_eq!(pushed["via"], "channel", "an MCP session's push");
     // The sender reading the thread changes nothing.
     let read = alice
         .call("read_thread", json!({ "thread_id": thread }))
@@ -224,7 +225,8 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
         .ok();
     assert_eq!(read["messages"][0]["delivery"]["state"], "read");
     let was_read = app.rest(&alice_token).delivery(id).await;
-    assert_eq!(keys(&was_read), ["pushed_at", "read_at", "state"]);
+    assert_eq!(keys(&was_read), ["pushed_at", "read_at", "state", "via"]);
+    assert_eq!(was_read["via"], "channel", "the path that brought it");
     assert_eq!(was_read["pushed_at"], pushed["pushed_at"], "set once");
     bob.call(
         "send_message",
@@ -235,7 +237,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     let answered = app.rest(&alice_token).delivery(id).await;
     assert_eq!(
         keys(&answered),
-        ["answered_at", "pushed_at", "read_at", "state"]
+        ["answered_at", "pushed_at", "read_at", "state", "via"]
     );
     assert_eq!(answered["state"], "answered");
     assert_eq!(answered["read_at"], was_read["read_at"], "set once");
@@ -275,6 +277,7 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
         app.rest(&alice_token).delivery(id).await
     );
     assert_eq!(offered["delivery"]["state"], "pushed");
+    assert_eq!(offered["delivery"]["via"], "stream");
     // Dave himself reading it in his browser (the page's Basic credentials)
     // leaves it for his agent.
     for path in [
@@ -302,9 +305,44 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     let answered = app.rest(&alice_token).delivery(id).await;
     assert_eq!(
         keys(&answered),
-        ["answered_at", "pushed_at", "read_at", "state"]
+        ["answered_at", "pushed_at", "read_at", "state", "via"]
     );
     drop(stream);
+
+    // Leased to a Claude Code hook (`crosstalk hook`): pushed, by the path
+    // it names, and still leased once the request is over: nobody else
+    // takes it until the lease ends.
+    let erin_token = app.add_person("erin").await;
+    let sent = app
+        .rest(&alice_token)
+        .send("erin", "woken?", json!({}))
+        .await;
+    let id = sent["message_id"].as_i64().unwrap();
+    let (status, leased) = post(
+        &app,
+        "/api/inbox/lease",
+        &erin_token,
+        json!({ "via": "wake", "timeout_seconds": 5 }),
+    )
+    .await;
+    assert_eq!(status, 200, "{leased}");
+    assert_eq!(leased["messages"][0]["id"], id, "{leased}");
+    let woken = app.rest(&alice_token).delivery(id).await;
+    assert_eq!(keys(&woken), ["pushed_at", "state", "via"]);
+    assert_eq!(
+        (&woken["state"], &woken["via"]),
+        (&json!("pushed"), &json!("wake"))
+    );
+    let (_, inbox) = get(&app, "/api/inbox", &erin_token).await;
+    assert_eq!(inbox["messages"], json!([]), "leased to the hook");
+    let (status, refused) = post(
+        &app,
+        "/api/inbox/lease",
+        &erin_token,
+        json!({ "via": "inbox" }),
+    )
+    .await;
+    assert_eq!(status, 400, "only a hook's own paths: {refused}");
 
     // Read by an inbox check, never pushed (carol has no stream): no
     // pushed_at.
@@ -318,7 +356,8 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     let claimed = &inbox["messages"].as_array().unwrap()[..];
     assert_eq!(claimed.len(), 1, "{inbox}");
     assert_eq!(claimed[0]["id"], id);
-    assert_eq!(keys(&claimed[0]["delivery"]), ["read_at", "state"]);
+    assert_eq!(keys(&claimed[0]["delivery"]), ["read_at", "state", "via"]);
+    assert_eq!(claimed[0]["delivery"]["via"], "inbox");
     assert_eq!(
         claimed[0]["delivery"],
         app.rest(&alice_token).delivery(id).await
@@ -760,6 +799,7 @@ async fn an_unconfirmed_push_was_offered_again_without_end() {
             "pushed_at": delivery["pushed_at"],
             "offers": MAX_OFFERS,
             "pushes_stopped": true,
+            "via": "stream",
         })
     );
     assert!(delivery["pushed_at"].is_string(), "{delivery}");

@@ -230,6 +230,14 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
         ),
         ("GET", "/api/inbox", "/api/inbox", None, Kind::Change, 200),
         (
+            "POST",
+            "/api/inbox/lease",
+            "/api/inbox/lease",
+            Some(json!({ "via": "wake" })),
+            Kind::Change,
+            200,
+        ),
+        (
             "GET",
             "/api/inbox/stream",
             "/api/inbox/stream",

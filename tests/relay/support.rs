@@ -712,6 +712,8 @@ pub fn start_bridge(
     use std::process::Stdio;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_crosstalk"))
         .arg("bridge")
+        // Its client here is the test, which shows channel events.
+        .env("CROSSTALK_CHANNELS", "on")
         .env("CROSSTALK_URL", app.url())
         .env("CROSSTALK_TOKEN", token)
         .env("RUST_LOG", "info")

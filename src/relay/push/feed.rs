@@ -90,6 +90,13 @@ impl futures::Stream for PushFeed {
 }
 
 impl PushFeed {
+    /// Keeps the leases of what it delivered when it ends: its client took
+    /// them away to show (a hook). What it was offered and did not deliver
+    /// still goes back.
+    pub fn keep_delivered(&mut self) {
+        self.leased.clear();
+    }
+
     /// Whether its client has shown it listens.
     fn is_ready(&self) -> bool {
         let pushes = self.relay.pushes.lock();

@@ -52,7 +52,7 @@ pub use feed::PushFeed;
 
 use super::send::parse_channel;
 use super::{Caller, Identity, MAX_WAIT, Relay, RelayError, RelayResult, WaitSlot};
-use crate::model::{Channel, Handle, Message, MessageId, Millis, SessionId};
+use crate::model::{Channel, Handle, Message, MessageId, Millis, SessionId, Via};
 use std::{
     collections::{HashMap, HashSet, VecDeque},
     sync::{
@@ -207,17 +207,19 @@ impl Relay {
             Identity::Person(me) => Some(me.clone()),
             Identity::Unbound => None,
         };
-        self.open_feed(caller, person, Some(session), None, None)
+        self.open_feed(caller, person, Some(session), None, None, Via::Channel)
     }
 
     /// A stream of `caller`'s inbox (as `sender`, for the shared token),
     /// and of the new posts of the channels it `follows`, holding one of
-    /// their wait slots while it lasts. Its client is ready from the start.
+    /// their wait slots while it lasts, whose client shows what it is
+    /// offered `via` that path. Its client is ready from the start.
     pub fn inbox_feed(
         self: &Arc<Self>,
         caller: &Caller,
         sender: Option<&str>,
         follows: &[String],
+        via: Via,
     ) -> RelayResult<PushFeed> {
         let me = self.acting_as(caller, sender)?;
         let follows: HashSet<Channel> = follows
@@ -228,7 +230,34 @@ impl Relay {
             return Err(too_many_follows());
         }
         let slot = self.hold_slot(caller)?;
-        Ok(self.open_feed(caller, Some(me), None, Some(follows), Some(slot)))
+        Ok(self.open_feed(caller, Some(me), None, Some(follows), Some(slot), via))
+    }
+
+    /// Leases the caller's waiting messages to a hook that shows them to a
+    /// model `via` its path, waiting up to `timeout` for one: what one
+    /// offer of an inbox stream takes, and what arrives with it. While it
+    /// waits its person counts as reachable by push. The leases outlive
+    /// the call (the hook has shown them once it has them); unconfirmed,
+    /// they end as a stream's do and the messages are offered again.
+    pub async fn lease_inbox(
+        self: &Arc<Self>,
+        caller: &Caller,
+        via: Via,
+        timeout_s: Option<f64>,
+    ) -> RelayResult<Vec<Message>> {
+        use futures::{FutureExt, StreamExt};
+        let timeout = super::waits::parse_wait(timeout_s, super::waits::INBOX_WAIT)?;
+        let mut feed = self.inbox_feed(caller, None, &[], via)?;
+        let mut leased = Vec::new();
+        let first = tokio::time::timeout(timeout, feed.next()).await;
+        if let Ok(Some(push)) = first {
+            leased.extend(push.message().cloned());
+            while let Some(Some(push)) = feed.next().now_or_never() {
+                leased.extend(push.message().cloned());
+            }
+        }
+        feed.keep_delivered();
+        Ok(leased)
     }
 
     /// A stream of `session`'s follows, or (without one) of its `own`.
@@ -239,6 +268,7 @@ impl Relay {
         session: Option<&SessionId>,
         own: Option<HashSet<Channel>>,
         slot: Option<WaitSlot>,
+        via: Via,
     ) -> PushFeed {
         let (offered_tx, offered) = mpsc::channel(QUEUED);
         let (followed_tx, followed) = mpsc::channel(FOLLOWED_QUEUED);
@@ -277,7 +307,7 @@ impl Relay {
             }
             if let Some(me) = me {
                 relay
-                    .offer_for(caller, me, holder, offered_tx, task_stop)
+                    .offer_for(caller, me, (holder, via), offered_tx, task_stop)
                     .await;
             }
         });
@@ -310,7 +340,7 @@ impl Relay {
         self: Arc<Self>,
         caller: Caller,
         me: Handle,
-        holder: i64,
+        (holder, via): (i64, Via),
         queue: mpsc::Sender<(Box<Message>, Millis)>,
         stop: CancellationToken,
     ) {
@@ -321,7 +351,7 @@ impl Relay {
                 .offer_waiting(
                     &caller,
                     &me,
-                    holder,
+                    (holder, via),
                     OFFER_BATCH,
                     MAX_WAIT,
                     stop.cancelled(),

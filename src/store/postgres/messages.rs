@@ -2,7 +2,7 @@
 //! (`../sqlite/messages.rs`, in PostgreSQL).
 
 use super::{Db, handle, maybe_channel, maybe_handle, row};
-use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place};
+use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place, Via};
 use crate::store::{StoreError, StoreResult};
 use tokio_postgres::Row;
 
@@ -10,11 +10,11 @@ use tokio_postgres::Row;
 /// `messages m` [`INBOX_JOIN`].
 pub(super) const MESSAGE_COLUMNS: &str = "m.id, m.thread_id, m.channel, m.sender, m.recipient, \
      m.type, m.body, m.reply_to, m.created_at, m.expires_at, \
-     i.pushed_at, i.read_at, i.answered_at, i.offers, i.lease_until";
+     i.pushed_at, i.read_at, i.answered_at, i.offers, i.lease_until, i.via";
 
 /// How many [`MESSAGE_COLUMNS`] there are: the index of a column selected
 /// after them.
-pub(super) const MESSAGE_COLUMNS_LEN: usize = 15;
+pub(super) const MESSAGE_COLUMNS_LEN: usize = 16;
 
 /// Joins a message (as `m`) to its recipient's inbox row (as `i`), if any.
 pub(super) const INBOX_JOIN: &str =
@@ -31,6 +31,10 @@ pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
                 .try_get::<_, Option<i32>>(13)?
                 .map_or(0, |n| n.max(0) as u32),
             lease_until: row.try_get(14)?,
+            via: row
+                .try_get::<_, Option<String>>(15)?
+                .as_deref()
+                .and_then(Via::parse),
         }),
         None => None,
     };

@@ -268,6 +268,11 @@ CREATE TRIGGER oauth_grants_refreshed AFTER UPDATE OF access_hash ON oauth_grant
     FOR EACH ROW WHEN (old.access_hash IS DISTINCT FROM new.access_hash)
     EXECUTE FUNCTION credentials_moved();
 "#,
+    r#"
+-- The path that last brought a message to its recipient's agent, as in
+-- SQLite's.
+ALTER TABLE inbox ADD COLUMN via text;
+"#,
 ];
 
 /// Brings the schema up to the last step, under the migration lock, in one

@@ -213,7 +213,7 @@ impl<D: Db> Statements for Sql<'_, D> {
                 &format!(
                     "WITH taken AS ({TAKEABLE} ORDER BY i.message_id LIMIT $3 \
                          FOR UPDATE OF i SKIP LOCKED) \
-                     UPDATE inbox SET read_at = $2, lease_until = NULL FROM taken \
+                     UPDATE inbox SET read_at = $2, lease_until = NULL, via = 'inbox' FROM taken \
                      WHERE inbox.recipient = $1 AND inbox.message_id = taken.message_id \
                      AND {STILL_TAKEABLE} \
                      RETURNING inbox.message_id"
@@ -241,7 +241,7 @@ impl<D: Db> Statements for Sql<'_, D> {
                          AND i.offers < $6 \
                          ORDER BY i.message_id LIMIT $3 FOR UPDATE OF i SKIP LOCKED) \
                      UPDATE inbox SET pushed_at = coalesce(pushed_at, $2), lease_until = $4, \
-                         push_holder = $5, offers = offers + 1 FROM taken \
+                         push_holder = $5, offers = offers + 1, via = $7 FROM taken \
                      WHERE inbox.recipient = $1 AND inbox.message_id = taken.message_id \
                      AND {STILL_TAKEABLE} \
                      RETURNING inbox.message_id"
@@ -253,6 +253,7 @@ impl<D: Db> Statements for Sql<'_, D> {
                     &offer.until,
                     &offer.holder,
                     &most,
+                    &offer.via.as_str(),
                 ],
             )
             .await?;

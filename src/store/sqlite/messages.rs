@@ -1,6 +1,6 @@
 //! Messages, threads and inboxes; the overviews are `summaries.rs`'s.
 
-use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place};
+use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place, Via};
 use crate::store::StoreResult;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -8,11 +8,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 /// `messages m` [`INBOX_JOIN`].
 pub(super) const MESSAGE_COLUMNS: &str = "m.id, m.thread_id, m.channel, m.sender, m.recipient, \
      m.type, m.body, m.reply_to, m.created_at, m.expires_at, \
-     i.pushed_at, i.read_at, i.answered_at, i.offers, i.lease_until";
+     i.pushed_at, i.read_at, i.answered_at, i.offers, i.lease_until, i.via";
 
 /// How many [`MESSAGE_COLUMNS`] there are: the index of a column selected
 /// after them.
-pub(super) const MESSAGE_COLUMNS_LEN: usize = 15;
+pub(super) const MESSAGE_COLUMNS_LEN: usize = 16;
 
 /// Joins a message (as `m`) to its recipient's inbox row (as `i`), if any.
 pub(super) const INBOX_JOIN: &str =
@@ -27,6 +27,10 @@ pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Mess
             answered_at: row.get(12)?,
             offers: row.get::<_, Option<u32>>(13)?.unwrap_or(0),
             lease_until: row.get(14)?,
+            via: row
+                .get::<_, Option<String>>(15)?
+                .as_deref()
+                .and_then(Via::parse),
         }),
         None => None,
     };

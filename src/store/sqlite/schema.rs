@@ -472,6 +472,11 @@ WHEN old.access_hash IS NOT new.access_hash BEGIN
     UPDATE revisions SET value = value + 1 WHERE name = 'credentials';
 END;
 "#,
+    r#"
+-- The path that last brought a message to its recipient's agent
+-- (model::Via, by name): set by each offer and by a claim.
+ALTER TABLE inbox ADD COLUMN via TEXT;
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.

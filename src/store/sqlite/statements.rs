@@ -208,7 +208,7 @@ impl Statements for Sql<'_> {
     ) -> StoreResult<Vec<MessageId>> {
         self.ids(
             &format!(
-                "UPDATE inbox SET read_at = ?2, lease_until = NULL \
+                "UPDATE inbox SET read_at = ?2, lease_until = NULL, via = 'inbox' \
                  WHERE recipient = ?1 AND message_id IN ( \
                      SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
                      WHERE {TAKEABLE} ORDER BY i.message_id LIMIT ?3) \
@@ -228,14 +228,22 @@ impl Statements for Sql<'_> {
         self.ids(
             &format!(
                 "UPDATE inbox SET pushed_at = coalesce(pushed_at, ?2), lease_until = ?4, \
-                     push_holder = ?5, offers = offers + 1 \
+                     push_holder = ?5, offers = offers + 1, via = ?7 \
                  WHERE recipient = ?1 AND message_id IN ( \
                      SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
                      WHERE {TAKEABLE} AND i.push_holder IS NOT ?5 AND i.offers < ?6 \
                      ORDER BY i.message_id LIMIT ?3) \
                  RETURNING message_id"
             ),
-            params![recipient, offer.now, limit, offer.until, offer.holder, most],
+            params![
+                recipient,
+                offer.now,
+                limit,
+                offer.until,
+                offer.holder,
+                most,
+                offer.via.as_str()
+            ],
         )
     }
 
