@@ -102,6 +102,30 @@ pub enum Command {
         #[arg(long, env = "CROSSTALK_CHANNELS", value_enum, default_value_t)]
         channels: crate::bridge::Channels,
     },
+    /// Set an agent up for this relay, in its own user-level configuration:
+    /// for Claude Code, the crosstalk plugin and the relay in its settings.
+    Connect {
+        /// The agent: claude.
+        #[arg(value_enum)]
+        client: crate::connect::Client,
+        /// The relay's address, e.g. https://relay.example.com.
+        #[arg(long, env = "CROSSTALK_URL", value_name = "URL")]
+        url: String,
+        /// Your token, as `crosstalk add` printed it.
+        #[arg(
+            long,
+            env = "CROSSTALK_TOKEN",
+            value_name = "TOKEN",
+            hide_env_values = true
+        )]
+        token: String,
+        /// Show what it would do, and do nothing.
+        #[arg(long)]
+        print: bool,
+        /// The `claude` program.
+        #[arg(long, value_name = "PATH", default_value = "claude")]
+        claude: std::path::PathBuf,
+    },
     /// A Claude Code hook (the crosstalk plugin runs these): reads Claude
     /// Code's hook JSON on stdin and brings your teammates' messages and
     /// approvals to the session.

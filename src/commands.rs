@@ -55,6 +55,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             crate::tls::install_crypto_provider();
             bridge::run(url, token, channels).await
         }
+        Command::Connect {
+            client,
+            url,
+            token,
+            print,
+            claude,
+        } => crate::connect::run(&crate::connect::Connect {
+            client,
+            url,
+            token,
+            print,
+            claude,
+        }),
         Command::Hook {
             event,
             url,

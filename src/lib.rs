@@ -31,6 +31,7 @@
 //! - [`protocol`]: what the MCP server and its clients agree on.
 //! - [`bridge`]: `crosstalk bridge`, a local stdio MCP server for Claude Code.
 //! - [`hook`]: `crosstalk hook EVENT`, the Claude Code hooks the plugin ships.
+//! - [`connect`]: `crosstalk connect CLIENT`, an agent's own configuration.
 //! - [`notify`]: delivering what the core tells people, to their webhooks.
 #![forbid(unsafe_code)]
 
@@ -41,6 +42,7 @@ pub mod bridge;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod connect;
 pub mod demo;
 pub mod hook;
 pub mod host;

@@ -163,6 +163,8 @@ async fn without_a_channel_flag(which: Build) {
         until_reachable(&app, "bob", &bob).await;
         let sent = send(&alice, &format!("Please run: {command}")).await;
         let asked = until_approval(&app, &bob_token, &mut told, &bob).await;
+        // The terminal asks too, meanwhile: whoever answers first decides.
+        bob.until_screen("Do you want to proceed?");
         assert_eq!(asked["tool_name"], "Bash", "{asked}");
         assert!(
             asked["input_preview"]
@@ -195,6 +197,86 @@ async fn without_a_channel_flag(which: Build) {
         let file = command.split_whitespace().nth(1).unwrap();
         assert_eq!(bob.project.join(file).exists(), printed, "{behavior}");
     }
+    bob.stop();
+}
+
+/// `crosstalk connect claude` sets Claude Code up in one command: run
+/// twice it changes nothing, `--print` changes nothing and shows the token
+/// masked, the token is in a private file outside the project, and a
+/// session started with neither variable in its environment is woken by
+/// a teammate's question and answers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs tmux and Claude Code (npm ci --prefix tests/clients); cargo test -- --ignored"]
+async fn connect_claude_sets_up_a_session_that_is_woken_with_no_flag() {
+    use std::os::unix::fs::PermissionsExt;
+    let claude = claude_code();
+    let app = spawn_app().await;
+    let alice_token = app.add_person("alice").await;
+    let bob_token = app.add_person("bob").await;
+    let model = FakeModel::start().await;
+    let mut bob = ClaudeCode::new(&claude, &model, &app, &bob_token, Install::Connect);
+    let settings = bob.home.path().join(".claude/settings.json");
+    let first = std::fs::read(&settings).unwrap();
+    let written: Value = serde_json::from_slice(&first).unwrap();
+    assert_eq!(written["env"]["CROSSTALK_TOKEN"], bob_token.as_str());
+    assert_eq!(written["env"]["CROSSTALK_URL"], app.url());
+    assert_eq!(
+        written["enableAllProjectMcpServers"], true,
+        "kept: {written}"
+    );
+    assert_eq!(
+        written["enabledPlugins"]["crosstalk@crosstalk"], true,
+        "{written}"
+    );
+    let mode = std::fs::metadata(&settings).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let mut with_token = bob.env.clone();
+    with_token.push(("CROSSTALK_URL".into(), app.url()));
+    with_token.push(("CROSSTALK_TOKEN".into(), bob_token.clone()));
+    for extra in [None, Some("--print")] {
+        let done = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+            .args(["connect", "claude", "--claude"])
+            .arg(&claude)
+            .args(extra)
+            .env_clear()
+            .envs(with_token.iter().cloned())
+            .current_dir(&bob.project)
+            .output()
+            .unwrap();
+        assert!(done.status.success(), "{done:?}");
+        assert_eq!(
+            std::fs::read(&settings).unwrap(),
+            first,
+            "{extra:?} changed it"
+        );
+        let said = String::from_utf8_lossy(&done.stdout);
+        assert!(
+            !said.contains(&bob_token),
+            "{extra:?} printed the token: {said}"
+        );
+        if extra.is_some() {
+            assert!(
+                said.contains("claude plugin install crosstalk@crosstalk"),
+                "{said}"
+            );
+        }
+    }
+    let in_project = Command::new("grep")
+        .args(["-r", "-l", &bob_token])
+        .arg(&bob.project)
+        .output()
+        .unwrap();
+    assert!(in_project.stdout.is_empty(), "the token in the project");
+
+    bob.start();
+    until_reachable(&app, "bob", &bob).await;
+    let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
+    let sent = ask(&alice, &model, "connected?").await;
+    answered_in_thread(
+        &sent["reply"],
+        id_of(&sent, "message_id"),
+        id_of(&sent, "thread_id"),
+    );
     bob.stop();
 }
 
@@ -569,6 +651,9 @@ enum Install {
     /// The project's `.mcp.json` as `crosstalk add` prints it, and no
     /// channel flag: a session that cannot be pushed to.
     McpJsonNoFlag,
+    /// `crosstalk connect claude`, then Claude Code started as in
+    /// `PluginNoFlag` with neither variable in its environment.
+    Connect,
 }
 
 /// One person's Claude Code, in its own HOME and project, in tmux.
@@ -624,7 +709,7 @@ impl ClaudeCode {
         // channel server no `permission_request`).
         let mut features = json!({ "tengu_harbor": true, "tengu_harbor_permissions": true });
         let (server, args) = match install {
-            Install::PluginNoFlag => {
+            Install::PluginNoFlag | Install::Connect => {
                 features = json!({});
                 (
                     "plugin:crosstalk:crosstalk",
@@ -683,7 +768,7 @@ impl ClaudeCode {
             &home.path().join(".claude/settings.json"),
             &json!({ "enableAllProjectMcpServers": true, "enabledMcpjsonServers": [server] }),
         );
-        let code = ClaudeCode {
+        let mut code = ClaudeCode {
             claude: claude.to_owned(),
             socket: String::new(),
             home,
@@ -695,6 +780,11 @@ impl ClaudeCode {
             Install::McpJson | Install::McpJsonNoFlag => code.write_mcp_json(),
             Install::Http => code.write_mcp_json_http(),
             Install::Plugin | Install::PluginNoFlag => code.install_plugin(),
+            Install::Connect => {
+                code.connect();
+                code.env
+                    .retain(|(name, _)| name != "CROSSTALK_URL" && name != "CROSSTALK_TOKEN");
+            }
         }
         code
     }
@@ -746,6 +836,19 @@ impl ClaudeCode {
                 String::from_utf8_lossy(&done.stderr)
             );
         }
+    }
+
+    /// `crosstalk connect claude`, as the person runs it.
+    fn connect(&self) {
+        let done = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+            .args(["connect", "claude", "--claude"])
+            .arg(&self.claude)
+            .env_clear()
+            .envs(self.env.iter().cloned())
+            .current_dir(&self.project)
+            .output()
+            .unwrap();
+        assert!(done.status.success(), "crosstalk connect claude: {done:?}");
     }
 
     fn var(&self, name: &str) -> String {

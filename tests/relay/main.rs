@@ -13,6 +13,7 @@ mod contract;
 mod conversation;
 mod delivery;
 mod hardening;
+mod hooks;
 mod identity;
 mod inbox;
 mod instances;
