@@ -489,23 +489,25 @@ fn warn_if_default(address: &crate::config::AddressArgs, url: &str) {
     }
 }
 
-/// The token, shown once, and the ways to connect Claude Code with it: the
-/// plugin or the bridge for pushes, or HTTP; each with its launch line;
-/// then the connectors that sign in with OAuth (claude.ai, ChatGPT).
+/// The token, shown once, and the ways to connect Claude Code with it:
+/// `crosstalk connect claude` (the plugin: no flag needed), HTTP, or the
+/// channel paths with their launch lines; then the connectors that sign in
+/// with OAuth (claude.ai, ChatGPT).
 fn print_connection(new: &NewToken, public_url: &str) {
     let url = format!("{public_url}/mcp");
     let (handle, token) = (&new.handle, new.token.expose());
     println!(
         "\nToken for {handle} (shown only now; keep it somewhere safe):\n\n    {token}\n\n\
-         Connect Claude Code over HTTP:\n\n    \
+         Connect Claude Code, with the crosstalk binary on that machine: teammates' questions\n\
+         then reach a running session by themselves, however it was started (no flag):\n\n    \
+         crosstalk connect claude --url {public_url} --token {token}\n\n\
+         Or over HTTP (its agent then checks its inbox when it thinks to):\n\n    \
          claude mcp add --transport http crosstalk {url} --header \"Authorization: Bearer {token}\"\n\n\
-         To have teammates' questions arrive in a running session by themselves (Claude Code's\n\
-         channels, a research preview), use the local bridge: the crosstalk binary on that\n\
-         machine, which Claude Code starts itself. Put the address and the token in the\n\
-         environment (CROSSTALK_TOKEN, not RELAY_TOKEN: that is the server's shared token,\n\
-         which may act as anyone):\n\n    \
+         Or through Claude Code's channels (a research preview, a warning at every launch), with\n\
+         the address and the token in the environment (CROSSTALK_TOKEN, not RELAY_TOKEN: that is\n\
+         the server's shared token, which may act as anyone):\n\n    \
          export CROSSTALK_URL={public_url} CROSSTALK_TOKEN={token}\n\n\
-         Then either the crosstalk plugin, from a checkout of crosstalk (its .claude-plugin/):\n\n    \
+         and either the crosstalk plugin, from a checkout of crosstalk (its .claude-plugin/):\n\n    \
          claude plugin marketplace add PATH-TO-CROSSTALK && claude plugin install crosstalk@crosstalk\n    \
          claude --allowedTools mcp__plugin_crosstalk_crosstalk__send_message \\\n        \
          --dangerously-load-development-channels plugin:crosstalk@crosstalk\n\n\

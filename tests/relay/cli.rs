@@ -41,6 +41,13 @@ async fn add_prints_the_token_once_with_ready_to_paste_connections() {
     assert!(printed.contains(
         "ChatGPT: in developer mode, create a connector with URL https://relay.example.com/mcp and OAuth"
     ));
+    // One command that sets Claude Code up, no flag needed.
+    assert!(
+        printed.contains(&format!(
+            "crosstalk connect claude --url https://relay.example.com --token {token}"
+        )),
+        "{printed}"
+    );
     // The plugin, and the launch line that lets its answer go out.
     assert!(
         printed.contains("claude plugin install crosstalk@crosstalk"),
