@@ -108,7 +108,11 @@
       return "shown to " + to + "'s agent " + delivery.offers +
         " times, not taken up: waits for its inbox check";
     }
-    if (delivery.state === "pushed") return "shown to " + to + "'s agent";
+    var how = {
+      channel: " as a channel event", wake: " by its hook",
+      hook: " with their prompt", stream: " on its stream"
+    };
+    if (delivery.state === "pushed") return "shown to " + to + "'s agent" + (how[delivery.via] || "");
     return delivery.state;
   }
 

@@ -3,7 +3,7 @@
 
 use super::{Rendering, markdown};
 use crate::model::{
-    ChannelSummary, Delivery, DeliveryState, Handle, Message, MessageId, Millis, Place,
+    ChannelSummary, Delivery, DeliveryState, Handle, Message, MessageId, Millis, Place, Via,
 };
 use crate::relay::{Caller, Identity, Listing, MAX_UNREAD, Peer, Relay, RelayResult, secrets};
 use std::{collections::HashMap, sync::Arc};
@@ -101,7 +101,10 @@ impl DeliveryLine {
                 "shown to {to}'s agent {} times, not taken up: waits for its inbox check",
                 delivery.offers
             ),
-            DeliveryState::Pushed => format!("shown to {to}'s agent"),
+            DeliveryState::Pushed => format!(
+                "shown to {to}'s agent{}",
+                delivery.via.map_or("", how_shown)
+            ),
             DeliveryState::Read => "read".to_owned(),
             DeliveryState::Answered => "answered".to_owned(),
         };
@@ -109,6 +112,17 @@ impl DeliveryLine {
             state: state.as_str(),
             label,
         }
+    }
+}
+
+/// How a path showed a message, after "shown to Bob's agent".
+fn how_shown(via: Via) -> &'static str {
+    match via {
+        Via::Channel => " as a channel event",
+        Via::Wake => " by its hook",
+        Via::Hook => " with their prompt",
+        Via::Stream => " on its stream",
+        Via::Inbox => "",
     }
 }
 

@@ -650,7 +650,7 @@ async fn a_thread_page_shows_where_each_addressed_message_stands() {
     let (_, html) = page(&app, &path, &bob).await;
     assert_eq!(
         shown(&html),
-        "delivery-pushed\" data-to=\"ALICE\">shown to ALICE&#39;s agent"
+        "delivery-pushed\" data-to=\"ALICE\">shown to ALICE&#39;s agent on its stream"
     );
     // Alice reading the page is not her agent reading it.
     page(&app, &path, &alice).await;
