@@ -12,7 +12,7 @@
 //!   once: an idle session wakes with nobody typing, and a busy one reads
 //!   it between its steps or as its turn ends (`stop` finds what came
 //!   during the turn at once). One waits per session: a newer one (the next
-//!   turn's `stop`) supersedes it, and it ends with Claude Code. When the
+//!   turn's `stop`) ends it, and it ends with Claude Code. When the
 //!   relay cannot be reached it tries again (1 s, doubling to 30 s) without
 //!   end; it only waits, so the session never notices.
 //! - **`user-prompt-submit`** adds what waits to the prompt the person sent
@@ -141,6 +141,12 @@ pub async fn run(
 /// model (exit 2); ends quietly (0) once a newer waiter took the session
 /// over or Claude Code is gone.
 async fn wait_and_wake(relay: &Relay, session: &str) -> i32 {
+    // Told to end by a newer waiter: between two waits, or during one (the
+    // relay then gives back what the wait had not handed over).
+    let Ok(mut ended) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
+        return 0;
+    };
     let waiter = Waiter::register(session);
     let parent = rustix::process::getppid();
     let mut backoff = FIRST_BACKOFF;
@@ -148,7 +154,11 @@ async fn wait_and_wake(relay: &Relay, session: &str) -> i32 {
         if waiter.superseded() || rustix::process::getppid() != parent {
             return 0;
         }
-        match relay.lease("wake", WAIT_SECONDS).await {
+        let leased = tokio::select! {
+            leased = relay.lease("wake", WAIT_SECONDS) => leased,
+            _ = ended.recv() => return 0,
+        };
+        match leased {
             Ok(messages) if messages.is_empty() => backoff = FIRST_BACKOFF,
             Ok(messages) => {
                 let mut stderr = std::io::stderr().lock();
@@ -313,7 +323,9 @@ fn preview(input: &Value) -> String {
 
 /// The one waiter of a Claude Code session: a file that names the process
 /// waiting for it, in a directory only this user may open. A newer waiter
-/// writes its own number over it; an older one that reads another ends.
+/// writes its own number over it and tells the older to end (SIGTERM, only
+/// to a process that is a `crosstalk hook`); an older one that reads
+/// another number ends too.
 struct Waiter {
     file: Option<PathBuf>,
     me: u32,
@@ -329,10 +341,17 @@ impl Waiter {
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
         let dir = waiters_dir();
         let file = (safe && private_dir(&dir)).then(|| dir.join(format!("{session}.waiter")));
-        if let Some(file) = &file
-            && let Err(error) = std::fs::write(file, me.to_string())
-        {
-            eprintln!("crosstalk hook: cannot note this session's waiter: {error}");
+        if let Some(file) = &file {
+            let older = std::fs::read_to_string(file)
+                .ok()
+                .and_then(|text| text.trim().parse::<u32>().ok());
+            if let Err(error) = std::fs::write(file, me.to_string()) {
+                eprintln!("crosstalk hook: cannot note this session's waiter: {error}");
+            }
+            if let Some(older) = older.filter(|&pid| pid != me && is_a_hook(pid)) {
+                let _ = rustix::process::Pid::from_raw(older as i32)
+                    .map(|pid| rustix::process::kill_process(pid, rustix::process::Signal::TERM));
+            }
         }
         Waiter { file, me }
     }
@@ -345,6 +364,17 @@ impl Waiter {
                 .is_some_and(|pid| pid != self.me)
         })
     }
+}
+
+/// Whether process `pid` is a `crosstalk hook` (a number a waiter noted may
+/// have gone to another process since).
+fn is_a_hook(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|raw| {
+        let args: Vec<&[u8]> = raw.split(|&b| b == 0).collect();
+        args.first()
+            .is_some_and(|program| program.ends_with(b"crosstalk"))
+            && args.get(1).is_some_and(|arg| *arg == b"hook")
+    })
 }
 
 /// Makes `dir` if it is not there, and says whether it is this user's own

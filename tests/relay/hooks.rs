@@ -146,7 +146,7 @@ async fn a_newer_waiter_of_the_session_takes_over_and_the_older_ends_quietly() {
         &bob,
         runtime.path(),
     );
-    // The older looks again within one wait on the relay (25 s).
+    // Told by the newer, the older ends at once.
     let out = ended(older).await;
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(out.stderr.is_empty() && out.stdout.is_empty(), "{out:?}");
