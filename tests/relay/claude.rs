@@ -156,47 +156,8 @@ async fn without_a_channel_flag(which: Build) {
     );
 
     // Approvals on the relay.
-    for (command, behavior, printed) in [
-        ("touch allowed && echo allowed-$((6*7))", "allow", true),
-        ("touch denied && echo denied-$((6*7))", "deny", false),
-    ] {
-        until_reachable(&app, "bob", &bob).await;
-        let sent = send(&alice, &format!("Please run: {command}")).await;
-        let asked = until_approval(&app, &bob_token, &mut told, &bob).await;
-        // The terminal asks too, meanwhile: whoever answers first decides.
-        bob.until_screen("Do you want to proceed?");
-        assert_eq!(asked["tool_name"], "Bash", "{asked}");
-        assert!(
-            asked["input_preview"]
-                .as_str()
-                .is_some_and(|p| p.contains(command)),
-            "{asked}"
-        );
-        let (status, answered) = app
-            .rest(&bob_token)
-            .post(
-                &format!("/api/approvals/{}", asked["id"]),
-                json!({ "behavior": behavior }),
-            )
-            .await;
-        assert_eq!(status, 200, "{answered}");
-        let reply = reply_in_inbox(&alice).await;
-        let id = id_of(&sent, "message_id");
-        let body = reply["body"].as_str().unwrap_or_default();
-        assert!(
-            body.starts_with(&format!("answer to {id}: ")),
-            "{reply}\n{}",
-            bob.logs()
-        );
-        let output = command
-            .split("echo ")
-            .nth(1)
-            .unwrap()
-            .replace("$((6*7))", "42");
-        assert_eq!(body.contains(&output), printed, "{behavior}: {body}");
-        let file = command.split_whitespace().nth(1).unwrap();
-        assert_eq!(bob.project.join(file).exists(), printed, "{behavior}");
-    }
+    until_reachable(&app, "bob", &bob).await;
+    allowed_and_denied(&app, &alice, &bob_token, &mut told, &bob).await;
     bob.stop();
 }
 
@@ -319,6 +280,60 @@ async fn a_session_that_cannot_show_a_push_leaves_the_question_waiting() {
         .unwrap();
     assert_eq!(bob_peer["reachable_by_push"], false, "{people}");
     bob.stop();
+}
+
+/// Alice asks bob's agent to run a command that writes a file, then
+/// another; Claude Code asks before each, in its terminal and on the
+/// relay; bob allows the first there and it runs, its output reaching
+/// alice, and denies the second, which does not run.
+async fn allowed_and_denied(
+    app: &TestApp,
+    alice: &Mcp,
+    bob_token: &str,
+    told: &mut crate::attention::Hook,
+    bob: &ClaudeCode,
+) {
+    for (command, behavior, printed) in [
+        // (A step that writes: Claude Code runs a plain `echo` unasked.)
+        ("touch allowed && echo allowed-$((6*7))", "allow", true),
+        ("touch denied && echo denied-$((6*7))", "deny", false),
+    ] {
+        let sent = send(alice, &format!("Please run: {command}")).await;
+        let asked = until_approval(app, bob_token, told, bob).await;
+        // The terminal asks too, meanwhile: whoever answers first decides.
+        bob.until_screen("Do you want to proceed?");
+        assert_eq!(asked["tool_name"], "Bash", "{asked}");
+        assert!(
+            asked["input_preview"]
+                .as_str()
+                .is_some_and(|p| p.contains(command)),
+            "the step, as Claude Code shows it: {asked}"
+        );
+        let (status, answered) = app
+            .rest(bob_token)
+            .post(
+                &format!("/api/approvals/{}", asked["id"]),
+                json!({ "behavior": behavior }),
+            )
+            .await;
+        assert_eq!(status, 200, "{answered}");
+        let reply = reply_in_inbox(alice).await;
+        let id = id_of(&sent, "message_id");
+        let body = reply["body"].as_str().unwrap_or_default();
+        assert!(
+            body.starts_with(&format!("answer to {id}: ")),
+            "{reply}\n{}",
+            bob.logs()
+        );
+        let output = command
+            .split("echo ")
+            .nth(1)
+            .unwrap()
+            .replace("$((6*7))", "42");
+        assert_eq!(body.contains(&output), printed, "{behavior}: {body}");
+        let file = command.split_whitespace().nth(1).unwrap();
+        assert_eq!(bob.project.join(file).exists(), printed, "{behavior}");
+    }
 }
 
 /// The approval the person was just told of (their webhook), as their
@@ -500,55 +515,7 @@ async fn its_person_allows_the_real_claude_code_s_step_from_the_relay() {
     until_reachable(&app, "bob", &bob).await;
     let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
 
-    for (command, behavior, printed) in [
-        // (A step that writes: Claude Code runs a plain `echo` unasked.)
-        ("touch allowed && echo allowed-$((6*7))", "allow", true),
-        ("touch denied && echo denied-$((6*7))", "deny", false),
-    ] {
-        let sent = send(&alice, &format!("Please run: {command}")).await;
-        let Some((_, notice)) = told.within(PATIENCE).await else {
-            panic!(
-                "bob was never asked to approve the step; the screen:\n{}\n{}",
-                bob.screen(),
-                bob.logs()
-            );
-        };
-        assert_eq!(notice["type"], "approval", "{notice}");
-        assert_eq!(notice["tool_name"], "Bash", "{notice}");
-        let (_, pending) = app.rest(&bob_token).get("/api/approvals").await;
-        let asked = &pending["approvals"][0];
-        assert_eq!(asked["id"], notice["approval_id"], "{pending}");
-        assert!(
-            asked["input_preview"]
-                .as_str()
-                .is_some_and(|p| p.contains(command)),
-            "the step, as Claude Code shows it: {pending}"
-        );
-        let (status, answered) = app
-            .rest(&bob_token)
-            .post(
-                &format!("/api/approvals/{}", asked["id"]),
-                json!({ "behavior": behavior }),
-            )
-            .await;
-        assert_eq!(status, 200, "{answered}");
-        let reply = reply_in_inbox(&alice).await;
-        let id = id_of(&sent, "message_id");
-        let body = reply["body"].as_str().unwrap_or_default();
-        assert!(
-            body.starts_with(&format!("answer to {id}: ")),
-            "{reply}\n{}",
-            bob.logs()
-        );
-        let output = command
-            .split("echo ")
-            .nth(1)
-            .unwrap()
-            .replace("$((6*7))", "42");
-        assert_eq!(body.contains(&output), printed, "{behavior}: {body}");
-        let file = command.split_whitespace().nth(1).unwrap();
-        assert_eq!(bob.project.join(file).exists(), printed, "{behavior}");
-    }
+    allowed_and_denied(&app, &alice, &bob_token, &mut told, &bob).await;
     bob.stop();
 }
 
