@@ -103,9 +103,10 @@ pub enum Command {
         channels: crate::bridge::Channels,
     },
     /// Set an agent up for this relay, in its own user-level configuration:
-    /// for Claude Code, the crosstalk plugin and the relay in its settings.
+    /// Claude Code (the crosstalk plugin), Codex (the relay and its hooks),
+    /// Gemini CLI, OpenCode or Cursor (the relay).
     Connect {
-        /// The agent: claude.
+        /// The agent: claude, codex, gemini, opencode or cursor.
         #[arg(value_enum)]
         client: crate::connect::Client,
         /// The relay's address, e.g. https://relay.example.com.
@@ -122,13 +123,14 @@ pub enum Command {
         /// Show what it would do, and do nothing.
         #[arg(long)]
         print: bool,
-        /// The `claude` program.
-        #[arg(long, value_name = "PATH", default_value = "claude")]
-        claude: std::path::PathBuf,
+        /// The client's program (`claude`, `codex`), where connect or the
+        /// hooks it writes run it (default: the one on PATH).
+        #[arg(long, value_name = "PATH")]
+        program: Option<std::path::PathBuf>,
     },
-    /// A Claude Code hook (the crosstalk plugin runs these): reads Claude
-    /// Code's hook JSON on stdin and brings your teammates' messages and
-    /// approvals to the session.
+    /// A Claude Code or Codex hook (the crosstalk plugin, and `connect
+    /// codex`, set these up): reads the client's hook JSON on stdin and
+    /// brings your teammates' messages and approvals to the session.
     Hook {
         /// The hook's event.
         #[arg(value_enum)]
@@ -149,6 +151,17 @@ pub enum Command {
         /// nothing.
         #[arg(long, env = "CROSSTALK_CHANNELS", value_enum, default_value_t)]
         channels: crate::bridge::Channels,
+        /// The client whose hook this is: its hook JSON, and its answer.
+        #[arg(long, value_enum, default_value_t)]
+        client: crate::hook::Client,
+        /// The client's program, which Codex's waiter runs to hand a
+        /// session a message (`codex queue`).
+        #[arg(long, value_name = "PATH")]
+        program: Option<std::path::PathBuf>,
+        /// Be the session's waiter in this process, until process PID (the
+        /// client) ends: Codex's `session-start` starts one so.
+        #[arg(long, hide = true, value_name = "PID")]
+        waiter: Option<u32>,
     },
 }
 

@@ -60,22 +60,34 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             url,
             token,
             print,
-            claude,
+            program,
         } => crate::connect::run(&crate::connect::Connect {
             client,
             url,
             token,
             print,
-            claude,
+            program,
         }),
         Command::Hook {
             event,
             url,
             token,
             channels,
+            client,
+            program,
+            waiter,
         } => {
             crate::tls::install_crypto_provider();
-            let code = crate::hook::run(event, url, token, channels).await;
+            let code = crate::hook::run(crate::hook::Hook {
+                event,
+                client,
+                url,
+                token,
+                channels,
+                program,
+                waiter,
+            })
+            .await;
             std::process::exit(code)
         }
         Command::Demo => {

@@ -196,7 +196,7 @@ async fn connect_claude_sets_up_a_session_that_is_woken_with_no_flag() {
     with_token.push(("CROSSTALK_TOKEN".into(), bob_token.clone()));
     for extra in [None, Some("--print")] {
         let done = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
-            .args(["connect", "claude", "--claude"])
+            .args(["connect", "claude", "--program"])
             .arg(&claude)
             .args(extra)
             .env_clear()
@@ -808,7 +808,7 @@ impl ClaudeCode {
     /// `crosstalk connect claude`, as the person runs it.
     fn connect(&self) {
         let done = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
-            .args(["connect", "claude", "--claude"])
+            .args(["connect", "claude", "--program"])
             .arg(&self.claude)
             .env_clear()
             .envs(self.env.iter().cloned())

@@ -34,6 +34,8 @@
 //! took and nobody acted on is offered again when it ends, as a channel
 //! push is.
 
+mod codex;
+
 use crate::bridge::Channels;
 use crate::wire::{MessageView, Messages, attention::ApprovalView, push};
 use serde::Deserialize;
@@ -44,7 +46,7 @@ use std::{
     time::Duration,
 };
 
-/// The events the plugin's hooks run on.
+/// The events the hooks run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Event {
     SessionStart,
@@ -52,6 +54,31 @@ pub enum Event {
     Stop,
     PermissionRequest,
     PreToolUse,
+    SessionEnd,
+}
+
+/// The client a hook runs in: whose hook JSON it reads and whose answer it
+/// gives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Client {
+    #[default]
+    Claude,
+    Codex,
+}
+
+/// One run of a hook, as the command line gives it.
+pub struct Hook {
+    pub event: Event,
+    pub client: Client,
+    pub url: Option<String>,
+    pub token: Option<String>,
+    pub channels: Channels,
+    /// The client's program: Codex's waiter runs `codex queue`.
+    pub program: Option<PathBuf>,
+    /// Be the session's waiter in this process until this process (the
+    /// client) ends: Codex's `session-start` starts one so, in the
+    /// background.
+    pub waiter: Option<u32>,
 }
 
 /// How long one wait on the relay lasts before the waiter looks whether it
@@ -80,20 +107,14 @@ struct Input {
     tool_input: Value,
 }
 
-/// Runs the hook for `event`; the process's exit code: 2 when a waiter
-/// hands Claude Code a message, else 0 (a hook that fails says why on
-/// stderr, which Claude Code keeps in its debug log, and lets the session
-/// go on).
-pub async fn run(
-    event: Event,
-    url: Option<String>,
-    token: Option<String>,
-    channels: Channels,
-) -> i32 {
+/// Runs the hook; the process's exit code: 2 when Claude Code's waiter
+/// hands it a message, else 0 (a hook that fails says why on stderr, which
+/// the client keeps in its debug log, and lets the session go on).
+pub async fn run(hook: Hook) -> i32 {
     let mut raw = String::new();
     let _ = std::io::stdin().take(MAX_INPUT).read_to_string(&mut raw);
     let input: Input = serde_json::from_str(&raw).unwrap_or_default();
-    let (Some(url), Some(token)) = (url, token) else {
+    let (Some(url), Some(token)) = (hook.url.clone(), hook.token.clone()) else {
         eprintln!(
             "crosstalk hook: CROSSTALK_URL and CROSSTALK_TOKEN are not both set; nothing to do"
         );
@@ -103,7 +124,7 @@ pub async fn run(
         eprintln!("crosstalk hook: {error}");
         return 0;
     }
-    if channels.shown() {
+    if hook.client == Client::Claude && hook.channels.shown() {
         // The bridge pushes each message as a channel event and relays the
         // permission prompts: a hook would race it.
         return 0;
@@ -113,12 +134,12 @@ pub async fn run(
         token,
         http: reqwest::Client::new(),
     };
-    match event {
-        Event::SessionStart | Event::Stop => wait_and_wake(&relay, &input.session_id).await,
-        Event::UserPromptSubmit => {
-            if let Ok(Ok(messages)) = tokio::time::timeout(QUICK, relay.lease("hook", 0.0)).await
-                && !messages.is_empty()
-            {
+    match (hook.client, hook.event) {
+        (Client::Claude, Event::SessionStart | Event::Stop) => {
+            wait_and_wake(&relay, &input.session_id).await
+        }
+        (_, Event::UserPromptSubmit) => {
+            if let Some(messages) = relay.waiting().await {
                 let context = json!({ "hookSpecificOutput": {
                     "hookEventName": "UserPromptSubmit",
                     "additionalContext": blocks(&messages),
@@ -127,13 +148,37 @@ pub async fn run(
             }
             0
         }
-        Event::PermissionRequest => {
+        (Client::Claude, Event::PermissionRequest) => {
             if let Some(decision) = relay.approval(&input).await {
                 println!("{decision}");
             }
             0
         }
-        Event::PreToolUse => 0,
+        (Client::Codex, Event::SessionStart) => match hook.waiter {
+            Some(client) => codex::wait_and_queue(&relay, &input.session_id, &hook, client).await,
+            None => {
+                codex::start_waiter(&raw, &input.session_id, &hook);
+                0
+            }
+        },
+        (Client::Codex, Event::Stop) => {
+            // What came during the turn, and no waiter took: the turn goes
+            // on with it, as a prompt.
+            if let Some(messages) = relay.waiting().await {
+                println!(
+                    "{}",
+                    json!({ "decision": "block", "reason": blocks(&messages) })
+                );
+            }
+            0
+        }
+        (Client::Codex, Event::SessionEnd) => {
+            Waiter::end(&input.session_id);
+            0
+        }
+        (Client::Claude, Event::SessionEnd)
+        | (Client::Codex, Event::PermissionRequest)
+        | (_, Event::PreToolUse) => 0,
     }
 }
 
@@ -204,6 +249,16 @@ enum Failure {
 }
 
 impl Relay {
+    /// What waits for the person now, leased to a hook that adds it to the
+    /// session's turn (`via: hook`), within [`QUICK`]; none when nothing
+    /// waits or the relay is away.
+    async fn waiting(&self) -> Option<Vec<MessageView>> {
+        match tokio::time::timeout(QUICK, self.lease("hook", 0.0)).await {
+            Ok(Ok(messages)) if !messages.is_empty() => Some(messages),
+            _ => None,
+        }
+    }
+
     /// The person's waiting messages, leased to this hook `via` its path,
     /// waiting up to `wait` seconds for one.
     async fn lease(&self, via: &str, wait: f64) -> Result<Vec<MessageView>, Failure> {
@@ -334,13 +389,7 @@ struct Waiter {
 impl Waiter {
     fn register(session: &str) -> Waiter {
         let me = std::process::id();
-        let safe = !session.is_empty()
-            && session.len() <= 128
-            && session
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        let dir = waiters_dir();
-        let file = (safe && private_dir(&dir)).then(|| dir.join(format!("{session}.waiter")));
+        let file = Self::file(session);
         if let Some(file) = &file {
             let older = std::fs::read_to_string(file)
                 .ok()
@@ -354,6 +403,35 @@ impl Waiter {
             }
         }
         Waiter { file, me }
+    }
+
+    /// Ends the session's waiter, if one is noted (its client's session
+    /// ended).
+    fn end(session: &str) {
+        let Some(file) = Self::file(session) else {
+            return;
+        };
+        if let Some(pid) = std::fs::read_to_string(&file)
+            .ok()
+            .and_then(|text| text.trim().parse::<u32>().ok())
+            .filter(|&pid| is_a_hook(pid))
+        {
+            let _ = rustix::process::Pid::from_raw(pid as i32)
+                .map(|pid| rustix::process::kill_process(pid, rustix::process::Signal::TERM));
+        }
+        let _ = std::fs::remove_file(file);
+    }
+
+    /// Where a session's waiter is noted: none for a session id that could
+    /// name another file, or when the directory is not this user's own.
+    fn file(session: &str) -> Option<PathBuf> {
+        let safe = !session.is_empty()
+            && session.len() <= 128
+            && session
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        let dir = waiters_dir();
+        (safe && private_dir(&dir)).then(|| dir.join(format!("{session}.waiter")))
     }
 
     fn superseded(&self) -> bool {

@@ -1,0 +1,112 @@
+//! The clients whose MCP servers are a JSON object in one user-level file:
+//! the relay goes in as `crosstalk`, reading the token from
+//! `CROSSTALK_TOKEN` the way that client expands the environment, and
+//! everything else in the file stays as it was.
+//!
+//! - Gemini CLI: `~/.gemini/settings.json`, `mcpServers.crosstalk` with
+//!   `httpUrl` and `"Authorization": "Bearer $CROSSTALK_TOKEN"`. It
+//!   connects only in a folder the person trusts (its own prompt, or
+//!   `~/.gemini/trustedFolders.json`): theirs to decide, and said so.
+//! - OpenCode: `$XDG_CONFIG_HOME/opencode/opencode.json` (else
+//!   `~/.config/…`), `mcp.crosstalk` of `type: "remote"` and
+//!   `{env:CROSSTALK_TOKEN}`.
+//! - Cursor: `~/.cursor/mcp.json`, `mcpServers.crosstalk` with `url` and
+//!   `${env:CROSSTALK_TOKEN}`, as Cursor's documentation gives it: its CLI
+//!   is not on npm, and this was not tried here.
+
+use super::{Connect, Contents, Plan, Step};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+pub(super) fn gemini(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
+    let server = json!({
+        "httpUrl": mcp_url(connect),
+        "headers": { "Authorization": "Bearer $CROSSTALK_TOKEN" },
+    });
+    let path = home.join(".gemini/settings.json");
+    plan(
+        connect,
+        home,
+        path,
+        "mcpServers",
+        server,
+        "Gemini CLI",
+        "Gemini CLI connects to it only in a folder you trust: it asks the first time you start \
+         it in one (or list the folder in ~/.gemini/trustedFolders.json).",
+    )
+}
+
+pub(super) fn opencode(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
+    let server = json!({
+        "type": "remote",
+        "url": mcp_url(connect),
+        "enabled": true,
+        "headers": { "Authorization": "Bearer {env:CROSSTALK_TOKEN}" },
+    });
+    let path = super::config_dir(home).join("opencode/opencode.json");
+    plan(connect, home, path, "mcp", server, "OpenCode", "")
+}
+
+pub(super) fn cursor(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
+    let server = json!({
+        "url": mcp_url(connect),
+        "headers": { "Authorization": "Bearer ${env:CROSSTALK_TOKEN}" },
+    });
+    let path = home.join(".cursor/mcp.json");
+    plan(
+        connect,
+        home,
+        path,
+        "mcpServers",
+        server,
+        "Cursor",
+        "(Cursor was not tried with crosstalk: this follows its documentation.)",
+    )
+}
+
+fn mcp_url(connect: &Connect) -> String {
+    format!("{}/mcp", connect.url.trim_end_matches('/'))
+}
+
+/// The plan for a client whose servers are `file`'s object at `key`:
+/// `crosstalk`'s fields there set, any others the person gave it kept.
+fn plan(
+    connect: &Connect,
+    home: &Path,
+    path: PathBuf,
+    key: &str,
+    server: Value,
+    name: &str,
+    note: &str,
+) -> anyhow::Result<Plan> {
+    let mut settings = super::read_json(&path)?;
+    let servers = super::object_at(&mut settings, key, &path)?;
+    let entry = super::object_at(servers, "crosstalk", &path)?;
+    if let Value::Object(fields) = server {
+        entry.extend(fields);
+    }
+    let (env, env_step) = super::env_file(connect, home);
+    Ok(Plan {
+        steps: vec![
+            env_step,
+            Step::Write {
+                path: path.clone(),
+                contents: Contents::Now(super::pretty(settings)),
+                private: false,
+            },
+        ],
+        done: [
+            format!(
+                "{name} is connected to {}: the relay is in {}.",
+                connect.url,
+                path.display()
+            ),
+            note.to_owned(),
+            super::load_env_hint(&env),
+        ]
+        .into_iter()
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join(" "),
+    })
+}
