@@ -18,12 +18,13 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
 /// The hooks written, each with the seconds Codex gives it: none waits
-/// (the waiter `session-start` starts runs on its own).
+/// (the waiter `session-start` starts runs on its own), and Codex allows a
+/// `SessionEnd` hook at most 3.
 const HOOKS: &[(&str, &str, u64)] = &[
     ("SessionStart", "session-start", 10),
     ("UserPromptSubmit", "user-prompt-submit", 10),
     ("Stop", "stop", 10),
-    ("SessionEnd", "session-end", 10),
+    ("SessionEnd", "session-end", 3),
 ];
 
 pub(super) fn plan(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {

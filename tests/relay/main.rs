@@ -1,6 +1,7 @@
 //! Integration tests: the real server on a spare loopback port, with a
 //! temp-dir database, driven by real clients over real sockets.
 
+mod agents;
 mod answers;
 mod arrows;
 mod attention;
@@ -39,4 +40,5 @@ mod secret_corpus;
 mod stream;
 mod summaries;
 mod support;
+mod terminal;
 mod tls;

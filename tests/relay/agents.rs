@@ -1,0 +1,480 @@
+//! The other agents a team runs beside Claude Code, each the real CLI
+//! pinned in `tests/clients/agents/package.json`, set up with `crosstalk
+//! connect` in a fresh HOME as a person would, and run against a fake model
+//! API on loopback in its vendor's wire format that records what the model
+//! is sent and answers a `<channel>` block the way a model would: with
+//! crosstalk's `send_message` in the block's thread.
+//!
+//! Needs `tmux` and `npm ci --prefix tests/clients/agents` (`.ci/run` does
+//! both), so each is `#[ignore]`d: a plain `cargo test` reports it as
+//! ignored.
+//!
+//! Rerun: `npm ci --prefix tests/clients/agents && cargo test --test relay
+//! agents -- --ignored --nocapture` (the figures are printed).
+
+use crate::support::{Mcp, TestApp, get, spawn_app};
+use crate::terminal::{PATIENCE, Terminal};
+use axum::{Router, extract::State, response::IntoResponse, routing::post};
+use serde_json::{Value, json};
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+/// A pinned CLI of `tests/clients/agents` (the tests are `#[ignore]`d,
+/// saying what they need: where it is missing, they fail).
+fn cli(name: &str) -> PathBuf {
+    let installed = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients/agents/node_modules/.bin")
+        .join(name);
+    let tmux = Command::new("tmux").arg("-V").output().is_ok();
+    assert!(
+        installed.exists() && tmux,
+        "{name} (npm ci --prefix tests/clients/agents) or tmux is not installed (.ci/run \
+         installs them)"
+    );
+    installed
+}
+
+/// One person's machine: a HOME of their own with a project folder in it,
+/// and the environment their shell gives the agent.
+struct Person {
+    home: tempfile::TempDir,
+    env: Vec<(String, String)>,
+}
+
+impl Person {
+    fn new() -> Person {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join("project")).unwrap();
+        let env = vec![
+            ("HOME".to_owned(), home.path().display().to_string()),
+            ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
+            ("TERM".to_owned(), "xterm-256color".to_owned()),
+            ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ];
+        Person { home, env }
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.home.path().join(relative)
+    }
+
+    fn project(&self) -> PathBuf {
+        self.path("project")
+    }
+
+    /// `crosstalk connect CLIENT` as the person runs it, their token in the
+    /// environment; its output.
+    fn connect(&self, client: &str, url: &str, token: &str, extra: &[&str]) -> String {
+        let done = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+            .args(["connect", client, "--url", url])
+            .args(extra)
+            .env_clear()
+            .envs(self.env.iter().cloned())
+            .env("CROSSTALK_TOKEN", token)
+            .current_dir(self.project())
+            .output()
+            .unwrap();
+        assert!(done.status.success(), "{done:?}");
+        String::from_utf8_lossy(&done.stdout).into_owned()
+    }
+
+    /// The variables `connect` wrote to the private file the person's shell
+    /// profile loads, as that shell would export them.
+    fn profile(&self) -> Vec<(String, String)> {
+        let path = self.path(".config/crosstalk/env");
+        let text = std::fs::read_to_string(&path).unwrap();
+        text.lines()
+            .filter_map(|line| line.strip_prefix("export "))
+            .filter_map(|line| line.split_once('='))
+            .map(|(name, value)| (name.to_owned(), value.trim_matches('\'').to_owned()))
+            .collect()
+    }
+
+    /// Runs `program` in the project with the person's environment and
+    /// `more`; its output, which must be a success.
+    fn run(&self, program: &Path, args: &[&str], more: &[(String, String)]) -> String {
+        let done = Command::new(program)
+            .args(args)
+            .env_clear()
+            .envs(self.env.iter().cloned())
+            .envs(more.iter().cloned())
+            .current_dir(self.project())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let out = format!(
+            "{}{}",
+            String::from_utf8_lossy(&done.stdout),
+            String::from_utf8_lossy(&done.stderr)
+        );
+        assert!(done.status.success(), "{program:?} {args:?}: {out}");
+        out
+    }
+}
+
+/// Checks what `connect` leaves: run again it changes nothing, `--print`
+/// changes nothing and masks the token, the token is in no file but the
+/// private env file (0600), and nothing is written in the project.
+fn connected_once(person: &Person, connect: &[&str], url: &str, token: &str, files: &[&str]) {
+    let (client, extra) = connect.split_first().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let read = || -> Vec<String> {
+        files
+            .iter()
+            .map(|f| std::fs::read_to_string(person.path(f)).unwrap())
+            .collect()
+    };
+    let once = read();
+    person.connect(client, url, token, extra);
+    assert_eq!(read(), once, "a second connect changed nothing");
+    let printed = person.connect(client, url, token, &[extra, &["--print"]].concat());
+    assert_eq!(read(), once, "--print changed nothing");
+    assert!(!printed.contains(token), "{printed}");
+    for (file, text) in files.iter().zip(&once) {
+        assert!(!text.contains(token), "the token is not in {file}: {text}");
+    }
+    let env = person.path(".config/crosstalk/env");
+    let mode = std::fs::metadata(&env).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(std::fs::read_to_string(&env).unwrap().contains(token));
+    let project: Vec<_> = std::fs::read_dir(person.project()).unwrap().collect();
+    assert!(
+        project.is_empty(),
+        "connect wrote in the project: {project:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs tmux and Codex (npm ci --prefix tests/clients/agents); cargo test -- --ignored"]
+async fn codex_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_thread() {
+    let codex = cli("codex");
+    let app = spawn_app().await;
+    let alice_token = app.add_person("alice").await;
+    let bob_token = app.add_person("bob").await;
+    let model = FakeModel::start().await;
+    let bob = Person::new();
+    // The person's own settings: their model, a server of theirs, a comment.
+    let theirs = format!(
+        "# bob's settings\nmodel = \"gpt-test\"\nmodel_provider = \"fake\"\n\n\
+         [model_providers.fake]\nname = \"fake\"\nbase_url = \"{}/v1\"\nwire_api = \"responses\"\n\
+         env_key = \"FAKE_KEY\"\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n",
+        model.url
+    );
+    std::fs::create_dir_all(bob.path(".codex")).unwrap();
+    std::fs::write(bob.path(".codex/config.toml"), &theirs).unwrap();
+    let codex_arg = codex.display().to_string();
+    bob.connect("codex", &app.url(), &bob_token, &["--program", &codex_arg]);
+    let config = std::fs::read_to_string(bob.path(".codex/config.toml")).unwrap();
+    assert!(
+        config.starts_with(&theirs),
+        "theirs kept as it was: {config}"
+    );
+    connected_once(
+        &bob,
+        &["codex", "--program", &codex_arg],
+        &app.url(),
+        &bob_token,
+        &[".codex/config.toml", ".codex/hooks.json"],
+    );
+    let mut shell = bob.profile();
+    shell.push(("FAKE_KEY".into(), "fake".into()));
+    let listed = bob.run(&codex, &["mcp", "list"], &shell);
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with("crosstalk "))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(row.contains(&format!("{}/mcp", app.url())), "{row}");
+    assert!(
+        row.contains("CROSSTALK_TOKEN") && row.contains("enabled"),
+        "{row}"
+    );
+    assert!(listed.lines().any(|l| l.starts_with("docs ")), "{listed}");
+
+    // Codex as the person starts it: it may ask to trust the folder, and
+    // it asks to trust the hooks `connect` wrote (the person's step, which
+    // connect says).
+    let env: Vec<(String, String)> = bob.env.iter().cloned().chain(shell.clone()).collect();
+    let terminal = Terminal::start(&bob.project(), &env, &codex, &[]);
+    const FOLDER: &str = "Trust this folder?";
+    if terminal.until_one_of(&[FOLDER, "Hooks need review"]) == 0 {
+        terminal.answer(FOLDER, &["Enter"]);
+    }
+    terminal.answer("Hooks need review", &["Down", "Enter"]);
+    terminal.until_screen("Ask Codex to do anything");
+    // A session is Codex's once its first turn starts; from then on the
+    // hook's waiter holds it.
+    terminal.type_prompt("hello");
+    model.until_asked("hello").await;
+    until_reachable(&app, "bob", &terminal).await;
+
+    // Idle, nobody typing: alice asks and waits for the answer.
+    let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
+    let asked = Instant::now();
+    let sent = alice
+        .call(
+            "send_message",
+            json!({ "to": "bob", "body": "which port does staging use?", "wait_for_reply_seconds": 50 }),
+        )
+        .await
+        .ok();
+    let answered = asked.elapsed();
+    let (id, thread_id) = (id_of(&sent, "message_id"), id_of(&sent, "thread_id"));
+    let reply = &sent["reply"];
+    assert_eq!(reply["from"], "bob", "{sent}\n{}", terminal.screen());
+    assert_eq!(reply["thread_id"], thread_id, "{reply}");
+    assert_eq!(reply["body"], format!("answer to {id}"), "{reply}");
+    let (shown_at, shown) = model.first_showing(id).expect("the model was shown it");
+    assert!(
+        shown.starts_with(&format!(
+            "<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
+             message_id=\"{id}\" thread_id=\"{thread_id}\" to=\"bob\" type=\"NOTE\">\n\
+             which port does staging use?\n"
+        )),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("answer with crosstalk's send_message tool"),
+        "{shown}"
+    );
+    let delivery = delivery_of(&app, id, &alice_token).await;
+    assert_eq!(delivery["state"], "answered", "{delivery}");
+    assert_eq!(delivery["via"], "wake", "{delivery}");
+    println!(
+        "Codex, idle: send -> shown to the model {:?}, send -> answer {answered:?}",
+        shown_at.duration_since(asked)
+    );
+    drop(terminal);
+
+    // The relay away never holds Codex up: a turn with every crosstalk
+    // hook pointed at a closed port ends with the model's answer.
+    let mut away = shell.clone();
+    away.retain(|(name, _)| name != "CROSSTALK_URL");
+    away.push(("CROSSTALK_URL".into(), closed_port()));
+    let out = bob.run(&codex, &["exec", "--skip-git-repo-check", "say OK"], &away);
+    assert!(out.contains("OK."), "{out}");
+    for hook in ["SessionStart", "UserPromptSubmit", "Stop"] {
+        assert!(out.contains(&format!("hook: {hook} Completed")), "{out}");
+    }
+}
+
+/// An address on loopback where nothing listens.
+fn closed_port() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    url
+}
+
+fn id_of(value: &Value, field: &str) -> i64 {
+    value[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{field} in {value}"))
+}
+
+async fn delivery_of(app: &TestApp, id: i64, token: &str) -> Value {
+    let (_, read) = get(app, &format!("/api/messages/{id}"), token).await;
+    read["message"]["delivery"].clone()
+}
+
+/// Waits until `handle` can be pushed to: a waiter of theirs holds a lease
+/// on the relay.
+async fn until_reachable(app: &TestApp, handle: &str, terminal: &Terminal) {
+    let relay = app.running.state.relay.clone();
+    let mut parked = relay.parked_waits();
+    let reached = tokio::time::timeout(PATIENCE, async {
+        while !relay.reachable().iter().any(|h| h.as_str() == handle) {
+            parked.changed().await.unwrap();
+        }
+    })
+    .await;
+    assert!(
+        reached.is_ok(),
+        "{handle} never became reachable; the screen:\n{}",
+        terminal.screen()
+    );
+}
+
+/// What the model was sent (each request's newest user text), and when.
+type Requests = Arc<Mutex<Vec<(Instant, String)>>>;
+
+/// A fake OpenAI Responses API (Codex's wire format): streams each answer
+/// as the real event sequence, and answers the newest `<channel>` block in
+/// a turn with crosstalk's `send_message` in its thread.
+struct FakeModel {
+    url: String,
+    requests: Requests,
+    arrived: Arc<tokio::sync::Notify>,
+}
+
+impl FakeModel {
+    async fn start() -> FakeModel {
+        let requests: Requests = Arc::default();
+        let arrived = Arc::new(tokio::sync::Notify::new());
+        let app = Router::new()
+            .route("/v1/responses", post(responses))
+            .with_state((requests.clone(), arrived.clone()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        FakeModel {
+            url,
+            requests,
+            arrived,
+        }
+    }
+
+    /// Waits until a turn whose user text says `text` reached the model.
+    async fn until_asked(&self, text: &str) {
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                let next = self.arrived.notified();
+                if self
+                    .requests
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .any(|(_, t)| t.contains(text))
+                {
+                    return;
+                }
+                next.await;
+            }
+        })
+        .await
+        .expect("the model was asked");
+    }
+
+    /// When the model was first shown message `id`, and that turn's text.
+    fn first_showing(&self, id: i64) -> Option<(Instant, String)> {
+        let marker = format!("message_id=\"{id}\"");
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, text)| text.contains(&marker))
+            .cloned()
+    }
+}
+
+async fn responses(
+    State((requests, arrived)): State<(Requests, Arc<tokio::sync::Notify>)>,
+    axum::Json(request): axum::Json<Value>,
+) -> impl IntoResponse {
+    let input = request["input"].as_array().cloned().unwrap_or_default();
+    let user_text = input
+        .iter()
+        .rev()
+        .find(|item| item["role"] == "user")
+        .map(|item| {
+            item["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    requests
+        .lock()
+        .unwrap()
+        .push((Instant::now(), user_text.clone()));
+    arrived.notify_waiters();
+    let last_is_result = input
+        .last()
+        .is_some_and(|item| item["type"] == "function_call_output");
+    let item = match newest_channel(&user_text) {
+        Some(attributes) if !last_is_result => {
+            // Codex offers an MCP server's tools as a namespace.
+            let namespace = request["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|t| {
+                    t["type"] == "namespace"
+                        && t["tools"]
+                            .as_array()
+                            .is_some_and(|ts| ts.iter().any(|t| t["name"] == "send_message"))
+                })
+                .map(|t| t["name"].clone())
+                .unwrap_or(Value::Null);
+            let get = |name: &str| attributes.get(name).cloned().unwrap_or_default();
+            json!({
+                "type": "function_call", "id": format!("fc_{}", unique()),
+                "call_id": format!("call_{}", unique()), "status": "completed",
+                "namespace": namespace, "name": "send_message",
+                "arguments": json!({
+                    "to": get("from"),
+                    "thread_id": get("thread_id").parse::<i64>().unwrap_or_default(),
+                    "body": format!("answer to {}", get("message_id")),
+                }).to_string(),
+            })
+        }
+        _ => {
+            let text = if last_is_result { "Sent." } else { "OK." };
+            json!({
+                "type": "message", "id": format!("msg_{}", unique()), "role": "assistant",
+                "status": "completed",
+                "content": [{ "type": "output_text", "text": text, "annotations": [] }],
+            })
+        }
+    };
+    let id = format!("resp_{}", unique());
+    let response = json!({ "id": id, "object": "response", "status": "in_progress",
+                           "model": request["model"], "output": [] });
+    let mut done = response.clone();
+    done["status"] = json!("completed");
+    done["output"] = json!([item]);
+    done["usage"] = json!({ "input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                            "input_tokens_details": { "cached_tokens": 0 },
+                            "output_tokens_details": { "reasoning_tokens": 0 } });
+    let events = [
+        (
+            "response.created",
+            json!({ "type": "response.created", "response": response }),
+        ),
+        (
+            "response.output_item.added",
+            json!({ "type": "response.output_item.added", "output_index": 0, "item": item }),
+        ),
+        (
+            "response.output_item.done",
+            json!({ "type": "response.output_item.done", "output_index": 0, "item": item }),
+        ),
+        (
+            "response.completed",
+            json!({ "type": "response.completed", "response": done }),
+        ),
+    ];
+    let body: String = events
+        .iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect();
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+        body,
+    )
+}
+
+/// The attributes of the last `<channel …>` tag in `text`.
+fn newest_channel(text: &str) -> Option<std::collections::HashMap<String, String>> {
+    let tag = regex::Regex::new(r#"<channel ([^>]*)>"#).unwrap();
+    let attribute = regex::Regex::new(r#"(\w+)="([^"]*)""#).unwrap();
+    let last = tag.captures_iter(text).last()?;
+    Some(
+        attribute
+            .captures_iter(&last[1])
+            .map(|a| (a[1].to_owned(), a[2].to_owned()))
+            .collect(),
+    )
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
