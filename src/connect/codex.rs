@@ -123,38 +123,15 @@ fn with_hooks(
     crosstalk: &str,
     codex: &str,
 ) -> anyhow::Result<String> {
-    let hooks = super::object_at(&mut settings, "hooks", Path::new("hooks.json"))?;
     for (event, name, timeout) in HOOKS {
         let mine = format!(" hook {name} --client codex");
-        let mut command = format!(
-            "{} hook {name} --client codex",
-            super::shell_quote(crosstalk)
-        );
+        let mut command = format!("{}{mine}", super::shell_quote(crosstalk));
         if *name == "session-start" {
             command.push_str(&format!(" --program {}", super::shell_quote(codex)));
         }
         let group =
             json!({ "hooks": [{ "type": "command", "command": command, "timeout": timeout }] });
-        let Some(groups) = hooks
-            .entry(*event)
-            .or_insert_with(|| json!([]))
-            .as_array_mut()
-        else {
-            bail!("\"hooks\".\"{event}\" is not a list; fix it");
-        };
-        let ours = groups.iter().position(|group| {
-            group["hooks"].as_array().is_some_and(|handlers| {
-                handlers.iter().any(|handler| {
-                    handler["command"]
-                        .as_str()
-                        .is_some_and(|command| command.contains(&mine))
-                })
-            })
-        });
-        match ours {
-            Some(at) => groups[at] = group,
-            None => groups.push(group),
-        }
+        super::merge_hook(&mut settings, Path::new("hooks.json"), event, group, &mine)?;
     }
     Ok(super::pretty(settings))
 }

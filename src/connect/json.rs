@@ -4,8 +4,12 @@
 //! everything else in the file stays as it was.
 //!
 //! - Gemini CLI: `~/.gemini/settings.json`, `mcpServers.crosstalk` with
-//!   `httpUrl` and `"Authorization": "Bearer $CROSSTALK_TOKEN"`. It
-//!   connects only in a folder the person trusts (its own prompt, or
+//!   `httpUrl`, `"Authorization": "Bearer $CROSSTALK_TOKEN"` and `trust`
+//!   (its tools run without a confirmation each time, as Codex's do: they
+//!   only talk to the relay, which refuses likely secrets); and its
+//!   `AfterAgent` hook (`crosstalk hook stop --client gemini`), which goes
+//!   on with a teammate's message when a turn ends. It connects only in a
+//!   folder the person trusts (its own prompt, or
 //!   `~/.gemini/trustedFolders.json`): theirs to decide, and said so.
 //! - OpenCode: `$XDG_CONFIG_HOME/opencode/opencode.json` (else
 //!   `~/.config/…`), `mcp.crosstalk` of `type: "remote"` and
@@ -22,17 +26,25 @@ pub(super) fn gemini(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
     let server = json!({
         "httpUrl": mcp_url(connect),
         "headers": { "Authorization": "Bearer $CROSSTALK_TOKEN" },
+        "trust": true,
     });
     let path = home.join(".gemini/settings.json");
+    // Gemini CLI's timeouts are in milliseconds.
+    let marker = " hook stop --client gemini";
+    let command = format!("{}{marker}", super::shell_quote(&super::this_program()?));
+    let hook = json!({ "matcher": "*", "hooks": [{
+        "name": "crosstalk", "type": "command", "command": command, "timeout": 10000,
+    }] });
     plan(
         connect,
         home,
         path,
-        "mcpServers",
-        server,
+        ("mcpServers", server),
+        &[("AfterAgent", hook, marker)],
         "Gemini CLI",
-        "Gemini CLI connects to it only in a folder you trust: it asks the first time you start \
-         it in one (or list the folder in ~/.gemini/trustedFolders.json).",
+        "When one of your turns ends, a teammate's message that waits goes on in it. Gemini \
+         CLI connects to the relay only in a folder you trust: it asks the first time you \
+         start it in one (or list the folder in ~/.gemini/trustedFolders.json).",
     )
 }
 
@@ -44,7 +56,7 @@ pub(super) fn opencode(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
         "headers": { "Authorization": "Bearer {env:CROSSTALK_TOKEN}" },
     });
     let path = super::config_dir(home).join("opencode/opencode.json");
-    plan(connect, home, path, "mcp", server, "OpenCode", "")
+    plan(connect, home, path, ("mcp", server), &[], "OpenCode", "")
 }
 
 pub(super) fn cursor(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
@@ -57,8 +69,8 @@ pub(super) fn cursor(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
         connect,
         home,
         path,
-        "mcpServers",
-        server,
+        ("mcpServers", server),
+        &[],
         "Cursor",
         "(Cursor was not tried with crosstalk: this follows its documentation.)",
     )
@@ -68,14 +80,16 @@ fn mcp_url(connect: &Connect) -> String {
     format!("{}/mcp", connect.url.trim_end_matches('/'))
 }
 
-/// The plan for a client whose servers are `file`'s object at `key`:
-/// `crosstalk`'s fields there set, any others the person gave it kept.
+/// The plan for a client whose servers are `path`'s object at `key`:
+/// `crosstalk`'s fields there set, any others the person gave it kept; and
+/// each of `hooks` (event, handler group, what marks it as crosstalk's)
+/// merged into the file's `hooks`.
 fn plan(
     connect: &Connect,
     home: &Path,
     path: PathBuf,
-    key: &str,
-    server: Value,
+    (key, server): (&str, Value),
+    hooks: &[(&str, Value, &str)],
     name: &str,
     note: &str,
 ) -> anyhow::Result<Plan> {
@@ -84,6 +98,9 @@ fn plan(
     let entry = super::object_at(servers, "crosstalk", &path)?;
     if let Value::Object(fields) = server {
         entry.extend(fields);
+    }
+    for (event, group, marker) in hooks {
+        super::merge_hook(&mut settings, &path, event, group.clone(), marker)?;
     }
     let (env, env_step) = super::env_file(connect, home);
     Ok(Plan {

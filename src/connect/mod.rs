@@ -192,6 +192,44 @@ fn object_at<'a>(
         .with_context(|| format!("\"{key}\" in {} is not an object; fix it", path.display()))
 }
 
+/// Puts `group` (a hook's handlers) into the list of `event` under
+/// `settings`' `hooks`: in place of the one an earlier `connect` wrote
+/// (whose command contains `marker`), else after the person's own, which
+/// stay where they are (so the trust a client keeps by position holds).
+fn merge_hook(
+    settings: &mut serde_json::Map<String, Value>,
+    path: &Path,
+    event: &str,
+    group: Value,
+    marker: &str,
+) -> anyhow::Result<()> {
+    let hooks = object_at(settings, "hooks", path)?;
+    let Some(groups) = hooks
+        .entry(event)
+        .or_insert_with(|| Value::Array(Vec::new()))
+        .as_array_mut()
+    else {
+        bail!(
+            "\"hooks\".\"{event}\" in {} is not a list; fix it",
+            path.display()
+        );
+    };
+    let ours = groups.iter().position(|group| {
+        group["hooks"].as_array().is_some_and(|handlers| {
+            handlers.iter().any(|handler| {
+                handler["command"]
+                    .as_str()
+                    .is_some_and(|command| command.contains(marker))
+            })
+        })
+    });
+    match ours {
+        Some(at) => groups[at] = group,
+        None => groups.push(group),
+    }
+    Ok(())
+}
+
 fn pretty(object: serde_json::Map<String, Value>) -> String {
     let mut text = serde_json::to_string_pretty(&Value::Object(object)).expect("JSON");
     text.push('\n');

@@ -64,6 +64,8 @@ pub enum Client {
     #[default]
     Claude,
     Codex,
+    /// Gemini CLI: only `stop` (its `AfterAgent` event) is written for it.
+    Gemini,
 }
 
 /// One run of a hook, as the command line gives it.
@@ -138,7 +140,7 @@ pub async fn run(hook: Hook) -> i32 {
         (Client::Claude, Event::SessionStart | Event::Stop) => {
             wait_and_wake(&relay, &input.session_id).await
         }
-        (_, Event::UserPromptSubmit) => {
+        (Client::Claude | Client::Codex, Event::UserPromptSubmit) => {
             if let Some(messages) = relay.waiting().await {
                 let context = json!({ "hookSpecificOutput": {
                     "hookEventName": "UserPromptSubmit",
@@ -161,9 +163,11 @@ pub async fn run(hook: Hook) -> i32 {
                 0
             }
         },
-        (Client::Codex, Event::Stop) => {
+        (Client::Codex | Client::Gemini, Event::Stop) => {
             // What came during the turn, and no waiter took: the turn goes
-            // on with it, as a prompt.
+            // on with it, as a prompt. (Gemini CLI passes a block's reason
+            // to the model as written; what its hooks add as context it
+            // escapes, so no `<channel>` block would survive there.)
             if let Some(messages) = relay.waiting().await {
                 println!(
                     "{}",
@@ -176,6 +180,7 @@ pub async fn run(hook: Hook) -> i32 {
             Waiter::end(&input.session_id);
             0
         }
+        (Client::Gemini, _) => 0,
         (Client::Claude, Event::SessionEnd)
         | (Client::Codex, Event::PermissionRequest)
         | (_, Event::PreToolUse) => 0,

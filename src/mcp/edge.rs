@@ -15,11 +15,18 @@ use tokio_util::sync::CancellationToken;
 /// rmcp's refusals, which it answers in plain text, in the API's JSON
 /// shape: an unknown session (404) and a body that is not JSON (415) in
 /// MCP's words, a missing `Accept` (406) in rmcp's own, which say what it
-/// checked. The app puts this right in front of the service.
+/// checked; and its streams' priming events kept from the clients that
+/// predate them (see [`without_priming`]). The app puts this right in front
+/// of the service.
 pub async fn shape_refusals(request: Request, next: Next) -> Response {
+    let primes = knows_priming(&request);
     let response = next.run(request).await;
     if !ApiError::is_plain_refusal(&response) {
-        return response;
+        return if primes {
+            response
+        } else {
+            without_priming(response)
+        };
     }
     let (code, default) = match response.status() {
         StatusCode::NOT_FOUND => (
@@ -44,6 +51,48 @@ pub async fn shape_refusals(request: Request, next: Next) -> Response {
         _ => default.to_owned(),
     };
     ApiError::new(parts.status, code, message).replacing(&parts)
+}
+
+/// The protocol revision that brought priming events (an event with an id
+/// and no data, which opens an SSE stream so that a client can resume it).
+const PRIMING_SINCE: &str = "2025-11-25";
+
+/// Whether the client says it speaks a revision with priming events: its
+/// `MCP-Protocol-Version` (revisions are dates, so they compare as text).
+/// An `initialize` carries no header: its answer, which comes at once,
+/// loses nothing without one.
+fn knows_priming(request: &Request) -> bool {
+    request
+        .headers()
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|version| version >= PRIMING_SINCE)
+}
+
+/// The response with each priming event of its stream made a comment. A
+/// client of an earlier revision reads an event with no data as a JSON
+/// message, fails to parse it, and may drop the connection: Gemini CLI
+/// 0.61 (2025-06-18, no version header) did, so its sessions had no tools.
+fn without_priming(response: Response) -> Response {
+    use http_body_util::BodyExt;
+    let is_stream = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !is_stream {
+        return response;
+    }
+    response.map(|body| {
+        axum::body::Body::new(body.map_frame(|frame| match frame.into_data() {
+            // rmcp writes each event as one frame; a priming event's data
+            // is empty.
+            Ok(data) if data.starts_with(b"data: \n") || data.starts_with(b"data:\n") => {
+                http_body::Frame::data(bytes::Bytes::from_static(b":\n\n"))
+            }
+            Ok(data) => http_body::Frame::data(data),
+            Err(frame) => frame,
+        }))
+    })
 }
 
 /// The MCP edge of one relay: its sessions, and the service over them.
