@@ -261,6 +261,113 @@ async fn codex_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_threa
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs tmux and Gemini CLI (npm ci --prefix tests/clients/agents); cargo test -- --ignored"]
+async fn gemini_set_up_by_connect_answers_a_waiting_question_when_a_turn_ends() {
+    let gemini = cli("gemini");
+    let app = spawn_app().await;
+    let alice_token = app.add_person("alice").await;
+    let bob_token = app.add_person("bob").await;
+    let model = FakeModel::start().await;
+    let bob = Person::new();
+    // The person's own settings: their sign-in and a server of theirs.
+    let theirs = json!({
+        "security": { "auth": { "selectedType": "gemini-api-key" } },
+        "mcpServers": { "docs": { "command": "docs-mcp" } },
+    });
+    std::fs::create_dir_all(bob.path(".gemini")).unwrap();
+    std::fs::write(bob.path(".gemini/settings.json"), theirs.to_string()).unwrap();
+    let said = bob.connect("gemini", &app.url(), &bob_token, &[]);
+    assert!(said.contains("only in a folder you trust"), "{said}");
+    connected_once(
+        &bob,
+        &["gemini"],
+        &app.url(),
+        &bob_token,
+        &[".gemini/settings.json"],
+    );
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(bob.path(".gemini/settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(settings["security"], theirs["security"]);
+    assert_eq!(settings["mcpServers"]["docs"], theirs["mcpServers"]["docs"]);
+    // The step connect leaves to the person: trusting the folder.
+    std::fs::write(
+        bob.path(".gemini/trustedFolders.json"),
+        json!({ bob.project().display().to_string(): "TRUST_FOLDER" }).to_string(),
+    )
+    .unwrap();
+    let mut shell = bob.profile();
+    shell.push(("GEMINI_API_KEY".into(), "fake".into()));
+    shell.push(("GOOGLE_GEMINI_BASE_URL".into(), model.url.clone()));
+    let listed = bob.run(&gemini, &["mcp", "list"], &shell);
+    assert!(
+        listed.contains(&format!(
+            "✓ crosstalk: {}/mcp (http) - Connected",
+            app.url()
+        )),
+        "{listed}"
+    );
+    assert!(listed.contains("docs"), "{listed}");
+
+    // Gemini CLI has no way in for an idle session: alice's question waits
+    // (and says so) until a turn of bob's ends, and goes on in it.
+    let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
+    let asked = Instant::now();
+    let sent = alice
+        .call(
+            "send_message",
+            json!({ "to": "bob", "body": "which port does staging use?" }),
+        )
+        .await
+        .ok();
+    let (id, thread_id) = (id_of(&sent, "message_id"), id_of(&sent, "thread_id"));
+    assert_eq!(
+        delivery_of(&app, id, &alice_token).await["state"],
+        "waiting"
+    );
+    let env: Vec<(String, String)> = bob.env.iter().cloned().chain(shell.clone()).collect();
+    let terminal = Terminal::start(&bob.project(), &env, &gemini, &[]);
+    terminal.until_screen("Type your message");
+    let turn = Instant::now();
+    terminal.type_prompt("hello");
+    let inbox = alice
+        .call("check_inbox", json!({ "timeout_seconds": 50 }))
+        .await
+        .ok();
+    let answered = turn.elapsed();
+    let reply = &inbox["messages"][0];
+    assert_eq!(reply["from"], "bob", "{inbox}\n{}", terminal.screen());
+    assert_eq!(reply["thread_id"], thread_id, "{reply}");
+    assert_eq!(reply["body"], format!("answer to {id}"), "{reply}");
+    let (shown_at, shown) = model.first_showing(id).expect("the model was shown it");
+    assert!(
+        shown.starts_with(&format!(
+            "<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
+             message_id=\"{id}\" thread_id=\"{thread_id}\" to=\"bob\" type=\"NOTE\">\n\
+             which port does staging use?\n"
+        )),
+        "{shown}"
+    );
+    let delivery = delivery_of(&app, id, &alice_token).await;
+    assert_eq!(delivery["state"], "answered", "{delivery}");
+    assert_eq!(delivery["via"], "hook", "{delivery}");
+    println!(
+        "Gemini CLI, at the end of a turn: sent {:?} before the turn; turn -> shown to the \
+         model {:?}, turn -> answer {answered:?}",
+        turn.duration_since(asked),
+        shown_at.duration_since(turn)
+    );
+    drop(terminal);
+
+    // The relay away never holds Gemini CLI up.
+    let mut away = shell.clone();
+    away.retain(|(name, _)| name != "CROSSTALK_URL");
+    away.push(("CROSSTALK_URL".into(), closed_port()));
+    let out = bob.run(&gemini, &["-p", "say OK"], &away);
+    assert!(out.contains("OK."), "{out}");
+}
+
 /// An address on loopback where nothing listens.
 fn closed_port() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -301,9 +408,11 @@ async fn until_reachable(app: &TestApp, handle: &str, terminal: &Terminal) {
 /// What the model was sent (each request's newest user text), and when.
 type Requests = Arc<Mutex<Vec<(Instant, String)>>>;
 
-/// A fake OpenAI Responses API (Codex's wire format): streams each answer
-/// as the real event sequence, and answers the newest `<channel>` block in
-/// a turn with crosstalk's `send_message` in its thread.
+/// A fake model API in two vendors' wire formats: OpenAI's Responses API
+/// (Codex) and Gemini's `generateContent`/`streamGenerateContent` (Gemini
+/// CLI). Each streams its answer as the real events, and answers the newest
+/// `<channel>` block in a turn with crosstalk's `send_message` in its
+/// thread.
 struct FakeModel {
     url: String,
     requests: Requests,
@@ -316,6 +425,7 @@ impl FakeModel {
         let arrived = Arc::new(tokio::sync::Notify::new());
         let app = Router::new()
             .route("/v1/responses", post(responses))
+            .route("/v1beta/models/{call}", post(gemini))
             .with_state((requests.clone(), arrived.clone()));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -360,8 +470,90 @@ impl FakeModel {
     }
 }
 
+type Model = State<(Requests, Arc<tokio::sync::Notify>)>;
+
+/// What the fake model answers: the tool call that answers a block in its
+/// thread, or a few words.
+fn answer(text: &str, after_a_result: bool) -> Result<Value, &'static str> {
+    match newest_channel(text) {
+        Some(attributes) if !after_a_result => {
+            let get = |name: &str| attributes.get(name).cloned().unwrap_or_default();
+            Ok(json!({
+                "to": get("from"),
+                "thread_id": get("thread_id").parse::<i64>().unwrap_or_default(),
+                "body": format!("answer to {}", get("message_id")),
+            }))
+        }
+        _ if after_a_result => Err("Sent."),
+        _ => Err("OK."),
+    }
+}
+
+/// Gemini's API: `MODEL:streamGenerateContent?alt=sse` for turns, and
+/// `MODEL:generateContent` for its side requests (the router's JSON).
+async fn gemini(
+    State((requests, arrived)): Model,
+    axum::extract::Path(call): axum::extract::Path<String>,
+    axum::Json(request): axum::Json<Value>,
+) -> axum::response::Response {
+    let contents = request["contents"].as_array().cloned().unwrap_or_default();
+    let parts = contents
+        .last()
+        .and_then(|c| c["parts"].as_array().cloned())
+        .unwrap_or_default();
+    let text = parts
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let after_a_result = parts.iter().any(|p| p.get("functionResponse").is_some());
+    let reply = if request["generationConfig"]["responseMimeType"] == "application/json" {
+        // The model router asks how hard the request is.
+        json!([{ "text": json!({ "complexity_reasoning": "simple", "complexity_score": 5 }).to_string() }])
+    } else {
+        requests
+            .lock()
+            .unwrap()
+            .push((Instant::now(), text.clone()));
+        arrived.notify_waiters();
+        let tools: Vec<String> = request["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["functionDeclarations"].as_array())
+            .flatten()
+            .filter_map(|f| f["name"].as_str().map(str::to_owned))
+            .collect();
+        match answer(&text, after_a_result) {
+            Ok(args) => {
+                let name = tools
+                    .iter()
+                    .find(|t| t.ends_with("send_message"))
+                    .cloned()
+                    .unwrap_or_else(|| "send_message".into());
+                json!([{ "functionCall": { "name": name, "args": args } }])
+            }
+            Err(words) => json!([{ "text": words }]),
+        }
+    };
+    let chunk = json!({
+        "candidates": [{ "content": { "role": "model", "parts": reply },
+                         "finishReason": "STOP", "index": 0 }],
+        "usageMetadata": { "promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15 },
+    });
+    if call.contains(":streamGenerateContent") {
+        (
+            [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+            format!("data: {chunk}\r\n\r\n"),
+        )
+            .into_response()
+    } else {
+        axum::Json(chunk).into_response()
+    }
+}
+
 async fn responses(
-    State((requests, arrived)): State<(Requests, Arc<tokio::sync::Notify>)>,
+    State((requests, arrived)): Model,
     axum::Json(request): axum::Json<Value>,
 ) -> impl IntoResponse {
     let input = request["input"].as_array().cloned().unwrap_or_default();
@@ -387,8 +579,8 @@ async fn responses(
     let last_is_result = input
         .last()
         .is_some_and(|item| item["type"] == "function_call_output");
-    let item = match newest_channel(&user_text) {
-        Some(attributes) if !last_is_result => {
+    let item = match answer(&user_text, last_is_result) {
+        Ok(arguments) => {
             // Codex offers an MCP server's tools as a namespace.
             let namespace = request["tools"]
                 .as_array()
@@ -402,20 +594,14 @@ async fn responses(
                 })
                 .map(|t| t["name"].clone())
                 .unwrap_or(Value::Null);
-            let get = |name: &str| attributes.get(name).cloned().unwrap_or_default();
             json!({
                 "type": "function_call", "id": format!("fc_{}", unique()),
                 "call_id": format!("call_{}", unique()), "status": "completed",
                 "namespace": namespace, "name": "send_message",
-                "arguments": json!({
-                    "to": get("from"),
-                    "thread_id": get("thread_id").parse::<i64>().unwrap_or_default(),
-                    "body": format!("answer to {}", get("message_id")),
-                }).to_string(),
+                "arguments": arguments.to_string(),
             })
         }
-        _ => {
-            let text = if last_is_result { "Sent." } else { "OK." };
+        Err(text) => {
             json!({
                 "type": "message", "id": format!("msg_{}", unique()), "role": "assistant",
                 "status": "completed",
