@@ -368,6 +368,46 @@ async fn gemini_set_up_by_connect_answers_a_waiting_question_when_a_turn_ends() 
     assert!(out.contains("OK."), "{out}");
 }
 
+/// OpenCode gets the relay's tools; nothing yet tells a running session
+/// that a question waits (see the README's client table).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs OpenCode (npm ci --prefix tests/clients/agents); cargo test -- --ignored"]
+async fn opencode_set_up_by_connect_lists_the_relay_connected() {
+    let opencode = cli("opencode");
+    let app = spawn_app().await;
+    let bob_token = app.add_person("bob").await;
+    let bob = Person::new();
+    let theirs = json!({
+        "$schema": "https://opencode.ai/config.json",
+        "mcp": { "docs": { "type": "local", "command": ["docs-mcp"], "enabled": false } },
+    });
+    std::fs::create_dir_all(bob.path(".config/opencode")).unwrap();
+    let config = ".config/opencode/opencode.json";
+    std::fs::write(bob.path(config), theirs.to_string()).unwrap();
+    bob.connect("opencode", &app.url(), &bob_token, &[]);
+    connected_once(&bob, &["opencode"], &app.url(), &bob_token, &[config]);
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(bob.path(config)).unwrap()).unwrap();
+    assert_eq!(settings["mcp"]["docs"], theirs["mcp"]["docs"]);
+    assert_eq!(settings["$schema"], theirs["$schema"]);
+    let listed = bob.run(&opencode, &["mcp", "list"], &bob.profile());
+    let plain = regex::Regex::new("\x1b\\[[0-9;]*m")
+        .unwrap()
+        .replace_all(&listed, "");
+    assert!(plain.contains("✓ crosstalk connected"), "{plain}");
+    assert!(plain.contains(&format!("{}/mcp", app.url())), "{plain}");
+    assert!(plain.contains("○ docs disabled"), "{plain}");
+    // With a wrong token it is not connected.
+    let mut wrong = bob.profile();
+    wrong.retain(|(name, _)| name != "CROSSTALK_TOKEN");
+    wrong.push(("CROSSTALK_TOKEN".into(), "xtalk_wrong".into()));
+    let listed = bob.run(&opencode, &["mcp", "list"], &wrong);
+    let plain = regex::Regex::new("\x1b\\[[0-9;]*m")
+        .unwrap()
+        .replace_all(&listed, "");
+    assert!(!plain.contains("✓ crosstalk connected"), "{plain}");
+}
+
 /// An address on loopback where nothing listens.
 fn closed_port() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
