@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 /// rmcp's refusals, which it answers in plain text, in the API's JSON
 /// shape: an unknown session (404) and a body that is not JSON (415) in
 /// MCP's words, a missing `Accept` (406) in rmcp's own, which say what it
-/// checked; and its streams' priming events kept from the clients that
-/// predate them (see [`without_priming`]). The app puts this right in front
+/// checked; and its streams' priming events kept from the clients that send
+/// no protocol version (see [`knows_priming`]). The app puts this right in front
 /// of the service.
 pub async fn shape_refusals(request: Request, next: Next) -> Response {
     let primes = knows_priming(&request);
@@ -53,26 +53,24 @@ pub async fn shape_refusals(request: Request, next: Next) -> Response {
     ApiError::new(parts.status, code, message).replacing(&parts)
 }
 
-/// The protocol revision that brought priming events (an event with an id
-/// and no data, which opens an SSE stream so that a client can resume it).
-const PRIMING_SINCE: &str = "2025-11-25";
-
-/// Whether the client says it speaks a revision with priming events: its
-/// `MCP-Protocol-Version` (revisions are dates, so they compare as text).
-/// An `initialize` carries no header: its answer, which comes at once,
-/// loses nothing without one.
+/// Whether the client can be sent priming events (an event with an id and
+/// no data, which opens an SSE stream so that a client can resume it,
+/// since revision 2025-11-25): one that names its revision in
+/// `MCP-Protocol-Version`, as every revision since 2025-06-18 requires. The
+/// clients that send no header are the ones that choke on them: Gemini CLI
+/// 0.61 speaks 2025-06-18 without the header. (The conformance suite's
+/// priming check names 2025-03-26 in its header, so the revision it names
+/// is not what decides.) An `initialize` carries no header: its answer,
+/// which comes at once, loses nothing without one.
 fn knows_priming(request: &Request) -> bool {
-    request
-        .headers()
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|version| version >= PRIMING_SINCE)
+    request.headers().contains_key("mcp-protocol-version")
 }
 
 /// The response with each priming event of its stream made a comment. A
-/// client of an earlier revision reads an event with no data as a JSON
-/// message, fails to parse it, and may drop the connection: Gemini CLI
-/// 0.61 (2025-06-18, no version header) did, so its sessions had no tools.
+/// client that reads an event with no data as a JSON message fails to
+/// parse it and may drop the connection: Gemini CLI 0.61 did, so its
+/// sessions had no crosstalk tools while `gemini mcp list` (which only
+/// lists them) said Connected.
 fn without_priming(response: Response) -> Response {
     use http_body_util::BodyExt;
     let is_stream = response
