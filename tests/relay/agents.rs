@@ -266,7 +266,6 @@ async fn codex_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_threa
 async fn gemini_set_up_by_connect_lists_the_relay_connected() {
     let gemini = cli("gemini");
     let app = spawn_app().await;
-    let alice_token = app.add_person("alice").await;
     let bob_token = app.add_person("bob").await;
     let model = FakeModel::start().await;
     let bob = Person::new();
@@ -380,11 +379,10 @@ async fn gemini_answers_a_waiting_question_when_a_turn_ends() {
         let deadline = Instant::now() + PATIENCE;
         let mut turns = 1;
         while model.first_showing(id).is_none() && Instant::now() < deadline {
-            terminal.until_screen(&"✦ OK.".repeat(1));
+            terminal.until_screen("✦ OK.");
             turns += 1;
             terminal.type_prompt(&format!("hello {turns}"));
-            terminal.until_one_of(&[&format!("> hello {turns}")]);
-            std::thread::sleep(std::time::Duration::from_secs(1));
+            model.until_asked(&format!("hello {turns}")).await;
         }
     }
     let (inbox, at) = answer.await.unwrap();
