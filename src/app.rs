@@ -94,8 +94,9 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 /// 2. `security_headers`: CSP, nosniff, a same-origin referrer policy, HSTS under TLS.
 /// 3. `json_errors`: an error that a library answered in plain text (axum's
 ///    405, a body too large) gets the JSON error shape. (On `/mcp`,
-///    `mcp::shape_refusals`, right in front of the service, shapes rmcp's
-///    first.)
+///    `mcp::shape_answers`, right in front of the service, shapes rmcp's
+///    first, and makes its streams' priming events comments for clients
+///    that send no protocol version.)
 /// 4. the body limit: bodies past it are refused with 413 as they are read.
 /// 5. `check_host` (all but `/healthz` and `/readyz`, which count against
 ///    their address's quota instead): only the relay's own names.
@@ -153,7 +154,7 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
     // Within a router, the layer added last runs first.
     let mcp = Router::new()
         .nest_service("/mcp", mcp.service(&state, request_limit))
-        .layer(middleware::from_fn(mcp::shape_refusals))
+        .layer(middleware::from_fn(mcp::shape_answers))
         .layer(middleware::from_fn_with_state(
             deadline,
             edge::read_body_in_time,

@@ -10,7 +10,7 @@
 
 use super::{Connect, Contents, Plan, Step};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The plugin's files, as this build ships them: (path in the
 /// marketplace, contents).
@@ -36,7 +36,7 @@ const MARKETPLACE: &[(&str, &str)] = &[
 pub(super) fn plan(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
     let marketplace = super::data_dir(home).join("crosstalk/claude-marketplace");
     let settings = home.join(".claude/settings.json");
-    let claude = program(connect);
+    let claude = connect.program_or("claude");
     let mut steps: Vec<Step> = MARKETPLACE
         .iter()
         .map(|(path, contents)| Step::Write {
@@ -73,15 +73,6 @@ pub(super) fn plan(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
             settings.display()
         ),
     })
-}
-
-fn program(connect: &Connect) -> String {
-    connect
-        .program
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("claude"))
-        .display()
-        .to_string()
 }
 
 /// The settings at `path` with the relay's variables in `env`.

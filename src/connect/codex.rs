@@ -42,7 +42,8 @@ pub(super) fn plan(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
             )
         })?;
     let crosstalk = super::this_program()?;
-    let codex = codex_program(connect);
+    // The `codex` the waiter runs to hand a session a message.
+    let codex = connect.program_or("codex");
     let hooks = with_hooks(super::read_json(&hooks_path)?, &crosstalk, &codex)
         .with_context(|| format!("in {}", hooks_path.display()))?;
     let (env, env_step) = super::env_file(connect, home);
@@ -73,20 +74,6 @@ pub(super) fn plan(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
     })
 }
 
-/// The `codex` the hooks run to hand a session a message: `--program`, else
-/// the one on PATH now, else `codex`.
-fn codex_program(connect: &Connect) -> String {
-    if let Some(program) = &connect.program {
-        return program.display().to_string();
-    }
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
-        .map(|dir| dir.join("codex"))
-        .find(|candidate| candidate.is_file())
-        .map_or_else(|| "codex".to_owned(), |found| found.display().to_string())
-}
-
 /// Codex's `config.toml` with the relay's server table: its keys set, any
 /// others the person gave it kept.
 fn with_server(text: String, connect: &Connect) -> anyhow::Result<String> {
@@ -107,10 +94,7 @@ fn with_server(text: String, connect: &Connect) -> anyhow::Result<String> {
         .get_mut("crosstalk")
         .and_then(Item::as_table_like_mut)
         .expect("made above");
-    server.insert(
-        "url",
-        value(format!("{}/mcp", connect.url.trim_end_matches('/'))),
-    );
+    server.insert("url", value(connect.mcp_url()));
     server.insert("bearer_token_env_var", value("CROSSTALK_TOKEN"));
     server.insert("default_tools_approval_mode", value("approve"));
     Ok(doc.to_string())

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 pub(super) fn gemini(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
     let server = json!({
-        "httpUrl": mcp_url(connect),
+        "httpUrl": connect.mcp_url(),
         "headers": { "Authorization": "Bearer $CROSSTALK_TOKEN" },
         "trust": true,
     });
@@ -51,7 +51,7 @@ pub(super) fn gemini(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
 pub(super) fn opencode(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
     let server = json!({
         "type": "remote",
-        "url": mcp_url(connect),
+        "url": connect.mcp_url(),
         "enabled": true,
         "headers": { "Authorization": "Bearer {env:CROSSTALK_TOKEN}" },
     });
@@ -61,7 +61,7 @@ pub(super) fn opencode(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
 
 pub(super) fn cursor(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
     let server = json!({
-        "url": mcp_url(connect),
+        "url": connect.mcp_url(),
         "headers": { "Authorization": "Bearer ${env:CROSSTALK_TOKEN}" },
     });
     let path = home.join(".cursor/mcp.json");
@@ -74,10 +74,6 @@ pub(super) fn cursor(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
         "Cursor",
         "(Cursor was not tried with crosstalk: this follows its documentation.)",
     )
-}
-
-fn mcp_url(connect: &Connect) -> String {
-    format!("{}/mcp", connect.url.trim_end_matches('/'))
 }
 
 /// The plan for a client whose servers are `path`'s object at `key`:

@@ -55,6 +55,28 @@ pub struct Connect {
     pub program: Option<PathBuf>,
 }
 
+impl Connect {
+    /// The relay's MCP endpoint.
+    fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.url.trim_end_matches('/'))
+    }
+
+    /// The client's program: `--program`, else the one named `name` on PATH
+    /// now (hooks written into settings may run under another PATH), else
+    /// the bare name.
+    fn program_or(&self, name: &str) -> String {
+        if let Some(program) = &self.program {
+            return program.display().to_string();
+        }
+        std::env::var_os("PATH")
+            .into_iter()
+            .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())
+            .map_or_else(|| name.to_owned(), |found| found.display().to_string())
+    }
+}
+
 pub fn run(connect: &Connect) -> anyhow::Result<()> {
     crate::bridge::check_url(&connect.url)?;
     let home = home()?;
@@ -101,6 +123,15 @@ enum Contents {
     Then(Box<dyn Fn() -> anyhow::Result<String>>),
 }
 
+impl Contents {
+    fn text(&self) -> anyhow::Result<String> {
+        match self {
+            Contents::Now(text) => Ok(text.clone()),
+            Contents::Then(make) => make(),
+        }
+    }
+}
+
 impl Plan {
     fn show(&self, token: &str) {
         for step in &self.steps {
@@ -110,12 +141,9 @@ impl Plan {
                     contents,
                     private,
                 } => {
-                    let text = match contents {
-                        Contents::Now(text) => text.clone(),
-                        Contents::Then(make) => {
-                            make().unwrap_or_else(|error| format!("(cannot tell: {error:#})"))
-                        }
-                    };
+                    let text = contents
+                        .text()
+                        .unwrap_or_else(|error| format!("(cannot tell: {error:#})"));
                     let mode = if *private { " (mode 0600)" } else { "" };
                     println!(
                         "# {}{mode}, the token masked here:\n{}\n",
@@ -135,13 +163,7 @@ impl Plan {
                     path,
                     contents,
                     private,
-                } => {
-                    let text = match contents {
-                        Contents::Now(text) => text.clone(),
-                        Contents::Then(make) => make()?,
-                    };
-                    write(path, text.as_bytes(), *private)?;
-                }
+                } => write(path, contents.text()?.as_bytes(), *private)?,
                 Step::Run { program, args } => {
                     let done = std::process::Command::new(program)
                         .args(args)

@@ -10,7 +10,7 @@
 //! ends (`session-end`), a newer waiter takes the session over, or the
 //! Codex process that started it is gone.
 
-use super::{Failure, Hook, Relay, Waiter, blocks};
+use super::{Hook, Relay, Waiter, Watch, blocks};
 use std::{
     io::Write,
     os::unix::process::CommandExt,
@@ -48,10 +48,6 @@ pub(super) fn start_waiter(raw: &str, session: &str, hook: &Hook) {
 /// The waiter: hands each of the person's messages to the session as it
 /// comes, until the session ends or the Codex process `client` is gone.
 pub(super) async fn wait_and_queue(relay: &Relay, session: &str, hook: &Hook, client: u32) -> i32 {
-    let Ok(mut ended) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    else {
-        return 0;
-    };
     if session.is_empty() {
         return 0;
     }
@@ -59,55 +55,35 @@ pub(super) async fn wait_and_queue(relay: &Relay, session: &str, hook: &Hook, cl
         .program
         .clone()
         .unwrap_or_else(|| PathBuf::from("codex"));
-    let waiter = Waiter::register(session);
-    let mut backoff = super::FIRST_BACKOFF;
-    loop {
-        if waiter.superseded() || !Path::new(&format!("/proc/{client}")).exists() {
-            return 0;
-        }
-        let leased = tokio::select! {
-            leased = relay.lease("wake", super::WAIT_SECONDS) => leased,
-            _ = ended.recv() => return 0,
-        };
-        match leased {
-            Ok(messages) if messages.is_empty() => backoff = super::FIRST_BACKOFF,
-            Ok(messages) => {
-                let queued = tokio::process::Command::new(&codex)
-                    .args(["queue", "--thread", session, "--message"])
-                    .arg(blocks(&messages))
-                    .stdin(Stdio::null())
-                    .output()
-                    .await;
-                match queued {
-                    Ok(done) if done.status.success() => {}
-                    // The session is gone, or `codex` cannot be run: what
-                    // it leased is offered again when its lease ends.
-                    Ok(done) => {
-                        eprintln!(
-                            "crosstalk hook: codex queue failed: {}",
-                            String::from_utf8_lossy(&done.stderr)
-                        );
-                        return 0;
-                    }
-                    Err(error) => {
-                        eprintln!("crosstalk hook: cannot run {}: {error}", codex.display());
-                        return 0;
-                    }
-                }
-            }
-            Err(Failure::Refused(why)) => {
-                eprintln!("crosstalk hook: the relay refused: {why}");
+    let client_runs = move || Path::new(&format!("/proc/{client}")).exists();
+    let Some(mut watch) = Watch::start(session, client_runs) else {
+        return 0;
+    };
+    while let Some(messages) = watch.next(relay).await {
+        let queued = tokio::process::Command::new(&codex)
+            .args(["queue", "--thread", session, "--message"])
+            .arg(blocks(&messages))
+            .stdin(Stdio::null())
+            .output()
+            .await;
+        // The session is gone, or `codex` cannot be run: what it leased is
+        // offered again when its lease ends.
+        match queued {
+            Ok(done) if done.status.success() => {}
+            Ok(done) => {
+                eprintln!(
+                    "crosstalk hook: codex queue failed: {}",
+                    String::from_utf8_lossy(&done.stderr)
+                );
                 return 0;
             }
-            Err(Failure::Away(error)) => {
-                eprintln!(
-                    "crosstalk hook: cannot reach the relay ({error}); trying again in {backoff:?}"
-                );
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(super::MAX_BACKOFF);
+            Err(error) => {
+                eprintln!("crosstalk hook: cannot run {}: {error}", codex.display());
+                return 0;
             }
         }
     }
+    0
 }
 
 /// The Codex process this hook runs under: the nearest ancestor that is a

@@ -180,9 +180,9 @@ pub async fn run(hook: Hook) -> i32 {
             Waiter::end(&input.session_id);
             0
         }
-        (Client::Gemini, _) => 0,
         (Client::Claude, Event::SessionEnd)
         | (Client::Codex, Event::PermissionRequest)
+        | (Client::Gemini, _)
         | (_, Event::PreToolUse) => 0,
     }
 }
@@ -191,41 +191,74 @@ pub async fn run(hook: Hook) -> i32 {
 /// model (exit 2); ends quietly (0) once a newer waiter took the session
 /// over or Claude Code is gone.
 async fn wait_and_wake(relay: &Relay, session: &str) -> i32 {
-    // Told to end by a newer waiter: between two waits, or during one (the
-    // relay then gives back what the wait had not handed over).
-    let Ok(mut ended) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    let parent = rustix::process::getppid();
+    let Some(mut watch) = Watch::start(session, move || rustix::process::getppid() == parent)
     else {
         return 0;
     };
-    let waiter = Waiter::register(session);
-    let parent = rustix::process::getppid();
-    let mut backoff = FIRST_BACKOFF;
-    loop {
-        if waiter.superseded() || rustix::process::getppid() != parent {
-            return 0;
+    match watch.next(relay).await {
+        Some(messages) => {
+            let mut stderr = std::io::stderr().lock();
+            let _ = write!(stderr, "{}", blocks(&messages));
+            let _ = stderr.flush();
+            2
         }
-        let leased = tokio::select! {
-            leased = relay.lease("wake", WAIT_SECONDS) => leased,
-            _ = ended.recv() => return 0,
-        };
-        match leased {
-            Ok(messages) if messages.is_empty() => backoff = FIRST_BACKOFF,
-            Ok(messages) => {
-                let mut stderr = std::io::stderr().lock();
-                let _ = write!(stderr, "{}", blocks(&messages));
-                let _ = stderr.flush();
-                return 2;
+        None => 0,
+    }
+}
+
+/// A session's one waiter on the relay, whatever its client does with
+/// what it gets: it waits for the person's next messages (`via: wake`)
+/// while it is the session's waiter and its client runs.
+struct Watch {
+    waiter: Waiter,
+    /// Told to end by a newer waiter: between two waits, or during one (the
+    /// relay then gives back what the wait had not handed over).
+    ended: tokio::signal::unix::Signal,
+    /// Whether the client it waits for still runs.
+    client_runs: Box<dyn Fn() -> bool>,
+}
+
+impl Watch {
+    /// Becomes the session's waiter; none when it cannot be told to end.
+    fn start(session: &str, client_runs: impl Fn() -> bool + 'static) -> Option<Watch> {
+        let ended =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok()?;
+        Some(Watch {
+            waiter: Waiter::register(session),
+            ended,
+            client_runs: Box::new(client_runs),
+        })
+    }
+
+    /// The person's next messages, leased to this waiter; none once it is
+    /// to end: a newer waiter took the session, its client is gone, it was
+    /// told to, or the relay refused it. When the relay cannot be reached
+    /// it tries again (1 s, doubling to 30 s) without end.
+    async fn next(&mut self, relay: &Relay) -> Option<Vec<MessageView>> {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            if self.waiter.superseded() || !(self.client_runs)() {
+                return None;
             }
-            Err(Failure::Refused(why)) => {
-                eprintln!("crosstalk hook: the relay refused: {why}");
-                return 0;
-            }
-            Err(Failure::Away(error)) => {
-                eprintln!(
-                    "crosstalk hook: cannot reach the relay ({error}); trying again in {backoff:?}"
-                );
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+            let leased = tokio::select! {
+                leased = relay.lease("wake", WAIT_SECONDS) => leased,
+                _ = self.ended.recv() => return None,
+            };
+            match leased {
+                Ok(messages) if messages.is_empty() => backoff = FIRST_BACKOFF,
+                Ok(messages) => return Some(messages),
+                Err(Failure::Refused(why)) => {
+                    eprintln!("crosstalk hook: the relay refused: {why}");
+                    return None;
+                }
+                Err(Failure::Away(error)) => {
+                    eprintln!(
+                        "crosstalk hook: cannot reach the relay ({error}); trying again in {backoff:?}"
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
             }
         }
     }

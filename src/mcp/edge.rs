@@ -12,13 +12,13 @@ use rmcp::transport::streamable_http_server::{
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// rmcp's refusals, which it answers in plain text, in the API's JSON
-/// shape: an unknown session (404) and a body that is not JSON (415) in
-/// MCP's words, a missing `Accept` (406) in rmcp's own, which say what it
-/// checked; and its streams' priming events kept from the clients that send
-/// no protocol version (see [`knows_priming`]). The app puts this right in front
-/// of the service.
-pub async fn shape_refusals(request: Request, next: Next) -> Response {
+/// rmcp's answers, shaped: its refusals, which it answers in plain text,
+/// in the API's JSON shape (an unknown session (404) and a body that is not
+/// JSON (415) in MCP's words, a missing `Accept` (406) in rmcp's own, which
+/// say what it checked); and its streams' priming events kept from the
+/// clients that send no protocol version (see [`knows_priming`]). The app
+/// puts this right in front of the service.
+pub async fn shape_answers(request: Request, next: Next) -> Response {
     let primes = knows_priming(&request);
     let response = next.run(request).await;
     if !ApiError::is_plain_refusal(&response) {

@@ -18,7 +18,7 @@ mod edge;
 mod schema;
 pub mod sessions;
 
-pub use edge::{ClientMistakes, McpEdge, shape_refusals};
+pub use edge::{ClientMistakes, McpEdge, shape_answers};
 
 use crate::model::{MessageId, SessionId, ThreadId};
 pub use crate::protocol::SESSION_HEADER;

@@ -12,7 +12,7 @@
 //! Rerun: `npm ci --prefix tests/clients/agents && cargo test --test relay
 //! agents -- --ignored --nocapture` (the figures are printed).
 
-use crate::support::{Mcp, TestApp, get, spawn_app};
+use crate::support::{Mcp, id_of, nobody, spawn_app};
 use crate::terminal::{PATIENCE, Terminal};
 use axum::{Router, extract::State, response::IntoResponse, routing::post};
 use serde_json::{Value, json};
@@ -92,6 +92,12 @@ impl Person {
             .filter_map(|line| line.split_once('='))
             .map(|(name, value)| (name.to_owned(), value.trim_matches('\'').to_owned()))
             .collect()
+    }
+
+    /// The person's environment with `more` added: what their shell gives
+    /// an agent.
+    fn with(&self, more: &[(String, String)]) -> Vec<(String, String)> {
+        self.env.iter().chain(more).cloned().collect()
     }
 
     /// Runs `program` in the project with the person's environment and
@@ -197,7 +203,7 @@ async fn codex_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_threa
     // Codex as the person starts it: it may ask to trust the folder, and
     // it asks to trust the hooks `connect` wrote (the person's step, which
     // connect says).
-    let env: Vec<(String, String)> = bob.env.iter().cloned().chain(shell.clone()).collect();
+    let env = bob.with(&shell);
     let terminal = Terminal::start(&bob.project(), &env, &codex, &[]);
     const FOLDER: &str = "Trust this folder?";
     if terminal.until_one_of(&[FOLDER, "Hooks need review"]) == 0 {
@@ -209,7 +215,11 @@ async fn codex_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_threa
     // hook's waiter holds it.
     terminal.type_prompt("hello");
     model.until_asked("hello").await;
-    until_reachable(&app, "bob", &terminal).await;
+    assert!(
+        app.until_reachable("bob", PATIENCE).await,
+        "bob never became reachable; the screen:\n{}",
+        terminal.screen()
+    );
 
     // Idle, nobody typing: alice asks and waits for the answer.
     let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
@@ -240,7 +250,7 @@ async fn codex_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_threa
         shown.contains("answer with crosstalk's send_message tool"),
         "{shown}"
     );
-    let delivery = delivery_of(&app, id, &alice_token).await;
+    let delivery = app.rest(&alice_token).delivery(id).await;
     assert_eq!(delivery["state"], "answered", "{delivery}");
     assert_eq!(delivery["via"], "wake", "{delivery}");
     println!(
@@ -251,9 +261,7 @@ async fn codex_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_threa
 
     // The relay away never holds Codex up: a turn with every crosstalk
     // hook pointed at a closed port ends with the model's answer.
-    let mut away = shell.clone();
-    away.retain(|(name, _)| name != "CROSSTALK_URL");
-    away.push(("CROSSTALK_URL".into(), closed_port()));
+    let away = relay_away(&shell);
     let out = bob.run(&codex, &["exec", "--skip-git-repo-check", "say OK"], &away);
     assert!(out.contains("OK."), "{out}");
     for hook in ["SessionStart", "UserPromptSubmit", "Stop"] {
@@ -273,7 +281,7 @@ async fn gemini_set_up_by_connect_lists_the_relay_connected() {
     // (remote and refusing, so that Gemini CLI is ready without it).
     let theirs = json!({
         "security": { "auth": { "selectedType": "gemini-api-key" } },
-        "mcpServers": { "docs": { "httpUrl": format!("{}/docs", closed_port()) } },
+        "mcpServers": { "docs": { "httpUrl": format!("{}/docs", nobody()) } },
     });
     std::fs::create_dir_all(bob.path(".gemini")).unwrap();
     std::fs::write(bob.path(".gemini/settings.json"), theirs.to_string()).unwrap();
@@ -291,15 +299,7 @@ async fn gemini_set_up_by_connect_lists_the_relay_connected() {
             .unwrap();
     assert_eq!(settings["security"], theirs["security"]);
     assert_eq!(settings["mcpServers"]["docs"], theirs["mcpServers"]["docs"]);
-    // The step connect leaves to the person: trusting the folder.
-    std::fs::write(
-        bob.path(".gemini/trustedFolders.json"),
-        json!({ bob.project().display().to_string(): "TRUST_FOLDER" }).to_string(),
-    )
-    .unwrap();
-    let mut shell = bob.profile();
-    shell.push(("GEMINI_API_KEY".into(), "fake".into()));
-    shell.push(("GOOGLE_GEMINI_BASE_URL".into(), model.url.clone()));
+    let shell = gemini_shell(&bob, &model);
     let listed = bob.run(&gemini, &["mcp", "list"], &shell);
     assert!(
         listed.contains(&format!(
@@ -311,9 +311,7 @@ async fn gemini_set_up_by_connect_lists_the_relay_connected() {
     assert!(listed.contains("docs"), "{listed}");
 
     // The relay away never holds Gemini CLI up.
-    let mut away = shell.clone();
-    away.retain(|(name, _)| name != "CROSSTALK_URL");
-    away.push(("CROSSTALK_URL".into(), closed_port()));
+    let away = relay_away(&shell);
     let out = bob.run(&gemini, &["-p", "say OK"], &away);
     assert!(out.contains("OK."), "{out}");
 }
@@ -336,14 +334,7 @@ async fn gemini_answers_a_waiting_question_when_a_turn_ends() {
     std::fs::create_dir_all(bob.path(".gemini")).unwrap();
     std::fs::write(bob.path(".gemini/settings.json"), theirs.to_string()).unwrap();
     bob.connect("gemini", &app.url(), &bob_token, &[]);
-    std::fs::write(
-        bob.path(".gemini/trustedFolders.json"),
-        json!({ bob.project().display().to_string(): "TRUST_FOLDER" }).to_string(),
-    )
-    .unwrap();
-    let mut shell = bob.profile();
-    shell.push(("GEMINI_API_KEY".into(), "fake".into()));
-    shell.push(("GOOGLE_GEMINI_BASE_URL".into(), model.url.clone()));
+    let shell = gemini_shell(&bob, &model);
     let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
     let asked = Instant::now();
     let sent = alice
@@ -355,10 +346,10 @@ async fn gemini_answers_a_waiting_question_when_a_turn_ends() {
         .ok();
     let (id, thread_id) = (id_of(&sent, "message_id"), id_of(&sent, "thread_id"));
     assert_eq!(
-        delivery_of(&app, id, &alice_token).await["state"],
+        app.rest(&alice_token).delivery(id).await["state"],
         "waiting"
     );
-    let env: Vec<(String, String)> = bob.env.iter().cloned().chain(shell.clone()).collect();
+    let env = bob.with(&shell);
     let terminal = Terminal::start(&bob.project(), &env, &gemini, &[]);
     terminal.until_screen("Type your message");
     // Alice waits for the answer while bob's turn runs.
@@ -400,7 +391,7 @@ async fn gemini_answers_a_waiting_question_when_a_turn_ends() {
     ))
     .unwrap();
     assert!(block.is_match(&shown), "{shown}");
-    let delivery = delivery_of(&app, id, &alice_token).await;
+    let delivery = app.rest(&alice_token).delivery(id).await;
     assert_eq!(delivery["state"], "answered", "{delivery}");
     assert_eq!(delivery["via"], "hook", "{delivery}");
     println!(
@@ -410,6 +401,32 @@ async fn gemini_answers_a_waiting_question_when_a_turn_ends() {
         shown_at.duration_since(turn)
     );
     drop(terminal);
+}
+
+/// What Gemini CLI runs with once `connect` has run: the folder trusted
+/// (the step connect leaves to the person), and the shell's variables with
+/// the fake model's key and address.
+fn gemini_shell(person: &Person, model: &FakeModel) -> Vec<(String, String)> {
+    std::fs::write(
+        person.path(".gemini/trustedFolders.json"),
+        json!({ person.project().display().to_string(): "TRUST_FOLDER" }).to_string(),
+    )
+    .unwrap();
+    let mut shell = person.profile();
+    shell.push(("GEMINI_API_KEY".into(), "fake".into()));
+    shell.push(("GOOGLE_GEMINI_BASE_URL".into(), model.url.clone()));
+    shell
+}
+
+/// `shell` with the relay's address one where nothing listens.
+fn relay_away(shell: &[(String, String)]) -> Vec<(String, String)> {
+    let mut away: Vec<_> = shell
+        .iter()
+        .filter(|(name, _)| name != "CROSSTALK_URL")
+        .cloned()
+        .collect();
+    away.push(("CROSSTALK_URL".into(), nobody()));
+    away
 }
 
 /// OpenCode gets the relay's tools; nothing yet tells a running session
@@ -452,43 +469,6 @@ async fn opencode_set_up_by_connect_lists_the_relay_connected() {
     assert!(!plain.contains("✓ crosstalk connected"), "{plain}");
 }
 
-/// An address on loopback where nothing listens.
-fn closed_port() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
-    url
-}
-
-fn id_of(value: &Value, field: &str) -> i64 {
-    value[field]
-        .as_i64()
-        .unwrap_or_else(|| panic!("{field} in {value}"))
-}
-
-async fn delivery_of(app: &TestApp, id: i64, token: &str) -> Value {
-    let (_, read) = get(app, &format!("/api/messages/{id}"), token).await;
-    read["message"]["delivery"].clone()
-}
-
-/// Waits until `handle` can be pushed to: a waiter of theirs holds a lease
-/// on the relay.
-async fn until_reachable(app: &TestApp, handle: &str, terminal: &Terminal) {
-    let relay = app.running.state.relay.clone();
-    let mut parked = relay.parked_waits();
-    let reached = tokio::time::timeout(PATIENCE, async {
-        while !relay.reachable().iter().any(|h| h.as_str() == handle) {
-            parked.changed().await.unwrap();
-        }
-    })
-    .await;
-    assert!(
-        reached.is_ok(),
-        "{handle} never became reachable; the screen:\n{}",
-        terminal.screen()
-    );
-}
-
 /// What the model was sent (each request's newest user text), and when.
 type Requests = Arc<Mutex<Vec<(Instant, String)>>>;
 
@@ -511,11 +491,8 @@ impl FakeModel {
             .route("/v1/responses", post(responses))
             .route("/v1beta/models/{call}", post(gemini))
             .with_state((requests.clone(), arrived.clone()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await });
         FakeModel {
-            url,
+            url: crate::support::serve(app).await,
             requests,
             arrived,
         }

@@ -21,7 +21,8 @@
 //!
 //! Rerun: `npm ci --prefix tests/clients && cargo test --test relay claude -- --ignored`.
 
-use crate::support::{Mcp, TestApp, get, spawn_app};
+use crate::support::{Mcp, TestApp, get, id_of, spawn_app};
+use crate::terminal::{PATIENCE, Terminal};
 use axum::{Json, Router, extract::State, response::IntoResponse, routing::post};
 use serde_json::{Value, json};
 use std::{
@@ -30,9 +31,6 @@ use std::{
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
-
-/// How long Claude Code may take to start, show a screen, or answer.
-const PATIENCE: Duration = Duration::from_secs(60);
 
 /// The pinned CLI. (The test is `#[ignore]`d, saying what it needs: where
 /// that is missing, it fails.)
@@ -556,12 +554,6 @@ async fn reply_in_inbox(alice: &Mcp) -> Value {
     inbox["messages"][0].clone()
 }
 
-fn id_of(value: &Value, field: &str) -> i64 {
-    value[field]
-        .as_i64()
-        .unwrap_or_else(|| panic!("{field} in {value}"))
-}
-
 /// The fake model answers message `id` with "answer to ID", in its thread.
 fn answered_in_thread(reply: &Value, id: i64, thread_id: i64) {
     assert_eq!(reply["from"], "bob", "{reply}");
@@ -583,16 +575,8 @@ async fn delivery_of(app: &TestApp, id: i64, token: &str) -> Value {
 /// this to look). After a relay restart the bridge may be in its backoff
 /// (at most 30 s) when the relay comes back: the wait allows for it.
 async fn until_reachable(app: &TestApp, handle: &str, claude: &ClaudeCode) {
-    let relay = app.running.state.relay.clone();
-    let mut parked = relay.parked_waits();
-    let reached = tokio::time::timeout(PATIENCE * 2, async {
-        while !relay.reachable().iter().any(|h| h.as_str() == handle) {
-            parked.changed().await.unwrap();
-        }
-    })
-    .await;
     assert!(
-        reached.is_ok(),
+        app.until_reachable(handle, PATIENCE * 2).await,
         "{handle} never became reachable by push; the screen:\n{}\nthe bridge and Claude Code:\n{}",
         claude.screen(),
         claude.logs()
@@ -628,9 +612,9 @@ struct ClaudeCode {
     claude: PathBuf,
     home: tempfile::TempDir,
     project: PathBuf,
-    /// The tmux server's socket: a new one for each start (a server that
-    /// was just killed may still hold the old one), never the user's.
-    socket: String,
+    /// Its terminal while it runs: a new one (a new tmux server) for each
+    /// start.
+    terminal: Option<Terminal>,
     env: Vec<(String, String)>,
     args: Vec<String>,
 }
@@ -737,7 +721,7 @@ impl ClaudeCode {
         );
         let mut code = ClaudeCode {
             claude: claude.to_owned(),
-            socket: String::new(),
+            terminal: None,
             home,
             project,
             env,
@@ -822,78 +806,38 @@ impl ClaudeCode {
         self.env.iter().find(|(n, _)| n == name).unwrap().1.clone()
     }
 
-    fn tmux(&self, args: &[&str]) -> std::process::Output {
-        Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
-            .args(args)
-            .output()
-            .expect("tmux runs")
+    /// Starts Claude Code in a terminal of its own, as a person would (its
+    /// debug log beside the HOME).
+    fn start(&mut self) {
+        let debug_log = self.home.path().join("debug.log").display().to_string();
+        let mut args = vec!["--debug-file", debug_log.as_str()];
+        args.extend(self.args.iter().map(String::as_str));
+        self.terminal = Some(Terminal::start(
+            &self.project,
+            &self.env,
+            &self.claude,
+            &args,
+        ));
     }
 
-    /// Starts Claude Code in a detached tmux session, as a person would in
-    /// a terminal (its debug log beside the HOME).
-    fn start(&mut self) {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static STARTS: AtomicU64 = AtomicU64::new(0);
-        let n = STARTS.fetch_add(1, Ordering::Relaxed);
-        self.socket = format!("crosstalk-test-{}-{n}", std::process::id());
-        let mut line = vec![shell_quote(&self.claude.display().to_string())];
-        line.push("--debug-file".into());
-        line.push(shell_quote(
-            &self.home.path().join("debug.log").display().to_string(),
-        ));
-        line.extend(self.args.iter().map(|a| shell_quote(a)));
-        let env: Vec<String> = self
-            .env
-            .iter()
-            .map(|(k, v)| format!("{k}={}", shell_quote(v)))
-            .collect();
-        let script = format!(
-            "cd {} && exec env -i {} {}",
-            shell_quote(&self.project.display().to_string()),
-            env.join(" "),
-            line.join(" ")
-        );
-        let started = self.tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            "claude",
-            "-x",
-            "200",
-            "-y",
-            "50",
-            &script,
-        ]);
-        assert!(started.status.success(), "{started:?}");
+    fn terminal(&self) -> &Terminal {
+        self.terminal.as_ref().expect("Claude Code was started")
     }
 
     /// The screen as a person sees it now.
     fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "claude"]).stdout)
-            .into_owned()
+        self.terminal().screen()
     }
 
-    /// Waits until the screen shows `text` (a terminal has no event to
-    /// wait on: its screen is read every 100 ms).
+    /// Waits until the screen shows `text`.
     fn until_screen(&self, text: &str) {
-        let deadline = Instant::now() + PATIENCE;
-        while !self.screen().contains(text) {
-            assert!(
-                Instant::now() < deadline,
-                "the screen never showed {text:?}:\n{}\n{}",
-                self.screen(),
-                self.debug_log()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.terminal()
+            .until_screen_explained(text, || self.debug_log());
     }
 
     /// Types `text` at the prompt and sends it, as the person would.
     fn type_prompt(&self, text: &str) {
-        self.tmux(&["send-keys", "-t", "claude", "-l", text]);
-        self.until_screen(text);
-        self.tmux(&["send-keys", "-t", "claude", "Enter"]);
+        self.terminal().type_prompt(text);
     }
 
     /// Waits until Claude Code's logs (its debug log, its MCP servers')
@@ -931,14 +875,8 @@ impl ClaudeCode {
     /// local development", with Enter (pressed again while the screen
     /// stays: one pressed as it paints can be lost).
     fn confirm_development_channels(&self) {
-        const WARNING: &str = "I am using this for local development";
-        self.until_screen(WARNING);
-        let deadline = Instant::now() + PATIENCE;
-        while self.screen().contains(WARNING) {
-            assert!(Instant::now() < deadline, "{}", self.screen());
-            self.tmux(&["send-keys", "-t", "claude", "Enter"]);
-            std::thread::sleep(Duration::from_millis(300));
-        }
+        self.terminal()
+            .answer("I am using this for local development", &["Enter"]);
     }
 
     fn debug_log(&self) -> String {
@@ -966,15 +904,7 @@ impl ClaudeCode {
 
     /// Ends Claude Code (its bridge ends with it).
     fn stop(&mut self) {
-        if !self.socket.is_empty() {
-            self.tmux(&["kill-server"]);
-        }
-    }
-}
-
-impl Drop for ClaudeCode {
-    fn drop(&mut self) {
-        self.stop();
+        self.terminal = None;
     }
 }
 
@@ -986,10 +916,6 @@ fn tail(text: &str, lines: usize) -> String {
 
 fn write_json(path: &Path, value: &Value) {
     std::fs::write(path, serde_json::to_vec_pretty(value).unwrap()).unwrap();
-}
-
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "'\\''"))
 }
 
 /// What the model was sent, and when.
@@ -1027,11 +953,8 @@ impl FakeModel {
                     }
                 },
             ));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await });
         FakeModel {
-            url,
+            url: crate::support::serve(app).await,
             requests,
             arrived,
         }

@@ -3,7 +3,7 @@
 //! what it prints, its exit code, and what the relay's ledger says.
 //! (`claude.rs` runs them inside the real Claude Code.)
 
-use crate::support::{TestApp, spawn_app};
+use crate::support::{nobody, spawn_app};
 use serde_json::{Value, json};
 use std::{
     process::{Output, Stdio},
@@ -55,14 +55,6 @@ fn session(id: &str) -> Value {
     json!({ "session_id": id, "hook_event_name": "Stop", "cwd": "/tmp" })
 }
 
-/// A relay address nothing listens on.
-async fn nobody() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
-    url
-}
-
 #[tokio::test]
 async fn a_waiting_hook_hands_claude_code_the_message_as_a_channel_block_and_exits_2() {
     let app = spawn_app().await;
@@ -77,7 +69,10 @@ async fn a_waiting_hook_hands_claude_code_the_message_as_a_channel_block_and_exi
         runtime.path(),
     );
     // It waits: bob counts as reachable by push meanwhile.
-    until_reachable(&app, "bob").await;
+    assert!(
+        app.until_reachable("bob", Duration::from_secs(30)).await,
+        "the hook waits on the relay"
+    );
     let sent = app.rest(&alice).send("bob", "which port?", json!({})).await;
     let (id, thread) = (
         sent["message_id"].as_i64().unwrap(),
@@ -138,7 +133,10 @@ async fn a_newer_waiter_of_the_session_takes_over_and_the_older_ends_quietly() {
         &bob,
         runtime.path(),
     );
-    until_reachable(&app, "bob").await;
+    assert!(
+        app.until_reachable("bob", Duration::from_secs(30)).await,
+        "the hook waits on the relay"
+    );
     let newer = hook(
         "stop",
         &session("s-2"),
@@ -160,7 +158,7 @@ async fn a_newer_waiter_of_the_session_takes_over_and_the_older_ends_quietly() {
 
 #[tokio::test]
 async fn with_the_relay_away_or_unset_the_hooks_decide_nothing_and_hold_nothing_up() {
-    let away = nobody().await;
+    let away = nobody();
     let runtime = tempfile::tempdir().unwrap();
     let permission = json!({
         "session_id": "s-3",
@@ -264,17 +262,4 @@ async fn a_permission_request_is_answered_by_its_person_on_the_relay() {
             } })
         );
     }
-}
-
-/// Waits until `handle` can be pushed to.
-async fn until_reachable(app: &TestApp, handle: &str) {
-    let relay = app.running.state.relay.clone();
-    let mut parked = relay.parked_waits();
-    tokio::time::timeout(Duration::from_secs(30), async {
-        while !relay.reachable().iter().any(|h| h.as_str() == handle) {
-            parked.changed().await.unwrap();
-        }
-    })
-    .await
-    .expect("the hook waits on the relay");
 }

@@ -12,6 +12,31 @@ use std::{
 };
 use tempfile::TempDir;
 
+/// Serves `app` (a fake of someone else's server: a model API, a webhook)
+/// on a spare loopback port, for the rest of the test; its address.
+pub async fn serve(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+/// A loopback address nothing listens on.
+pub fn nobody() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    url
+}
+
+/// The integer `field` of `value` (an id a tool answered), or the test
+/// fails naming it.
+pub fn id_of(value: &Value, field: &str) -> i64 {
+    value[field]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{field} in {value}"))
+}
+
 /// A running relay and the database behind it.
 pub struct TestApp {
     pub running: Running,
@@ -60,6 +85,21 @@ impl TestApp {
 
     pub fn url(&self) -> String {
         self.running.url()
+    }
+
+    /// Waits until `handle` can be pushed to (a stream or a hook's waiter of
+    /// theirs holds a wait on the relay), woken as waits park; whether that
+    /// came within `within`.
+    pub async fn until_reachable(&self, handle: &str, within: Duration) -> bool {
+        let relay = self.running.state.relay.clone();
+        let mut parked = relay.parked_waits();
+        tokio::time::timeout(within, async {
+            while !relay.reachable().iter().any(|h| h.as_str() == handle) {
+                parked.changed().await.unwrap();
+            }
+        })
+        .await
+        .is_ok()
     }
 
     /// Adds a person through the running relay's core, as `crosstalk add`

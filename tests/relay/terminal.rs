@@ -69,12 +69,19 @@ impl Terminal {
     /// Waits until the screen shows `text` (a terminal has no event to wait
     /// on: its screen is read every 100 ms).
     pub fn until_screen(&self, text: &str) {
+        self.until_screen_explained(text, String::new);
+    }
+
+    /// The same, with what `explain` tells (a program's log) in the
+    /// failure's message.
+    pub fn until_screen_explained(&self, text: &str, explain: impl Fn() -> String) {
         let deadline = Instant::now() + PATIENCE;
         while !self.screen().contains(text) {
             assert!(
                 Instant::now() < deadline,
-                "the screen never showed {text:?}:\n{}",
-                self.screen()
+                "the screen never showed {text:?}:\n{}\n{}",
+                self.screen(),
+                explain()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
