@@ -5,11 +5,11 @@
 //! is sent and answers a `<channel>` block the way a model would: with
 //! crosstalk's `send_message` in the block's thread.
 //!
-//! Needs `tmux` and `npm ci --prefix tests/clients/agents` (`.ci/run` does
+//! Needs `tmux` and `npm install --prefix tests/clients/agents` (`.ci/run` does
 //! both), so each is `#[ignore]`d: a plain `cargo test` reports it as
 //! ignored.
 //!
-//! Rerun: `npm ci --prefix tests/clients/agents && cargo test --test relay
+//! Rerun: `npm install --prefix tests/clients/agents && cargo test --test relay
 //! agents -- --ignored --nocapture` (the figures are printed).
 
 use crate::support::{Mcp, id_of, nobody, spawn_app};
@@ -32,7 +32,7 @@ fn cli(name: &str) -> PathBuf {
     let tmux = Command::new("tmux").arg("-V").output().is_ok();
     assert!(
         installed.exists() && tmux,
-        "{name} (npm ci --prefix tests/clients/agents) or tmux is not installed (.ci/run \
+        "{name} (npm install --prefix tests/clients/agents) or tmux is not installed (.ci/run \
          installs them)"
     );
     installed
@@ -155,7 +155,7 @@ fn connected_once(person: &Person, connect: &[&str], url: &str, token: &str, fil
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs tmux and Codex (npm ci --prefix tests/clients/agents); cargo test -- --ignored"]
+#[ignore = "needs tmux and Codex (npm install --prefix tests/clients/agents); cargo test -- --ignored"]
 async fn codex_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_thread() {
     let codex = cli("codex");
     let app = spawn_app().await;
@@ -270,7 +270,7 @@ async fn codex_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_threa
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs tmux and Gemini CLI (npm ci --prefix tests/clients/agents); cargo test -- --ignored"]
+#[ignore = "needs tmux and Gemini CLI (npm install --prefix tests/clients/agents); cargo test -- --ignored"]
 async fn gemini_set_up_by_connect_lists_the_relay_connected() {
     let gemini = cli("gemini");
     let app = spawn_app().await;
@@ -322,7 +322,7 @@ async fn gemini_set_up_by_connect_lists_the_relay_connected() {
 /// it starts, and then does not go on with what its hook gave, so the
 /// question waits for a later turn, which the test does not always reach.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs tmux and Gemini CLI (npm ci --prefix tests/clients/agents); cargo test -- --ignored"]
+#[ignore = "needs tmux and Gemini CLI (npm install --prefix tests/clients/agents); cargo test -- --ignored"]
 async fn gemini_answers_a_waiting_question_when_a_turn_ends() {
     let gemini = cli("gemini");
     let app = spawn_app().await;
@@ -432,7 +432,7 @@ fn relay_away(shell: &[(String, String)]) -> Vec<(String, String)> {
 /// OpenCode gets the relay's tools; nothing yet tells a running session
 /// that a question waits (see the README's client table).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs OpenCode (npm ci --prefix tests/clients/agents); cargo test -- --ignored"]
+#[ignore = "needs OpenCode (npm install --prefix tests/clients/agents); cargo test -- --ignored"]
 async fn opencode_set_up_by_connect_lists_the_relay_connected() {
     let opencode = cli("opencode");
     let app = spawn_app().await;
