@@ -15,6 +15,7 @@ pub const TIDY_EVERY: Duration = Duration::from_secs(86_400);
 impl Relay {
     /// Writes gathered last-seen times to the store.
     pub async fn flush_presence(&self) -> RelayResult<()> {
+        let _writing = self.presence.writing.lock().await;
         let seen = self.presence.drain();
         if !seen.is_empty() {
             self.store.record_seen(seen).await?;

@@ -17,6 +17,10 @@ pub struct Presence {
     /// Every last-seen time this process has seen, by handle, so peers see a
     /// fresh time before the next flush.
     recent: Mutex<HashMap<Handle, Millis>>,
+    /// Held from a drain until its times are written, so a flush that
+    /// returns has seen every earlier drain reach the store (the timer's
+    /// flush and one at shutdown or in a test never interleave).
+    pub(super) writing: tokio::sync::Mutex<()>,
 }
 
 impl Presence {
