@@ -104,7 +104,8 @@ pub enum Command {
     },
     /// Set an agent up for this relay, in its own user-level configuration:
     /// Claude Code (the crosstalk plugin), Codex (the relay and its hooks),
-    /// Gemini CLI, OpenCode or Cursor (the relay).
+    /// Gemini CLI (the relay and its hook), OpenCode (the relay and the
+    /// crosstalk plugin) or Cursor (the relay).
     Connect {
         /// The agent: claude, codex, gemini, opencode or cursor.
         #[arg(value_enum)]
@@ -128,9 +129,10 @@ pub enum Command {
         #[arg(long, value_name = "PATH")]
         program: Option<std::path::PathBuf>,
     },
-    /// A Claude Code or Codex hook (the crosstalk plugin, and `connect
-    /// codex`, set these up): reads the client's hook JSON on stdin and
-    /// brings your teammates' messages and approvals to the session.
+    /// A hook of Claude Code, Codex, Gemini CLI or OpenCode (the crosstalk
+    /// plugin and `connect` set these up): reads the client's hook JSON on
+    /// stdin and brings your teammates' messages and approvals to the
+    /// session.
     Hook {
         /// The hook's event.
         #[arg(value_enum)]

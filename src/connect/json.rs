@@ -13,7 +13,9 @@
 //!   `~/.gemini/trustedFolders.json`): theirs to decide, and said so.
 //! - OpenCode: `$XDG_CONFIG_HOME/opencode/opencode.json` (else
 //!   `~/.config/…`), `mcp.crosstalk` of `type: "remote"` and
-//!   `{env:CROSSTALK_TOKEN}`.
+//!   `{env:CROSSTALK_TOKEN}`; and beside it the crosstalk plugin
+//!   (`plugin/crosstalk.js`, from `opencode.js`), which prompts the
+//!   person's session with a teammate's message as it comes.
 //! - Cursor: `~/.cursor/mcp.json`, `mcpServers.crosstalk` with `url` and
 //!   `${env:CROSSTALK_TOKEN}`, as Cursor's documentation gives it: its CLI
 //!   is not on npm, and this was not tried here.
@@ -55,8 +57,25 @@ pub(super) fn opencode(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {
         "enabled": true,
         "headers": { "Authorization": "Bearer {env:CROSSTALK_TOKEN}" },
     });
-    let path = super::config_dir(home).join("opencode/opencode.json");
-    plan(connect, home, path, ("mcp", server), &[], "OpenCode", "")
+    let dir = super::config_dir(home).join("opencode");
+    let mut plan = plan(
+        connect,
+        home,
+        dir.join("opencode.json"),
+        ("mcp", server),
+        &[],
+        "OpenCode",
+        "A teammate's message reaches the session you last used as its next prompt (the \
+         crosstalk plugin, in OpenCode's plugin folder).",
+    )?;
+    // OpenCode loads every plugin in its config folder's `plugin/`.
+    let program = serde_json::to_string(&super::this_program()?)?;
+    plan.steps.push(Step::Write {
+        path: dir.join("plugin/crosstalk.js"),
+        contents: Contents::Now(include_str!("opencode.js").replace("\"{{PROGRAM}}\"", &program)),
+        private: false,
+    });
+    Ok(plan)
 }
 
 pub(super) fn cursor(connect: &Connect, home: &Path) -> anyhow::Result<Plan> {

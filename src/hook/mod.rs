@@ -33,6 +33,12 @@
 //! to answer. A hook's lease is the relay's push lease: a message a hook
 //! took and nobody acted on is offered again when it ends, as a channel
 //! push is.
+//!
+//! The other clients' hooks (`--client`, written by `crosstalk connect`):
+//! Codex's in `codex.rs`; Gemini CLI's `stop` (its `AfterAgent`), which
+//! goes on with what waits; OpenCode's `session-start`, the waiter of one
+//! OpenCode process, which prints what came for the crosstalk plugin to
+//! prompt the session with.
 
 mod codex;
 
@@ -66,6 +72,9 @@ pub enum Client {
     Codex,
     /// Gemini CLI: only `stop` (its `AfterAgent` event) is written for it.
     Gemini,
+    /// OpenCode: its crosstalk plugin runs `session-start` as the waiter of
+    /// the OpenCode process, and prompts the session with what it prints.
+    Opencode,
 }
 
 /// One run of a hook, as the command line gives it.
@@ -138,7 +147,10 @@ pub async fn run(hook: Hook) -> i32 {
     };
     match (hook.client, hook.event) {
         (Client::Claude, Event::SessionStart | Event::Stop) => {
-            wait_and_wake(&relay, &input.session_id).await
+            wait_and_wake(&relay, &input.session_id, Wake::Rewake).await
+        }
+        (Client::Opencode, Event::SessionStart) => {
+            wait_and_wake(&relay, &input.session_id, Wake::Print).await
         }
         (Client::Claude | Client::Codex, Event::UserPromptSubmit) => {
             if let Some(messages) = relay.waiting().await {
@@ -182,28 +194,48 @@ pub async fn run(hook: Hook) -> i32 {
         }
         (Client::Claude, Event::SessionEnd)
         | (Client::Codex, Event::PermissionRequest)
-        | (Client::Gemini, _)
+        | (Client::Gemini | Client::Opencode, _)
         | (_, Event::PreToolUse) => 0,
     }
 }
 
-/// The waiter: until the person's next message, which it prints for the
-/// model (exit 2); ends quietly (0) once a newer waiter took the session
-/// over or Claude Code is gone.
-async fn wait_and_wake(relay: &Relay, session: &str) -> i32 {
+/// How a waiter that runs until the person's next message hands it over.
+#[derive(Clone, Copy)]
+enum Wake {
+    /// Claude Code's `asyncRewake`: on stderr, exit 2, which shows it to
+    /// the model at once.
+    Rewake,
+    /// On stdout, exit 0: OpenCode's plugin prompts the session with it.
+    Print,
+}
+
+/// The waiter: until the person's next message, which it hands over as
+/// `wake` says; ends quietly (0, nothing printed) once a newer waiter took
+/// the session over, the relay refused, or the client that started it (its
+/// parent) is gone.
+async fn wait_and_wake(relay: &Relay, session: &str, wake: Wake) -> i32 {
     let parent = rustix::process::getppid();
     let Some(mut watch) = Watch::start(session, move || rustix::process::getppid() == parent)
     else {
         return 0;
     };
-    match watch.next(relay).await {
-        Some(messages) => {
+    let Some(messages) = watch.next(relay).await else {
+        return 0;
+    };
+    let text = blocks(&messages);
+    match wake {
+        Wake::Rewake => {
             let mut stderr = std::io::stderr().lock();
-            let _ = write!(stderr, "{}", blocks(&messages));
+            let _ = write!(stderr, "{text}");
             let _ = stderr.flush();
             2
         }
-        None => 0,
+        Wake::Print => {
+            let mut stdout = std::io::stdout().lock();
+            let _ = write!(stdout, "{text}");
+            let _ = stdout.flush();
+            0
+        }
     }
 }
 

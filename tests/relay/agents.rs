@@ -429,44 +429,115 @@ fn relay_away(shell: &[(String, String)]) -> Vec<(String, String)> {
     away
 }
 
-/// OpenCode gets the relay's tools; nothing yet tells a running session
-/// that a question waits (see the README's client table).
+/// OpenCode: `connect` writes the relay into its settings and the crosstalk
+/// plugin beside them, which prompts the person's session with a message
+/// as it comes: an idle session answers with nobody typing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs OpenCode (npm install --prefix tests/clients/agents); cargo test -- --ignored"]
-async fn opencode_set_up_by_connect_lists_the_relay_connected() {
+#[ignore = "needs tmux and OpenCode (npm install --prefix tests/clients/agents); cargo test -- --ignored"]
+async fn opencode_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_thread() {
     let opencode = cli("opencode");
     let app = spawn_app().await;
+    let alice_token = app.add_person("alice").await;
     let bob_token = app.add_person("bob").await;
+    let model = FakeModel::start().await;
     let bob = Person::new();
+    // The person's own settings: their model (OpenAI's provider at the
+    // fake's address) and a server of theirs.
     let theirs = json!({
         "$schema": "https://opencode.ai/config.json",
+        "model": "openai/gpt-test",
+        "small_model": "openai/gpt-test",
+        "provider": { "openai": {
+            "options": { "baseURL": format!("{}/v1", model.url), "apiKey": "fake" },
+            "models": { "gpt-test": { "name": "gpt-test" } },
+        } },
         "mcp": { "docs": { "type": "local", "command": ["docs-mcp"], "enabled": false } },
     });
     std::fs::create_dir_all(bob.path(".config/opencode")).unwrap();
     let config = ".config/opencode/opencode.json";
     std::fs::write(bob.path(config), theirs.to_string()).unwrap();
-    bob.connect("opencode", &app.url(), &bob_token, &[]);
-    connected_once(&bob, &["opencode"], &app.url(), &bob_token, &[config]);
+    let said = bob.connect("opencode", &app.url(), &bob_token, &[]);
+    assert!(said.contains("next prompt"), "{said}");
+    let plugin = ".config/opencode/plugin/crosstalk.js";
+    connected_once(
+        &bob,
+        &["opencode"],
+        &app.url(),
+        &bob_token,
+        &[config, plugin],
+    );
     let settings: Value =
         serde_json::from_str(&std::fs::read_to_string(bob.path(config)).unwrap()).unwrap();
+    for key in ["$schema", "model", "provider"] {
+        assert_eq!(settings[key], theirs[key], "{key}");
+    }
     assert_eq!(settings["mcp"]["docs"], theirs["mcp"]["docs"]);
-    assert_eq!(settings["$schema"], theirs["$schema"]);
-    let listed = bob.run(&opencode, &["mcp", "list"], &bob.profile());
+    // OpenCode as the person runs it, with the variables their shell
+    // profile loads, and no network but loopback.
+    let mut shell = bob.profile();
+    shell.push(("OPENCODE_DISABLE_MODELS_FETCH".into(), "1".into()));
+    shell.push(("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into()));
+    let listed = bob.run(&opencode, &["mcp", "list"], &shell);
     let plain = regex::Regex::new("\x1b\\[[0-9;]*m")
         .unwrap()
         .replace_all(&listed, "");
     assert!(plain.contains("✓ crosstalk connected"), "{plain}");
     assert!(plain.contains(&format!("{}/mcp", app.url())), "{plain}");
     assert!(plain.contains("○ docs disabled"), "{plain}");
-    // With a wrong token it is not connected.
-    let mut wrong = bob.profile();
-    wrong.retain(|(name, _)| name != "CROSSTALK_TOKEN");
-    wrong.push(("CROSSTALK_TOKEN".into(), "xtalk_wrong".into()));
-    let listed = bob.run(&opencode, &["mcp", "list"], &wrong);
-    let plain = regex::Regex::new("\x1b\\[[0-9;]*m")
-        .unwrap()
-        .replace_all(&listed, "");
-    assert!(!plain.contains("✓ crosstalk connected"), "{plain}");
+
+    // A session is OpenCode's once its first turn starts; from then on the
+    // plugin's waiter holds it.
+    let env = bob.with(&shell);
+    let terminal = Terminal::start(&bob.project(), &env, &opencode, &[]);
+    terminal.until_screen("gpt-test");
+    terminal.type_prompt("hello");
+    model.until_asked("hello").await;
+    assert!(
+        app.until_reachable("bob", PATIENCE).await,
+        "bob never became reachable; the screen:\n{}",
+        terminal.screen()
+    );
+
+    // Idle, nobody typing: alice asks and waits for the answer.
+    let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
+    let asked = Instant::now();
+    let sent = alice
+        .call(
+            "send_message",
+            json!({ "to": "bob", "body": "which port does staging use?", "wait_for_reply_seconds": 50 }),
+        )
+        .await
+        .ok();
+    let answered = asked.elapsed();
+    let (id, thread_id) = (id_of(&sent, "message_id"), id_of(&sent, "thread_id"));
+    let reply = &sent["reply"];
+    assert_eq!(reply["from"], "bob", "{sent}\n{}", terminal.screen());
+    assert_eq!(reply["thread_id"], thread_id, "{reply}");
+    assert_eq!(reply["body"], format!("answer to {id}"), "{reply}");
+    let (shown_at, shown) = model.first_showing(id).expect("the model was shown it");
+    assert!(
+        shown.starts_with(&format!(
+            "<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
+             message_id=\"{id}\" thread_id=\"{thread_id}\" to=\"bob\" type=\"NOTE\">\n\
+             which port does staging use?\n"
+        )),
+        "{shown}"
+    );
+    let delivery = app.rest(&alice_token).delivery(id).await;
+    assert_eq!(delivery["state"], "answered", "{delivery}");
+    assert_eq!(delivery["via"], "wake", "{delivery}");
+    println!(
+        "OpenCode, idle: send -> shown to the model {:?}, send -> answer {answered:?}",
+        shown_at.duration_since(asked)
+    );
+    drop(terminal);
+
+    // The relay away never holds OpenCode up.
+    let away = relay_away(&shell);
+    let started = Instant::now();
+    let out = bob.run(&opencode, &["run", "say OK"], &away);
+    assert!(out.contains("OK."), "{out}");
+    println!("OpenCode, the relay away: a turn took {:?}", started.elapsed());
 }
 
 /// What the model was sent (each request's newest user text), and when.
@@ -640,35 +711,34 @@ async fn responses(
     let last_is_result = input
         .last()
         .is_some_and(|item| item["type"] == "function_call_output");
-    let item = match answer(&user_text, last_is_result) {
-        Ok(arguments) => {
-            // Codex offers an MCP server's tools as a namespace.
-            let namespace = request["tools"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|t| {
-                    t["type"] == "namespace"
-                        && t["tools"]
-                            .as_array()
-                            .is_some_and(|ts| ts.iter().any(|t| t["name"] == "send_message"))
-                })
-                .map(|t| t["name"].clone())
-                .unwrap_or(Value::Null);
-            json!({
-                "type": "function_call", "id": format!("fc_{}", unique()),
-                "call_id": format!("call_{}", unique()), "status": "completed",
-                "namespace": namespace, "name": "send_message",
-                "arguments": arguments.to_string(),
-            })
+    // Codex offers an MCP server's tools as a namespace; OpenCode as
+    // functions named for the server.
+    let tools = request["tools"].as_array().cloned().unwrap_or_default();
+    let send = tools.iter().find_map(|t| {
+        let named = |t: &Value| {
+            t["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("send_message"))
+        };
+        if t["type"] == "namespace" && t["tools"].as_array().is_some_and(|ts| ts.iter().any(named))
+        {
+            Some((t["name"].clone(), json!("send_message")))
+        } else if t["type"] == "function" && named(t) {
+            Some((Value::Null, t["name"].clone()))
+        } else {
+            None
         }
-        Err(text) => {
-            json!({
-                "type": "message", "id": format!("msg_{}", unique()), "role": "assistant",
-                "status": "completed",
-                "content": [{ "type": "output_text", "text": text, "annotations": [] }],
-            })
-        }
+    });
+    let item = match (answer(&user_text, last_is_result), send) {
+        (Ok(arguments), Some((namespace, name))) => json!({
+            "type": "function_call", "id": format!("fc_{}", unique()),
+            "call_id": format!("call_{}", unique()), "status": "completed",
+            "namespace": namespace, "name": name,
+            "arguments": arguments.to_string(),
+        }),
+        // A side request with no tools (a title) gets words.
+        (Ok(_), None) => message_item("OK."),
+        (Err(text), _) => message_item(text),
     };
     let id = format!("resp_{}", unique());
     let response = json!({ "id": id, "object": "response", "status": "in_progress",
@@ -679,15 +749,30 @@ async fn responses(
     done["usage"] = json!({ "input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
                             "input_tokens_details": { "cached_tokens": 0 },
                             "output_tokens_details": { "reasoning_tokens": 0 } });
-    let events = [
+    // A message is added empty and its text streamed, as the API does.
+    let text = item["content"][0]["text"].as_str().map(str::to_owned);
+    let mut added = item.clone();
+    if text.is_some() {
+        added["content"] = json!([]);
+    }
+    let mut events = vec![
         (
             "response.created",
             json!({ "type": "response.created", "response": response }),
         ),
         (
             "response.output_item.added",
-            json!({ "type": "response.output_item.added", "output_index": 0, "item": item }),
+            json!({ "type": "response.output_item.added", "output_index": 0, "item": added }),
         ),
+    ];
+    if let Some(text) = text {
+        events.push((
+            "response.output_text.delta",
+            json!({ "type": "response.output_text.delta", "item_id": item["id"],
+                    "output_index": 0, "content_index": 0, "delta": text }),
+        ));
+    }
+    events.extend([
         (
             "response.output_item.done",
             json!({ "type": "response.output_item.done", "output_index": 0, "item": item }),
@@ -696,7 +781,7 @@ async fn responses(
             "response.completed",
             json!({ "type": "response.completed", "response": done }),
         ),
-    ];
+    ]);
     let body: String = events
         .iter()
         .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
@@ -705,6 +790,15 @@ async fn responses(
         [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
         body,
     )
+}
+
+/// An assistant message of `text`, as the Responses API gives it.
+fn message_item(text: &str) -> Value {
+    json!({
+        "type": "message", "id": format!("msg_{}", unique()), "role": "assistant",
+        "status": "completed",
+        "content": [{ "type": "output_text", "text": text, "annotations": [] }],
+    })
 }
 
 /// The attributes of the last `<channel …>` tag in `text`.
