@@ -383,6 +383,44 @@ async fn the_ledger_is_exact_after_each_step_over_mcp_and_rest() {
     assert_eq!(missing["error"]["code"], "not_found");
 }
 
+/// A hook that asks what waits now (no wait: `user-prompt-submit`, a turn's
+/// end) is handed every message its lease took, or none is leased: a
+/// message said to be `pushed` was given to the hook. Many in a row, on a
+/// busy relay, each with another person's messages arriving beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_with_no_wait_hands_over_all_it_took() {
+    let app = spawn_app().await;
+    let alice_token = app.add_person("alice").await;
+    let erin_token = app.add_person("erin").await;
+    app.add_person("dave").await;
+    for round in 0..40 {
+        let sent = app
+            .rest(&alice_token)
+            .send("erin", &format!("question {round}"), json!({}))
+            .await;
+        let id = sent["message_id"].as_i64().unwrap();
+        let rest = app.rest(&alice_token);
+        let noise = rest.send("dave", "noise", json!({}));
+        let lease = post(
+            &app,
+            "/api/inbox/lease",
+            &erin_token,
+            json!({ "via": "hook", "timeout_seconds": 0 }),
+        );
+        let (_, (status, leased)) = tokio::join!(noise, lease);
+        assert_eq!(status, 200, "{leased}");
+        let delivery = app.rest(&alice_token).delivery(id).await;
+        let handed: Vec<i64> = leased["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_i64().unwrap())
+            .collect();
+        assert_eq!(handed, [id], "round {round}: {leased} / {delivery}");
+        assert_eq!(delivery["state"], "pushed", "round {round}");
+    }
+}
+
 #[tokio::test]
 async fn send_message_waits_for_the_reply_and_returns_nothing_at_its_timeout() {
     let app = spawn_app().await;

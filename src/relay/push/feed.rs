@@ -29,7 +29,8 @@ pub struct PushFeed {
     /// Until its client proves it listens: when to ask again, and when to
     /// stop asking.
     pub(super) probe: Option<Probe>,
-    pub(super) _stop: tokio_util::sync::DropGuard,
+    /// Ends its offering task.
+    pub(super) stop: tokio_util::sync::CancellationToken,
     /// The wait slot a stream that is not an MCP session's holds.
     pub(super) _slot: Option<WaitSlot>,
     /// Ends the feed when the relay stops.
@@ -90,6 +91,23 @@ impl futures::Stream for PushFeed {
 }
 
 impl PushFeed {
+    /// Ends its offering task, and delivers what that task had already
+    /// taken for it: a feed read for a while (a hook's lease) never ends
+    /// having leased a message it did not deliver.
+    pub(super) async fn stop_offering(&mut self) -> Vec<Message> {
+        self.stop.cancel();
+        let mut rest = Vec::new();
+        // The task queues what its offer took, then ends, closing the queue.
+        while let Some((message, until)) = self.offered.recv().await {
+            let now = now_millis();
+            if now < until {
+                self.leased.push_back((message.id, until));
+                rest.push(*message);
+            }
+        }
+        rest
+    }
+
     /// Keeps the leases of what it delivered when it ends: its client took
     /// them away to show (a hook). What it was offered and did not deliver
     /// still goes back.
@@ -109,6 +127,7 @@ impl PushFeed {
 
 impl Drop for PushFeed {
     fn drop(&mut self) {
+        self.stop.cancel();
         let mut pushes = self.relay.pushes.lock();
         if let Some(follows) = pushes.get_mut(&self.key)
             && follows

@@ -245,17 +245,17 @@ impl Relay {
         via: Via,
         timeout_s: Option<f64>,
     ) -> RelayResult<Vec<Message>> {
-        use futures::{FutureExt, StreamExt};
+        use futures::StreamExt;
         let timeout = super::waits::parse_wait(timeout_s, super::waits::INBOX_WAIT)?;
         let mut feed = self.inbox_feed(caller, None, &[], via)?;
         let mut leased = Vec::new();
-        let first = tokio::time::timeout(timeout, feed.next()).await;
-        if let Ok(Some(push)) = first {
+        if let Ok(Some(push)) = tokio::time::timeout(timeout, feed.next()).await {
             leased.extend(push.message().cloned());
-            while let Some(Some(push)) = feed.next().now_or_never() {
-                leased.extend(push.message().cloned());
-            }
         }
+        // With the rest its offer took, and what it took as the wait ended
+        // (with no wait at all, what waited): a lease nobody is handed
+        // would say `pushed` of a message no model was shown.
+        leased.extend(feed.stop_offering().await);
         feed.keep_delivered();
         Ok(leased)
     }
@@ -301,7 +301,10 @@ impl Relay {
         let (caller, me, task_stop) = (caller.clone(), person.clone(), stop.clone());
         let probing = !*is_ready.borrow();
         tokio::spawn(async move {
+            // A feed stopped at once still offers once when it is ready
+            // (`lease_inbox` with no wait: what waits now).
             tokio::select! {
+                biased;
                 ready = is_ready.wait_for(|ready| *ready) => if ready.is_err() { return },
                 () = task_stop.cancelled() => return,
             }
@@ -325,7 +328,7 @@ impl Relay {
                 every: tokio::time::interval(PROBE_EVERY),
                 until: tokio::time::Instant::now() + PROBE_FOR,
             }),
-            _stop: stop.drop_guard(),
+            stop,
             _slot: slot,
             shutdown: Box::pin(self.shutdown.clone().cancelled_owned()),
         }
