@@ -349,15 +349,20 @@ fn configure(
         let Some(variable) = arg.get_env().and_then(|v| v.to_str()).map(str::to_owned) else {
             return arg;
         };
-        match environment.get(&variable).map(String::as_str) {
-            Some(value) if !value.trim().is_empty() => arg,
-            _ => {
-                let arg = arg.env(None::<&str>);
-                match from_file.get(&variable).filter(|v| !v.trim().is_empty()) {
-                    Some(value) => arg.default_value(value.clone()),
-                    None => arg,
-                }
+        let arg = match environment.get(&variable).map(String::as_str) {
+            Some(value) if !value.trim().is_empty() => return arg,
+            // Set but empty: no value (clap would take the empty one).
+            Some(_) => arg.env(None::<&str>),
+            // Unset: the variable stays named, so `--help` lists it.
+            None => arg,
+        };
+        match from_file.get(&variable).filter(|v| !v.trim().is_empty()) {
+            // A secret's default is never shown in `--help`.
+            Some(value) if arg.is_hide_env_values_set() => {
+                arg.default_value(value.clone()).hide_default_value(true)
             }
+            Some(value) => arg.default_value(value.clone()),
+            None => arg,
         }
     });
     for name in names {

@@ -12,27 +12,8 @@
 //! module owns, the arrows allowed between them (a test keeps them), the
 //! invariants, and where each kind of change goes.
 //!
-//! - [`model`]: the domain's types; imports nothing from the crate.
-//! - [`store`]: the `Store` trait and its SQLite implementation.
-//! - [`relay`]: the core: people, messages, inboxes, channels, waits,
-//!   expiry, secret refusal. No framework types.
-//! - [`config`]: flags and environment, parsed and checked once.
-//! - [`host`]: host names, authorities and origins, parsed once.
-//! - [`wire`]: JSON shapes, argument types and the error shape of every edge.
-//! - [`layers`]: the tower layers: log, headers, host, origin, credentials,
-//!   rate limits, MCP session binding.
-//! - [`state`]: the state every edge shares.
-//! - [`mcp`], [`api`], [`web`]: the edges: MCP tools, REST, the team page.
-//! - [`app`]: the router, with the whole layer stack in one function.
-//! - [`tls`]: certificate files, ACME, the HTTPS redirect.
-//! - [`server`]: builds and serves a relay; runs the commands.
-//! - [`cli`], [`demo`]: the command line and the demo conversation.
-//! - [`agent`]: an agent's MCP client, for the demo, benchmarks and tests.
-//! - [`protocol`]: what the MCP server and its clients agree on.
-//! - [`bridge`]: `crosstalk bridge`, a local stdio MCP server for Claude Code.
-//! - [`hook`]: `crosstalk hook EVENT`, the Claude Code hooks the plugin ships.
-//! - [`connect`]: `crosstalk connect CLIENT`, an agent's own configuration.
-//! - [`notify`]: delivering what the core tells people, to their webhooks.
+//! Each module's own header (`//!`) says what it holds; this list of
+//! modules is the compiler's, below, and nowhere else by hand.
 #![forbid(unsafe_code)]
 
 pub mod agent;

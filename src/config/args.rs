@@ -3,7 +3,7 @@
 //! defaults for the relays that tests, the demo and the benchmarks start.
 
 use super::{ConfigError, DEFAULT_HTTP_PORT, DEFAULT_PORT, DEFAULT_TLS_PORT, DatabaseUrl};
-use crate::store::sqlite::Durability;
+use crate::store::Durability;
 use clap::{Args, Command, FromArgMatches};
 use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr},

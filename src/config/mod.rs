@@ -11,7 +11,7 @@ pub use args::{AddressArgs, Database, LimitArgs, ServeArgs, TlsArgs};
 use crate::host::{Cidr, ForwardedHeader, Origin};
 use crate::model::ClientPolicy;
 use crate::relay::{OAuthSettings, RegistrationBudgets, Settings};
-use crate::store::sqlite::Durability;
+use crate::store::Durability;
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 /// The port used when none is given and TLS is off.

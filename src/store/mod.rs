@@ -126,6 +126,21 @@ impl NewMessage {
     }
 }
 
+/// When a SQLite store's writer syncs its WAL to the disk: a setting of
+/// the configuration, named here so that `config` names no backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// At every commit (`synchronous=FULL`): an acknowledged message
+    /// survives a power cut or an operating-system crash too. Under group
+    /// commit that is one sync per batch, not per message.
+    #[default]
+    Full,
+    /// At checkpoints only (`synchronous=NORMAL`): a power cut or an
+    /// operating-system crash may lose the last moments of acknowledged
+    /// writes.
+    Normal,
+}
+
 /// Everything crosstalk keeps. See the module documentation for the rules.
 pub trait Store: Send + Sync + 'static {
     /// What the store counted: its commits, and on PostgreSQL its listener.

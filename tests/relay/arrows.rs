@@ -373,6 +373,34 @@ fn rmcp_is_named_only_by_the_mcp_edges() {
     );
 }
 
+/// Which store backs the relay is `server`'s choice alone: no other module
+/// names a backend (`store::sqlite`, `store::postgres`), so a new backend
+/// touches `store` and `server` only.
+#[test]
+fn only_the_server_names_a_store_backend() {
+    let mut files = Vec::new();
+    source_files(&src(), &mut files);
+    let mut wrong = Vec::new();
+    for file in files {
+        let module = module_path(&src(), &file);
+        if ["store", "server", "lib", "main"].contains(&module[0].as_str()) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("a readable source file");
+        for (number, line) in text.lines().enumerate() {
+            let line = without_strings(code(line));
+            if line.contains("store::sqlite") || line.contains("store::postgres") {
+                wrong.push(format!("{}:{}", file.display(), number + 1));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "a store backend named outside store and server:\n{}",
+        wrong.join("\n")
+    );
+}
+
 #[test]
 fn the_reader_of_arrows_finds_every_form_of_path() {
     let found: Vec<String> = targets(

@@ -25,8 +25,9 @@ mod statements;
 mod summaries;
 mod writer;
 
+use crate::store::Durability;
 pub use copy::{ServingLock, backup, lock_for_serving, restore};
-pub use schema::{Durability, MIGRATIONS};
+pub use schema::MIGRATIONS;
 
 use super::{StoreError, StoreFuture, StoreResult, StoreStats};
 use crate::model::{Channel, Handle, MessageId, SessionId, ThreadId};

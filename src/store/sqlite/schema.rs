@@ -6,22 +6,9 @@
 //! inconsistent.
 
 use super::StoreError;
+use crate::store::Durability;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use std::{path::Path, time::Duration};
-
-/// When the writer syncs the WAL to the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// At every commit (`synchronous=FULL`): an acknowledged message
-    /// survives a power cut or an operating-system crash too. Under group
-    /// commit that is one sync per batch, not per message.
-    #[default]
-    Full,
-    /// At checkpoints only (`synchronous=NORMAL`): a power cut or an
-    /// operating-system crash may lose the last moments of acknowledged
-    /// writes.
-    Normal,
-}
 
 impl Durability {
     fn pragma(self) -> &'static str {
