@@ -227,7 +227,7 @@ impl Relay {
         id: ApprovalId,
         timeout_s: Option<f64>,
     ) -> RelayResult<Approval> {
-        let timeout = super::waits::parse_wait(timeout_s, Duration::ZERO)?;
+        let timeout = super::input::parse_wait(timeout_s, Duration::ZERO)?;
         let _slot = self.wait_slot(caller, timeout)?;
         let deadline = tokio::time::Instant::now() + timeout;
         loop {

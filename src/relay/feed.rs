@@ -8,7 +8,8 @@
 //! nothing is lost and nothing is yielded twice. Any edge that streams a
 //! conversation (SSE today) drives one of these.
 
-use super::{Caller, MAX_PAGE, Relay, RelayResult, WaitSlot, read, send::parse_channel};
+use super::input::{cursor, parse_channel};
+use super::{Caller, MAX_PAGE, Relay, RelayResult, WaitSlot};
 use crate::model::{Message, MessageId, Place, ThreadId, now_millis};
 use std::{collections::VecDeque, sync::Arc};
 use tokio::sync::broadcast::{self, error::RecvError};
@@ -84,7 +85,7 @@ impl Relay {
             wake,
             relay: self.clone(),
             followed,
-            cursor: read::cursor(since_id),
+            cursor: cursor(since_id),
             backlog: VecDeque::new(),
             behind: true,
         })

@@ -15,6 +15,7 @@ mod devices;
 mod error;
 mod feed;
 mod hub;
+mod input;
 mod maintenance;
 mod notify;
 mod oauth;
@@ -39,6 +40,7 @@ pub use credentials::CHECK_EVERY;
 pub use devices::{MAX_DEVICES, PushKey, auth_pattern, base64url, p256dh_pattern};
 pub use error::{RelayError, RelayResult};
 pub use feed::{Feed, Update};
+pub use input::MAX_WAIT;
 pub use notify::{About, Arrivals, ESCALATE_EVERY, NOTICE_QUEUE, Notice, QUIET_PERIOD, first_line};
 pub use oauth::{
     ACCESS_LIFETIME, CODE_LIFETIME, Client, Consent, GRANTS_PER_PERSON, Issued, OAuthSettings,
@@ -58,7 +60,7 @@ pub use sessions::KeptSession;
 pub use stats::{PoolState, Reading, Snapshot, StoreStats};
 pub use team::{MAX_NAME_CHARS, MAX_STATUS_CHARS, NewToken, Team};
 pub use text::{body_pattern, line_pattern};
-pub use waits::{CHANNEL_WAIT, INBOX_WAIT, MAX_WAIT, WaitSlot};
+pub use waits::{CHANNEL_WAIT, INBOX_WAIT, WaitSlot};
 
 use crate::model::{Handle, Millis, TokenHash, now_millis};
 use crate::store::Store;

@@ -1,7 +1,8 @@
 //! Reading: threads, channel pages, overviews and the team. The team reads
 //! everything; expired messages are never returned.
 
-use super::{Caller, Identity, MAX_PAGE, Relay, RelayError, RelayResult, send::parse_channel};
+use super::input::{cursor, parse_channel};
+use super::{Caller, Identity, MAX_PAGE, Relay, RelayError, RelayResult};
 use crate::model::{
     Channel, ChannelSummary, Handle, Message, MessageId, Millis, Place, ThreadId, ThreadSummary,
     now_millis,
@@ -13,12 +14,6 @@ pub const OVERVIEW_PAGE: u32 = 50;
 
 /// Unread counts stop here ("99+" on the page).
 pub const MAX_UNREAD: u64 = 99;
-
-/// Where a read starts: after `since_id`; with none, or a negative one,
-/// from the start.
-pub(super) fn cursor(since_id: Option<MessageId>) -> MessageId {
-    since_id.unwrap_or_default().max(MessageId(0))
-}
 
 fn overview_limit(limit: Option<u32>) -> u32 {
     limit.unwrap_or(OVERVIEW_PAGE).clamp(1, MAX_OVERVIEW_PAGE)

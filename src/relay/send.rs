@@ -1,9 +1,10 @@
 //! Storing messages: direct messages in threads, and channel posts. Every
 //! body passes the same checks, and every commit wakes its waiters.
 
+use super::input::parse_channel;
 use super::waits::News;
 use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
-use crate::model::{Channel, Handle, Message, MessageId, Millis, Place, ThreadId, now_millis};
+use crate::model::{Handle, Message, MessageId, Millis, Place, ThreadId, now_millis};
 use crate::store::{Conversation, NewMessage, RecipientCheck, StoreResult};
 use std::{
     sync::{
@@ -85,7 +86,7 @@ impl Relay {
         message: DirectMessage,
         cancelled: impl std::future::Future<Output = ()>,
     ) -> RelayResult<(Message, Option<Message>)> {
-        let timeout = super::waits::parse_wait(message.wait_for_reply_seconds, Duration::ZERO)?;
+        let timeout = super::input::parse_wait(message.wait_for_reply_seconds, Duration::ZERO)?;
         let slot = self.wait_slot(caller, timeout)?;
         let sent = self.send_direct(caller, message).await?;
         let (Some(thread_id), Some(to), Some(_slot)) = (sent.place.thread(), sent.to.clone(), slot)
@@ -350,9 +351,4 @@ fn parse_kind(kind: Option<&str>) -> RelayResult<String> {
         format!("type is one line of at most {MAX_KIND_CHARS} characters")
     })?;
     Ok(kind.to_owned())
-}
-
-/// A channel name from a caller, or a clear refusal.
-pub(super) fn parse_channel(name: &str) -> RelayResult<Channel> {
-    Channel::parse(name).map_err(|e| RelayError::BadInput(e.to_string()))
 }

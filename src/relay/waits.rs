@@ -7,7 +7,8 @@
 //! and stream holds a [`WaitSlot`] while it is open, so one caller cannot
 //! tie up the relay with thousands of them.
 
-use super::{Caller, INBOX_BATCH, Page, Relay, RelayError, RelayResult, read, send::parse_channel};
+use super::input::{MAX_WAIT, cursor, parse_channel, parse_wait};
+use super::{Caller, INBOX_BATCH, Page, Relay, RelayError, RelayResult};
 use crate::model::{Handle, Message, MessageId, Millis, Place, Via, now_millis};
 use crate::store::{Offer, StoreFuture};
 use std::{
@@ -17,9 +18,6 @@ use std::{
     time::Duration,
 };
 
-/// The longest any call may wait for a message. Common MCP clients give up on
-/// a call after 60 s; 50 leaves room for the answer to arrive.
-pub const MAX_WAIT: Duration = Duration::from_secs(50);
 /// How long an inbox check waits when no timeout is given: not at all.
 pub const INBOX_WAIT: Duration = Duration::ZERO;
 /// How long a channel wait waits when no timeout is given.
@@ -151,7 +149,7 @@ impl Relay {
     ) -> RelayResult<Page> {
         let timeout = parse_wait(timeout_s, CHANNEL_WAIT)?;
         let name = parse_channel(channel)?;
-        let since_id = read::cursor(since_id);
+        let since_id = cursor(since_id);
         let _slot = self.wait_slot(caller, timeout)?;
         let wake = self.places.subscribe(&Place::Channel(name.clone()));
         let look = || async { Ok((self.channel_page(&name, since_id, None).await?, None)) };
@@ -272,19 +270,6 @@ impl<W: Clone, F: Fn(&W) -> bool> News<W, F> {
                 Err(RecvError::Closed) => return false,
             }
         }
-    }
-}
-
-/// Turns a requested wait in seconds into a duration: negative or not a
-/// number is refused, anything above [`MAX_WAIT`] is clamped.
-pub(super) fn parse_wait(seconds: Option<f64>, default: Duration) -> RelayResult<Duration> {
-    match seconds {
-        None => Ok(default.min(MAX_WAIT)),
-        Some(s) if s.is_nan() || s < 0.0 => Err(RelayError::BadInput(format!(
-            "a timeout is a number of seconds from 0 to {}; got {s}",
-            MAX_WAIT.as_secs()
-        ))),
-        Some(s) => Ok(Duration::from_secs_f64(s.min(MAX_WAIT.as_secs_f64()))),
     }
 }
 

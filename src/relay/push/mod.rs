@@ -50,7 +50,7 @@ mod feed;
 use feed::Probe;
 pub use feed::PushFeed;
 
-use super::send::parse_channel;
+use super::input::{parse_channel, parse_wait};
 use super::{Caller, Identity, MAX_WAIT, Relay, RelayError, RelayResult, WaitSlot};
 use crate::model::{Channel, Handle, Message, MessageId, Millis, SessionId, Via};
 use std::{
@@ -246,7 +246,7 @@ impl Relay {
         timeout_s: Option<f64>,
     ) -> RelayResult<Vec<Message>> {
         use futures::StreamExt;
-        let timeout = super::waits::parse_wait(timeout_s, super::waits::INBOX_WAIT)?;
+        let timeout = parse_wait(timeout_s, super::waits::INBOX_WAIT)?;
         let mut feed = self.inbox_feed(caller, None, &[], via)?;
         let mut leased = Vec::new();
         if let Ok(Some(push)) = tokio::time::timeout(timeout, feed.next()).await {

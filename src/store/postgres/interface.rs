@@ -46,7 +46,7 @@ impl Store for PostgresStore {
     }
 
     fn credentials_revision(&self) -> StoreFuture<'_, u64> {
-        Box::pin(async move { people::credentials_revision(&*self.client().await?).await })
+        Box::pin(async move { super::credentials_revision(&*self.client().await?).await })
     }
 
     fn people(&self) -> StoreFuture<'_, Vec<Person>> {

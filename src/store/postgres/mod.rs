@@ -33,7 +33,7 @@ mod writer;
 pub use schema::MIGRATIONS;
 
 use super::{StoreError, StoreResult, StoreStats};
-use crate::model::{Channel, Handle, MessageId, Millis, SessionId, ThreadId};
+use crate::model::{Channel, Handle, MessageId, Millis, SessionId, ThreadId, TokenHash};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Transaction};
 use std::{
     future::Future,
@@ -202,6 +202,26 @@ fn maybe_channel(row: &Row, column: usize) -> StoreResult<Option<Channel>> {
     row.try_get::<_, Option<&str>>(column)?
         .map(|c| Channel::parse(c).map_err(|e| StoreError::backend("a stored channel", e)))
         .transpose()
+}
+
+/// A column as a token hash (people's, sessions' and OAuth's).
+pub(super) fn token_hash(bytes: &[u8]) -> StoreResult<TokenHash> {
+    <[u8; 32]>::try_from(bytes)
+        .map(TokenHash::from_bytes)
+        .map_err(|e| StoreError::backend("a stored token hash", e))
+}
+
+/// The credentials' revision: bumped by every change of a live token
+/// (people's and OAuth's), which every relay follows.
+pub(super) async fn credentials_revision(db: &impl Db) -> StoreResult<u64> {
+    let value: i64 = row(
+        db,
+        "SELECT value FROM revisions WHERE name = 'credentials'",
+        &[],
+    )
+    .await?
+    .map_or(Ok(0), |row| row.try_get(0))?;
+    Ok(value as u64)
 }
 
 // Handles, channel names and session ids go in as the text they are

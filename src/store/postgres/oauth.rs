@@ -1,8 +1,8 @@
 //! OAuth's rows (`../sqlite/oauth.rs`, in PostgreSQL). Each function that
 //! writes more than one row runs in the transaction its caller opened.
 
-use super::people::token_hash;
 use super::statements::Sql;
+use super::token_hash;
 use super::{Db, handle, row};
 use crate::model::{
     Authorization, Grant, GrantId, GrantTokens, Handle, LiveGrant, Millis, Redeemed,
@@ -277,7 +277,7 @@ impl<D: Db> GrantStatements for Sql<'_, D> {
     }
 
     async fn credentials_revision(&self) -> StoreResult<u64> {
-        super::people::credentials_revision(self.0).await
+        super::credentials_revision(self.0).await
     }
 }
 

@@ -1,7 +1,7 @@
 //! People, their token hashes, presence, the relay's keys and what it
 //! keeps (`../sqlite/people.rs`, in PostgreSQL).
 
-use super::{Db, handle, row};
+use super::{Db, handle, row, token_hash};
 use crate::model::{Handle, Millis, Person, Presence, TokenHash};
 use crate::store::{Clash, Missing, StoreError, StoreResult};
 use tokio_postgres::Row;
@@ -17,12 +17,6 @@ fn person_from_row(row: &Row) -> StoreResult<Person> {
         last_seen_at: row.try_get(3)?,
         revoked_at: row.try_get(4)?,
     })
-}
-
-pub(super) fn token_hash(bytes: &[u8]) -> StoreResult<TokenHash> {
-    <[u8; 32]>::try_from(bytes)
-        .map(TokenHash::from_bytes)
-        .map_err(|e| StoreError::backend("a stored token hash", e))
 }
 
 pub(super) async fn by_token(db: &impl Db, hash: TokenHash) -> StoreResult<Option<Person>> {
@@ -43,17 +37,6 @@ pub(super) async fn live_tokens(db: &impl Db) -> StoreResult<Vec<(TokenHash, Han
     .iter()
     .map(|row| Ok((token_hash(row.try_get(0)?)?, handle(row, 1)?)))
     .collect()
-}
-
-pub(super) async fn credentials_revision(db: &impl Db) -> StoreResult<u64> {
-    let value: i64 = row(
-        db,
-        "SELECT value FROM revisions WHERE name = 'credentials'",
-        &[],
-    )
-    .await?
-    .map_or(Ok(0), |row| row.try_get(0))?;
-    Ok(value as u64)
 }
 
 pub(super) async fn any(db: &impl Db) -> StoreResult<bool> {

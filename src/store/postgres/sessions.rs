@@ -2,7 +2,7 @@
 //! PostgreSQL), and the relay processes that hold them: a session held by
 //! a process that is alive is answered elsewhere as lost.
 
-use super::people::token_hash;
+use super::token_hash;
 use super::{Db, row};
 use crate::model::{Millis, SessionId, TokenHash};
 use crate::store::{StoreResult, StoredSession};
