@@ -87,7 +87,7 @@ pub enum Command {
     Bridge {
         /// The relay's address, e.g. https://relay.example.com.
         #[arg(long, env = "CROSSTALK_URL", value_name = "URL")]
-        url: String,
+        url: Option<String>,
         /// Your token (never the server's shared RELAY_TOKEN).
         #[arg(
             long,
@@ -95,7 +95,7 @@ pub enum Command {
             value_name = "TOKEN",
             hide_env_values = true
         )]
-        token: String,
+        token: Option<String>,
         /// Whether Claude Code shows crosstalk's channel events: `auto`
         /// reads how it was started (`--channels plugin:crosstalk@…` or
         /// `--dangerously-load-development-channels server:crosstalk`).

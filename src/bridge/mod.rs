@@ -38,6 +38,7 @@
 
 mod approvals;
 mod inbox;
+mod lacking;
 
 use crate::agent::Agent;
 use crate::model::Channel;
@@ -80,9 +81,31 @@ const SHOWN_REMEMBERED: usize = 4096;
 /// Serves MCP on stdin/stdout until the client closes it. It answers at
 /// once, whether or not the relay can be reached yet. A relay that is not
 /// `https://` is refused unless it is on this machine: the token would
-/// travel in the clear.
-pub async fn run(url: String, token: String, channels: Channels) -> anyhow::Result<()> {
-    check_url(&url)?;
+/// travel in the clear. Without a relay it can use, it says why to its
+/// client (`lacking.rs`) and fails when the client closes it.
+pub async fn run(
+    url: Option<String>,
+    token: Option<String>,
+    channels: Channels,
+) -> anyhow::Result<()> {
+    let (url, token) = match (url, token) {
+        (Some(url), Some(token)) => match check_url(&url) {
+            Ok(()) => (url, token),
+            Err(error) => return lacking::serve(error.to_string()).await,
+        },
+        (url, _) => {
+            let unset = match url {
+                None => "CROSSTALK_URL is",
+                Some(_) => "CROSSTALK_TOKEN is",
+            };
+            return lacking::serve(format!(
+                "{unset} not set. Run `crosstalk connect claude --url https://YOUR-RELAY` with \
+                 your token in CROSSTALK_TOKEN (as `crosstalk add` printed it), then restart \
+                 Claude Code."
+            ))
+            .await;
+        }
+    };
     let bridge = Bridge {
         channels,
         url: url.trim_end_matches('/').to_owned(),
@@ -95,6 +118,14 @@ pub async fn run(url: String, token: String, channels: Channels) -> anyhow::Resu
     let running = bridge.serve(rmcp::transport::stdio()).await?;
     running.waiting().await?;
     Ok(())
+}
+
+/// What the bridge says it is, configured or not.
+fn bridge_server_info() -> ServerConfig {
+    ServerConfig::new(bridge_capabilities()).with_server_info(Implementation::new(
+        "crosstalk-bridge",
+        env!("CARGO_PKG_VERSION"),
+    ))
 }
 
 /// `https://` anywhere, `http://` only to a loopback host.
@@ -257,13 +288,8 @@ fn refusal(message: &str) -> CallToolResult {
 
 impl ServerHandler for Bridge {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(bridge_capabilities())
-            .with_server_info(Implementation::new(
-                "crosstalk-bridge",
-                env!("CARGO_PKG_VERSION"),
-            ))
-            // The relay's own: the tools are its tools.
-            .with_instructions(INSTRUCTIONS)
+        // The relay's own: the tools are its tools.
+        bridge_server_info().with_instructions(INSTRUCTIONS)
     }
 
     /// Only revisions with the `initialize` handshake, up to the one

@@ -460,6 +460,42 @@ fn the_bridge_refuses_plain_http_to_another_machine() {
     }
 }
 
+/// Started without its relay (the plugin installed, nothing set), the
+/// bridge still answers its client and says what is missing: in its
+/// instructions and in every tool call, not as a closed connection.
+#[tokio::test]
+async fn the_bridge_without_a_relay_says_what_it_lacks() {
+    use rmcp::ServiceExt;
+    use std::process::Stdio;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .arg("bridge")
+        .env_remove("CROSSTALK_URL")
+        .env_remove("CROSSTALK_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+    let client = ().serve((stdout, stdin)).await.unwrap();
+    let info = client.peer_info().unwrap();
+    let said = info.instructions.clone().unwrap_or_default();
+    assert!(said.contains("CROSSTALK_URL is not set"), "{said}");
+    assert!(said.contains("crosstalk connect claude"), "{said}");
+    assert!(client.list_all_tools().await.unwrap().is_empty());
+    let call = rmcp::model::CallToolRequestParams::new("check_inbox");
+    let answer = client.call_tool(call).await.unwrap();
+    assert_eq!(answer.is_error, Some(true));
+    let text = format!("{:?}", answer.content);
+    assert!(text.contains("crosstalk is not connected"), "{text}");
+    client.cancel().await.unwrap();
+    let done = child.wait_with_output().await.unwrap();
+    assert!(!done.status.success());
+    let log = String::from_utf8_lossy(&done.stderr);
+    assert!(log.contains("CROSSTALK_URL is not set"), "{log}");
+}
+
 #[tokio::test]
 async fn another_sites_page_cannot_take_an_open_relays_inbox() {
     // An open relay: on loopback, nobody added, no token needed.
