@@ -82,7 +82,7 @@ pub async fn check(args: &ServeArgs) -> Vec<Finding> {
         ("RELAY_HTTP_PORT", config.http_listen),
     ] {
         if let Some(addr) = addr {
-            findings.push(port(variable, addr));
+            findings.push(port(variable, addr).await);
         }
     }
     if let Tls::Acme(acme) = &config.tls {
@@ -248,10 +248,22 @@ fn tls(config: &Config, findings: &mut Vec<Finding>) {
     }
 }
 
-/// Whether `addr` can be bound now.
-fn port(variable: &'static str, addr: SocketAddr) -> Finding {
+/// Whether `addr` can be bound now, or a crosstalk relay serves there
+/// already (`check` run beside the running relay).
+async fn port(variable: &'static str, addr: SocketAddr) -> Finding {
     match std::net::TcpListener::bind(addr) {
         Ok(_) => finding(Level::Ok, variable, format!("{addr} can be bound")),
+        Err(error)
+            if error.kind() == std::io::ErrorKind::AddrInUse && serves_crosstalk(addr).await =>
+        {
+            finding(
+                Level::Ok,
+                variable,
+                format!(
+                    "a crosstalk relay already serves on {addr} (stop it to check the port itself)"
+                ),
+            )
+        }
         Err(error) => {
             let hint = match error.kind() {
                 std::io::ErrorKind::AddrInUse => {
@@ -269,6 +281,39 @@ fn port(variable: &'static str, addr: SocketAddr) -> Finding {
             )
         }
     }
+}
+
+/// Whether what listens at `addr` answers as a crosstalk relay: its API
+/// document says so, over plain HTTP or TLS. Nothing is sent but that
+/// request, and a certificate is not checked: it only names the listener.
+async fn serves_crosstalk(addr: SocketAddr) -> bool {
+    let ip = match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => IpAddr::from([127, 0, 0, 1]),
+        ip if ip.is_unspecified() => IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    crate::tls::install_crypto_provider();
+    let Ok(client) = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .no_proxy()
+        .timeout(Duration::from_secs(1))
+        .build()
+    else {
+        return false;
+    };
+    let at = SocketAddr::new(ip, addr.port());
+    for scheme in ["http", "https"] {
+        let answered = client
+            .get(format!("{scheme}://{at}/api/openapi.json"))
+            .send()
+            .await;
+        if let Ok(response) = answered
+            && let Ok(document) = response.json::<serde_json::Value>().await
+        {
+            return document["info"]["title"] == "crosstalk";
+        }
+    }
+    false
 }
 
 /// Whether `domain` resolves to an address of this machine: one it can bind.

@@ -290,6 +290,26 @@ fn check(vars: &[(&str, &str)]) -> (bool, String) {
     )
 }
 
+/// `check` run beside the relay it checks knows the port is the relay's
+/// own, and passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_beside_a_running_relay_says_it_serves() {
+    let app = spawn_app().await;
+    let port = app.url().rsplit(':').next().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("relay.db").display().to_string();
+    let (ok, said) =
+        tokio::task::spawn_blocking(move || check(&[("RELAY_DB", &db), ("RELAY_PORT", &port)]))
+            .await
+            .unwrap();
+    assert!(ok, "{said}");
+    assert!(said.contains("ok    RELAY_PORT"), "{said}");
+    assert!(
+        said.contains("a crosstalk relay already serves on 127.0.0.1:"),
+        "{said}"
+    );
+}
+
 #[test]
 fn check_names_each_problem_and_fails_where_serve_would_refuse() {
     let dir = tempfile::tempdir().unwrap();
