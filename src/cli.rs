@@ -509,42 +509,36 @@ fn warn_if_default(address: &crate::config::AddressArgs, url: &str) {
     }
 }
 
-/// The token, shown once, and the ways to connect Claude Code with it:
-/// `crosstalk connect claude` (the plugin: no flag needed), HTTP, or the
-/// channel paths with their launch lines; then the connectors that sign in
-/// with OAuth (claude.ai, ChatGPT).
+/// The token, shown once, and what fits this relay to connect with it:
+/// `crosstalk connect` (Claude Code and the other agents), plain HTTP, and
+/// for a relay on a public https address the connectors that sign in with
+/// OAuth (claude.ai, ChatGPT), which cannot reach any other. The rest (the
+/// channel paths, the bridge by hand) is in docs/agents.md.
 fn print_connection(new: &NewToken, public_url: &str) {
     let url = format!("{public_url}/mcp");
     let (handle, token) = (&new.handle, new.token.expose());
     println!(
         "\nToken for {handle} (shown only now; keep it somewhere safe):\n\n    {token}\n\n\
-         Connect Claude Code, with the crosstalk binary on that machine: teammates' questions\n\
-         then reach a running session by themselves, however it was started (no flag):\n\n    \
+         On {handle}'s machine, with the crosstalk binary there, set up their agent (claude, or\n\
+         codex, gemini, opencode, cursor), so that a teammate's question reaches it by the best\n\
+         path that agent has:\n\n    \
          crosstalk connect claude --url {public_url} --token {token}\n\n\
-         Or over HTTP (its agent then checks its inbox when it thinks to):\n\n    \
-         claude mcp add --transport http crosstalk {url} --header \"Authorization: Bearer {token}\"\n\n\
-         Or through Claude Code's channels (a research preview, a warning at every launch), with\n\
-         the address and the token in the environment (CROSSTALK_TOKEN, not RELAY_TOKEN: that is\n\
-         the server's shared token, which may act as anyone):\n\n    \
-         export CROSSTALK_URL={public_url} CROSSTALK_TOKEN={token}\n\n\
-         and either the crosstalk plugin, from a checkout of crosstalk (its .claude-plugin/):\n\n    \
-         claude plugin marketplace add PATH-TO-CROSSTALK && claude plugin install crosstalk@crosstalk\n    \
-         claude --allowedTools mcp__plugin_crosstalk_crosstalk__send_message \\\n        \
-         --dangerously-load-development-channels plugin:crosstalk@crosstalk\n\n\
-         or this in the project's .mcp.json:\n\n\
-         {{\n  \"mcpServers\": {{\n    \"crosstalk\": {{\n      \"command\": \"crosstalk\",\n      \
-         \"args\": [\"bridge\"],\n      \"env\": {{ \"CROSSTALK_URL\": \"{public_url}\", \
-         \"CROSSTALK_TOKEN\": \"${{CROSSTALK_TOKEN}}\" }}\n    }}\n  }}\n}}\n\n    \
-         claude --allowedTools mcp__crosstalk__send_message \\\n        \
-         --dangerously-load-development-channels server:crosstalk\n\n\
-         (--allowedTools lets the answer go out without a prompt; leave it out to approve each.\n\
-         Over HTTP, ending the URL with ?push=1 ({url}?push=1) and launching with\n\
-         --dangerously-load-development-channels server:crosstalk does the same without the bridge.)\n\n\
-         claude.ai (and through it Claude Desktop and the mobile apps), ChatGPT and other\n\
-         connectors sign in with OAuth instead of a token: add the relay as a connector\n\
-         and sign in on the page it opens as {handle}, with the token above.\n\n    \
-         claude.ai: Settings → Connectors → Add custom connector, URL {url}\n    \
-         ChatGPT: in developer mode, create a connector with URL {url} and OAuth"
+         Or over HTTP alone (the agent then checks its inbox when it thinks to):\n\n    \
+         claude mcp add --transport http crosstalk {url} --header \"Authorization: Bearer {token}\""
+    );
+    let public = public_url.starts_with("https://")
+        && crate::host::url_host(public_url).is_some_and(|host| !crate::host::is_loopback(&host));
+    if public {
+        println!(
+            "\nclaude.ai (and through it Claude Desktop and the mobile apps), ChatGPT and other\n\
+             connectors sign in with OAuth instead of a token: add the relay as a connector\n\
+             and sign in on the page it opens as {handle}, with the token above.\n\n    \
+             claude.ai: Settings → Connectors → Add custom connector, URL {url}\n    \
+             ChatGPT: in developer mode, create a connector with URL {url} and OAuth"
+        );
+    }
+    println!(
+        "\nClaude Code's channels and the bridge by hand: docs/agents.md in crosstalk's repository."
     );
 }
 

@@ -64,6 +64,15 @@ pub fn url_host(url: &str) -> Option<String> {
     host_port(uri.authority()?).map(|h| h.host)
 }
 
+/// Whether a host (as [`url_host`] gives it) is this machine: `localhost`
+/// or a loopback address.
+pub fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The names of this machine's loopback interface, as a `Host` header
 /// has them.
 pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];

@@ -132,11 +132,7 @@ fn bridge_server_info() -> ServerConfig {
 pub(crate) fn check_url(url: &str) -> anyhow::Result<()> {
     let host = crate::host::url_host(url)
         .ok_or_else(|| anyhow::anyhow!("CROSSTALK_URL {url:?} is not an http(s):// URL"))?;
-    let loopback = host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if url.starts_with("https://") || loopback {
+    if url.starts_with("https://") || crate::host::is_loopback(&host) {
         return Ok(());
     }
     anyhow::bail!(

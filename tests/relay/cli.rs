@@ -26,14 +26,6 @@ async fn add_prints_the_token_once_with_ready_to_paste_connections() {
     assert!(printed.contains(&format!(
         "claude mcp add --transport http crosstalk https://relay.example.com/mcp --header \"Authorization: Bearer {token}\""
     )));
-    // The bridge's .mcp.json entry, with the client-side variable, never
-    // the server's shared RELAY_TOKEN; then the flag that turns pushes on.
-    assert!(printed.contains("\"args\": [\"bridge\"]"), "{printed}");
-    assert!(printed.contains(
-        "\"env\": { \"CROSSTALK_URL\": \"https://relay.example.com\", \"CROSSTALK_TOKEN\": \"${CROSSTALK_TOKEN}\" }"
-    ));
-    assert!(printed.contains("--dangerously-load-development-channels server:crosstalk"));
-    assert!(printed.contains("https://relay.example.com/mcp?push=1"));
     // The connectors that sign in with OAuth, at the same URL.
     assert!(printed.contains(
         "claude.ai: Settings → Connectors → Add custom connector, URL https://relay.example.com/mcp"
@@ -48,16 +40,13 @@ async fn add_prints_the_token_once_with_ready_to_paste_connections() {
         )),
         "{printed}"
     );
-    // The plugin, and the launch line that lets its answer go out.
+    // What the other paths need is one page away, not here.
+    assert!(printed.contains("docs/agents.md"), "{printed}");
     assert!(
-        printed.contains("claude plugin install crosstalk@crosstalk"),
+        !printed.contains("--dangerously-load-development-channels"),
         "{printed}"
     );
-    assert!(printed.contains("--dangerously-load-development-channels plugin:crosstalk@crosstalk"));
-    assert!(printed.contains("--allowedTools mcp__plugin_crosstalk_crosstalk__send_message"));
-    assert!(printed.contains(&format!(
-        "export CROSSTALK_URL=https://relay.example.com CROSSTALK_TOKEN={token}"
-    )));
+    assert!(printed.lines().count() < 30, "{printed}");
     // An address was named: no warning.
     assert!(
         !String::from_utf8_lossy(&output.stderr).contains("warning"),
