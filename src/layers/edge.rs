@@ -50,9 +50,13 @@ pub async fn access_log(
             _counted: counted,
         })
     });
+    let in_band = response
+        .extensions()
+        .get::<crate::wire::AnsweredInBand>()
+        .is_some();
     if status >= 500 {
         tracing::error!(%method, %path, status, ms, "request");
-    } else if status >= 400 {
+    } else if status >= 400 && !in_band {
         tracing::info!(%method, %path, status, ms, "request");
     } else {
         tracing::debug!(%method, %path, status, ms, "request");

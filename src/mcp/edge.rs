@@ -4,7 +4,7 @@
 use super::RelayTools;
 use super::sessions::{self, SessionOwners};
 use crate::state::AppState;
-use crate::wire::ApiError;
+use crate::wire::{AnsweredInBand, ApiError};
 use axum::{extract::Request, http::StatusCode, middleware::Next, response::Response};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -22,11 +22,16 @@ pub async fn shape_answers(request: Request, next: Next) -> Response {
     let primes = knows_priming(&request);
     let response = next.run(request).await;
     if !ApiError::is_plain_refusal(&response) {
-        return if primes {
+        let mut response = if primes {
             response
         } else {
             without_priming(response)
         };
+        // rmcp answers "method not found" in JSON-RPC, with a 404.
+        if response.status() == StatusCode::NOT_FOUND {
+            response.extensions_mut().insert(AnsweredInBand);
+        }
+        return response;
     }
     let (code, default) = match response.status() {
         StatusCode::NOT_FOUND => (

@@ -175,3 +175,11 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// Marks a response whose refusal is the protocol's own answer in its
+/// body, as designed: MCP's "method not found" for a method the relay
+/// does not offer (rmcp sends it as 404), such as the `server/discover`
+/// a client that asks for pushes is refused. The access log counts it as
+/// normal (debug), not as a failure.
+#[derive(Debug, Clone, Copy)]
+pub struct AnsweredInBand;

@@ -16,7 +16,7 @@ pub mod extract;
 pub mod push;
 pub mod whole;
 
-pub use error::ApiError;
+pub use error::{AnsweredInBand, ApiError};
 
 /// Where a message is on the team page: its conversation, at its anchor.
 pub fn page_link(message: &crate::model::Message) -> String {

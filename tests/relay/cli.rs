@@ -192,6 +192,54 @@ fn serve_refuses_a_public_address_with_no_credentials() {
     );
 }
 
+/// What the relay answers as designed is not logged as a failure: the
+/// `server/discover` a client that asks for pushes is refused (MCP's
+/// "method not found", a 404) is at debug; a refused token at info.
+#[tokio::test]
+async fn a_probe_refused_by_design_is_not_logged_as_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("relay.db");
+    let token = token_in(&stdout(&crosstalk(&db, &["add", "alice"])));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .args(["serve", "--port", "0"])
+        .env("RELAY_DB", &db)
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = LogWatch::new(&mut child);
+    let url = log.serving_url();
+    let client = crate::support::http();
+    let discover = json!({ "jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {
+        "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                   "io.modelcontextprotocol/clientCapabilities": {} } } });
+    let refused = client
+        .post(format!("{url}/mcp?push=1"))
+        .bearer_auth(&token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "server/discover")
+        .json(&discover)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 404);
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+    let unknown = client
+        .get(format!("{url}/api/people"))
+        .bearer_auth("xtalk_unknown")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 401);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = log.whole();
+    assert!(log.contains("status=401"), "{log}");
+    assert!(!log.contains("status=404"), "{log}");
+}
+
 #[tokio::test]
 async fn logs_never_contain_tokens() {
     let dir = tempfile::tempdir().unwrap();
