@@ -163,9 +163,13 @@ async fn a_channel_exchange(alice: &Speaker, bob: &Speaker) -> anyhow::Result<()
         "wait_for_message(#release) -> {}",
         show(&seen["messages"][0])
     ));
-    bob.call("post_message", json!({ "channel": "release", "type": "ANSWER", "reply_to": asked["id"],
+    let answered = bob.call("post_message", json!({ "channel": "release", "type": "ANSWER", "reply_to": asked["id"],
                                      "body": "Yes: CI passed on 9c1e7d0, nothing open against 1.4." }))
         .await?;
+    bob.says(format!(
+        "post_message(#release, ANSWER, reply_to: {}) -> id {}",
+        asked["id"], answered["id"]
+    ));
     let answer = alice
         .call(
             "wait_for_message",
@@ -176,12 +180,13 @@ async fn a_channel_exchange(alice: &Speaker, bob: &Speaker) -> anyhow::Result<()
         "wait_for_message(#release) -> {}",
         show(&answer["messages"][0])
     ));
-    alice
+    let done = alice
         .call(
             "post_message",
             json!({ "channel": "release", "type": "DONE", "body": "Tagged v1.4.0. Thanks!" }),
         )
         .await?;
+    alice.says(format!("post_message(#release, DONE) -> id {}", done["id"]));
     let page = bob
         .call(
             "get_messages",
@@ -241,10 +246,16 @@ async fn the_team_page(url: &str, token: &str, thread_id: &Value) -> anyhow::Res
         .await?;
     let status = page.status();
     let html = page.text().await?;
+    let listed = html.contains("#release") && html.contains(&format!("/threads/{thread_id}"));
     println!(
-        "  GET {url}/ with Basic credentials -> {status}, {} bytes of HTML listing #release and thread {thread_id}: {}",
-        html.len(),
-        html.contains("#release") && html.contains(&format!("/threads/{thread_id}"))
+        "  GET {url}/ with Basic credentials -> {status}, {} bytes of HTML",
+        html.len()
     );
+    if !listed {
+        return Err(anyhow!(
+            "the team page does not list #release and thread {thread_id}"
+        ));
+    }
+    println!("           it lists #release and thread {thread_id}");
     Ok(())
 }

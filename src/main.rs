@@ -21,7 +21,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    crosstalk::commands::start_logging(std::env::var("RUST_LOG").ok().as_deref(), format);
+    // The demo's output is its story: its relay says only what went wrong.
+    let quiet = matches!(cli.command, crosstalk::cli::Command::Demo).then_some("warn");
+    let requested = std::env::var("RUST_LOG").ok();
+    crosstalk::commands::start_logging(requested.as_deref().or(quiet), format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

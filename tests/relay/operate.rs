@@ -271,6 +271,28 @@ fn read_commands_never_create_a_database_and_say_which_variable_to_fix() {
     assert!(!missing.parent().unwrap().exists());
 }
 
+/// The README's first command: every part of the story is shown, and
+/// nothing else is printed.
+#[test]
+fn the_demo_tells_its_whole_story_and_nothing_else() {
+    let demo = crosstalk_with(&[], &["demo"]);
+    assert!(demo.status.success(), "{}", stderr(&demo));
+    let said = stdout(&demo);
+    for line in [
+        "bob    send_message(to: alice, ANSWER) in the same thread",
+        "bob    post_message(#release, ANSWER, reply_to: 3) -> id 4",
+        "alice  post_message(#release, DONE) -> id 5",
+        "#5 [DONE] alice: Tagged v1.4.0. Thanks!",
+        "send_message -> refused: the message looks like it contains an AWS access key id",
+        "bob    check_inbox -> 0 new messages",
+        "it lists #release and thread 1",
+        "Done: the relay stopped and its database was deleted.",
+    ] {
+        assert!(said.contains(line), "{line:?} not in:\n{said}");
+    }
+    assert_eq!(stderr(&demo), "", "the demo printed beside its story");
+}
+
 #[test]
 fn version_names_the_commit_and_the_build_date() {
     let printed = stdout(&crosstalk_with(&[], &["--version"]));
