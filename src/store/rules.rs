@@ -1,8 +1,9 @@
 //! The message rules, written once for every backend: what storing a
 //! message checks and writes, how a claim and an offer take inbox rows,
 //! what a purge batch deletes and how it keeps the summaries true, how a
-//! thread is read and how read marks are kept; and what presenting an
-//! OAuth refresh token comes to ([`refresh_grant`]).
+//! thread is read and how read marks are kept; and OAuth's: what
+//! presenting a code or a refresh token comes to, and how a grant is made
+//! ([`redeem_code`], [`open_grant`], [`refresh_grant`]).
 //!
 //! Each rule runs over [`Statements`] (or [`GrantStatements`]): one
 //! backend's SQL, one statement a method, inside the transaction (or on
@@ -14,8 +15,8 @@
 use super::summary::{Removed, first_people, losses};
 use super::{Conversation, Missing, NewMessage, Offer, RecipientCheck, StoreError, StoreResult};
 use crate::model::{
-    Channel, Grant, GrantId, GrantTokens, Handle, MAX_OFFERS, Message, MessageId, Millis, Place,
-    Refreshed, ThreadId, TokenHash,
+    Authorization, Channel, Grant, GrantId, GrantTokens, Handle, MAX_OFFERS, Message, MessageId,
+    Millis, Place, Redeemed, Refreshed, ThreadId, TokenHash,
 };
 use std::future::Future;
 
@@ -197,6 +198,91 @@ pub(super) trait GrantStatements {
     async fn end_grant(&self, grant: GrantId) -> StoreResult<()>;
     /// The credentials revision, as this transaction sees it.
     async fn credentials_revision(&self) -> StoreResult<u64>;
+
+    // Codes ([`redeem_code`], [`open_grant`]).
+    /// Marks `code`, unused and unexpired, used at `now`: what it
+    /// authorized; none for any other code.
+    async fn use_code(&self, code: TokenHash, now: Millis) -> StoreResult<Option<Authorization>>;
+    /// Voids the used `code` from now on: the grant made from it, if one
+    /// was (`None` when no used code is `code`). Where the backend locks,
+    /// it waits for a grant being made from the code.
+    async fn void_used_code(&self, code: TokenHash) -> StoreResult<Option<Option<GrantId>>>;
+    /// Whether `code` still awaits its grant (used, not voided, none made
+    /// yet); where the backend locks, held until the transaction ends.
+    async fn code_awaits_grant(&self, code: TokenHash) -> StoreResult<bool>;
+    /// `handle`'s grants beyond their `keep` most recently used.
+    async fn grants_beyond(&self, handle: &Handle, keep: u32) -> StoreResult<Vec<GrantId>>;
+    /// Writes a new grant of `a` with `tokens`, made and used `now`.
+    async fn insert_grant(
+        &self,
+        a: &Authorization,
+        tokens: &GrantTokens,
+        now: Millis,
+    ) -> StoreResult<GrantId>;
+    /// Notes that `grant` was made from `code`, and that its client was
+    /// used `now`.
+    async fn grant_made(
+        &self,
+        code: TokenHash,
+        grant: GrantId,
+        client_id: &str,
+        now: Millis,
+    ) -> StoreResult<()>;
+}
+
+/// What presenting an authorization code comes to: an unused, unexpired
+/// one is used now, and what it authorized returned; one presented again
+/// is void from then on and its grant, if one was made, ends (if none was
+/// yet, none will be: [`open_grant`]).
+pub(super) async fn redeem_code(
+    s: &impl GrantStatements,
+    code: TokenHash,
+    now: Millis,
+) -> StoreResult<Redeemed> {
+    if let Some(authorization) = s.use_code(code, now).await? {
+        return Ok(Redeemed::Fresh(authorization));
+    }
+    match s.void_used_code(code).await? {
+        None => Ok(Redeemed::Unknown),
+        Some(grant) => {
+            if let Some(grant) = grant {
+                s.end_grant(grant).await?;
+            }
+            Ok(Redeemed::Reused)
+        }
+    }
+}
+
+/// Makes the grant a redeemed code authorized, unless the code was
+/// presented again meanwhile (none); the person keeps at most `most`
+/// grants: their least recently used beyond it end.
+pub(super) async fn open_grant(
+    s: &impl GrantStatements,
+    code: TokenHash,
+    a: &Authorization,
+    tokens: &GrantTokens,
+    now: Millis,
+    most: u32,
+) -> StoreResult<Option<Grant>> {
+    if !s.code_awaits_grant(code).await? {
+        return Ok(None);
+    }
+    for crowded in s.grants_beyond(&a.handle, most.saturating_sub(1)).await? {
+        s.end_grant(crowded).await?;
+    }
+    let id = s.insert_grant(a, tokens, now).await?;
+    s.grant_made(code, id, &a.client_id, now).await?;
+    Ok(Some(Grant {
+        id,
+        handle: a.handle.clone(),
+        client_id: a.client_id.clone(),
+        client_name: a.client_name.clone(),
+        redirect_uri: a.redirect_uri.clone(),
+        scope: a.scope.clone(),
+        resource: a.resource.clone(),
+        created_at: now,
+        used_at: now,
+    }))
 }
 
 /// What presenting a refresh token comes to, inside one write

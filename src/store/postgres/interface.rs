@@ -453,7 +453,9 @@ impl Store for PostgresStore {
     }
 
     fn redeem_code(&self, code: TokenHash, now: Millis) -> StoreFuture<'_, Redeemed> {
-        Box::pin(async move { transaction!(self, |tx| oauth::redeem_code(&tx, code, now).await?) })
+        Box::pin(
+            async move { transaction!(self, |tx| rules::redeem_code(&Sql(&tx), code, now).await?) },
+        )
     }
 
     fn open_grant(
@@ -465,8 +467,8 @@ impl Store for PostgresStore {
         most: u32,
     ) -> StoreFuture<'_, Option<Grant>> {
         Box::pin(async move {
-            transaction!(self, |tx| oauth::open_grant(
-                &tx,
+            transaction!(self, |tx| rules::open_grant(
+                &Sql(&tx),
                 code,
                 &authorization,
                 &tokens,

@@ -5,8 +5,8 @@ use super::statements::Sql;
 use super::token_hash;
 use super::{Db, handle, row};
 use crate::model::{
-    Authorization, Grant, GrantId, GrantTokens, Handle, LiveGrant, Millis, Redeemed,
-    RegisteredClient, TokenHash,
+    Authorization, Grant, GrantId, GrantTokens, Handle, LiveGrant, Millis, RegisteredClient,
+    TokenHash,
 };
 use crate::store::StoreResult;
 use crate::store::rules::GrantStatements;
@@ -73,130 +73,6 @@ pub(super) async fn add_code(
         ],
     )
     .await
-}
-
-pub(super) async fn redeem_code(
-    db: &impl Db,
-    code: TokenHash,
-    now: Millis,
-) -> StoreResult<Redeemed> {
-    let hash = &code.as_bytes()[..];
-    let fresh = row(
-        db,
-        "UPDATE oauth_codes SET used_at = $2 WHERE hash = $1 AND used_at IS NULL \
-         AND expires_at > $2 \
-         RETURNING handle, client_id, client_name, redirect_uri, challenge, resource, scope",
-        &[&hash, &now],
-    )
-    .await?;
-    if let Some(row) = fresh {
-        return Ok(Redeemed::Fresh(Authorization {
-            handle: handle(&row, 0)?,
-            client_id: row.try_get(1)?,
-            client_name: row.try_get(2)?,
-            redirect_uri: row.try_get(3)?,
-            challenge: row.try_get(4)?,
-            resource: row.try_get(5)?,
-            scope: row.try_get(6)?,
-        }));
-    }
-    // A code presented again is void from now on; its grant, if one was
-    // made, ends. The update waits for a grant being made from it (which
-    // holds the row) and then sees that grant.
-    let used = row(
-        db,
-        "UPDATE oauth_codes SET expires_at = 0 WHERE hash = $1 AND used_at IS NOT NULL \
-         RETURNING grant_id",
-        &[&hash],
-    )
-    .await?;
-    let Some(used) = used else {
-        return Ok(Redeemed::Unknown);
-    };
-    if let Some(grant) = used.try_get::<_, Option<i64>>(0)? {
-        end_grant(db, GrantId(grant), None).await?;
-    }
-    Ok(Redeemed::Reused)
-}
-
-pub(super) async fn open_grant(
-    db: &impl Db,
-    code: TokenHash,
-    a: &Authorization,
-    tokens: &GrantTokens,
-    now: Millis,
-    most: u32,
-) -> StoreResult<Option<Grant>> {
-    // The row locked until the grant is made: a second redemption voids
-    // the code either before this (no grant) or after (it ends the grant).
-    let live = row(
-        db,
-        "SELECT 1 FROM oauth_codes WHERE hash = $1 AND grant_id IS NULL AND expires_at > 0 \
-         FOR UPDATE",
-        &[&&code.as_bytes()[..]],
-    )
-    .await?;
-    if live.is_none() {
-        return Ok(None);
-    }
-    // Room for the new grant among the person's: their least recently
-    // used beyond the cap end.
-    let keep = i64::from(most.saturating_sub(1));
-    let crowded = db
-        .rows(
-            "SELECT id FROM oauth_grants WHERE handle = $1 ORDER BY used_at DESC, id DESC \
-             OFFSET $2",
-            &[&a.handle, &keep],
-        )
-        .await?;
-    for old in &crowded {
-        end_grant(db, GrantId(old.try_get(0)?), None).await?;
-    }
-    let id: i64 = row(
-        db,
-        "INSERT INTO oauth_grants (handle, client_id, client_name, redirect_uri, scope, \
-         resource, created_at, used_at, family, generation, refresh_hash, refresh_expires, \
-         access_hash, access_expires) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, 0, $9, $10, $11, $12) RETURNING id",
-        &[
-            &a.handle,
-            &a.client_id,
-            &a.client_name,
-            &a.redirect_uri,
-            &a.scope,
-            &a.resource,
-            &now,
-            &&tokens.family.as_bytes()[..],
-            &&tokens.refresh.as_bytes()[..],
-            &tokens.refresh_expires,
-            &&tokens.access.as_bytes()[..],
-            &tokens.access_expires,
-        ],
-    )
-    .await?
-    .expect("INSERT … RETURNING returns a row")
-    .try_get(0)?;
-    db.write(
-        "UPDATE oauth_codes SET grant_id = $2 WHERE hash = $1",
-        &[&&code.as_bytes()[..], &id],
-    )
-    .await?;
-    db.write(
-        "UPDATE oauth_clients SET used_at = $2 WHERE client_id = $1",
-        &[&a.client_id, &now],
-    )
-    .await?;
-    Ok(Some(Grant {
-        id: GrantId(id),
-        handle: a.handle.clone(),
-        client_id: a.client_id.clone(),
-        client_name: a.client_name.clone(),
-        redirect_uri: a.redirect_uri.clone(),
-        scope: a.scope.clone(),
-        resource: a.resource.clone(),
-        created_at: now,
-        used_at: now,
-    }))
 }
 
 /// What a rotation writes: the new tokens in place of the grant's.
@@ -274,6 +150,127 @@ impl<D: Db> GrantStatements for Sql<'_, D> {
 
     async fn end_grant(&self, grant: GrantId) -> StoreResult<()> {
         end_grant(self.0, grant, None).await.map(drop)
+    }
+
+    async fn use_code(&self, code: TokenHash, now: Millis) -> StoreResult<Option<Authorization>> {
+        let fresh = row(
+            self.0,
+            "UPDATE oauth_codes SET used_at = $2 WHERE hash = $1 AND used_at IS NULL \
+             AND expires_at > $2 \
+             RETURNING handle, client_id, client_name, redirect_uri, challenge, resource, scope",
+            &[&&code.as_bytes()[..], &now],
+        )
+        .await?;
+        fresh
+            .map(|row| {
+                Ok(Authorization {
+                    handle: handle(&row, 0)?,
+                    client_id: row.try_get(1)?,
+                    client_name: row.try_get(2)?,
+                    redirect_uri: row.try_get(3)?,
+                    challenge: row.try_get(4)?,
+                    resource: row.try_get(5)?,
+                    scope: row.try_get(6)?,
+                })
+            })
+            .transpose()
+    }
+
+    /// The update waits for a grant being made from the code (which holds
+    /// its row: `code_awaits_grant`), and then sees that grant.
+    async fn void_used_code(&self, code: TokenHash) -> StoreResult<Option<Option<GrantId>>> {
+        let voided = row(
+            self.0,
+            "UPDATE oauth_codes SET expires_at = 0 WHERE hash = $1 AND used_at IS NOT NULL \
+             RETURNING grant_id",
+            &[&&code.as_bytes()[..]],
+        )
+        .await?;
+        voided
+            .map(|row| Ok(row.try_get::<_, Option<i64>>(0)?.map(GrantId)))
+            .transpose()
+    }
+
+    /// The code's row locked until the grant is made: a second redemption
+    /// voids the code either before this (no grant) or after (it ends the
+    /// grant).
+    async fn code_awaits_grant(&self, code: TokenHash) -> StoreResult<bool> {
+        let live = row(
+            self.0,
+            "SELECT 1 FROM oauth_codes WHERE hash = $1 AND grant_id IS NULL AND expires_at > 0 \
+             FOR UPDATE",
+            &[&&code.as_bytes()[..]],
+        )
+        .await?;
+        Ok(live.is_some())
+    }
+
+    async fn grants_beyond(&self, handle: &Handle, keep: u32) -> StoreResult<Vec<GrantId>> {
+        self.0
+            .rows(
+                "SELECT id FROM oauth_grants WHERE handle = $1 ORDER BY used_at DESC, id DESC \
+                 OFFSET $2",
+                &[handle, &i64::from(keep)],
+            )
+            .await?
+            .iter()
+            .map(|row| Ok(GrantId(row.try_get(0)?)))
+            .collect()
+    }
+
+    async fn insert_grant(
+        &self,
+        a: &Authorization,
+        tokens: &GrantTokens,
+        now: Millis,
+    ) -> StoreResult<GrantId> {
+        let id: i64 = row(
+            self.0,
+            "INSERT INTO oauth_grants (handle, client_id, client_name, redirect_uri, scope, \
+             resource, created_at, used_at, family, generation, refresh_hash, refresh_expires, \
+             access_hash, access_expires) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, 0, $9, $10, $11, $12) RETURNING id",
+            &[
+                &a.handle,
+                &a.client_id,
+                &a.client_name,
+                &a.redirect_uri,
+                &a.scope,
+                &a.resource,
+                &now,
+                &&tokens.family.as_bytes()[..],
+                &&tokens.refresh.as_bytes()[..],
+                &tokens.refresh_expires,
+                &&tokens.access.as_bytes()[..],
+                &tokens.access_expires,
+            ],
+        )
+        .await?
+        .expect("INSERT … RETURNING returns a row")
+        .try_get(0)?;
+        Ok(GrantId(id))
+    }
+
+    async fn grant_made(
+        &self,
+        code: TokenHash,
+        grant: GrantId,
+        client_id: &str,
+        now: Millis,
+    ) -> StoreResult<()> {
+        self.0
+            .write(
+                "UPDATE oauth_codes SET grant_id = $2 WHERE hash = $1",
+                &[&&code.as_bytes()[..], &grant.0],
+            )
+            .await?;
+        self.0
+            .write(
+                "UPDATE oauth_clients SET used_at = $2 WHERE client_id = $1",
+                &[&client_id, &now],
+            )
+            .await?;
+        Ok(())
     }
 
     async fn credentials_revision(&self) -> StoreResult<u64> {

@@ -346,7 +346,7 @@ impl Store for SqliteStore {
     }
 
     fn redeem_code(&self, code: TokenHash, now: Millis) -> StoreFuture<'_, Redeemed> {
-        self.write(move |conn| oauth::redeem_code(conn, code, now))
+        self.write(move |conn| rules::at_once(rules::redeem_code(&Sql(conn), code, now)))
     }
 
     fn open_grant(
@@ -357,7 +357,16 @@ impl Store for SqliteStore {
         now: Millis,
         most: u32,
     ) -> StoreFuture<'_, Option<Grant>> {
-        self.write(move |conn| oauth::open_grant(conn, code, &authorization, &tokens, now, most))
+        self.write(move |conn| {
+            rules::at_once(rules::open_grant(
+                &Sql(conn),
+                code,
+                &authorization,
+                &tokens,
+                now,
+                most,
+            ))
+        })
     }
 
     fn refresh_grant(

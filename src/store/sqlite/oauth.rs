@@ -4,8 +4,8 @@
 
 use super::statements::Sql;
 use crate::model::{
-    Authorization, Grant, GrantId, GrantTokens, Handle, LiveGrant, Millis, Redeemed,
-    RegisteredClient, TokenHash,
+    Authorization, Grant, GrantId, GrantTokens, Handle, LiveGrant, Millis, RegisteredClient,
+    TokenHash,
 };
 use crate::store::StoreResult;
 use crate::store::rules::GrantStatements;
@@ -68,122 +68,6 @@ pub(super) fn add_code(
         expires_at
     ])?;
     Ok(())
-}
-
-pub(super) fn redeem_code(
-    conn: &Connection,
-    code: TokenHash,
-    now: Millis,
-) -> StoreResult<Redeemed> {
-    let hash = &code.as_bytes()[..];
-    let fresh = conn
-        .prepare_cached(
-            "UPDATE oauth_codes SET used_at = ?2 WHERE hash = ?1 AND used_at IS NULL \
-             AND expires_at > ?2 \
-             RETURNING handle, client_id, client_name, redirect_uri, challenge, resource, scope",
-        )?
-        .query_row(params![hash, now], |row| {
-            Ok(Authorization {
-                handle: row.get(0)?,
-                client_id: row.get(1)?,
-                client_name: row.get(2)?,
-                redirect_uri: row.get(3)?,
-                challenge: row.get(4)?,
-                resource: row.get(5)?,
-                scope: row.get(6)?,
-            })
-        })
-        .optional()?;
-    if let Some(authorization) = fresh {
-        return Ok(Redeemed::Fresh(authorization));
-    }
-    // A code presented again is void from now on; its grant, if one was
-    // made, ends (and if none was yet, none will be: `open_grant`).
-    let used: Option<Option<i64>> = conn
-        .prepare_cached(
-            "UPDATE oauth_codes SET expires_at = 0 WHERE hash = ?1 AND used_at IS NOT NULL \
-             RETURNING grant_id",
-        )?
-        .query_row([hash], |row| row.get(0))
-        .optional()?;
-    match used {
-        None => Ok(Redeemed::Unknown),
-        Some(grant) => {
-            if let Some(grant) = grant {
-                end_grant(conn, GrantId(grant), None)?;
-            }
-            Ok(Redeemed::Reused)
-        }
-    }
-}
-
-pub(super) fn open_grant(
-    conn: &Connection,
-    code: TokenHash,
-    a: &Authorization,
-    tokens: &GrantTokens,
-    now: Millis,
-    most: u32,
-) -> StoreResult<Option<Grant>> {
-    let live = conn
-        .prepare_cached(
-            "SELECT 1 FROM oauth_codes WHERE hash = ?1 AND grant_id IS NULL AND expires_at > 0",
-        )?
-        .exists([&code.as_bytes()[..]])?;
-    if !live {
-        return Ok(None);
-    }
-    // Room for the new grant among the person's: their least recently
-    // used beyond the cap end.
-    let crowded: Vec<i64> = conn
-        .prepare_cached(
-            "SELECT id FROM oauth_grants WHERE handle = ?1 ORDER BY used_at DESC, id DESC \
-             LIMIT -1 OFFSET ?2",
-        )?
-        .query_map(params![a.handle, most.saturating_sub(1)], |row| row.get(0))?
-        .collect::<Result<_, _>>()?;
-    for id in crowded {
-        end_grant(conn, GrantId(id), None)?;
-    }
-    let id: i64 = conn
-        .prepare_cached(
-            "INSERT INTO oauth_grants (handle, client_id, client_name, redirect_uri, scope, \
-             resource, created_at, used_at, family, generation, refresh_hash, refresh_expires, \
-             access_hash, access_expires) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 0, ?9, ?10, ?11, ?12) RETURNING id",
-        )?
-        .query_row(
-            params![
-                a.handle,
-                a.client_id,
-                a.client_name,
-                a.redirect_uri,
-                a.scope,
-                a.resource,
-                now,
-                &tokens.family.as_bytes()[..],
-                &tokens.refresh.as_bytes()[..],
-                tokens.refresh_expires,
-                &tokens.access.as_bytes()[..],
-                tokens.access_expires,
-            ],
-            |row| row.get(0),
-        )?;
-    conn.prepare_cached("UPDATE oauth_codes SET grant_id = ?2 WHERE hash = ?1")?
-        .execute(params![&code.as_bytes()[..], id])?;
-    conn.prepare_cached("UPDATE oauth_clients SET used_at = ?2 WHERE client_id = ?1")?
-        .execute(params![a.client_id, now])?;
-    Ok(Some(Grant {
-        id: GrantId(id),
-        handle: a.handle.clone(),
-        client_id: a.client_id.clone(),
-        client_name: a.client_name.clone(),
-        redirect_uri: a.redirect_uri.clone(),
-        scope: a.scope.clone(),
-        resource: a.resource.clone(),
-        created_at: now,
-        used_at: now,
-    }))
 }
 
 /// What a rotation writes: the new tokens in place of the grant's.
@@ -262,6 +146,110 @@ impl GrantStatements for Sql<'_> {
 
     async fn end_grant(&self, grant: GrantId) -> StoreResult<()> {
         end_grant(self.0, grant, None).map(drop)
+    }
+
+    async fn use_code(&self, code: TokenHash, now: Millis) -> StoreResult<Option<Authorization>> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "UPDATE oauth_codes SET used_at = ?2 WHERE hash = ?1 AND used_at IS NULL \
+                 AND expires_at > ?2 \
+                 RETURNING handle, client_id, client_name, redirect_uri, challenge, resource, scope",
+            )?
+            .query_row(params![&code.as_bytes()[..], now], |row| {
+                Ok(Authorization {
+                    handle: row.get(0)?,
+                    client_id: row.get(1)?,
+                    client_name: row.get(2)?,
+                    redirect_uri: row.get(3)?,
+                    challenge: row.get(4)?,
+                    resource: row.get(5)?,
+                    scope: row.get(6)?,
+                })
+            })
+            .optional()?)
+    }
+
+    async fn void_used_code(&self, code: TokenHash) -> StoreResult<Option<Option<GrantId>>> {
+        let voided: Option<Option<i64>> = self
+            .0
+            .prepare_cached(
+                "UPDATE oauth_codes SET expires_at = 0 WHERE hash = ?1 AND used_at IS NOT NULL \
+                 RETURNING grant_id",
+            )?
+            .query_row([&code.as_bytes()[..]], |row| row.get(0))
+            .optional()?;
+        Ok(voided.map(|grant| grant.map(GrantId)))
+    }
+
+    async fn code_awaits_grant(&self, code: TokenHash) -> StoreResult<bool> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT 1 FROM oauth_codes WHERE hash = ?1 AND grant_id IS NULL AND expires_at > 0",
+            )?
+            .exists([&code.as_bytes()[..]])?)
+    }
+
+    async fn grants_beyond(&self, handle: &Handle, keep: u32) -> StoreResult<Vec<GrantId>> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT id FROM oauth_grants WHERE handle = ?1 ORDER BY used_at DESC, id DESC \
+                 LIMIT -1 OFFSET ?2",
+            )?
+            .query_map(params![handle, keep], |row| row.get(0).map(GrantId))?
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn insert_grant(
+        &self,
+        a: &Authorization,
+        tokens: &GrantTokens,
+        now: Millis,
+    ) -> StoreResult<GrantId> {
+        let id = self
+            .0
+            .prepare_cached(
+                "INSERT INTO oauth_grants (handle, client_id, client_name, redirect_uri, scope, \
+                 resource, created_at, used_at, family, generation, refresh_hash, refresh_expires, \
+                 access_hash, access_expires) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 0, ?9, ?10, ?11, ?12) RETURNING id",
+            )?
+            .query_row(
+                params![
+                    a.handle,
+                    a.client_id,
+                    a.client_name,
+                    a.redirect_uri,
+                    a.scope,
+                    a.resource,
+                    now,
+                    &tokens.family.as_bytes()[..],
+                    &tokens.refresh.as_bytes()[..],
+                    tokens.refresh_expires,
+                    &tokens.access.as_bytes()[..],
+                    tokens.access_expires,
+                ],
+                |row| row.get(0),
+            )?;
+        Ok(GrantId(id))
+    }
+
+    async fn grant_made(
+        &self,
+        code: TokenHash,
+        grant: GrantId,
+        client_id: &str,
+        now: Millis,
+    ) -> StoreResult<()> {
+        self.0
+            .prepare_cached("UPDATE oauth_codes SET grant_id = ?2 WHERE hash = ?1")?
+            .execute(params![&code.as_bytes()[..], grant.0])?;
+        self.0
+            .prepare_cached("UPDATE oauth_clients SET used_at = ?2 WHERE client_id = ?1")?
+            .execute(params![client_id, now])?;
+        Ok(())
     }
 
     async fn credentials_revision(&self) -> StoreResult<u64> {
