@@ -3,7 +3,7 @@
 //! with (the same `wire` types, through `schemars`), so a field changed in
 //! a type changes here too; the list of operations below is held equal to
 //! the router's `/api` routes by a test (`tests/relay/openapi.rs`). Every
-//! refusal has the one error shape, under each status the README lists
+//! refusal has the one error shape, under each status docs/api.md lists
 //! and as the default.
 
 use super::stream::{InboxStreamQuery, StreamQuery};
@@ -419,7 +419,7 @@ fn event_schema() -> Value {
         "properties": {
             "event": {
                 "type": "string",
-                "description": "`message` (or none), `notice`, `delivery`, `resync`: the README's streams",
+                "description": "`message` (or none), `notice`, `delivery`, `resync`: the streams docs/api.md describes",
             },
             "data": { "type": "string", "contentMediaType": "application/json" },
             "id": { "type": "string", "description": "a message's id, for `Last-Event-ID`" },
@@ -494,7 +494,7 @@ fn document() -> Value {
                     "200".into(),
                     json!({
                         "description": "Server-Sent Events: `message` events carry a message's JSON; \
-                                        `notice`, `delivery` and `resync` events as the README says",
+                                        `notice`, `delivery` and `resync` events as docs/api.md says",
                         "content": { "text/event-stream": { "schema": event_schema() } },
                     }),
                 );

@@ -22,6 +22,7 @@ mod views;
 pub use assets::{ASSETS, assets};
 pub use oauth::consent;
 pub use signin::{page_errors, signed_out};
+pub use views::PAGE_HTML;
 
 use crate::model::ThreadId;
 use crate::relay::Caller;

@@ -348,16 +348,3 @@ impl Frame {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_documents_state_the_page_budget() {
-        let flat = |doc: &str| doc.split_whitespace().collect::<Vec<_>>().join(" ");
-        let mib = super::PAGE_HTML >> 20;
-        let architecture = flat(include_str!("../../ARCHITECTURE.md"));
-        assert!(architecture.contains(&format!("what a page renders by {mib} MiB")));
-        let readme = flat(include_str!("../../README.md"));
-        assert!(readme.contains(&format!("a page renders at most {mib} MiB")));
-    }
-}

@@ -205,7 +205,7 @@ fn admin_commands_work_with_the_services_own_configuration() {
         "{added}"
     );
     assert!(
-        added.contains("\"CROSSTALK_URL\": \"https://relay.example.com\""),
+        added.contains("crosstalk connect claude --url https://relay.example.com --token"),
         "{added}"
     );
     // Read by --env-file, as crosstalk-admin runs it; the process's own

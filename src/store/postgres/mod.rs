@@ -11,7 +11,7 @@
 //! in commit order across every relay, and a reader that has seen id N
 //! never later finds a new message below N. It is what SQLite's single
 //! writer gives, and like it, it bounds how many messages a second the
-//! relays together can take (see the README's figures). Every other write
+//! relays together can take (see bench/README.md's figures). Every other write
 //! is its own transaction and does not take it; claims lock the rows they
 //! take. Other relays' commits arrive through `listen.rs`.
 //!

@@ -28,6 +28,7 @@ mod writer;
 use crate::store::Durability;
 pub use copy::{ServingLock, backup, lock_for_serving, restore};
 pub use schema::MIGRATIONS;
+pub use search::GENERATION as SEARCH_GENERATION;
 
 use super::{StoreError, StoreFuture, StoreResult, StoreStats};
 use crate::model::{Channel, Handle, MessageId, SessionId, ThreadId};
