@@ -111,6 +111,20 @@ impl Relay {
             .await?)
     }
 
+    /// A thread's live messages after `after`, oldest first (at most
+    /// [`MAX_PAGE`]), as the team page adds them once it has shown the
+    /// rest: only the new rows are read. A person reading marks nothing.
+    pub async fn thread_after(
+        &self,
+        thread_id: ThreadId,
+        after: Option<MessageId>,
+    ) -> RelayResult<Vec<Message>> {
+        Ok(self
+            .store
+            .thread(thread_id, cursor(after), MAX_PAGE, now_millis())
+            .await?)
+    }
+
     /// One live message, with where it stands; read, if it is addressed to
     /// the caller and their agent reads it.
     pub async fn message(

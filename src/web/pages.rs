@@ -266,8 +266,10 @@ pub(super) async fn thread_fragment(
     Path(id): Path<i64>,
     Query(after): Query<After>,
 ) -> Result<Response, ApiError> {
-    let mut messages = state.relay.thread_for_page(ThreadId(id)).await?;
-    messages.retain(|m| m.id.0 > after.after.unwrap_or(0));
+    let messages = state
+        .relay
+        .thread_after(ThreadId(id), after.after.map(MessageId))
+        .await?;
     mark_shown(&state.relay, &caller, &messages).await?;
     fragment(&state, &messages).await
 }

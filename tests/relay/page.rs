@@ -621,6 +621,46 @@ async fn a_thread_streams_live_and_resumes_after_the_last_event() {
     assert_eq!(unknown.status(), 404);
 }
 
+/// What the page fetches when its stream says a message came: only the
+/// thread's messages after the last it shows, rendered.
+#[tokio::test]
+async fn a_threads_new_messages_come_alone() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let id = thread(&app, &bob).await;
+    let mut ids = Vec::new();
+    for body in ["0042, I think", "thanks"] {
+        let (_, sent) = post(
+            &app,
+            "/api/messages",
+            &bob,
+            json!({ "to": "alice", "thread_id": id, "body": body }),
+        )
+        .await;
+        ids.push(sent["message_id"].as_i64().unwrap());
+    }
+    let (status, html) = page(
+        &app,
+        &format!("/threads/{id}/messages?after={}", ids[0]),
+        &alice,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(html.contains("thanks"), "{html}");
+    assert!(
+        !html.contains("which migration?") && !html.contains("0042"),
+        "{html}"
+    );
+    let (_, none) = page(
+        &app,
+        &format!("/threads/{id}/messages?after={}", ids[1]),
+        &alice,
+    )
+    .await;
+    assert!(!none.contains("thanks"), "{none}");
+}
+
 #[tokio::test]
 async fn a_thread_page_shows_where_each_addressed_message_stands() {
     let app = spawn_app().await;
