@@ -122,6 +122,33 @@ impl Person {
     }
 }
 
+/// What the person's agents left running ends with their machine: Codex
+/// starts an app server of its own that outlives its terminal, and with it
+/// the hook's waiter, which waits for as long as that server runs.
+impl Drop for Person {
+    fn drop(&mut self) {
+        let home = self.home.path().display().to_string();
+        let Ok(processes) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for process in processes.flatten() {
+            let Ok(pid) = process.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let cmdline = std::fs::read(process.path().join("cmdline")).unwrap_or_default();
+            let environ = std::fs::read(process.path().join("environ")).unwrap_or_default();
+            let home_var = format!("HOME={home}");
+            let mine = String::from_utf8_lossy(&cmdline).contains(&home)
+                || environ
+                    .split(|&b| b == 0)
+                    .any(|var| var == home_var.as_bytes());
+            if mine && pid != std::process::id() as i32 {
+                let _ = Command::new("kill").arg(pid.to_string()).status();
+            }
+        }
+    }
+}
+
 /// Checks what `connect` leaves: run again it changes nothing, `--print`
 /// changes nothing and masks the token, the token is in no file but the
 /// private env file (0600), and nothing is written in the project.
@@ -213,50 +240,7 @@ async fn codex_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_threa
     terminal.until_screen("Ask Codex to do anything");
     // A session is Codex's once its first turn starts; from then on the
     // hook's waiter holds it.
-    terminal.type_prompt("hello");
-    model.until_asked("hello").await;
-    assert!(
-        app.until_reachable("bob", PATIENCE).await,
-        "bob never became reachable; the screen:\n{}",
-        terminal.screen()
-    );
-
-    // Idle, nobody typing: alice asks and waits for the answer.
-    let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
-    let asked = Instant::now();
-    let sent = alice
-        .call(
-            "send_message",
-            json!({ "to": "bob", "body": "which port does staging use?", "wait_for_reply_seconds": 50 }),
-        )
-        .await
-        .ok();
-    let answered = asked.elapsed();
-    let (id, thread_id) = (id_of(&sent, "message_id"), id_of(&sent, "thread_id"));
-    let reply = &sent["reply"];
-    assert_eq!(reply["from"], "bob", "{sent}\n{}", terminal.screen());
-    assert_eq!(reply["thread_id"], thread_id, "{reply}");
-    assert_eq!(reply["body"], format!("answer to {id}"), "{reply}");
-    let (shown_at, shown) = model.first_showing(id).expect("the model was shown it");
-    assert!(
-        shown.starts_with(&format!(
-            "<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
-             message_id=\"{id}\" thread_id=\"{thread_id}\" to=\"bob\" type=\"NOTE\">\n\
-             which port does staging use?\n"
-        )),
-        "{shown}"
-    );
-    assert!(
-        shown.contains("answer with crosstalk's send_message tool"),
-        "{shown}"
-    );
-    let delivery = app.rest(&alice_token).delivery(id).await;
-    assert_eq!(delivery["state"], "answered", "{delivery}");
-    assert_eq!(delivery["via"], "wake", "{delivery}");
-    println!(
-        "Codex, idle: send -> shown to the model {:?}, send -> answer {answered:?}",
-        shown_at.duration_since(asked)
-    );
+    woken_while_idle("Codex", &app, &alice_token, &model, &terminal).await;
     drop(terminal);
 
     // The relay away never holds Codex up: a turn with every crosstalk
@@ -386,6 +370,62 @@ async fn gemini_answers_a_waiting_question_when_a_turn_ends() {
     drop(terminal);
 }
 
+/// Bob starts a turn (his client's session exists only then) and, once
+/// his agent is reachable and idle, nobody typing, alice asks and waits:
+/// the model is shown the question as a `<channel>` block, answers with
+/// `send_message` in its thread, and the ledger says `wake`. Prints the
+/// figures.
+async fn woken_while_idle(
+    client: &str,
+    app: &crate::support::TestApp,
+    alice_token: &str,
+    model: &FakeModel,
+    terminal: &Terminal,
+) {
+    terminal.type_prompt("hello");
+    model.until_asked("hello").await;
+    assert!(
+        app.until_reachable("bob", PATIENCE).await,
+        "bob never became reachable; the screen:\n{}",
+        terminal.screen()
+    );
+    let alice = Mcp::connect(&app.url(), alice_token).await.unwrap();
+    let asked = Instant::now();
+    let sent = alice
+        .call(
+            "send_message",
+            json!({ "to": "bob", "body": "which port does staging use?", "wait_for_reply_seconds": 50 }),
+        )
+        .await
+        .ok();
+    let answered = asked.elapsed();
+    let (id, thread_id) = (id_of(&sent, "message_id"), id_of(&sent, "thread_id"));
+    let reply = &sent["reply"];
+    assert_eq!(reply["from"], "bob", "{sent}\n{}", terminal.screen());
+    assert_eq!(reply["thread_id"], thread_id, "{reply}");
+    assert_eq!(reply["body"], format!("answer to {id}"), "{reply}");
+    let (shown_at, shown) = model.first_showing(id).expect("the model was shown it");
+    assert!(
+        shown.starts_with(&format!(
+            "<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
+             message_id=\"{id}\" thread_id=\"{thread_id}\" to=\"bob\" type=\"NOTE\">\n\
+             which port does staging use?\n"
+        )),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("answer with crosstalk's send_message tool"),
+        "{shown}"
+    );
+    let delivery = app.rest(alice_token).delivery(id).await;
+    assert_eq!(delivery["state"], "answered", "{delivery}");
+    assert_eq!(delivery["via"], "wake", "{delivery}");
+    println!(
+        "{client}, idle: send -> shown to the model {:?}, send -> answer {answered:?}",
+        shown_at.duration_since(asked)
+    );
+}
+
 /// What Gemini CLI runs with once `connect` has run: the folder trusted
 /// (the step connect leaves to the person), and the shell's variables with
 /// the fake model's key and address.
@@ -473,46 +513,7 @@ async fn opencode_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_th
     let env = bob.with(&shell);
     let terminal = Terminal::start(&bob.project(), &env, &opencode, &[]);
     terminal.until_screen("gpt-test");
-    terminal.type_prompt("hello");
-    model.until_asked("hello").await;
-    assert!(
-        app.until_reachable("bob", PATIENCE).await,
-        "bob never became reachable; the screen:\n{}",
-        terminal.screen()
-    );
-
-    // Idle, nobody typing: alice asks and waits for the answer.
-    let alice = Mcp::connect(&app.url(), &alice_token).await.unwrap();
-    let asked = Instant::now();
-    let sent = alice
-        .call(
-            "send_message",
-            json!({ "to": "bob", "body": "which port does staging use?", "wait_for_reply_seconds": 50 }),
-        )
-        .await
-        .ok();
-    let answered = asked.elapsed();
-    let (id, thread_id) = (id_of(&sent, "message_id"), id_of(&sent, "thread_id"));
-    let reply = &sent["reply"];
-    assert_eq!(reply["from"], "bob", "{sent}\n{}", terminal.screen());
-    assert_eq!(reply["thread_id"], thread_id, "{reply}");
-    assert_eq!(reply["body"], format!("answer to {id}"), "{reply}");
-    let (shown_at, shown) = model.first_showing(id).expect("the model was shown it");
-    assert!(
-        shown.starts_with(&format!(
-            "<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
-             message_id=\"{id}\" thread_id=\"{thread_id}\" to=\"bob\" type=\"NOTE\">\n\
-             which port does staging use?\n"
-        )),
-        "{shown}"
-    );
-    let delivery = app.rest(&alice_token).delivery(id).await;
-    assert_eq!(delivery["state"], "answered", "{delivery}");
-    assert_eq!(delivery["via"], "wake", "{delivery}");
-    println!(
-        "OpenCode, idle: send -> shown to the model {:?}, send -> answer {answered:?}",
-        shown_at.duration_since(asked)
-    );
+    woken_while_idle("OpenCode", &app, &alice_token, &model, &terminal).await;
     drop(terminal);
 
     // The relay away never holds OpenCode up.
