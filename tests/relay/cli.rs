@@ -192,23 +192,34 @@ fn serve_refuses_a_public_address_with_no_credentials() {
     );
 }
 
+/// `crosstalk serve` on a free port over a database in `dir` with alice
+/// added, logging at `level`: her token, the process, its log and its
+/// address.
+fn serve_logging(
+    dir: &std::path::Path,
+    level: &str,
+) -> (String, std::process::Child, LogWatch, String) {
+    let db = dir.join("relay.db");
+    let token = token_in(&stdout(&crosstalk(&db, &["add", "alice"])));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
+        .args(["serve", "--port", "0"])
+        .env("RELAY_DB", &db)
+        .env("RUST_LOG", level)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = LogWatch::new(&mut child);
+    let url = log.serving_url();
+    (token, child, log, url)
+}
+
 /// What the relay answers as designed is not logged as a failure: the
 /// `server/discover` a client that asks for pushes is refused (MCP's
 /// "method not found", a 404) is at debug; a refused token at info.
 #[tokio::test]
 async fn a_probe_refused_by_design_is_not_logged_as_a_failure() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("relay.db");
-    let token = token_in(&stdout(&crosstalk(&db, &["add", "alice"])));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
-        .args(["serve", "--port", "0"])
-        .env("RELAY_DB", &db)
-        .env("RUST_LOG", "info")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut log = LogWatch::new(&mut child);
-    let url = log.serving_url();
+    let (token, mut child, log, url) = serve_logging(dir.path(), "info");
     let client = crate::support::http();
     let discover = json!({ "jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {
         "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -243,17 +254,7 @@ async fn a_probe_refused_by_design_is_not_logged_as_a_failure() {
 #[tokio::test]
 async fn logs_never_contain_tokens() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("relay.db");
-    let token = token_in(&stdout(&crosstalk(&db, &["add", "alice"])));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crosstalk"))
-        .args(["serve", "--port", "0"])
-        .env("RELAY_DB", &db)
-        .env("RUST_LOG", "trace")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut log = LogWatch::new(&mut child);
-    let url = log.serving_url();
+    let (token, mut child, log, url) = serve_logging(dir.path(), "trace");
     let client = crate::support::http();
     let basic = format!("x:{token}");
     use base64::Engine as _;
