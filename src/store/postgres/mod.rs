@@ -403,7 +403,7 @@ fn tls() -> StoreResult<tokio_postgres_rustls::MakeRustlsConnect> {
 }
 
 // After `transaction!`, which it uses.
-mod interface;
+mod plumbing;
 
 #[cfg(test)]
 #[test]

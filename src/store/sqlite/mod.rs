@@ -5,8 +5,8 @@
 //! one row, read at once on a connection of its own, which goes to the pool
 //! instead whenever it would wait for a lock (`read_now`).
 //!
-//! The layout is PostgreSQL's too: `interface.rs` says where each query
-//! runs; `statements.rs` has the statements of the message rules
+//! The layout is PostgreSQL's too: `plumbing.rs` says how the methods of
+//! `../methods.rs` run here; `statements.rs` has the statements of the message rules
 //! (`../rules.rs`); `messages.rs` the message rows and the ledger's other
 //! writes, `summaries.rs` the overviews, `people.rs` people, tokens,
 //! presence and keys, `sessions.rs` and `search.rs` theirs; the schema and
@@ -14,10 +14,10 @@
 
 mod attention;
 mod copy;
-mod interface;
 mod messages;
 mod oauth;
 mod people;
+mod plumbing;
 mod schema;
 mod search;
 mod sessions;

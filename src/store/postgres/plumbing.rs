@@ -1,0 +1,204 @@
+//! How the table's methods (`../methods.rs`) run on PostgreSQL: reads and
+//! one-statement writes on a pooled connection, atomic ones in a
+//! transaction on one; a rule's statements are awaited there. Then the
+//! methods that are more than one query here.
+
+use super::statements::Sql;
+use super::{
+    GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, attention, listen, messages, oauth, people,
+    search, sessions, summaries,
+};
+use crate::model::Found;
+use crate::store::methods::signatures::*;
+use crate::store::{NewMessage, PoolState, Store, StoreError, StoreStats, StoredSession};
+use tokio::sync::mpsc;
+
+/// The table's lines as methods of [`PostgresStore`].
+macro_rules! on_postgres {
+    ($(
+        $(#[$doc:meta])*
+        $kind:ident $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty = |$db:ident| $call:expr;
+    )*) => {$(
+        fn $name(&self, $($arg: $ty),*) -> StoreFuture<'_, $out> {
+            $(let $arg = IntoOwned::into_owned($arg);)*
+            Box::pin(async move { on_postgres!(@$kind self, |$db| $call) })
+        }
+    )*};
+    (@read $store:ident, |$db:ident| $call:expr) => {{
+        let client = $store.client().await?;
+        let $db = &*client;
+        $call.await
+    }};
+    (@write $store:ident, |$db:ident| $call:expr) => { on_postgres!(@read $store, |$db| $call) };
+    (@atomic $store:ident, |$db:ident| $call:expr) => {
+        transaction!($store, |tx| {
+            let $db = &tx;
+            $call.await?
+        })
+    };
+    (@read_rule $store:ident, |$db:ident| $call:expr) => {{
+        let client = $store.client().await?;
+        let $db = &Sql(&*client);
+        $call.await
+    }};
+    (@write_rule $store:ident, |$db:ident| $call:expr) => {
+        on_postgres!(@read_rule $store, |$db| $call)
+    };
+    (@atomic_rule $store:ident, |$db:ident| $call:expr) => {
+        transaction!($store, |tx| {
+            let $db = &Sql(&tx);
+            $call.await?
+        })
+    };
+}
+
+impl Store for PostgresStore {
+    store_methods!(on_postgres);
+
+    fn stats(&self) -> &StoreStats {
+        &self.stats
+    }
+
+    fn pool(&self) -> Option<PoolState> {
+        let status = self.pool.status();
+        Some(PoolState {
+            open: status.size as u64,
+            max: status.max_size as u64,
+            idle: status.available as u64,
+            waiting: status.waiting as u64,
+        })
+    }
+
+    fn credentials_revision(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move { super::credentials_revision(&*self.client().await?).await })
+    }
+
+    fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message> {
+        Box::pin(async move {
+            let lost = || {
+                StoreError::backend(
+                    "the write was not committed",
+                    "the database writer has stopped",
+                )
+            };
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            self.inserts
+                .send((message, reply))
+                .await
+                .map_err(|_| lost())?;
+            answer.await.map_err(|_| lost())?
+        })
+    }
+
+    fn foreign_commits(&self) -> StoreFuture<'_, Option<mpsc::Receiver<Message>>> {
+        Box::pin(async move {
+            let from: MessageId = self
+                .client()
+                .await?
+                .query_one("SELECT coalesce(max(id), 0) FROM messages", &[])
+                .await?
+                .get(0);
+            let mut listener = self.listener.lock().expect("listener lock");
+            let (commits, taken) = mpsc::channel(1024);
+            let own = self.own.clone();
+            let stats = self.stats.clone();
+            let task = match &*listener {
+                Listener::Running(_) => return Ok(None),
+                Listener::Unopened { config, tls: None } => tokio::spawn(listen::run(
+                    (**config).clone(),
+                    tokio_postgres::NoTls,
+                    from,
+                    own,
+                    commits,
+                    stats,
+                )),
+                Listener::Unopened {
+                    config,
+                    tls: Some(tls),
+                } => tokio::spawn(listen::run(
+                    (**config).clone(),
+                    tls.clone(),
+                    from,
+                    own,
+                    commits,
+                    stats,
+                )),
+            };
+            *listener = Listener::Running(task);
+            Ok(Some(taken))
+        })
+    }
+
+    fn search(
+        &self,
+        typed: &str,
+        before: Option<MessageId>,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Found>> {
+        let typed = typed.to_owned();
+        Box::pin(
+            async move { search::search(&*self.client().await?, &typed, before, limit, now).await },
+        )
+    }
+
+    fn save_session(&self, id: &SessionId, state: &str, now: Millis) -> StoreFuture<'_, ()> {
+        let (id, state) = (id.clone(), state.to_owned());
+        Box::pin(async move {
+            self.hold_sessions().await?;
+            sessions::save(&*self.client().await?, &self.instance, &id, &state, now).await
+        })
+    }
+
+    fn bind_session(&self, id: &SessionId, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
+        let id = id.clone();
+        Box::pin(async move {
+            self.hold_sessions().await?;
+            sessions::bind(&*self.client().await?, &self.instance, &id, owner, now).await
+        })
+    }
+
+    fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<StoredSession>> {
+        let id = id.clone();
+        Box::pin(async move {
+            let alive_since = crate::model::now_millis() - GONE_AFTER;
+            sessions::get(&*self.client().await?, &self.instance, &id, alive_since).await
+        })
+    }
+
+    fn leave(&self) -> StoreFuture<'_, ()> {
+        if let Some(beating) = self.beating.lock().expect("beating lock").take() {
+            beating.abort();
+        }
+        let gone = crate::model::now_millis() - 86_400_000;
+        Box::pin(async move {
+            sessions::forget_relays(&*self.client().await?, &self.instance, gone).await
+        })
+    }
+
+    fn tidy(&self) -> StoreFuture<'_, ()> {
+        // PostgreSQL's autovacuum keeps statistics and space; nothing to do.
+        Box::pin(async { Ok(()) })
+    }
+
+    fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            people::forget_quiet_presence(&*client, quiet_since).await?;
+            // One instance purges at a time: the lock is this connection's
+            // until the end (or until the instance dies, with its session).
+            let purging: bool = client
+                .query_one("SELECT pg_try_advisory_lock($1)", &[&PURGE_LOCK])
+                .await?
+                .get(0);
+            if !purging {
+                return Ok(0);
+            }
+            let purged = summaries::purge(&mut client, now).await;
+            client
+                .execute("SELECT pg_advisory_unlock($1)", &[&PURGE_LOCK])
+                .await?;
+            purged
+        })
+    }
+}

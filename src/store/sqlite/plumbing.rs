@@ -1,0 +1,135 @@
+//! How the table's methods (`../methods.rs`) run on SQLite: reads on a
+//! reader connection in the blocking pool, writes (every kind of them) on
+//! the writer thread, which commits them in groups; a rule's statements
+//! all complete at once there ([`rules::at_once`]). Then the methods that
+//! are more than one query here.
+
+use super::statements::Sql;
+use super::{SqliteStore, attention, messages, oauth, people, search, sessions, summaries};
+use crate::model::Found;
+use crate::store::methods::signatures::*;
+use crate::store::{NewMessage, PURGE_BATCH, Store, StoreStats, StoredSession};
+
+/// The table's lines as methods of [`SqliteStore`].
+macro_rules! on_sqlite {
+    ($(
+        $(#[$doc:meta])*
+        $kind:ident $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty = |$db:ident| $call:expr;
+    )*) => {$(
+        fn $name(&self, $($arg: $ty),*) -> StoreFuture<'_, $out> {
+            $(let $arg = IntoOwned::into_owned($arg);)*
+            on_sqlite!(@$kind self, |$db| $call)
+        }
+    )*};
+    (@read $store:ident, |$db:ident| $call:expr) => { $store.read(move |$db| $call) };
+    (@write $store:ident, |$db:ident| $call:expr) => { $store.write(move |$db| $call) };
+    (@atomic $store:ident, |$db:ident| $call:expr) => { $store.write(move |$db| $call) };
+    (@read_rule $store:ident, |$db:ident| $call:expr) => {
+        $store.read(move |conn| {
+            let $db = &Sql(conn);
+            rules::at_once($call)
+        })
+    };
+    (@write_rule $store:ident, |$db:ident| $call:expr) => {
+        $store.write(move |conn| {
+            let $db = &Sql(conn);
+            rules::at_once($call)
+        })
+    };
+    (@atomic_rule $store:ident, |$db:ident| $call:expr) => {
+        on_sqlite!(@write_rule $store, |$db| $call)
+    };
+}
+
+impl Store for SqliteStore {
+    store_methods!(on_sqlite);
+
+    fn stats(&self) -> &StoreStats {
+        &self.stats
+    }
+
+    fn credentials_revision(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            match self.read_now(people::credentials_revision) {
+                Some(read) => read,
+                None => self.read(|c| Ok(people::credentials_revision(c)?)).await,
+            }
+        })
+    }
+
+    fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message> {
+        self.write(move |conn| rules::at_once(rules::insert(&Sql(conn), message)))
+    }
+
+    fn search(
+        &self,
+        typed: &str,
+        before: Option<MessageId>,
+        limit: u32,
+        now: Millis,
+    ) -> StoreFuture<'_, Vec<Found>> {
+        let typed = typed.to_owned();
+        Box::pin(async move {
+            // What committed before the search is found by it.
+            self.index_pending().await?;
+            self.read(move |conn| search::search(conn, &typed, before, limit, now))
+                .await
+        })
+    }
+
+    fn save_session(&self, id: &SessionId, state: &str, now: Millis) -> StoreFuture<'_, ()> {
+        let (id, state) = (id.clone(), state.to_owned());
+        self.write(move |conn| sessions::save(conn, &id, &state, now))
+    }
+
+    fn bind_session(&self, id: &SessionId, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
+        let id = id.clone();
+        self.write(move |conn| sessions::bind(conn, &id, owner, now))
+    }
+
+    fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<StoredSession>> {
+        let id = id.clone();
+        self.read(move |conn| sessions::get(conn, &id))
+    }
+
+    fn tidy(&self) -> StoreFuture<'_, ()> {
+        // Outside the writer's transactions: a checkpoint cannot run inside one.
+        self.read(|conn| {
+            conn.execute_batch("PRAGMA optimize; PRAGMA wal_checkpoint(TRUNCATE);")?;
+            Ok(())
+        })
+    }
+
+    fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            self.write(move |conn| people::forget_quiet_presence(conn, quiet_since))
+                .await?;
+            // In batches, each its own write: other writes wait for one
+            // batch at most, never for the whole purge.
+            let mut total = 0;
+            loop {
+                let gone = self
+                    .write(move |conn| {
+                        rules::at_once(rules::purge_batch(&Sql(conn), now, PURGE_BATCH))
+                    })
+                    .await?;
+                total += gone;
+                if gone < u64::from(PURGE_BATCH) {
+                    break;
+                }
+            }
+            // The search index, kept close behind even when nobody searches,
+            // and rid of the generations the purge emptied, one per write.
+            self.index_pending().await?;
+            while self.write(search::drop_emptied_generation).await? {}
+            if total > 0 {
+                // Give the freed pages back to the file system (a database
+                // made by this version vacuums incrementally); outside the
+                // writer's transactions, as the pragma needs.
+                self.read(|conn| Ok(conn.execute_batch("PRAGMA incremental_vacuum(4096)")?))
+                    .await?;
+            }
+            Ok(total)
+        })
+    }
+}
