@@ -50,265 +50,103 @@ struct Operation {
     answer: Answer,
 }
 
+/// An operation that takes no query or body and answers 204, until told
+/// otherwise (see [`operations`]).
 const fn op(
     method: &'static str,
     path: &'static str,
     summary: &'static str,
     takes: Takes,
-    query: Option<Schemer>,
-    body: Option<Schemer>,
-    answer: Answer,
 ) -> Operation {
     Operation {
         method,
         path,
         summary,
         takes,
-        query,
-        body,
-        answer,
+        query: None,
+        body: None,
+        answer: Answer::Nothing(204),
+    }
+}
+
+impl Operation {
+    const fn query(self, query: Schemer) -> Self {
+        Operation {
+            query: Some(query),
+            ..self
+        }
+    }
+
+    const fn body(self, body: Schemer) -> Self {
+        Operation {
+            body: Some(body),
+            ..self
+        }
+    }
+
+    const fn answers(self, answer: Answer) -> Self {
+        Operation { answer, ..self }
     }
 }
 
 /// Every `/api` route, with the types it reads and answers with.
+#[rustfmt::skip] // a table: an operation a line, what it takes and answers the next
 fn operations() -> Vec<Operation> {
     use Answer::*;
     use Takes::*;
     vec![
-        op(
-            "get",
-            "/api/channels",
-            "Channels by latest activity",
-            BearerOrBasic,
-            Some(inline::<args::ListChannels>),
-            None,
-            Json(200, named::<wire::Channels>),
-        ),
-        op(
-            "get",
-            "/api/channels/{channel}/messages",
-            "A channel's messages after since_id",
-            BearerOrBasic,
-            Some(inline::<args::GetMessages>),
-            None,
-            Json(200, named::<wire::MessagePage>),
-        ),
-        op(
-            "post",
-            "/api/channels/{channel}/messages",
-            "Post in a channel",
-            Bearer,
-            None,
-            Some(named::<args::PostMessage>),
-            Json(201, named::<wire::Posted>),
-        ),
-        op(
-            "get",
-            "/api/channels/{channel}/wait",
-            "Wait (up to 50 s) for a channel's next messages",
-            BearerOrBasic,
-            Some(inline::<args::WaitForMessage>),
-            None,
-            Json(200, named::<wire::MessagePage>),
-        ),
-        op(
-            "get",
-            "/api/channels/{channel}/stream",
-            "A channel as Server-Sent Events",
-            Stream,
-            Some(inline::<StreamQuery>),
-            None,
-            Events,
-        ),
-        op(
-            "get",
-            "/api/threads/{id}",
-            "A thread's messages",
-            BearerOrBasic,
-            Some(inline::<ThreadPath>),
-            None,
-            Json(200, named::<wire::ThreadMessages>),
-        ),
-        op(
-            "get",
-            "/api/threads/{id}/stream",
-            "A thread as Server-Sent Events",
-            Stream,
-            Some(inline::<ThreadStreamQuery>),
-            None,
-            Events,
-        ),
-        op(
-            "get",
-            "/api/messages/{id}",
-            "One message, with its delivery",
-            BearerOrBasic,
-            Some(inline::<IdPath>),
-            None,
-            Json(200, named::<wire::OneMessage>),
-        ),
-        op(
-            "post",
-            "/api/messages",
-            "Send a direct message (and wait for the reply)",
-            Bearer,
-            None,
-            Some(named::<args::SendMessage>),
-            Json(201, named::<wire::Sent>),
-        ),
-        op(
-            "get",
-            "/api/inbox",
-            "Take what waits in your inbox (waiting up to 50 s)",
-            Bearer,
-            Some(inline::<args::CheckInbox>),
-            None,
-            Json(200, named::<wire::Messages>),
-        ),
-        op(
-            "get",
-            "/api/inbox/stream",
-            "Your inbox as Server-Sent Events, each message pushed",
-            Bearer,
-            Some(inline::<InboxStreamQuery>),
-            None,
-            Events,
-        ),
-        op(
-            "post",
-            "/api/inbox/lease",
-            "Lease what waits in your inbox to a hook that shows it to your model",
-            Bearer,
-            None,
-            Some(named::<args::LeaseInbox>),
-            Json(200, named::<wire::Messages>),
-        ),
-        op(
-            "get",
-            "/api/me/stream",
-            "Messages to you as they arrive, for the page",
-            Stream,
-            None,
-            None,
-            Events,
-        ),
-        op(
-            "get",
-            "/api/people",
-            "The team",
-            BearerOrBasic,
-            None,
-            None,
-            Json(200, named::<wire::Peers>),
-        ),
-        op(
-            "get",
-            "/api/search",
-            "Search live messages",
-            BearerOrBasic,
-            Some(inline::<args::SearchMessages>),
-            None,
-            Json(200, named::<wire::SearchResults>),
-        ),
-        op(
-            "put",
-            "/api/status",
-            "Set your status line",
-            Bearer,
-            None,
-            Some(named::<args::SetStatus>),
-            Json(200, named::<wire::StatusSet>),
-        ),
-        op(
-            "get",
-            "/api/me/notifications",
-            "Your notification settings",
-            BearerOrBasic,
-            None,
-            None,
-            Json(200, named::<attention::Notifications>),
-        ),
-        op(
-            "put",
-            "/api/me/notifications",
-            "Change your notification settings",
-            Bearer,
-            None,
-            Some(named::<attention::ChangeNotifications>),
-            Json(200, named::<attention::Notifications>),
-        ),
-        op(
-            "get",
-            "/api/approvals",
-            "Your agents' permission prompts",
-            BearerOrBasic,
-            Some(inline::<attention::ApprovalsQuery>),
-            None,
-            Json(200, named::<attention::Approvals>),
-        ),
-        op(
-            "post",
-            "/api/approvals",
-            "Ask your person to allow a step",
-            Bearer,
-            None,
-            Some(named::<attention::NewApprovalArgs>),
-            Json(201, named::<attention::ApprovalView>),
-        ),
-        op(
-            "get",
-            "/api/approvals/{id}",
-            "One prompt; with wait, until it is answered",
-            BearerOrBasic,
-            Some(inline::<ApprovalPath>),
-            None,
-            Json(200, named::<attention::ApprovalView>),
-        ),
-        op(
-            "post",
-            "/api/approvals/{id}",
-            "Answer a prompt: allow or deny",
-            Bearer,
-            Some(inline::<IdPath>),
-            Some(named::<attention::AnswerApproval>),
-            Json(200, named::<attention::ApprovalView>),
-        ),
-        op(
-            "get",
-            "/api/push/key",
-            "The relay's Web Push key",
-            BearerOrBasic,
-            None,
-            None,
-            Json(200, named::<attention::PushKeyView>),
-        ),
-        op(
-            "get",
-            "/api/push/subscriptions",
-            "Your browsers subscribed to Web Push",
-            BearerOrBasic,
-            None,
-            None,
-            Json(200, named::<attention::Devices>),
-        ),
-        op(
-            "post",
-            "/api/push/subscriptions",
-            "Subscribe a browser to Web Push",
-            Bearer,
-            None,
-            Some(named::<attention::NewDevice>),
-            Json(201, named::<attention::DeviceView>),
-        ),
-        op(
-            "delete",
-            "/api/push/subscriptions/{id}",
-            "Forget a browser",
-            Bearer,
-            Some(inline::<IdPath>),
-            None,
-            Nothing(204),
-        ),
+        op("get", "/api/channels", "Channels by latest activity", BearerOrBasic)
+            .query(inline::<args::ListChannels>).answers(Json(200, named::<wire::Channels>)),
+        op("get", "/api/channels/{channel}/messages", "A channel's messages after since_id", BearerOrBasic)
+            .query(inline::<args::GetMessages>).answers(Json(200, named::<wire::MessagePage>)),
+        op("post", "/api/channels/{channel}/messages", "Post in a channel", Bearer)
+            .body(named::<args::PostMessage>).answers(Json(201, named::<wire::Posted>)),
+        op("get", "/api/channels/{channel}/wait", "Wait (up to 50 s) for a channel's next messages", BearerOrBasic)
+            .query(inline::<args::WaitForMessage>).answers(Json(200, named::<wire::MessagePage>)),
+        op("get", "/api/channels/{channel}/stream", "A channel as Server-Sent Events", Stream)
+            .query(inline::<StreamQuery>).answers(Events),
+        op("get", "/api/threads/{id}", "A thread's messages", BearerOrBasic)
+            .query(inline::<ThreadPath>).answers(Json(200, named::<wire::ThreadMessages>)),
+        op("get", "/api/threads/{id}/stream", "A thread as Server-Sent Events", Stream)
+            .query(inline::<ThreadStreamQuery>).answers(Events),
+        op("get", "/api/messages/{id}", "One message, with its delivery", BearerOrBasic)
+            .query(inline::<IdPath>).answers(Json(200, named::<wire::OneMessage>)),
+        op("post", "/api/messages", "Send a direct message (and wait for the reply)", Bearer)
+            .body(named::<args::SendMessage>).answers(Json(201, named::<wire::Sent>)),
+        op("get", "/api/inbox", "Take what waits in your inbox (waiting up to 50 s)", Bearer)
+            .query(inline::<args::CheckInbox>).answers(Json(200, named::<wire::Messages>)),
+        op("get", "/api/inbox/stream", "Your inbox as Server-Sent Events, each message pushed", Bearer)
+            .query(inline::<InboxStreamQuery>).answers(Events),
+        op("post", "/api/inbox/lease", "Lease what waits in your inbox to a hook that shows it to your model", Bearer)
+            .body(named::<args::LeaseInbox>).answers(Json(200, named::<wire::Messages>)),
+        op("get", "/api/me/stream", "Messages to you as they arrive, for the page", Stream)
+            .answers(Events),
+        op("get", "/api/people", "The team", BearerOrBasic)
+            .answers(Json(200, named::<wire::Peers>)),
+        op("get", "/api/search", "Search live messages", BearerOrBasic)
+            .query(inline::<args::SearchMessages>).answers(Json(200, named::<wire::SearchResults>)),
+        op("put", "/api/status", "Set your status line", Bearer)
+            .body(named::<args::SetStatus>).answers(Json(200, named::<wire::StatusSet>)),
+        op("get", "/api/me/notifications", "Your notification settings", BearerOrBasic)
+            .answers(Json(200, named::<attention::Notifications>)),
+        op("put", "/api/me/notifications", "Change your notification settings", Bearer)
+            .body(named::<attention::ChangeNotifications>).answers(Json(200, named::<attention::Notifications>)),
+        op("get", "/api/approvals", "Your agents' permission prompts", BearerOrBasic)
+            .query(inline::<attention::ApprovalsQuery>).answers(Json(200, named::<attention::Approvals>)),
+        op("post", "/api/approvals", "Ask your person to allow a step", Bearer)
+            .body(named::<attention::NewApprovalArgs>).answers(Json(201, named::<attention::ApprovalView>)),
+        op("get", "/api/approvals/{id}", "One prompt; with wait, until it is answered", BearerOrBasic)
+            .query(inline::<ApprovalPath>).answers(Json(200, named::<attention::ApprovalView>)),
+        op("post", "/api/approvals/{id}", "Answer a prompt: allow or deny", Bearer)
+            .query(inline::<IdPath>).body(named::<attention::AnswerApproval>).answers(Json(200, named::<attention::ApprovalView>)),
+        op("get", "/api/push/key", "The relay's Web Push key", BearerOrBasic)
+            .answers(Json(200, named::<attention::PushKeyView>)),
+        op("get", "/api/push/subscriptions", "Your browsers subscribed to Web Push", BearerOrBasic)
+            .answers(Json(200, named::<attention::Devices>)),
+        op("post", "/api/push/subscriptions", "Subscribe a browser to Web Push", Bearer)
+            .body(named::<attention::NewDevice>).answers(Json(201, named::<attention::DeviceView>)),
+        op("delete", "/api/push/subscriptions/{id}", "Forget a browser", Bearer)
+            .query(inline::<IdPath>),
     ]
 }
 
@@ -436,110 +274,7 @@ fn document() -> Value {
         .into_generator();
     let mut paths = Map::new();
     for operation in operations() {
-        let mut parameters = Vec::new();
-        let in_path = |name: &str| operation.path.contains(&format!("{{{name}}}"));
-        if let Some(query) = operation.query {
-            let schema = query(&mut generator);
-            let required: Vec<String> = schema
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| {
-                    r.iter()
-                        .filter_map(|n| n.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default();
-            if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
-                for (name, property) in properties {
-                    let path = in_path(name);
-                    let mut property = property.clone();
-                    let description = property
-                        .as_object_mut()
-                        .and_then(|p| p.remove("description"));
-                    let mut parameter = json!({
-                        "name": name,
-                        "in": if path { "path" } else { "query" },
-                        "required": path || required.contains(name),
-                        "schema": property,
-                    });
-                    if let Some(description) = description {
-                        parameter["description"] = description;
-                    }
-                    parameters.push(parameter);
-                }
-            }
-        }
-        for segment in operation.path.split('/') {
-            if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}'))
-                && !parameters.iter().any(|p| p["name"] == name)
-            {
-                parameters.push(json!({
-                    "name": name, "in": "path", "required": true, "schema": path_schema(name),
-                }));
-            }
-        }
-        let mut responses = Map::new();
-        match operation.answer {
-            Answer::Json(status, schema) => {
-                responses.insert(
-                    status.to_string(),
-                    json!({
-                        "description": "done",
-                        "content": { "application/json": { "schema": schema(&mut generator) } },
-                    }),
-                );
-            }
-            Answer::Events => {
-                responses.insert(
-                    "200".into(),
-                    json!({
-                        "description": "Server-Sent Events: `message` events carry a message's JSON; \
-                                        `notice`, `delivery` and `resync` events as docs/api.md says",
-                        "content": { "text/event-stream": { "schema": event_schema() } },
-                    }),
-                );
-            }
-            Answer::Nothing(status) => {
-                responses.insert(status.to_string(), json!({ "description": "done" }));
-            }
-        }
-        for (status, why) in REFUSALS {
-            // An operation that takes no body never reads one: a body too
-            // large, not JSON, or carrying a secret is not its refusal.
-            if operation.body.is_none() && matches!(status, 413 | 415 | 422) {
-                continue;
-            }
-            responses.insert(status.to_string(), json!({ "$ref": format!("#/components/responses/refused{status}"), "description": why }));
-        }
-        responses.insert(
-            "default".into(),
-            json!({ "$ref": "#/components/responses/refused" }),
-        );
-        let mut entry = json!({
-            "summary": operation.summary,
-            "operationId": format!(
-                "{}{}",
-                operation.method,
-                operation.path.replace(['/', '{', '}'], "_")
-            ),
-            "parameters": parameters,
-            "responses": responses,
-            "security": match operation.takes {
-                Takes::Bearer => json!([{ "bearer": [] }]),
-                Takes::BearerOrBasic => json!([{ "bearer": [] }, { "basic": [] }]),
-                Takes::Stream => json!([{ "bearer": [] }, { "basic": [] }, { "query": [] }]),
-            },
-        });
-        if let Some(body) = operation.body {
-            let mut content = json!({ "schema": body(&mut generator) });
-            if let Some(example) = example(operation.method, operation.path) {
-                content["example"] = example;
-            }
-            entry["requestBody"] = json!({
-                "required": true,
-                "content": { "application/json": content },
-            });
-        }
+        let entry = operation_entry(&operation, &mut generator);
         paths
             .entry(operation.path)
             .or_insert_with(|| json!({}))
@@ -547,6 +282,141 @@ fn document() -> Value {
             .expect("a path item is an object")
             .insert(operation.method.to_owned(), entry);
     }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "crosstalk",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "The REST API of a crosstalk relay: the MCP tools' twins, long-polls and \
+                            Server-Sent Events. Every refusal is {\"error\":{\"code\",\"message\"}}.",
+        },
+        "paths": paths,
+        "components": components(generator),
+    })
+}
+
+/// One operation's entry under its path.
+fn operation_entry(operation: &Operation, generator: &mut SchemaGenerator) -> Value {
+    let mut entry = json!({
+        "summary": operation.summary,
+        "operationId": format!(
+            "{}{}",
+            operation.method,
+            operation.path.replace(['/', '{', '}'], "_")
+        ),
+        "parameters": parameters(operation, generator),
+        "responses": responses(operation, generator),
+        "security": match operation.takes {
+            Takes::Bearer => json!([{ "bearer": [] }]),
+            Takes::BearerOrBasic => json!([{ "bearer": [] }, { "basic": [] }]),
+            Takes::Stream => json!([{ "bearer": [] }, { "basic": [] }, { "query": [] }]),
+        },
+    });
+    if let Some(body) = operation.body {
+        let mut content = json!({ "schema": body(generator) });
+        if let Some(example) = example(operation.method, operation.path) {
+            content["example"] = example;
+        }
+        entry["requestBody"] = json!({
+            "required": true,
+            "content": { "application/json": content },
+        });
+    }
+    entry
+}
+
+/// An operation's parameters: its query type's fields (those its path
+/// names are path parameters), then any other segment of its path.
+fn parameters(operation: &Operation, generator: &mut SchemaGenerator) -> Vec<Value> {
+    let mut parameters = Vec::new();
+    let in_path = |name: &str| operation.path.contains(&format!("{{{name}}}"));
+    if let Some(query) = operation.query {
+        let schema = query(generator);
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+            for (name, property) in properties {
+                let path = in_path(name);
+                let mut property = property.clone();
+                let description = property
+                    .as_object_mut()
+                    .and_then(|p| p.remove("description"));
+                let mut parameter = json!({
+                    "name": name,
+                    "in": if path { "path" } else { "query" },
+                    "required": path || required.contains(&name.as_str()),
+                    "schema": property,
+                });
+                if let Some(description) = description {
+                    parameter["description"] = description;
+                }
+                parameters.push(parameter);
+            }
+        }
+    }
+    for segment in operation.path.split('/') {
+        if let Some(name) = segment.strip_prefix('{').and_then(|s| s.strip_suffix('}'))
+            && !parameters.iter().any(|p| p["name"] == name)
+        {
+            parameters.push(json!({
+                "name": name, "in": "path", "required": true, "schema": path_schema(name),
+            }));
+        }
+    }
+    parameters
+}
+
+/// An operation's answers: its own, then the refusals it may give.
+fn responses(operation: &Operation, generator: &mut SchemaGenerator) -> Map<String, Value> {
+    let mut responses = Map::new();
+    match operation.answer {
+        Answer::Json(status, schema) => {
+            responses.insert(
+                status.to_string(),
+                json!({
+                    "description": "done",
+                    "content": { "application/json": { "schema": schema(generator) } },
+                }),
+            );
+        }
+        Answer::Events => {
+            responses.insert(
+                "200".into(),
+                json!({
+                    "description": "Server-Sent Events: `message` events carry a message's JSON; \
+                                    `notice`, `delivery` and `resync` events as docs/api.md says",
+                    "content": { "text/event-stream": { "schema": event_schema() } },
+                }),
+            );
+        }
+        Answer::Nothing(status) => {
+            responses.insert(status.to_string(), json!({ "description": "done" }));
+        }
+    }
+    for (status, why) in REFUSALS {
+        // An operation that takes no body never reads one: a body too
+        // large, not JSON, or carrying a secret is not its refusal.
+        if operation.body.is_none() && matches!(status, 413 | 415 | 422) {
+            continue;
+        }
+        responses.insert(
+            status.to_string(),
+            json!({ "$ref": format!("#/components/responses/refused{status}"), "description": why }),
+        );
+    }
+    responses.insert(
+        "default".into(),
+        json!({ "$ref": "#/components/responses/refused" }),
+    );
+    responses
+}
+
+/// The schemas the operations named, the error's, the refusals and the
+/// ways to present a credential.
+fn components(mut generator: SchemaGenerator) -> Value {
     let mut schemas = generator.take_definitions(true);
     schemas.insert(
         "Error".into(),
@@ -577,22 +447,12 @@ fn document() -> Value {
         responses.insert(format!("refused{status}"), refused(why));
     }
     json!({
-        "openapi": "3.1.0",
-        "info": {
-            "title": "crosstalk",
-            "version": env!("CARGO_PKG_VERSION"),
-            "description": "The REST API of a crosstalk relay: the MCP tools' twins, long-polls and \
-                            Server-Sent Events. Every refusal is {\"error\":{\"code\",\"message\"}}.",
-        },
-        "paths": paths,
-        "components": {
-            "schemas": schemas,
-            "responses": responses,
-            "securitySchemes": {
-                "bearer": { "type": "http", "scheme": "bearer", "description": "a person's xtalk_ token" },
-                "basic": { "type": "http", "scheme": "basic", "description": "the team page's: the token as the password; reads only" },
-                "query": { "type": "apiKey", "in": "query", "name": "token", "description": "streams only, for clients that cannot set headers" },
-            },
+        "schemas": schemas,
+        "responses": responses,
+        "securitySchemes": {
+            "bearer": { "type": "http", "scheme": "bearer", "description": "a person's xtalk_ token" },
+            "basic": { "type": "http", "scheme": "basic", "description": "the team page's: the token as the password; reads only" },
+            "query": { "type": "apiKey", "in": "query", "name": "token", "description": "streams only, for clients that cannot set headers" },
         },
     })
 }
