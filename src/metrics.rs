@@ -9,7 +9,7 @@
 //! of secret from the pattern table, a connection budget. None carries a
 //! handle, a token, a channel, a path or anything a person typed.
 
-use crate::relay::{Reading, Relay};
+use crate::relay::{Reading, Relay, Snapshot};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -301,131 +301,18 @@ fn family(
 
 impl Collector for Core {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let s = self.relay.stats();
-        let e = &mut encoder;
-        labelled(
-            e,
-            "messages_sent",
-            "Messages stored, to a person (direct) or in a channel",
-            "to",
-            &[("direct", s.sent_direct), ("channel", s.sent_channel)],
-        )?;
-        let refused: Vec<_> = s.refused.into_iter().collect();
-        labelled(
-            e,
-            "messages_refused",
-            "Messages refused, by reason (secret, too_large, quota, bad_input, …)",
-            "reason",
-            &refused,
-        )?;
-        let secrets: Vec<_> = s.refused_secrets.into_iter().collect();
-        labelled(
-            e,
-            "messages_refused_secrets",
-            "Messages refused as carrying a likely secret, by the kind it looked like",
-            "kind",
-            &secrets,
-        )?;
-        counter(
-            e,
-            "messages_read",
-            "Messages to a person their agent confirmed it read (claimed from the inbox, or \
-             read after a push)",
-            s.read,
-        )?;
-        counter(
-            e,
-            "messages_purged",
-            "Expired messages the purge deleted",
-            s.purged,
-        )?;
-        histogram(
-            e,
-            "purge_duration_seconds",
-            "How long each purge of expired rows took",
-            &s.purge_seconds,
-        )?;
-        labelled(
-            e,
-            "pushes",
-            "Messages offered to a listening agent's stream: the first offer, or again after \
-             a lease ended unconfirmed",
-            "offer",
-            &[
-                ("first", s.pushed - s.pushed_again.min(s.pushed)),
-                ("again", s.pushed_again),
-            ],
-        )?;
-        counter(
-            e,
-            "waits_parked",
-            "Waits that found nothing and parked until a wake-up",
-            s.waits_parked,
-        )?;
-        counter(
-            e,
-            "wait_looks",
-            "Looks in the store by waits: as each begins, and at each wake-up that may have \
-             brought what it waits for",
-            s.wait_looks,
-        )?;
-        gauge(e, "waits_open", "Waits and streams open now", s.waits_open)?;
-        gauge(
-            e,
-            "listening_streams",
-            "Streams open now that take pushes (MCP sessions' and inbox streams)",
-            s.listening,
-        )?;
-        labelled(
-            e,
-            "notices",
-            "Notices for people (webhooks, Web Push) handed to delivery, or dropped with its \
-             queue full",
-            "outcome",
-            &[("queued", s.notices), ("dropped", s.notices_dropped)],
-        )?;
-        labelled(
-            e,
-            "approvals",
-            "Agents' permission prompts asked of their people, and answered",
-            "event",
-            &[
-                ("asked", s.approvals_asked),
-                ("answered", s.approvals_answered),
-            ],
-        )?;
-        labelled(
-            e,
-            "oauth_grants",
-            "OAuth grants made, refreshed, and ended by a refresh token presented twice",
-            "event",
-            &[
-                ("opened", s.grants_opened),
-                ("refreshed", s.grants_refreshed),
-                ("reused", s.grants_reused),
-            ],
-        )?;
-        gauge(
-            e,
-            "mcp_sessions_open",
-            "MCP sessions this relay holds now",
-            self.sessions.get().map_or(0, |open| open()) as u64,
-        )?;
-        labelled(
-            e,
-            "rate_limited",
-            "Requests refused by a quota: a credential's, an address's without valid \
-             credentials, or the client registrations' budget",
-            "quota",
-            &[
-                ("credential", self.quotas.credential.load(Ordering::Relaxed)),
-                ("address", self.quotas.address.load(Ordering::Relaxed)),
-                (
-                    "registration",
-                    self.quotas.registration.load(Ordering::Relaxed),
-                ),
-            ],
-        )?;
+        // One snapshot for every family, so that they agree.
+        let stats = self.relay.stats();
+        encode_messages(&mut encoder, &stats)?;
+        encode_delivery(&mut encoder, &stats)?;
+        self.encode_store(&mut encoder)?;
+        self.encode_edge(&mut encoder)
+    }
+}
+
+impl Core {
+    /// The store's group commits, and on PostgreSQL its listener and pool.
+    fn encode_store(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let (store, pool) = self.relay.store_stats();
         histogram(
             e,
@@ -483,6 +370,32 @@ impl Collector for Core {
                 pool.waiting,
             )?;
         }
+        Ok(())
+    }
+
+    /// What the edge holds and refused: MCP sessions, quotas, connections.
+    fn encode_edge(&self, e: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        gauge(
+            e,
+            "mcp_sessions_open",
+            "MCP sessions this relay holds now",
+            self.sessions.get().map_or(0, |open| open()) as u64,
+        )?;
+        labelled(
+            e,
+            "rate_limited",
+            "Requests refused by a quota: a credential's, an address's without valid \
+             credentials, or the client registrations' budget",
+            "quota",
+            &[
+                ("credential", self.quotas.credential.load(Ordering::Relaxed)),
+                ("address", self.quotas.address.load(Ordering::Relaxed)),
+                (
+                    "registration",
+                    self.quotas.registration.load(Ordering::Relaxed),
+                ),
+            ],
+        )?;
         let c = &self.connections;
         gauge(
             e,
@@ -512,6 +425,119 @@ impl Collector for Core {
         )?;
         Ok(())
     }
+}
+
+/// Messages stored, refused, read and purged.
+fn encode_messages(e: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), std::fmt::Error> {
+    labelled(
+        e,
+        "messages_sent",
+        "Messages stored, to a person (direct) or in a channel",
+        "to",
+        &[("direct", s.sent_direct), ("channel", s.sent_channel)],
+    )?;
+    let refused: Vec<_> = s.refused.iter().map(|(k, v)| (*k, *v)).collect();
+    labelled(
+        e,
+        "messages_refused",
+        "Messages refused, by reason (secret, too_large, quota, bad_input, …)",
+        "reason",
+        &refused,
+    )?;
+    let secrets: Vec<_> = s.refused_secrets.iter().map(|(k, v)| (*k, *v)).collect();
+    labelled(
+        e,
+        "messages_refused_secrets",
+        "Messages refused as carrying a likely secret, by the kind it looked like",
+        "kind",
+        &secrets,
+    )?;
+    counter(
+        e,
+        "messages_read",
+        "Messages to a person their agent confirmed it read (claimed from the inbox, or \
+         read after a push)",
+        s.read,
+    )?;
+    counter(
+        e,
+        "messages_purged",
+        "Expired messages the purge deleted",
+        s.purged,
+    )?;
+    histogram(
+        e,
+        "purge_duration_seconds",
+        "How long each purge of expired rows took",
+        &s.purge_seconds,
+    )?;
+    Ok(())
+}
+
+/// How messages reached people and their agents: pushes, waits,
+/// notices; and approvals and grants.
+fn encode_delivery(e: &mut DescriptorEncoder<'_>, s: &Snapshot) -> Result<(), std::fmt::Error> {
+    labelled(
+        e,
+        "pushes",
+        "Messages offered to a listening agent's stream: the first offer, or again after \
+         a lease ended unconfirmed",
+        "offer",
+        &[
+            ("first", s.pushed - s.pushed_again.min(s.pushed)),
+            ("again", s.pushed_again),
+        ],
+    )?;
+    counter(
+        e,
+        "waits_parked",
+        "Waits that found nothing and parked until a wake-up",
+        s.waits_parked,
+    )?;
+    counter(
+        e,
+        "wait_looks",
+        "Looks in the store by waits: as each begins, and at each wake-up that may have \
+         brought what it waits for",
+        s.wait_looks,
+    )?;
+    gauge(e, "waits_open", "Waits and streams open now", s.waits_open)?;
+    gauge(
+        e,
+        "listening_streams",
+        "Streams open now that take pushes (MCP sessions' and inbox streams)",
+        s.listening,
+    )?;
+    labelled(
+        e,
+        "notices",
+        "Notices for people (webhooks, Web Push) handed to delivery, or dropped with its \
+         queue full",
+        "outcome",
+        &[("queued", s.notices), ("dropped", s.notices_dropped)],
+    )?;
+    labelled(
+        e,
+        "approvals",
+        "Agents' permission prompts asked of their people, and answered",
+        "event",
+        &[
+            ("asked", s.approvals_asked),
+            ("answered", s.approvals_answered),
+        ],
+    )?;
+    labelled(
+        e,
+        "oauth_grants",
+        "OAuth grants made, refreshed, and ended by a refresh token presented twice",
+        "event",
+        &[
+            ("opened", s.grants_opened),
+            ("refreshed", s.grants_refreshed),
+            ("reused", s.grants_reused),
+        ],
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]
