@@ -429,7 +429,6 @@ pub async fn admin(team: &Team, command: Admin) -> anyhow::Result<()> {
             notify_allow_private,
             ..
         } => {
-            let (handle, current) = team.notify_settings(&handle).await?;
             let mut change = ChangeNotifications {
                 webhook_format: format,
                 ..ChangeNotifications::default()
@@ -444,46 +443,62 @@ pub async fn admin(team: &Team, command: Admin) -> anyhow::Result<()> {
             } else if let Some(after) = after {
                 change.after_seconds = Some(Some(parse_duration(&after)?));
             }
-            let settings = change.apply(current)?;
-            team.set_notify_settings(&handle, settings.clone(), notify_allow_private)
-                .await?;
-            let shown = Notifications::from(&settings);
-            let when = match shown.after_seconds {
-                None => "never told of unread messages".to_owned(),
-                Some(0) => "told of unread messages at once".to_owned(),
-                Some(seconds) => format!("told of unread messages after {seconds} s"),
-            };
-            let webhook = match &settings.webhook {
-                Some(webhook) => format!(
-                    "posted to {} ({})",
-                    webhook.url.as_str(),
-                    webhook.format.as_str()
-                ),
-                None => "no webhook".to_owned(),
-            };
-            println!("{handle} is {when}; {webhook}.");
+            notify(team, &handle, change, notify_allow_private).await?;
         }
-        Admin::People { .. } => {
-            let people = team.people().await?;
-            if people.is_empty() {
-                println!("Nobody yet. Add someone with: crosstalk add HANDLE [NAME]");
-                return Ok(());
-            }
-            println!(
-                "{:<20} {:<24} {:<25} {:<25} REVOKED",
-                "HANDLE", "NAME", "CREATED", "LAST SEEN"
-            );
-            for p in people {
-                println!(
-                    "{:<20} {:<24} {:<25} {:<25} {}",
-                    p.handle.as_str(),
-                    p.name,
-                    timestamp(p.created_at),
-                    p.last_seen_at.map_or_else(|| "never".into(), timestamp),
-                    p.revoked_at.map_or_else(|| "-".into(), timestamp),
-                );
-            }
-        }
+        Admin::People { .. } => print_people(team).await?,
+    }
+    Ok(())
+}
+
+/// Changes a person's notification settings and says what they are now.
+async fn notify(
+    team: &Team,
+    handle: &str,
+    change: ChangeNotifications,
+    allow_private: bool,
+) -> anyhow::Result<()> {
+    let (handle, current) = team.notify_settings(handle).await?;
+    let settings = change.apply(current)?;
+    team.set_notify_settings(&handle, settings.clone(), allow_private)
+        .await?;
+    let shown = Notifications::from(&settings);
+    let when = match shown.after_seconds {
+        None => "never told of unread messages".to_owned(),
+        Some(0) => "told of unread messages at once".to_owned(),
+        Some(seconds) => format!("told of unread messages after {seconds} s"),
+    };
+    let webhook = match &settings.webhook {
+        Some(webhook) => format!(
+            "posted to {} ({})",
+            webhook.url.as_str(),
+            webhook.format.as_str()
+        ),
+        None => "no webhook".to_owned(),
+    };
+    println!("{handle} is {when}; {webhook}.");
+    Ok(())
+}
+
+/// Lists the team, revoked people too.
+async fn print_people(team: &Team) -> anyhow::Result<()> {
+    let people = team.people().await?;
+    if people.is_empty() {
+        println!("Nobody yet. Add someone with: crosstalk add HANDLE [NAME]");
+        return Ok(());
+    }
+    println!(
+        "{:<20} {:<24} {:<25} {:<25} REVOKED",
+        "HANDLE", "NAME", "CREATED", "LAST SEEN"
+    );
+    for p in people {
+        println!(
+            "{:<20} {:<24} {:<25} {:<25} {}",
+            p.handle.as_str(),
+            p.name,
+            timestamp(p.created_at),
+            p.last_seen_at.map_or_else(|| "never".into(), timestamp),
+            p.revoked_at.map_or_else(|| "-".into(), timestamp),
+        );
     }
     Ok(())
 }
