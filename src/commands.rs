@@ -13,20 +13,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     server::restrict_new_files();
     match cli.command {
         Command::Serve(args) => server::serve(Config::from_args(&args)?).await,
-        Command::Check(args) => {
-            let findings = server::check::check(&args).await;
-            for finding in &findings {
-                println!("{finding}");
-            }
-            let failed = findings
-                .iter()
-                .filter(|f| f.level == server::check::Level::Fail)
-                .count();
-            match failed {
-                0 => Ok(()),
-                n => anyhow::bail!("{n} problem(s) would stop `crosstalk serve`; see FAIL above"),
-            }
-        }
+        Command::Check(args) => check(&args).await,
         Command::Admin(command) => {
             let team = server::open_team(command.database(), !command.reads_only()).await?;
             cli::admin(&team, command).await
@@ -97,6 +84,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let relay = running.state.relay.clone();
             demo::run(&url, relay.team(), async move { running.stop().await }).await
         }
+    }
+}
+
+/// Prints what `crosstalk serve` would find, and fails if it would stop.
+async fn check(args: &crate::config::ServeArgs) -> anyhow::Result<()> {
+    let findings = server::check::check(args).await;
+    for finding in &findings {
+        println!("{finding}");
+    }
+    let failed = findings
+        .iter()
+        .filter(|f| f.level == server::check::Level::Fail)
+        .count();
+    match failed {
+        0 => Ok(()),
+        n => anyhow::bail!("{n} problem(s) would stop `crosstalk serve`; see FAIL above"),
     }
 }
 
