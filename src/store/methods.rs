@@ -19,7 +19,7 @@
 //! - `atomic`: several statements, all or none (a transaction on
 //!   PostgreSQL, the writer on SQLite);
 //! - `read_rule`, `write_rule`, `atomic_rule`: the same, for a rule of
-//!   `rules.rs`, which runs over the backend's [`Statements`](super::rules::Statements)
+//!   `rules/`, which runs over the backend's [`Statements`](super::rules::Statements)
 //!   (`db` is them).
 //!
 //! What `module::function` names is the backend's own: both keep the same

@@ -1,4 +1,4 @@
-//! The message rules' statements (`../rules.rs`), in PostgreSQL: each
+//! The message rules' statements (`../rules/`), in PostgreSQL: each
 //! awaited on the caller's transaction (or pooled connection), so the
 //! inserts of one group commit pipeline theirs on one connection, and
 //! their writes wait to go together (`writer.rs`). A summary's newest

@@ -1,6 +1,6 @@
 //! Channel and thread overviews (`../sqlite/summaries.rs`, in
 //! PostgreSQL), and the purge's batches, each its own transaction under
-//! the write lock. The summaries are kept by `../rules.rs`, in the
+//! the write lock. The summaries are kept by `../rules/`, in the
 //! transaction of each message and of each purge batch.
 
 use super::statements::Sql;

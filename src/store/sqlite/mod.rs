@@ -7,7 +7,7 @@
 //!
 //! The layout is PostgreSQL's too: `plumbing.rs` says how the methods of
 //! `../methods.rs` run here; `statements.rs` has the statements of the message rules
-//! (`../rules.rs`); `messages.rs` the message rows and the ledger's other
+//! (`../rules/`); `messages.rs` the message rows and the ledger's other
 //! writes, `summaries.rs` the overviews, `people.rs` people, tokens,
 //! presence and keys, `sessions.rs` and `search.rs` theirs; the schema and
 //! what survives a crash are in `schema.rs`.

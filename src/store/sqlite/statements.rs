@@ -1,4 +1,4 @@
-//! The message rules' statements (`../rules.rs`), in SQLite. The writer
+//! The message rules' statements (`../rules/`), in SQLite. The writer
 //! runs one job at a time inside `BEGIN IMMEDIATE`, so an UPDATE that
 //! finds and marks rows is all a claim needs to take them alone.
 

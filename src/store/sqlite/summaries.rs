@@ -1,6 +1,6 @@
 //! Channel and thread overviews: a few index lookups whatever the history
 //! holds, since the summaries are kept as messages commit and as they are
-//! purged (`../rules.rs`, with this backend's statements).
+//! purged (`../rules/`, with this backend's statements).
 //!
 //! A summary is updated in the same transaction as the message it counts
 //! (inside the group commit), and by the purge in the same transaction as
