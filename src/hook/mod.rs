@@ -34,6 +34,9 @@
 //! took and nobody acted on is offered again when it ends, as a channel
 //! push is.
 //!
+//! `relay.rs` reaches the relay (a lease, an approval); `waiter.rs` keeps
+//! a session's one waiter.
+//!
 //! The other clients' hooks (`--client`, written by `crosstalk connect`):
 //! Codex's in `codex.rs`; Gemini CLI's `stop` (its `AfterAgent`), which
 //! goes on with what waits; OpenCode's `session-start`, the waiter of one
@@ -41,9 +44,14 @@
 //! prompt the session with.
 
 mod codex;
+mod relay;
+mod waiter;
+
+use relay::{Failure, Relay};
+use waiter::Waiter;
 
 use crate::bridge::Channels;
-use crate::wire::{MessageView, Messages, attention::ApprovalView, push};
+use crate::wire::{MessageView, push};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::{
@@ -303,259 +311,4 @@ fn blocks(messages: &[MessageView]) -> String {
         .map(|message| push::channel_block(SOURCE, message))
         .collect::<Vec<_>>()
         .join("\n\n")
-}
-
-struct Relay {
-    url: String,
-    token: String,
-    http: reqwest::Client,
-}
-
-enum Failure {
-    /// The relay answered no: a revoked token, a bad request.
-    Refused(String),
-    /// The relay did not answer.
-    Away(String),
-}
-
-impl Relay {
-    /// What waits for the person now, leased to a hook that adds it to the
-    /// session's turn (`via: hook`), within [`QUICK`]; none when nothing
-    /// waits or the relay is away.
-    async fn waiting(&self) -> Option<Vec<MessageView>> {
-        match tokio::time::timeout(QUICK, self.lease("hook", 0.0)).await {
-            Ok(Ok(messages)) if !messages.is_empty() => Some(messages),
-            _ => None,
-        }
-    }
-
-    /// The person's waiting messages, leased to this hook `via` its path,
-    /// waiting up to `wait` seconds for one.
-    async fn lease(&self, via: &str, wait: f64) -> Result<Vec<MessageView>, Failure> {
-        let response = self
-            .http
-            .post(format!("{}/api/inbox/lease", self.url))
-            .bearer_auth(&self.token)
-            .timeout(Duration::from_secs_f64(wait) + Duration::from_secs(10))
-            .json(&json!({ "via": via, "timeout_seconds": wait }))
-            .send()
-            .await
-            .map_err(|error| Failure::Away(error.to_string()))?;
-        let status = response.status();
-        if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-            return Err(Failure::Away(format!("status {status}")));
-        }
-        if !status.is_success() {
-            let body = response.text().await.unwrap_or_default();
-            return Err(Failure::Refused(format!("{status}: {body}")));
-        }
-        let leased: Messages = response
-            .json()
-            .await
-            .map_err(|error| Failure::Away(error.to_string()))?;
-        Ok(leased.messages)
-    }
-
-    /// Asks the person to approve the step on the relay, and waits for
-    /// their answer: Claude Code's decision, or none (the terminal asks).
-    async fn approval(&self, input: &Input) -> Option<Value> {
-        let asked = json!({
-            "request_id": request_id(),
-            "tool_name": input.tool_name,
-            "description": describe(input),
-            "input_preview": preview(&input.tool_input),
-        });
-        let approval: ApprovalView = self
-            .http
-            .post(format!("{}/api/approvals", self.url))
-            .bearer_auth(&self.token)
-            .timeout(QUICK)
-            .json(&asked)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .ok()?
-            .json()
-            .await
-            .ok()?;
-        let deadline = tokio::time::Instant::now() + APPROVAL_WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            let url = format!(
-                "{}/api/approvals/{}?wait_seconds={}",
-                self.url,
-                approval.id,
-                left.as_secs().clamp(1, 50)
-            );
-            let answered = self
-                .http
-                .get(url)
-                .bearer_auth(&self.token)
-                .timeout(Duration::from_secs(60))
-                .send()
-                .await
-                .and_then(reqwest::Response::error_for_status);
-            let view = match answered {
-                Ok(response) => response.json::<ApprovalView>().await.ok(),
-                Err(_) => None,
-            };
-            let behavior = match view.as_ref().map(|v| v.state.as_str()) {
-                Some("allowed") => json!({ "behavior": "allow" }),
-                Some("denied") => json!({
-                    "behavior": "deny",
-                    "message": "Your person denied this step from the crosstalk relay.",
-                }),
-                Some("pending") => continue,
-                // Expired, or the relay away: the terminal asks.
-                _ => return None,
-            };
-            return Some(json!({ "hookSpecificOutput": {
-                "hookEventName": "PermissionRequest",
-                "decision": behavior,
-            } }));
-        }
-    }
-}
-
-/// A request id the relay takes: letters and digits.
-fn request_id() -> String {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).expect("the operating system's random source failed");
-    format!("hook-{}", u64::from_le_bytes(bytes))
-}
-
-/// What the step says it does: its own description, else its tool.
-fn describe(input: &Input) -> String {
-    match input.tool_input["description"].as_str() {
-        Some(description) if !description.trim().is_empty() => description.to_owned(),
-        _ => format!("Run {}", input.tool_name),
-    }
-}
-
-/// The step's input as the person reads it: a command as typed, a file's
-/// path, else the input's JSON.
-fn preview(input: &Value) -> String {
-    for field in ["command", "file_path", "url", "pattern"] {
-        if let Some(text) = input[field].as_str() {
-            return text.to_owned();
-        }
-    }
-    input.to_string()
-}
-
-/// The one waiter of a Claude Code session: a file that names the process
-/// waiting for it, in a directory only this user may open. A newer waiter
-/// writes its own number over it and tells the older to end (SIGTERM, only
-/// to a process that is a `crosstalk hook`); an older one that reads
-/// another number ends too.
-struct Waiter {
-    file: Option<PathBuf>,
-    me: u32,
-}
-
-impl Waiter {
-    fn register(session: &str) -> Waiter {
-        let me = std::process::id();
-        let file = Self::file(session);
-        if let Some(file) = &file {
-            let older = std::fs::read_to_string(file)
-                .ok()
-                .and_then(|text| text.trim().parse::<u32>().ok());
-            if let Err(error) = std::fs::write(file, me.to_string()) {
-                eprintln!("crosstalk hook: cannot note this session's waiter: {error}");
-            }
-            if let Some(older) = older.filter(|&pid| pid != me && is_a_hook(pid)) {
-                let _ = rustix::process::Pid::from_raw(older as i32)
-                    .map(|pid| rustix::process::kill_process(pid, rustix::process::Signal::TERM));
-            }
-        }
-        Waiter { file, me }
-    }
-
-    /// Ends the session's waiter, if one is noted (its client's session
-    /// ended).
-    fn end(session: &str) {
-        let Some(file) = Self::file(session) else {
-            return;
-        };
-        if let Some(pid) = std::fs::read_to_string(&file)
-            .ok()
-            .and_then(|text| text.trim().parse::<u32>().ok())
-            .filter(|&pid| is_a_hook(pid))
-        {
-            let _ = rustix::process::Pid::from_raw(pid as i32)
-                .map(|pid| rustix::process::kill_process(pid, rustix::process::Signal::TERM));
-        }
-        let _ = std::fs::remove_file(file);
-    }
-
-    /// Where a session's waiter is noted: none for a session id that could
-    /// name another file, or when the directory is not this user's own.
-    fn file(session: &str) -> Option<PathBuf> {
-        let safe = !session.is_empty()
-            && session.len() <= 128
-            && session
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        let dir = waiters_dir();
-        (safe && private_dir(&dir)).then(|| dir.join(format!("{session}.waiter")))
-    }
-
-    fn superseded(&self) -> bool {
-        self.file.as_ref().is_some_and(|file| {
-            std::fs::read_to_string(file)
-                .ok()
-                .and_then(|text| text.trim().parse::<u32>().ok())
-                .is_some_and(|pid| pid != self.me)
-        })
-    }
-}
-
-/// Whether process `pid` is a `crosstalk hook` (a number a waiter noted may
-/// have gone to another process since).
-fn is_a_hook(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|raw| {
-        let args: Vec<&[u8]> = raw.split(|&b| b == 0).collect();
-        args.first()
-            .is_some_and(|program| program.ends_with(b"crosstalk"))
-            && args.get(1).is_some_and(|arg| *arg == b"hook")
-    })
-}
-
-/// Makes `dir` if it is not there, and says whether it is this user's own
-/// directory that nobody else may open (not a link someone else put there):
-/// otherwise waiters go on without noting themselves, and overlap.
-fn private_dir(dir: &std::path::Path) -> bool {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let _ = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir);
-    let private = std::fs::symlink_metadata(dir).is_ok_and(|meta| {
-        meta.is_dir()
-            && meta.uid() == rustix::process::getuid().as_raw()
-            && meta.mode() & 0o077 == 0
-    });
-    if !private {
-        eprintln!(
-            "crosstalk hook: {} is not this user's private directory; not noting the waiter",
-            dir.display()
-        );
-    }
-    private
-}
-
-/// Where the waiters note themselves: the user's runtime directory, else
-/// one of the user's own under the temporary directory.
-fn waiters_dir() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("crosstalk-hooks"),
-        _ => std::env::temp_dir().join(format!(
-            "crosstalk-hooks-{}",
-            rustix::process::getuid().as_raw()
-        )),
-    }
 }
