@@ -4,7 +4,7 @@
 //! They take no credential (a public client has none) and count against
 //! the client address's quota. Their answers and refusals are OAuth's own
 //! shapes (`{"error", "error_description"}`), never cached. The consent
-//! page, which a person answers, is the team page's (`web/oauth.rs`).
+//! page, which a person answers, is the team page's (`web/oauth/`).
 
 use crate::host::ClientAddress;
 use crate::model::ClientMetadata;
