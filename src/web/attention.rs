@@ -3,7 +3,7 @@
 //! guarded as every form of the page is (`forms.rs`).
 
 use super::assets::Assets;
-use super::forms::{from_script, guard};
+use super::forms::{Guarded, from_script, guardable};
 use super::views::{Frame, When};
 use super::{ASSETS, frame, render};
 use crate::model::{
@@ -18,9 +18,9 @@ use crate::wire::{
 };
 use askama::Template;
 use axum::{
-    Extension, Form,
+    Extension,
     extract::State,
-    http::{HeaderMap, StatusCode, Uri},
+    http::{HeaderMap, StatusCode},
     response::{IntoResponse, Redirect, Response},
 };
 use serde::Deserialize;
@@ -144,13 +144,13 @@ pub(super) struct Answer {
 /// approval whose input is hidden only with its box ticked).
 pub(super) async fn answer(
     State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
     Path(id): Path<i64>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<Answer>,
+    Guarded {
+        caller,
+        headers,
+        form,
+    }: Guarded<Answer>,
 ) -> Result<Response, ApiError> {
-    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
     let answered = match Behavior::parse(&form.behavior) {
         Some(behavior) => state
             .relay
@@ -270,12 +270,12 @@ pub(super) struct SettingsForm {
 /// `POST /settings`.
 pub(super) async fn save_settings(
     State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<SettingsForm>,
+    Guarded {
+        caller,
+        headers,
+        form,
+    }: Guarded<SettingsForm>,
 ) -> Result<Response, ApiError> {
-    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
     let saved = async {
         let after = match form.after.trim() {
             "never" => None,
@@ -324,12 +324,12 @@ pub(super) struct DeviceForm {
 /// page's script with the browser's subscription.
 pub(super) async fn add_device(
     State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<DeviceForm>,
+    Guarded {
+        caller,
+        headers,
+        form,
+    }: Guarded<DeviceForm>,
 ) -> Result<Response, ApiError> {
-    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
     let added = state
         .relay
         .add_device(&caller, &form.endpoint, &form.p256dh, &form.auth)
@@ -351,16 +351,16 @@ pub(super) struct Plain {
     csrf: String,
 }
 
+guardable!(Answer, SettingsForm, DeviceForm, Plain);
+
 /// `POST /settings/devices/{id}/remove`.
 pub(super) async fn remove_device(
     State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
     Path(id): Path<i64>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<Plain>,
+    Guarded {
+        caller, headers, ..
+    }: Guarded<Plain>,
 ) -> Result<Response, ApiError> {
-    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
     let removed = state.relay.remove_device(&caller, DeviceId(id)).await;
     done(
         &state,
@@ -376,13 +376,11 @@ pub(super) async fn remove_device(
 /// `POST /settings/grants/{id}/revoke`: ends an app's grant.
 pub(super) async fn revoke_grant(
     State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
     Path(id): Path<i64>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<Plain>,
+    Guarded {
+        caller, headers, ..
+    }: Guarded<Plain>,
 ) -> Result<Response, ApiError> {
-    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
     let ended = state.relay.end_grant(&caller, GrantId(id)).await;
     done(
         &state,

@@ -31,13 +31,14 @@ use crate::state::AppState;
 use crate::wire::{ApiError, extract::Path};
 use axum::{
     Extension, Form,
-    extract::State,
+    extract::{FromRequest, FromRequestParts, Request, State},
     http::{HeaderMap, StatusCode, Uri, header},
     response::{IntoResponse, Redirect, Response},
 };
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use sha2::Sha256;
 
 type Signer = Hmac<Sha256>;
@@ -110,6 +111,56 @@ async fn signer(relay: &Relay, caller: &Caller, purpose: &[u8]) -> Result<Signer
 fn base64_url(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
+
+/// A form the page sent, refused by [`guard`] unless it came from this
+/// relay's own page for the signed-in credential: who sent it, their
+/// request's headers, and what they wrote. Every form handler but the
+/// consent page's (whose token comes with its parameters) takes one.
+pub(super) struct Guarded<T> {
+    pub caller: Caller,
+    pub headers: HeaderMap,
+    pub form: T,
+}
+
+/// A form's fields: among them the token [`guard`] checks.
+pub(super) trait Guardable: DeserializeOwned + Send {
+    fn csrf(&self) -> &str;
+}
+
+impl<T: Guardable> FromRequest<AppState> for Guarded<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Response> {
+        let (mut parts, body) = request.into_parts();
+        let Extension(caller) = Extension::<Caller>::from_request_parts(&mut parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let (uri, headers) = (parts.uri.clone(), parts.headers.clone());
+        let Form(form) = Form::<T>::from_request(Request::from_parts(parts, body), state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        guard(state, &caller, (&uri, &headers), form.csrf())
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(Guarded {
+            caller,
+            headers,
+            form,
+        })
+    }
+}
+
+/// Forms whose token is their field `csrf`.
+macro_rules! guardable {
+    ($($form:ty),* $(,)?) => {$(
+        impl $crate::web::forms::Guardable for $form {
+            fn csrf(&self) -> &str {
+                &self.csrf
+            }
+        }
+    )*};
+}
+pub(super) use guardable;
 
 /// Refuses a form that did not come from this relay's own page, before
 /// anything is read or stored.
@@ -209,6 +260,8 @@ pub struct Written {
     draft: Draft,
 }
 
+guardable!(Written, Status);
+
 /// The answer to a form that wrote a message: where it went, or why not.
 async fn answer(
     state: &AppState,
@@ -226,13 +279,13 @@ async fn answer(
 /// `POST /threads/{id}`: a reply, to the other people in the thread.
 pub async fn reply(
     State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
     Path(id): Path<i64>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<Written>,
+    Guarded {
+        caller,
+        headers,
+        form,
+    }: Guarded<Written>,
 ) -> Result<Response, ApiError> {
-    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
     let id = ThreadId(id);
     let thread = state.relay.thread_for_page(id).await?;
     let me = caller.account();
@@ -261,13 +314,13 @@ pub async fn reply(
 /// `POST /channels/{channel}`: a post, optionally into someone's inbox.
 pub async fn post(
     State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
     Path(channel): Path<String>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<Written>,
+    Guarded {
+        caller,
+        headers,
+        form,
+    }: Guarded<Written>,
 ) -> Result<Response, ApiError> {
-    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
     let draft = form.draft;
     let post = ChannelPost {
         sender: None,
@@ -285,12 +338,12 @@ pub async fn post(
 /// `POST /new`: a new thread with a person.
 pub async fn start(
     State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<Written>,
+    Guarded {
+        caller,
+        headers,
+        form,
+    }: Guarded<Written>,
 ) -> Result<Response, ApiError> {
-    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
     let draft = form.draft;
     let message = DirectMessage {
         sender: None,
@@ -315,12 +368,12 @@ pub struct Status {
 /// `POST /status`: the viewer's own status line.
 pub async fn status(
     State(state): State<AppState>,
-    Extension(caller): Extension<Caller>,
-    uri: Uri,
-    headers: HeaderMap,
-    Form(form): Form<Status>,
+    Guarded {
+        caller,
+        headers,
+        form,
+    }: Guarded<Status>,
 ) -> Result<Response, ApiError> {
-    guard(&state, &caller, (&uri, &headers), &form.csrf).await?;
     state
         .relay
         .set_status(&caller, None, form.status.trim())

@@ -625,7 +625,9 @@ async fn pages_of_padded_tables_are_bounded_and_healthz_answers_while_four_load(
         .collect();
     let client = http();
     let mut healthz = Vec::new();
-    while loads.iter().any(|load| !load.is_finished()) {
+    // Asked at least once as the loads start, and then until they end
+    // (they may all end before the first answer on a fast machine).
+    loop {
         let started = std::time::Instant::now();
         let status = client
             .get(format!("{url}/healthz"))
@@ -635,6 +637,9 @@ async fn pages_of_padded_tables_are_bounded_and_healthz_answers_while_four_load(
             .status();
         assert_eq!(status, 200);
         healthz.push(started.elapsed());
+        if loads.iter().all(|load| load.is_finished()) {
+            break;
+        }
     }
     for load in loads {
         let (status, html) = load.await.unwrap();
@@ -648,7 +653,6 @@ async fn pages_of_padded_tables_are_bounded_and_healthz_answers_while_four_load(
         assert_eq!(html.matches("<pre class=\"as-written\">").count(), 3);
     }
     healthz.sort();
-    assert!(!healthz.is_empty());
     let (median, p90) = (healthz[healthz.len() / 2], healthz[healthz.len() * 9 / 10]);
     println!(
         "/healthz while the pages loaded: {} answers, median {median:?}, p90 {p90:?}, max {:?}",
