@@ -130,15 +130,33 @@ fn bridge_server_info() -> ServerConfig {
 
 /// `https://` anywhere, `http://` only to a loopback host.
 pub(crate) fn check_url(url: &str) -> anyhow::Result<()> {
+    let shown = without_credentials(url);
     let host = crate::host::url_host(url)
-        .ok_or_else(|| anyhow::anyhow!("CROSSTALK_URL {url:?} is not an http(s):// URL"))?;
+        .ok_or_else(|| anyhow::anyhow!("CROSSTALK_URL {shown:?} is not an http(s):// URL"))?;
     if url.starts_with("https://") || crate::host::is_loopback(&host) {
         return Ok(());
     }
     anyhow::bail!(
-        "CROSSTALK_URL {url:?} is plain http to another machine: the token would travel in \
+        "CROSSTALK_URL {shown:?} is plain http to another machine: the token would travel in \
          the clear. Use the relay's https:// address."
     )
+}
+
+/// `url` as it may be shown (to the person, and to the model when the
+/// bridge says what it lacks): without a user name or password in it.
+fn without_credentials(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        Ok(_) => url.to_owned(),
+        Err(_) => match url.rsplit_once('@') {
+            Some((_, after)) => format!("…@{after}"),
+            None => url.to_owned(),
+        },
+    }
 }
 
 /// Where Claude Code stands.
@@ -526,5 +544,18 @@ fn only_a_channel_flag_naming_crosstalk_turns_pushes_on() {
         "claude server:crosstalk",
     ] {
         assert!(!channels_named(&line(off)), "{off}");
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn a_url_is_shown_without_its_credentials() {
+    for url in [
+        "http://alice:hunter2@relay.example.com:8080/",
+        "htp://alice:hunter2@relay.example.com:8080/",
+    ] {
+        let said = check_url(url).unwrap_err().to_string();
+        assert!(!said.contains("hunter2") && !said.contains("alice"), "{said}");
+        assert!(said.contains("relay.example.com:8080"), "{said}");
     }
 }

@@ -27,8 +27,14 @@ pub async fn shape_answers(request: Request, next: Next) -> Response {
         } else {
             without_priming(response)
         };
-        // rmcp answers "method not found" in JSON-RPC, with a 404.
-        if response.status() == StatusCode::NOT_FOUND {
+        // rmcp answers "method not found" in JSON-RPC, with a 404: an
+        // answer as designed (a client probing for what it may ask), not a
+        // failure. Any other 404 is logged as one.
+        let json = response
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .is_some_and(|kind| kind.as_bytes().starts_with(b"application/json"));
+        if response.status() == StatusCode::NOT_FOUND && json {
             response.extensions_mut().insert(AnsweredInBand);
         }
         return response;

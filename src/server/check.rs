@@ -284,8 +284,11 @@ async fn port(variable: &'static str, addr: SocketAddr) -> Finding {
 }
 
 /// Whether what listens at `addr` answers as a crosstalk relay: its API
-/// document says so, over plain HTTP or TLS. Nothing is sent but that
-/// request, and a certificate is not checked: it only names the listener.
+/// document says so, over plain HTTP or TLS, or it is the relay's plain
+/// listener, sending the document's path to the relay's TLS port on this
+/// machine. Nothing is sent but that request, never off this machine (no
+/// redirect is followed elsewhere), and a certificate is not checked: it
+/// only names the listener.
 async fn serves_crosstalk(addr: SocketAddr) -> bool {
     let ip = match addr.ip() {
         ip if ip.is_unspecified() && ip.is_ipv4() => IpAddr::from([127, 0, 0, 1]),
@@ -296,24 +299,73 @@ async fn serves_crosstalk(addr: SocketAddr) -> bool {
     let Ok(client) = reqwest::Client::builder()
         .danger_accept_invalid_certs(true)
         .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(1))
         .build()
     else {
         return false;
     };
-    let at = SocketAddr::new(ip, addr.port());
+    let document = |scheme: &str, port: u16| {
+        format!("{scheme}://{}/api/openapi.json", SocketAddr::new(ip, port))
+    };
     for scheme in ["http", "https"] {
-        let answered = client
-            .get(format!("{scheme}://{at}/api/openapi.json"))
-            .send()
-            .await;
-        if let Ok(response) = answered
-            && let Ok(document) = response.json::<serde_json::Value>().await
-        {
-            return document["info"]["title"] == "crosstalk";
+        match probe(&client, &document(scheme, addr.port())).await {
+            Probe::Document(title) => return title == "crosstalk",
+            Probe::ToTls(port) => {
+                return probe(&client, &document("https", port)).await
+                    == Probe::Document("crosstalk".into());
+            }
+            Probe::Nothing => {}
         }
     }
     false
+}
+
+/// What a listener answered `check`'s request with.
+#[derive(Debug, PartialEq)]
+enum Probe {
+    /// An API document, with this title.
+    Document(String),
+    /// A redirect to the same path over TLS on this port (the relay's
+    /// plain listener sends every request there).
+    ToTls(u16),
+    Nothing,
+}
+
+/// The largest answer `check` reads while naming a listener.
+const MAX_PROBE_BYTES: usize = 1 << 20;
+
+async fn probe(client: &reqwest::Client, url: &str) -> Probe {
+    let Ok(mut response) = client.get(url).send().await else {
+        return Probe::Nothing;
+    };
+    if response.status().is_redirection() {
+        let to_tls = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|location| location.to_str().ok())
+            .and_then(|location| url::Url::parse(location).ok())
+            .filter(|location| {
+                location.scheme() == "https" && location.path() == "/api/openapi.json"
+            });
+        return match to_tls {
+            Some(location) => Probe::ToTls(location.port().unwrap_or(443)),
+            None => Probe::Nothing,
+        };
+    }
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        body.extend_from_slice(&chunk);
+        if body.len() > MAX_PROBE_BYTES {
+            return Probe::Nothing;
+        }
+    }
+    match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(document) => {
+            Probe::Document(document["info"]["title"].as_str().unwrap_or("").to_owned())
+        }
+        Err(_) => Probe::Nothing,
+    }
 }
 
 /// Whether `domain` resolves to an address of this machine: one it can bind.

@@ -14,8 +14,12 @@
 //!
 //! where `KIND` says how it runs, the same on every backend:
 //! - `read`: on a connection, reading only;
-//! - `write`: one statement that writes (PostgreSQL commits it alone;
-//!   SQLite runs it on its writer, which commits in groups);
+//! - `write`: one statement that writes, or statements each of which
+//!   stands alone (`key_or`'s insert-if-missing and read), with nothing
+//!   to undo if a later one fails (PostgreSQL commits each alone; SQLite
+//!   runs them on its writer, which commits in groups). SQLite runs a
+//!   `write` as it runs an `atomic`, so only PostgreSQL would show a
+//!   `write` that needed to be `atomic`: when in doubt, `atomic`;
 //! - `atomic`: several statements, all or none (a transaction on
 //!   PostgreSQL, the writer on SQLite);
 //! - `read_rule`, `write_rule`, `atomic_rule`: the same, for a rule of

@@ -332,6 +332,44 @@ async fn check_beside_a_running_relay_says_it_serves() {
     );
 }
 
+/// What only looks like a relay is not taken for one: a listener that
+/// sends the document's path to another machine (the redirect is not
+/// followed there), or one that answers without end.
+#[test]
+fn check_takes_no_other_listener_for_a_relay() {
+    use std::io::{Read, Write};
+    let answers: [&[u8]; 2] = [
+        b"HTTP/1.1 308 Permanent Redirect\r\nLocation: https://relay.example.com:9/api/openapi.json\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"info\": {\"title\": \"crosstalk\", \"pad\": \"",
+    ];
+    for answer in answers {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port().to_string();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                let _ = stream.write_all(answer);
+                // The second answer goes on: 64 MiB of padding, unended.
+                if answer.starts_with(b"HTTP/1.1 200") {
+                    let pad = vec![b'x'; 1 << 16];
+                    for _ in 0..1024 {
+                        if stream.write_all(&pad).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("relay.db").display().to_string();
+        let (ok, said) = check(&[("RELAY_DB", &db), ("RELAY_PORT", &port)]);
+        assert!(!ok, "{said}");
+        assert!(said.contains("FAIL  RELAY_PORT"), "{said}");
+        assert!(!said.contains("already serves"), "{said}");
+    }
+}
+
 #[test]
 fn check_names_each_problem_and_fails_where_serve_would_refuse() {
     let dir = tempfile::tempdir().unwrap();

@@ -75,6 +75,8 @@ const FOLLOWED_QUEUED: usize = 64;
 
 /// How many of a person's waiting messages one offer takes for a stream.
 const OFFER_BATCH: u32 = 16;
+/// How long a lease waits, as it ends, for the offer its feed was making.
+const STOP_OFFERING_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a push stream whose store failed waits before it offers again.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -255,7 +257,12 @@ impl Relay {
         // With the rest its offer took, and what it took as the wait ended
         // (with no wait at all, what waited): a lease nobody is handed
         // would say `pushed` of a message no model was shown.
-        leased.extend(feed.stop_offering().await);
+        // Within a bound: with the database away, the offering task's store
+        // call may hang; what it takes after that is offered again when
+        // its lease ends, as any lease nobody acted on.
+        if let Ok(rest) = tokio::time::timeout(STOP_OFFERING_WITHIN, feed.stop_offering()).await {
+            leased.extend(rest);
+        }
         feed.keep_delivered();
         Ok(leased)
     }
