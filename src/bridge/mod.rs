@@ -555,7 +555,10 @@ fn a_url_is_shown_without_its_credentials() {
         "htp://alice:hunter2@relay.example.com:8080/",
     ] {
         let said = check_url(url).unwrap_err().to_string();
-        assert!(!said.contains("hunter2") && !said.contains("alice"), "{said}");
+        assert!(
+            !said.contains("hunter2") && !said.contains("alice"),
+            "{said}"
+        );
         assert!(said.contains("relay.example.com:8080"), "{said}");
     }
 }

@@ -50,6 +50,9 @@ pub(in crate::store) const WRITE_LOCK: i64 = 0x6372_6f73_7374_0002;
 /// Held by the instance that purges, for the whole purge.
 const PURGE_LOCK: i64 = 0x6372_6f73_7374_0003;
 
+/// Where the rules (`../rules/`) run: a transaction, or a pooled connection for reads.
+pub(super) struct Sql<'d, D>(pub &'d D);
+
 /// How often a relay process says it is alive, and how long after its
 /// last word another may take up what it held.
 const BEAT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -1,7 +1,7 @@
 //! OAuth's rows (`../sqlite/oauth.rs`, in PostgreSQL). Each function that
 //! writes more than one row runs in the transaction its caller opened.
 
-use super::statements::Sql;
+use super::Sql;
 use super::token_hash;
 use super::{Db, handle, row};
 use crate::model::{

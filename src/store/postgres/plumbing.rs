@@ -3,7 +3,7 @@
 //! transaction on one; a rule's statements are awaited there. Then the
 //! methods that are more than one query here.
 
-use super::statements::Sql;
+use super::Sql;
 use super::{
     GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, attention, listen, messages, oauth, people,
     search, sessions, summaries,

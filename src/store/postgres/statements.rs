@@ -4,6 +4,7 @@
 //! their writes wait to go together (`writer.rs`). A summary's newest
 //! message is the one with the highest id, whichever write comes first.
 
+use super::Sql;
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, ids_of, message_from_row};
 use super::{Db, row};
 use crate::model::{Channel, Handle, Message, MessageId, Millis, Place, ThreadId};
@@ -12,9 +13,6 @@ use crate::store::summary::Removed;
 use crate::store::{Offer, StoreResult};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
-
-/// Where the rules run: a transaction, or a pooled connection for reads.
-pub(super) struct Sql<'d, D>(pub &'d D);
 
 /// What an inbox row must be for a claim or an offer to take it: unread,
 /// its message live, and no stream's lease on it running. The rows are

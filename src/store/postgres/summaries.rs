@@ -3,7 +3,7 @@
 //! the write lock. The summaries are kept by `../rules/`, in the
 //! transaction of each message and of each purge batch.
 
-use super::statements::Sql;
+use super::Sql;
 use super::{Db, WRITE_LOCK};
 use crate::model::{Channel, ChannelSummary, MessageId, Millis, ThreadSummary};
 use crate::store::summary::handles_of;

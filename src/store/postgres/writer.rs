@@ -13,7 +13,7 @@
 //! sequence, the writes, `COMMIT`; each kind of check (a recipient, a
 //! thread, a reply's target) and a new thread's row add one.
 
-use super::statements::Sql;
+use super::Sql;
 use super::{Db, WRITE_LOCK, listen};
 use crate::model::{Message, MessageId};
 use crate::store::{NewMessage, StoreError, StoreResult, StoreStats, rules};

@@ -41,6 +41,9 @@ use std::{
     sync::{Arc, Mutex, mpsc},
 };
 
+/// A connection the rules (`../rules/`) run on: the writer's, or a reader's.
+pub(super) struct Sql<'c>(pub &'c Connection);
+
 /// Reader connections kept open between reads.
 const MAX_IDLE_READERS: usize = 8;
 
@@ -179,6 +182,14 @@ impl SqliteStore {
             .map_err(|e| StoreError::backend("a database read did not finish", e))?
         })
     }
+}
+
+/// The credentials' revision: bumped by every change of a live token
+/// (people's and OAuth's), which the relay follows.
+fn credentials_revision(conn: &Connection) -> rusqlite::Result<u64> {
+    Ok(conn
+        .prepare_cached("SELECT value FROM revisions WHERE name = 'credentials'")?
+        .query_row([], |row| row.get::<_, i64>(0))? as u64)
 }
 
 /// Creates the database file, and the folders it needs, readable by this

@@ -2,7 +2,7 @@
 //! grants, each with its tokens in its own row (the codes and tokens as
 //! hashes only); the statements of a refresh (`rules::refresh_grant`).
 
-use super::statements::Sql;
+use super::Sql;
 use crate::model::{
     Authorization, Grant, GrantId, GrantTokens, Handle, LiveGrant, Millis, RegisteredClient,
     TokenHash,
@@ -253,7 +253,7 @@ impl GrantStatements for Sql<'_> {
     }
 
     async fn credentials_revision(&self) -> StoreResult<u64> {
-        Ok(super::people::credentials_revision(self.0)?)
+        Ok(super::credentials_revision(self.0)?)
     }
 }
 

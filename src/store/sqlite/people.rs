@@ -37,12 +37,6 @@ pub(super) fn live_tokens(conn: &Connection) -> StoreResult<Vec<(TokenHash, Hand
         .collect::<Result<_, _>>()?)
 }
 
-pub(super) fn credentials_revision(conn: &Connection) -> rusqlite::Result<u64> {
-    Ok(conn
-        .prepare_cached("SELECT value FROM revisions WHERE name = 'credentials'")?
-        .query_row([], |row| row.get::<_, i64>(0))? as u64)
-}
-
 pub(super) fn any(conn: &Connection) -> StoreResult<bool> {
     Ok(conn
         .prepare_cached("SELECT 1 FROM people LIMIT 1")?

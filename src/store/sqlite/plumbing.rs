@@ -4,7 +4,7 @@
 //! all complete at once there ([`rules::at_once`]). Then the methods that
 //! are more than one query here.
 
-use super::statements::Sql;
+use super::Sql;
 use super::{SqliteStore, attention, messages, oauth, people, search, sessions, summaries};
 use crate::model::Found;
 use crate::store::methods::signatures::*;
@@ -50,9 +50,9 @@ impl Store for SqliteStore {
 
     fn credentials_revision(&self) -> StoreFuture<'_, u64> {
         Box::pin(async move {
-            match self.read_now(people::credentials_revision) {
+            match self.read_now(super::credentials_revision) {
                 Some(read) => read,
-                None => self.read(|c| Ok(people::credentials_revision(c)?)).await,
+                None => self.read(|c| Ok(super::credentials_revision(c)?)).await,
             }
         })
     }

@@ -2,15 +2,13 @@
 //! runs one job at a time inside `BEGIN IMMEDIATE`, so an UPDATE that
 //! finds and marks rows is all a claim needs to take them alone.
 
+use super::Sql;
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
 use crate::model::{Channel, Handle, Message, MessageId, Millis, Place, ThreadId};
 use crate::store::rules::Statements;
 use crate::store::summary::Removed;
 use crate::store::{Offer, StoreResult};
-use rusqlite::{Connection, OptionalExtension, ToSql, params};
-
-/// A connection the rules run on: the writer's, or a reader's.
-pub(super) struct Sql<'c>(pub &'c Connection);
+use rusqlite::{OptionalExtension, ToSql, params};
 
 /// What an inbox row must be for a claim or an offer to take it: unread,
 /// its message live, and no stream's lease on it running.
