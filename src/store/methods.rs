@@ -22,6 +22,9 @@
 //!   `write` that needed to be `atomic`: when in doubt, `atomic`;
 //! - `atomic`: several statements, all or none (a transaction on
 //!   PostgreSQL, the writer on SQLite);
+//! - `read_indexed`: a read of what an index holds, which sees every
+//!   commit before it (SQLite brings its search index up to date first;
+//!   PostgreSQL's is kept in the commit);
 //! - `read_rule`, `write_rule`, `atomic_rule`: the same, for a rule of
 //!   `rules/`, which runs over the backend's [`Statements`](super::rules::Statements)
 //!   (`db` is them).
@@ -129,6 +132,12 @@ macro_rules! store_methods {
             /// read it, counting at most `cap`.
             read_rule unread(reader: &Handle, places: Vec<Place>, cap: u64) -> Vec<u64> =
                 |db| rules::unread(db, &reader, places, cap, crate::model::now_millis());
+
+            /// Live messages whose body holds every word of `typed` (the last also
+            /// as a prefix), newest first: at most `limit`, with ids below `before`.
+            /// Every message committed before the search is searched.
+            read_indexed search(typed: &str, before: Option<MessageId>, limit: u32, now: Millis)
+                -> Vec<Found> = |db| search::search(db, &typed, before, limit, now);
 
             // The relay's own.
             /// The relay's own key named `name`: `fresh`, kept, when none is kept
@@ -270,9 +279,9 @@ pub(super) mod signatures {
     pub(in crate::store) use super::IntoOwned;
     pub(in crate::store) use crate::model::{
         Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Device, DeviceId,
-        Grant, GrantId, GrantTokens, Handle, LiveGrant, Message, MessageId, Millis, NewApproval,
-        NotifySettings, Person, Place, Presence, Redeemed, Refreshed, RegisteredClient, SessionId,
-        ThreadId, ThreadSummary, TokenHash,
+        Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message, MessageId, Millis,
+        NewApproval, NotifySettings, Person, Place, Presence, Redeemed, Refreshed,
+        RegisteredClient, SessionId, ThreadId, ThreadSummary, TokenHash,
     };
     pub(in crate::store) use crate::store::rules::{self, Statements};
     pub(in crate::store) use crate::store::{Offer, StoreFuture};

@@ -15,6 +15,7 @@
 //! `sqlite/schema.rs`: a process crash loses no acknowledged write, a power loss may
 //! lose the last moments of them but never leaves the file inconsistent.
 
+mod columns;
 mod error;
 #[macro_use]
 mod methods;
@@ -164,17 +165,6 @@ pub trait Store: Send + Sync + 'static {
     /// Stores a message. A reply also answers, in the same transaction,
     /// what it replies to (see [`Delivery`]).
     fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message>;
-    /// Live messages whose body holds every word of `typed` (the last also
-    /// as a prefix), newest first: at most `limit`, with ids below `before`.
-    /// Every message committed before the search is searched.
-    fn search(
-        &self,
-        typed: &str,
-        before: Option<MessageId>,
-        limit: u32,
-        now: Millis,
-    ) -> StoreFuture<'_, Vec<Found>>;
-
     /// The relay's own secret named `name` (32 random bytes, made on first
     /// use and kept): the same for every process serving this store.
     fn key(&self, name: &str) -> StoreFuture<'_, Vec<u8>> {

@@ -8,7 +8,6 @@ use super::{
     GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, attention, listen, messages, oauth, people,
     search, sessions, summaries,
 };
-use crate::model::Found;
 use crate::store::methods::signatures::*;
 use crate::store::{NewMessage, PoolState, Store, StoreError, StoreStats, StoredSession};
 use tokio::sync::mpsc;
@@ -30,6 +29,9 @@ macro_rules! on_postgres {
         $call.await
     }};
     (@write $store:ident, |$db:ident| $call:expr) => { on_postgres!(@read $store, |$db| $call) };
+    (@read_indexed $store:ident, |$db:ident| $call:expr) => {
+        on_postgres!(@read $store, |$db| $call)
+    };
     (@atomic $store:ident, |$db:ident| $call:expr) => {
         transaction!($store, |tx| {
             let $db = &tx;
@@ -127,19 +129,6 @@ impl Store for PostgresStore {
             *listener = Listener::Running(task);
             Ok(Some(taken))
         })
-    }
-
-    fn search(
-        &self,
-        typed: &str,
-        before: Option<MessageId>,
-        limit: u32,
-        now: Millis,
-    ) -> StoreFuture<'_, Vec<Found>> {
-        let typed = typed.to_owned();
-        Box::pin(
-            async move { search::search(&*self.client().await?, &typed, before, limit, now).await },
-        )
     }
 
     fn save_session(&self, id: &SessionId, state: &str, now: Millis) -> StoreFuture<'_, ()> {

@@ -4,19 +4,7 @@ use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place, Via};
 use crate::store::StoreResult;
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// A message's columns, with its delivery ledger: select them from
-/// `messages m` [`INBOX_JOIN`].
-pub(super) const MESSAGE_COLUMNS: &str = "m.id, m.thread_id, m.channel, m.sender, m.recipient, \
-     m.type, m.body, m.reply_to, m.created_at, m.expires_at, \
-     i.pushed_at, i.read_at, i.answered_at, i.offers, i.lease_until, i.via";
-
-/// How many [`MESSAGE_COLUMNS`] there are: the index of a column selected
-/// after them.
-pub(super) const MESSAGE_COLUMNS_LEN: usize = 16;
-
-/// Joins a message (as `m`) to its recipient's inbox row (as `i`), if any.
-pub(super) const INBOX_JOIN: &str =
-    "LEFT JOIN inbox i ON i.recipient = m.recipient AND i.message_id = m.id";
+pub(super) use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
 
 pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     let to: Option<Handle> = row.get(4)?;

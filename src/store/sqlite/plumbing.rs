@@ -6,7 +6,6 @@
 
 use super::Sql;
 use super::{SqliteStore, attention, messages, oauth, people, search, sessions, summaries};
-use crate::model::Found;
 use crate::store::methods::signatures::*;
 use crate::store::{NewMessage, PURGE_BATCH, Store, StoreStats, StoredSession};
 
@@ -24,6 +23,13 @@ macro_rules! on_sqlite {
     (@read $store:ident, |$db:ident| $call:expr) => { $store.read(move |$db| $call) };
     (@write $store:ident, |$db:ident| $call:expr) => { $store.write(move |$db| $call) };
     (@atomic $store:ident, |$db:ident| $call:expr) => { $store.write(move |$db| $call) };
+    (@read_indexed $store:ident, |$db:ident| $call:expr) => {
+        Box::pin(async move {
+            // What committed before the read is in the index it reads.
+            $store.index_pending().await?;
+            $store.read(move |$db| $call).await
+        })
+    };
     (@read_rule $store:ident, |$db:ident| $call:expr) => {
         $store.read(move |conn| {
             let $db = &Sql(conn);
@@ -59,22 +65,6 @@ impl Store for SqliteStore {
 
     fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message> {
         self.write(move |conn| rules::at_once(rules::insert(&Sql(conn), message)))
-    }
-
-    fn search(
-        &self,
-        typed: &str,
-        before: Option<MessageId>,
-        limit: u32,
-        now: Millis,
-    ) -> StoreFuture<'_, Vec<Found>> {
-        let typed = typed.to_owned();
-        Box::pin(async move {
-            // What committed before the search is found by it.
-            self.index_pending().await?;
-            self.read(move |conn| search::search(conn, &typed, before, limit, now))
-                .await
-        })
     }
 
     fn save_session(&self, id: &SessionId, state: &str, now: Millis) -> StoreFuture<'_, ()> {
