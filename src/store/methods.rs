@@ -4,8 +4,9 @@
 //!
 //! [`store_methods!`] hands the table to a macro that says what a line
 //! becomes: [`declare!`] makes the trait's declarations (in `mod.rs`);
-//! each backend's plumbing (`sqlite/plumbing.rs`, `postgres/plumbing.rs`)
-//! makes the bodies. A line reads
+//! [`define!`] makes each backend's methods (in `sqlite/plumbing.rs` and
+//! `postgres/plumbing.rs`), their bodies as that backend's macro runs a
+//! line of that kind (`on_sqlite!`, `on_postgres!`). A line reads
 //!
 //! ```text
 //! /// What it does.
@@ -40,8 +41,8 @@
 
 /// The methods, handed to `$then!` (see the module documentation).
 macro_rules! store_methods {
-    ($then:ident) => {
-        $then! {
+    ($then:ident $(, $backend:ident)?) => {
+        $then! { $($backend;)?
             // People and tokens.
             /// The live (not revoked) person holding this token, if any.
             read person_by_token(hash: TokenHash) -> Option<Person> =
@@ -271,6 +272,22 @@ macro_rules! declare {
     )*) => {$(
         $(#[$doc])*
         fn $name(&self, $($arg: $ty),*) -> StoreFuture<'_, $out>;
+    )*};
+}
+
+/// The table's lines as methods of a backend's `impl Store`: each takes
+/// its arguments as owned values, and `$backend!(@KIND self, |db| call)`
+/// makes its body, a [`StoreFuture`](super::StoreFuture), as that backend
+/// runs a line of that kind.
+macro_rules! define {
+    ($backend:ident; $(
+        $(#[$doc:meta])*
+        $kind:ident $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty = |$db:ident| $call:expr;
+    )*) => {$(
+        fn $name(&self, $($arg: $ty),*) -> StoreFuture<'_, $out> {
+            $(let $arg = IntoOwned::into_owned($arg);)*
+            $backend!(@$kind self, |$db| $call)
+        }
     )*};
 }
 

@@ -12,50 +12,50 @@ use crate::store::methods::signatures::*;
 use crate::store::{NewMessage, PoolState, Store, StoreError, StoreStats, StoredSession};
 use tokio::sync::mpsc;
 
-/// The table's lines as methods of [`PostgresStore`].
+/// How each kind of the table's lines runs on [`PostgresStore`] (see
+/// `define!` in `../methods.rs`): each a future of its own.
 macro_rules! on_postgres {
-    ($(
-        $(#[$doc:meta])*
-        $kind:ident $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty = |$db:ident| $call:expr;
-    )*) => {$(
-        fn $name(&self, $($arg: $ty),*) -> StoreFuture<'_, $out> {
-            $(let $arg = IntoOwned::into_owned($arg);)*
-            Box::pin(async move { on_postgres!(@$kind self, |$db| $call) })
-        }
-    )*};
-    (@read $store:ident, |$db:ident| $call:expr) => {{
-        let client = $store.client().await?;
-        let $db = &*client;
-        $call.await
-    }};
+    (@read $store:ident, |$db:ident| $call:expr) => {
+        Box::pin(async move {
+            let client = $store.client().await?;
+            let $db = &*client;
+            $call.await
+        })
+    };
     (@write $store:ident, |$db:ident| $call:expr) => { on_postgres!(@read $store, |$db| $call) };
     (@read_indexed $store:ident, |$db:ident| $call:expr) => {
         on_postgres!(@read $store, |$db| $call)
     };
     (@atomic $store:ident, |$db:ident| $call:expr) => {
-        transaction!($store, |tx| {
-            let $db = &tx;
-            $call.await?
+        Box::pin(async move {
+            transaction!($store, |tx| {
+                let $db = &tx;
+                $call.await?
+            })
         })
     };
-    (@read_rule $store:ident, |$db:ident| $call:expr) => {{
-        let client = $store.client().await?;
-        let $db = &Sql(&*client);
-        $call.await
-    }};
+    (@read_rule $store:ident, |$db:ident| $call:expr) => {
+        Box::pin(async move {
+            let client = $store.client().await?;
+            let $db = &Sql(&*client);
+            $call.await
+        })
+    };
     (@write_rule $store:ident, |$db:ident| $call:expr) => {
         on_postgres!(@read_rule $store, |$db| $call)
     };
     (@atomic_rule $store:ident, |$db:ident| $call:expr) => {
-        transaction!($store, |tx| {
-            let $db = &Sql(&tx);
-            $call.await?
+        Box::pin(async move {
+            transaction!($store, |tx| {
+                let $db = &Sql(&tx);
+                $call.await?
+            })
         })
     };
 }
 
 impl Store for PostgresStore {
-    store_methods!(on_postgres);
+    store_methods!(define, on_postgres);
 
     fn stats(&self) -> &StoreStats {
         &self.stats

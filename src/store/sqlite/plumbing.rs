@@ -9,17 +9,9 @@ use super::{SqliteStore, attention, messages, oauth, people, search, sessions, s
 use crate::store::methods::signatures::*;
 use crate::store::{NewMessage, PURGE_BATCH, Store, StoreStats, StoredSession};
 
-/// The table's lines as methods of [`SqliteStore`].
+/// How each kind of the table's lines runs on [`SqliteStore`] (see
+/// `define!` in `../methods.rs`).
 macro_rules! on_sqlite {
-    ($(
-        $(#[$doc:meta])*
-        $kind:ident $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $out:ty = |$db:ident| $call:expr;
-    )*) => {$(
-        fn $name(&self, $($arg: $ty),*) -> StoreFuture<'_, $out> {
-            $(let $arg = IntoOwned::into_owned($arg);)*
-            on_sqlite!(@$kind self, |$db| $call)
-        }
-    )*};
     (@read $store:ident, |$db:ident| $call:expr) => { $store.read(move |$db| $call) };
     (@write $store:ident, |$db:ident| $call:expr) => { $store.write(move |$db| $call) };
     (@atomic $store:ident, |$db:ident| $call:expr) => { $store.write(move |$db| $call) };
@@ -48,7 +40,7 @@ macro_rules! on_sqlite {
 }
 
 impl Store for SqliteStore {
-    store_methods!(on_sqlite);
+    store_methods!(define, on_sqlite);
 
     fn stats(&self) -> &StoreStats {
         &self.stats
