@@ -9,7 +9,7 @@
 //!   zero-width characters, soft hyphens and bidi controls removed, so a
 //!   key with an invisible character pasted into it is still a key.
 //! - **Precise**: assignments (`password = …`) count only when the value
-//!   looks like a literal secret (`values.rs`): code and prose that merely
+//!   looks like a literal secret (`values/`): code and prose that merely
 //!   mention tokens pass. `tests/relay/secret_corpus.rs` holds it to zero
 //!   refusals over thousands of chunks of real source code.
 //! - **Linear**: the regex crate never backtracks, and every pattern uses
