@@ -3,7 +3,7 @@
 // - a conversation follows new messages live, and the tab's title counts
 //   what arrived while it was hidden;
 // - where an addressed message stands (waiting, shown to their agent,
-//   read, answered) changes live;
+//   read, answered, acked) changes live;
 // - forms send in place and show a refusal without losing the text;
 // - a message to the viewer that arrives while the tab is in the
 //   background shows a browser notification (once they allowed them);
@@ -104,6 +104,14 @@
 
   // Worded as the server words them (web/views.rs, DeliveryLine).
   function deliveryLabel(delivery, to) {
+    var owed = "";
+    if (delivery.expects && !delivery.ack && !delivery.answered_at) {
+      owed = " · " + delivery.expects + (delivery.overdue_at ? " overdue" : " expected");
+    }
+    return stateLabel(delivery, to) + owed;
+  }
+
+  function stateLabel(delivery, to) {
     if (delivery.state === "pushed" && delivery.pushes_stopped) {
       return "shown to " + to + "'s agent " + delivery.offers +
         " times, not taken up: waits for its inbox check";
@@ -113,6 +121,9 @@
       hook: " with their prompt", stream: " on its stream"
     };
     if (delivery.state === "pushed") return "shown to " + to + "'s agent" + (how[delivery.via] || "");
+    if (delivery.state === "acked" && delivery.ack) {
+      return "acked: " + delivery.ack.result + (delivery.ack.note ? " — " + delivery.ack.note : "");
+    }
     return delivery.state;
   }
 

@@ -175,7 +175,7 @@ fn pushed(push: &Push) -> Option<Event> {
     let message = push.message()?;
     let mut data = view(message);
     if let Push::Inbox(message) = push {
-        data["offer"] = message.delivery.map_or(1, |d| d.offers).into();
+        data["offer"] = message.delivery.as_ref().map_or(1, |d| d.offers).into();
     }
     Some(message_event(message.id.0, data))
 }

@@ -11,6 +11,7 @@ mod handle;
 mod ids;
 mod oauth;
 mod token;
+mod work;
 
 pub use attention::{
     Approval, ApprovalId, ApprovalState, Behavior, DEFAULT_NOTIFY_AFTER, Device, DeviceId,
@@ -28,6 +29,11 @@ pub use oauth::{
 pub use token::{
     OAUTH_TOKEN_PREFIX, REFRESH_FAMILY_LEN, TOKEN_BODY_LEN, TOKEN_PREFIX, Token, TokenHash,
     looks_like_a_persons_token, refresh_family,
+};
+
+pub use work::{
+    Ack, AckResult, Claim, ClaimTarget, DEFAULT_CLAIM_TTL, Expects, Glob, MAX_CLAIM_TTL,
+    MAX_CLAIM_WHAT, MAX_DUE, normalize_repo,
 };
 
 /// Milliseconds since the Unix epoch: the one time type of crosstalk.
@@ -104,8 +110,10 @@ pub const MAX_OFFERS: u32 = 3;
 
 /// The delivery ledger of a message addressed to a person: when it was
 /// first offered to one of their listening sessions, read by their agent,
-/// and answered. Each time is set once and never cleared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// and answered, what it expects of them and by when, and their
+/// acknowledgement. Each time is set once and never cleared (but an
+/// acknowledgement, which the recipient may give again).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Delivery {
     /// First written to a listening session (a push): a lease, not yet
     /// confirmed.
@@ -124,6 +132,14 @@ pub struct Delivery {
     pub lease_until: Option<Millis>,
     /// The path that last brought it to the recipient's agent.
     pub via: Option<Via>,
+    /// What its sender expects of the recipient.
+    pub expects: Expects,
+    /// When the answer or acknowledgement is due, if its sender said.
+    pub due_at: Option<Millis>,
+    /// The recipient's acknowledgement, the latest they gave.
+    pub ack: Option<Ack>,
+    /// When it came back to its sender as overdue.
+    pub overdue_at: Option<Millis>,
 }
 
 /// A path that brings a message to a person's agent, named in the ledger
@@ -177,6 +193,8 @@ pub enum DeliveryState {
     Read,
     /// The recipient replied.
     Answered,
+    /// The recipient acknowledged it (`ack_message`).
+    Acked,
 }
 
 impl DeliveryState {
@@ -186,6 +204,7 @@ impl DeliveryState {
             DeliveryState::Pushed => "pushed",
             DeliveryState::Read => "read",
             DeliveryState::Answered => "answered",
+            DeliveryState::Acked => "acked",
         }
     }
 }
@@ -198,6 +217,12 @@ impl Delivery {
         self.offers >= MAX_OFFERS && self.read_at.is_none() && self.answered_at.is_none()
     }
 
+    /// Whether the recipient still owes what it expects: neither an answer
+    /// nor an acknowledgement yet.
+    pub fn is_owed(&self) -> bool {
+        self.expects.is_owed() && self.answered_at.is_none() && self.ack.is_none()
+    }
+
     /// Its pushes stopped and the last one's lease has ended by `now`:
     /// nothing will bring it to the recipient's agent but an inbox check.
     pub fn pushes_ended(&self, now: Millis) -> bool {
@@ -205,7 +230,9 @@ impl Delivery {
     }
 
     pub fn state(&self) -> DeliveryState {
-        if self.answered_at.is_some() {
+        if self.ack.is_some() {
+            DeliveryState::Acked
+        } else if self.answered_at.is_some() {
             DeliveryState::Answered
         } else if self.read_at.is_some() {
             DeliveryState::Read

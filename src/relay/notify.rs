@@ -250,8 +250,8 @@ impl Relay {
                 }
                 let chosen = &settings[&to];
                 let away = !reachable.contains(&to)
-                    && message.delivery.is_none_or(|d| d.pushed_at.is_none());
-                let pushes_ended = message.delivery.is_some_and(|d| d.pushes_ended(now));
+                    && message.delivery.as_ref().is_none_or(|d| d.pushed_at.is_none());
+                let pushes_ended = message.delivery.as_ref().is_some_and(|d| d.pushes_ended(now));
                 let came_due = match chosen.after {
                     None => true, // claimed without a notice, below
                     Some(after) => {

@@ -165,7 +165,7 @@ impl Relay {
         let unread: Vec<MessageId> = messages
             .iter()
             .filter(|m| m.to.as_ref() == Some(reader))
-            .filter(|m| m.delivery.is_some_and(|d| d.read_at.is_none()))
+            .filter(|m| m.delivery.as_ref().is_some_and(|d| d.read_at.is_none()))
             .map(|m| m.id)
             .collect();
         if unread.is_empty() {

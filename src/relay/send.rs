@@ -4,7 +4,9 @@
 use super::input::parse_channel;
 use super::waits::News;
 use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
-use crate::model::{Handle, Message, MessageId, Millis, Place, ThreadId, now_millis};
+use crate::model::{
+    Expects, Handle, MAX_DUE, Message, MessageId, Millis, Place, ThreadId, now_millis,
+};
 use crate::store::{Conversation, NewMessage, RecipientCheck, StoreResult};
 use std::{
     sync::{
@@ -34,6 +36,10 @@ pub struct DirectMessage {
     pub kind: Option<String>,
     /// Wait this many seconds for the recipient's reply (default: none).
     pub wait_for_reply_seconds: Option<f64>,
+    /// What it expects of the recipient; `None` is the type's default.
+    pub expects: Option<Expects>,
+    /// Seconds the recipient has to answer or acknowledge it.
+    pub due_seconds: Option<f64>,
 }
 
 /// A post to a channel.
@@ -49,6 +55,22 @@ pub struct ChannelPost {
     pub recipient: Option<String>,
     /// The channel message this answers.
     pub reply_to: Option<MessageId>,
+    /// What it expects of the recipient; `None` is the type's default.
+    pub expects: Option<Expects>,
+    /// Seconds the recipient has to answer or acknowledge it.
+    pub due_seconds: Option<f64>,
+}
+
+/// A message on its way to the store, from any of the calls that send one.
+struct Outgoing {
+    conversation: Conversation,
+    from: Handle,
+    to: Option<(Handle, RecipientCheck)>,
+    kind: Option<String>,
+    body: String,
+    reply_to: Option<MessageId>,
+    expects: Option<Expects>,
+    due_seconds: Option<f64>,
 }
 
 impl Relay {
@@ -64,14 +86,16 @@ impl Relay {
             Some(id) => Conversation::Thread(id),
             None => Conversation::NewThread,
         };
-        self.store_message(
+        self.store_message(Outgoing {
             conversation,
             from,
-            Some(to),
-            message.kind,
-            message.body,
-            None,
-        )
+            to: Some(to),
+            kind: message.kind,
+            body: message.body,
+            reply_to: None,
+            expects: message.expects,
+            due_seconds: message.due_seconds,
+        })
         .await
     }
 
@@ -139,31 +163,23 @@ impl Relay {
             Some(name) => Some(self.recipient(name, "recipient")?),
             None => None,
         };
-        self.store_message(
-            Conversation::Channel(channel),
+        self.store_message(Outgoing {
+            conversation: Conversation::Channel(channel),
             from,
-            recipient,
-            post.kind,
-            post.body,
-            post.reply_to,
-        )
+            to: recipient,
+            kind: post.kind,
+            body: post.body,
+            reply_to: post.reply_to,
+            expects: post.expects,
+            due_seconds: post.due_seconds,
+        })
         .await
     }
 
     /// Stores a message, counting it or its refusal.
-    async fn store_message(
-        &self,
-        conversation: Conversation,
-        from: Handle,
-        to: Option<(Handle, RecipientCheck)>,
-        kind: Option<String>,
-        body: String,
-        reply_to: Option<MessageId>,
-    ) -> RelayResult<Message> {
-        let to_a_person = to.is_some();
-        let stored = self
-            .store_checked(conversation, from, to, kind, body, reply_to)
-            .await;
+    async fn store_message(&self, outgoing: Outgoing) -> RelayResult<Message> {
+        let to_a_person = outgoing.to.is_some();
+        let stored = self.store_checked(outgoing).await;
         match &stored {
             Ok(_) => self.stats.sent(to_a_person),
             Err(error) => self.stats.refused(error),
@@ -171,36 +187,38 @@ impl Relay {
         stored
     }
 
-    async fn store_checked(
-        &self,
-        conversation: Conversation,
-        from: Handle,
-        to: Option<(Handle, RecipientCheck)>,
-        kind: Option<String>,
-        body: String,
-        reply_to: Option<MessageId>,
-    ) -> RelayResult<Message> {
-        let kind = parse_kind(kind.as_deref())?;
-        let body = self.check_body(body).await?;
+    async fn store_checked(&self, outgoing: Outgoing) -> RelayResult<Message> {
+        let kind = parse_kind(outgoing.kind.as_deref())?;
         let now = now_millis();
+        let (expects, due_at) = expectation(
+            &kind,
+            outgoing.to.is_some(),
+            outgoing.expects,
+            outgoing.due_seconds,
+            now,
+        )?;
+        let body = self.check_body(outgoing.body).await?;
+        let from = outgoing.from;
         let size = body.len();
         self.quotas.check_bytes(&from, size, now)?;
-        let (to, check_to) = match to {
+        let (to, check_to) = match outgoing.to {
             Some((handle, check)) => (Some(handle), check),
             None => (None, RecipientCheck::None),
         };
         let stored = self
             .store
             .insert_message(NewMessage {
-                conversation,
+                conversation: outgoing.conversation,
                 from,
                 to,
                 check_to,
                 kind,
                 body,
-                reply_to,
+                reply_to: outgoing.reply_to,
                 created_at: now,
                 expires_at: now.saturating_add(self.settings.retention.as_millis() as Millis),
+                expects,
+                due_at,
             })
             .await?;
         self.quotas.spend(&stored.from, size, now);
@@ -231,6 +249,7 @@ impl Relay {
             .filter(|m| m.to.as_ref() == Some(&reply.from))
             .filter(|m| {
                 m.delivery
+                    .as_ref()
                     .is_some_and(|d| d.answered_at == Some(reply.created_at))
             })
             .collect();
@@ -339,6 +358,48 @@ impl Relay {
         };
         Ok((handle, check))
     }
+}
+
+/// What a message expects of its recipient, and when it is due: a
+/// question a reply unless it says otherwise, anything else nothing; only
+/// a message to someone may expect anything, and only what expects
+/// something may be due, from a second to [`MAX_DUE`] after it is sent.
+fn expectation(
+    kind: &str,
+    to_someone: bool,
+    expects: Option<Expects>,
+    due_seconds: Option<f64>,
+    now: Millis,
+) -> RelayResult<(Expects, Option<Millis>)> {
+    let expects = match (expects, to_someone) {
+        (Some(expects), false) if expects.is_owed() => {
+            return Err(RelayError::BadInput(
+                "expects: only a message to someone (to, or a channel post's recipient) \
+                 may expect an answer"
+                    .into(),
+            ));
+        }
+        (_, false) => Expects::Nothing,
+        (Some(expects), true) => expects,
+        (None, true) => Expects::default_for(kind),
+    };
+    let Some(seconds) = due_seconds else {
+        return Ok((expects, None));
+    };
+    let most = (MAX_DUE / 1000) as f64;
+    if !(1.0..=most).contains(&seconds) {
+        return Err(RelayError::BadInput(format!(
+            "due_seconds: from 1 to {most} (a week); got {seconds}"
+        )));
+    }
+    if !expects.is_owed() {
+        return Err(RelayError::BadInput(
+            "due_seconds: this message expects nothing, so nothing is due (say expects: \
+             reply or ack, to someone)"
+                .into(),
+        ));
+    }
+    Ok((expects, Some(now.saturating_add((seconds * 1000.0) as Millis))))
 }
 
 /// A message type is free text (QUESTION, ANSWER, DONE, …): one short line.

@@ -1,17 +1,69 @@
 //! SQL both backends write alike: a message's columns as every read
-//! selects them, and the join to its inbox row. Each backend maps a row of
-//! them in its own `messages.rs`.
+//! selects them, and the join to its inbox row. Each backend reads a row
+//! of them in its own `messages.rs`, the ledger's as a [`Ledger`].
+
+use crate::model::{Ack, AckResult, Delivery, Expects, Millis, Via};
 
 /// A message's columns, with its delivery ledger: select them from
 /// `messages m` [`INBOX_JOIN`].
 pub(in crate::store) const MESSAGE_COLUMNS: &str = "m.id, m.thread_id, m.channel, m.sender, m.recipient, \
      m.type, m.body, m.reply_to, m.created_at, m.expires_at, \
-     i.pushed_at, i.read_at, i.answered_at, i.offers, i.lease_until, i.via";
+     i.pushed_at, i.read_at, i.answered_at, i.offers, i.lease_until, i.via, \
+     i.expects, i.due_at, i.ack_result, i.ack_note, i.acked_at, i.overdue_at";
 
 /// How many [`MESSAGE_COLUMNS`] there are: the index of a column selected
 /// after them.
-pub(in crate::store) const MESSAGE_COLUMNS_LEN: usize = 16;
+pub(in crate::store) const MESSAGE_COLUMNS_LEN: usize = 22;
+
+/// The index of the first of the ledger's columns (`i.pushed_at`).
+pub(in crate::store) const LEDGER_FROM: usize = 10;
 
 /// Joins a message (as `m`) to its recipient's inbox row (as `i`), if any.
 pub(in crate::store) const INBOX_JOIN: &str =
     "LEFT JOIN inbox i ON i.recipient = m.recipient AND i.message_id = m.id";
+
+/// The inbox row's columns as read, in [`MESSAGE_COLUMNS`]' order.
+pub(in crate::store) struct Ledger {
+    pub pushed_at: Option<Millis>,
+    pub read_at: Option<Millis>,
+    pub answered_at: Option<Millis>,
+    pub offers: u32,
+    pub lease_until: Option<Millis>,
+    pub via: Option<String>,
+    pub expects: Option<String>,
+    pub due_at: Option<Millis>,
+    pub ack_result: Option<String>,
+    pub ack_note: Option<String>,
+    pub acked_at: Option<Millis>,
+    pub overdue_at: Option<Millis>,
+}
+
+impl From<Ledger> for Delivery {
+    /// A name this build does not know reads as none.
+    fn from(l: Ledger) -> Delivery {
+        let ack = match (l.ack_result.as_deref().and_then(AckResult::parse), l.acked_at) {
+            (Some(result), Some(at)) => Some(Ack {
+                result,
+                note: l.ack_note,
+                at,
+            }),
+            _ => None,
+        };
+        Delivery {
+            pushed_at: l.pushed_at,
+            read_at: l.read_at,
+            answered_at: l.answered_at,
+            offers: l.offers,
+            lease_until: l.lease_until,
+            via: l.via.as_deref().and_then(Via::parse),
+            expects: l
+                .expects
+                .as_deref()
+                .and_then(Expects::parse)
+                .unwrap_or_default(),
+            due_at: l.due_at,
+            ack,
+            overdue_at: l.overdue_at,
+        }
+    }
+}

@@ -29,7 +29,7 @@ mod text;
 
 use crate::model::{
     Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Delivery, Device,
-    DeviceId, Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message, MessageId, Millis,
+    DeviceId, Expects, Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message, MessageId, Millis,
     NewApproval, NotifySettings, Person, Place, Presence, Redeemed, Refreshed, RegisteredClient,
     SessionId, ThreadId, ThreadSummary, TokenHash, Via, Webhook, WebhookFormat, WebhookUrl,
 };
@@ -109,6 +109,9 @@ pub struct NewMessage {
     pub reply_to: Option<MessageId>,
     pub created_at: Millis,
     pub expires_at: Millis,
+    /// What it expects of its recipient (`to`), and by when.
+    pub expects: Expects,
+    pub due_at: Option<Millis>,
 }
 
 impl NewMessage {
@@ -123,7 +126,11 @@ impl NewMessage {
             reply_to: self.reply_to,
             created_at: self.created_at,
             expires_at: self.expires_at,
-            delivery: self.to.is_some().then(Delivery::default),
+            delivery: self.to.is_some().then(|| Delivery {
+                expects: self.expects,
+                due_at: self.due_at,
+                ..Delivery::default()
+            }),
             to: self.to,
         }
     }

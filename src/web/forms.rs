@@ -304,7 +304,7 @@ pub async fn reply(
         body: draft.body.clone(),
         thread_id: Some(id),
         kind: non_empty(&draft.kind),
-        wait_for_reply_seconds: None,
+        ..DirectMessage::default()
     };
     let sent = state.relay.send_direct(&caller, message).await;
     let page = (ConversationPage::Thread(id), draft);
@@ -328,7 +328,7 @@ pub async fn post(
         body: draft.body.clone(),
         kind: non_empty(&draft.kind),
         recipient: non_empty(&draft.to),
-        reply_to: None,
+        ..ChannelPost::default()
     };
     let posted = state.relay.post(&caller, post).await;
     let page = (ConversationPage::Channel(channel), draft);
@@ -351,7 +351,7 @@ pub async fn start(
         body: draft.body.clone(),
         thread_id: None,
         kind: non_empty(&draft.kind),
-        wait_for_reply_seconds: None,
+        ..DirectMessage::default()
     };
     let sent = state.relay.send_direct(&caller, message).await;
     let page = (ConversationPage::Overview, draft);

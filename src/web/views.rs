@@ -3,7 +3,7 @@
 
 use super::{Rendering, markdown};
 use crate::model::{
-    ChannelSummary, Delivery, DeliveryState, Handle, Message, MessageId, Millis, Place, Via,
+    Ack, ChannelSummary, Delivery, DeliveryState, Handle, Message, MessageId, Millis, Place, Via,
 };
 use crate::relay::{Caller, Identity, Listing, MAX_UNREAD, Peer, Relay, RelayResult, secrets};
 use std::{collections::HashMap, sync::Arc};
@@ -87,7 +87,7 @@ pub struct MessageLine {
 /// An addressed message's delivery, as the page words it. `static/live.js`
 /// words the same states alike when they change while the page is open.
 pub struct DeliveryLine {
-    /// `waiting`, `pushed`, `read` or `answered`: the CSS class.
+    /// `waiting`, `pushed`, `read`, `answered` or `acked`: the CSS class.
     pub state: &'static str,
     pub label: String,
 }
@@ -107,10 +107,25 @@ impl DeliveryLine {
             ),
             DeliveryState::Read => "read".to_owned(),
             DeliveryState::Answered => "answered".to_owned(),
+            DeliveryState::Acked => match &delivery.ack {
+                Some(Ack {
+                    result,
+                    note: Some(note),
+                    ..
+                }) => format!("acked: {} — {note}", result.as_str()),
+                Some(ack) => format!("acked: {}", ack.result.as_str()),
+                None => "acked".to_owned(),
+            },
+        };
+        // What is still owed, after where it stands.
+        let owed = match (delivery.is_owed(), delivery.overdue_at) {
+            (false, _) => String::new(),
+            (true, None) => format!(" · {} expected", delivery.expects.as_str()),
+            (true, Some(_)) => format!(" · {} overdue", delivery.expects.as_str()),
         };
         DeliveryLine {
             state: state.as_str(),
-            label,
+            label: label + &owed,
         }
     }
 }

@@ -7,7 +7,7 @@
 //! Defaults are the core's, not these types': an absent field stays `None`
 //! all the way to the core, which says what it means.
 
-use super::whole;
+use super::{ExpectsView, whole};
 use crate::model::{CHANNEL_PATTERN, HANDLE_PATTERN, MessageId, ThreadId};
 use crate::relay::{
     ChannelPost, DirectMessage, MAX_KIND_CHARS, MAX_STATUS_CHARS, body_pattern, line_pattern,
@@ -41,6 +41,24 @@ pub struct SendMessage {
     /// there is none, and it will reach your inbox as usual.
     #[schemars(range(min = 0))]
     pub wait_for_reply_seconds: Option<f64>,
+    #[serde(flatten)]
+    pub expectation: Expectation,
+}
+
+/// What a message expects of its recipient: `send_message`'s and
+/// `post_message`'s fields, and their REST twins'.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct Expectation {
+    /// What you expect of the recipient: `reply` (an answer in the thread),
+    /// `ack` (an acknowledgement with ack_message) or `none`. A QUESTION
+    /// expects a reply unless it says otherwise; other types expect nothing.
+    /// What is owed shows in open_questions on both sides.
+    pub expects: Option<ExpectsView>,
+    /// Seconds the recipient has to answer or acknowledge it (1 to 604800, a
+    /// week). Past it, unanswered, it comes back to your inbox as an
+    /// OVERDUE item, and the recipient's person is told.
+    #[schemars(range(min = 1))]
+    pub due_seconds: Option<f64>,
 }
 
 impl From<SendMessage> for DirectMessage {
@@ -52,6 +70,8 @@ impl From<SendMessage> for DirectMessage {
             thread_id: m.thread_id.map(ThreadId),
             kind: m.kind,
             wait_for_reply_seconds: m.wait_for_reply_seconds,
+            expects: m.expectation.expects.map(Into::into),
+            due_seconds: m.expectation.due_seconds,
         }
     }
 }
@@ -155,6 +175,9 @@ pub struct PostMessage {
     /// Must be your own handle if given; only the shared token may name another.
     #[schemars(pattern(HANDLE_PATTERN))]
     pub sender: Option<String>,
+    /// With a recipient: what the post expects of them.
+    #[serde(flatten)]
+    pub expectation: Expectation,
 }
 
 impl From<PostMessage> for ChannelPost {
@@ -166,6 +189,8 @@ impl From<PostMessage> for ChannelPost {
             kind: p.kind,
             recipient: p.recipient,
             reply_to: p.reply_to.map(MessageId),
+            expects: p.expectation.expects.map(Into::into),
+            due_seconds: p.expectation.due_seconds,
         }
     }
 }

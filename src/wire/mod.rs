@@ -26,7 +26,9 @@ pub fn page_link(message: &crate::model::Message) -> String {
     }
 }
 
-use crate::model::{ChannelSummary, Delivery, DeliveryState, Found, Handle, Message, Millis, Via};
+use crate::model::{
+    AckResult, ChannelSummary, Delivery, DeliveryState, Expects, Found, Handle, Message, Millis, Via,
+};
 use crate::relay::{Listing, NOTICE, Page, Peer, ThreadPage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -74,7 +76,8 @@ pub struct MessageView {
 pub struct DeliveryView {
     /// `waiting` (nobody has it yet), `pushed` (written to a listening
     /// session of the recipient, not yet confirmed), `read` (their agent
-    /// read it) or `answered` (they replied).
+    /// read it), `answered` (they replied) or `acked` (they acknowledged
+    /// it: see `ack`).
     pub state: DeliveryStateView,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pushed_at: Option<String>,
@@ -100,6 +103,89 @@ pub struct DeliveryView {
     /// stream), `inbox` (an inbox check). None while it waits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub via: Option<ViaView>,
+    /// What its sender expects of the recipient: `reply` (an answer in its
+    /// conversation) or `ack` (an acknowledgement, `ack_message`); absent
+    /// for nothing. An acknowledgement or an answer satisfies either.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expects: Option<ExpectsView>,
+    /// When the answer or acknowledgement is due; past it, unanswered, the
+    /// message comes back to its sender as an `OVERDUE` item.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<String>,
+    /// When it came back to its sender, overdue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overdue_at: Option<String>,
+    /// The recipient's acknowledgement (the latest, if they gave several).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ack: Option<AckView>,
+}
+
+/// What a message expects of its recipient, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExpectsView {
+    Reply,
+    Ack,
+    None,
+}
+
+impl From<Expects> for ExpectsView {
+    fn from(expects: Expects) -> Self {
+        match expects {
+            Expects::Reply => ExpectsView::Reply,
+            Expects::Ack => ExpectsView::Ack,
+            Expects::Nothing => ExpectsView::None,
+        }
+    }
+}
+
+impl From<ExpectsView> for Expects {
+    fn from(expects: ExpectsView) -> Self {
+        match expects {
+            ExpectsView::Reply => Expects::Reply,
+            ExpectsView::Ack => Expects::Ack,
+            ExpectsView::None => Expects::Nothing,
+        }
+    }
+}
+
+/// How a recipient acknowledged a message, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AckResultView {
+    Done,
+    Blocked,
+    Rejected,
+}
+
+impl From<AckResult> for AckResultView {
+    fn from(result: AckResult) -> Self {
+        match result {
+            AckResult::Done => AckResultView::Done,
+            AckResult::Blocked => AckResultView::Blocked,
+            AckResult::Rejected => AckResultView::Rejected,
+        }
+    }
+}
+
+impl From<AckResultView> for AckResult {
+    fn from(result: AckResultView) -> Self {
+        match result {
+            AckResultView::Done => AckResult::Done,
+            AckResultView::Blocked => AckResult::Blocked,
+            AckResultView::Rejected => AckResult::Rejected,
+        }
+    }
+}
+
+/// A recipient's acknowledgement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AckView {
+    /// `done`, `blocked` or `rejected`.
+    pub result: AckResultView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    pub at: String,
 }
 
 /// A path of [`DeliveryView::via`], by name.
@@ -148,6 +234,7 @@ pub enum DeliveryStateView {
     Pushed,
     Read,
     Answered,
+    Acked,
 }
 
 impl From<DeliveryState> for DeliveryStateView {
@@ -157,6 +244,7 @@ impl From<DeliveryState> for DeliveryStateView {
             DeliveryState::Pushed => DeliveryStateView::Pushed,
             DeliveryState::Read => DeliveryStateView::Read,
             DeliveryState::Answered => DeliveryStateView::Answered,
+            DeliveryState::Acked => DeliveryStateView::Acked,
         }
     }
 }
@@ -168,6 +256,7 @@ impl From<DeliveryStateView> for DeliveryState {
             DeliveryStateView::Pushed => DeliveryState::Pushed,
             DeliveryStateView::Read => DeliveryState::Read,
             DeliveryStateView::Answered => DeliveryState::Answered,
+            DeliveryStateView::Acked => DeliveryState::Acked,
         }
     }
 }
@@ -182,6 +271,14 @@ impl From<&Delivery> for DeliveryView {
             offers: (d.offers > 1).then_some(d.offers),
             pushes_stopped: d.pushes_stopped(),
             via: d.via.map(ViaView::from),
+            expects: d.expects.is_owed().then(|| d.expects.into()),
+            due_at: d.due_at.map(timestamp),
+            overdue_at: d.overdue_at.map(timestamp),
+            ack: d.ack.as_ref().map(|ack| AckView {
+                result: ack.result.into(),
+                note: ack.note.clone(),
+                at: timestamp(ack.at),
+            }),
         }
     }
 }

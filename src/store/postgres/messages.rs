@@ -2,28 +2,35 @@
 //! (`../sqlite/messages.rs`, in PostgreSQL).
 
 use super::{Db, handle, maybe_channel, maybe_handle, row};
-use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place, Via};
+use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place};
 use crate::store::{StoreError, StoreResult};
 use tokio_postgres::Row;
 
+use crate::store::columns::{LEDGER_FROM, Ledger};
 pub(super) use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
 
 pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
     let to = maybe_handle(row, 4)?;
     let delivery = match to {
-        Some(_) => Some(Delivery {
-            pushed_at: row.try_get(10)?,
-            read_at: row.try_get(11)?,
-            answered_at: row.try_get(12)?,
-            offers: row
-                .try_get::<_, Option<i32>>(13)?
-                .map_or(0, |n| n.max(0) as u32),
-            lease_until: row.try_get(14)?,
-            via: row
-                .try_get::<_, Option<String>>(15)?
-                .as_deref()
-                .and_then(Via::parse),
-        }),
+        Some(_) => {
+            let at = |i: usize| LEDGER_FROM + i;
+            Some(Delivery::from(Ledger {
+                pushed_at: row.try_get(at(0))?,
+                read_at: row.try_get(at(1))?,
+                answered_at: row.try_get(at(2))?,
+                offers: row
+                    .try_get::<_, Option<i32>>(at(3))?
+                    .map_or(0, |n| n.max(0) as u32),
+                lease_until: row.try_get(at(4))?,
+                via: row.try_get(at(5))?,
+                expects: row.try_get(at(6))?,
+                due_at: row.try_get(at(7))?,
+                ack_result: row.try_get(at(8))?,
+                ack_note: row.try_get(at(9))?,
+                acked_at: row.try_get(at(10))?,
+                overdue_at: row.try_get(at(11))?,
+            }))
+        }
         None => None,
     };
     let place = Place::from_columns(row.try_get(1)?, maybe_channel(row, 2)?).ok_or_else(|| {

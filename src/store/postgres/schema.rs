@@ -273,6 +273,31 @@ CREATE TRIGGER oauth_grants_refreshed AFTER UPDATE OF access_hash ON oauth_grant
 -- SQLite's.
 ALTER TABLE inbox ADD COLUMN via text;
 "#,
+    r#"
+-- Expectations, acknowledgements and claims, as in SQLite's.
+ALTER TABLE inbox ADD COLUMN expects text;
+ALTER TABLE inbox ADD COLUMN due_at bigint;
+ALTER TABLE inbox ADD COLUMN ack_result text;
+ALTER TABLE inbox ADD COLUMN ack_note text;
+ALTER TABLE inbox ADD COLUMN acked_at bigint;
+ALTER TABLE inbox ADD COLUMN overdue_at bigint;
+CREATE INDEX inbox_owed ON inbox(recipient, message_id)
+    WHERE expects IS NOT NULL AND answered_at IS NULL AND acked_at IS NULL;
+CREATE INDEX inbox_due ON inbox(due_at)
+    WHERE due_at IS NOT NULL AND overdue_at IS NULL AND answered_at IS NULL
+      AND acked_at IS NULL;
+CREATE TABLE claims (
+    id          bigserial PRIMARY KEY,
+    what        text NOT NULL,
+    repo        text NOT NULL,
+    holder      text NOT NULL,
+    note        text,
+    created_at  bigint NOT NULL,
+    expires_at  bigint NOT NULL
+);
+CREATE INDEX claims_by_repo ON claims(repo, expires_at);
+CREATE INDEX claims_by_expiry ON claims(expires_at);
+"#,
 ];
 
 /// Brings the schema up to the last step, under the migration lock, in one

@@ -7,7 +7,7 @@
 use super::Sql;
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, ids_of, message_from_row};
 use super::{Db, row};
-use crate::model::{Channel, Handle, Message, MessageId, Millis, Place, ThreadId};
+use crate::model::{Channel, Expects, Handle, Message, MessageId, Millis, Place, ThreadId};
 use crate::store::rules::Statements;
 use crate::store::summary::Removed;
 use crate::store::{Offer, StoreResult};
@@ -127,10 +127,17 @@ impl<D: Db> Statements for Sql<'_, D> {
         .await
     }
 
-    async fn insert_inbox(&self, recipient: &Handle, id: MessageId) -> StoreResult<()> {
+    async fn insert_inbox(
+        &self,
+        recipient: &Handle,
+        id: MessageId,
+        expects: Expects,
+        due_at: Option<Millis>,
+    ) -> StoreResult<()> {
+        let expects = expects.is_owed().then(|| expects.as_str());
         self.write(
-            "INSERT INTO inbox (recipient, message_id) VALUES ($1, $2)",
-            &[&recipient.as_str(), &id],
+            "INSERT INTO inbox (recipient, message_id, expects, due_at) VALUES ($1, $2, $3, $4)",
+            &[&recipient.as_str(), &id, &expects, &due_at],
         )
         .await
     }

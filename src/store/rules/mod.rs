@@ -14,7 +14,9 @@
 
 use super::summary::{Removed, first_people, losses};
 use super::{Conversation, Missing, NewMessage, Offer, RecipientCheck, StoreError, StoreResult};
-use crate::model::{Channel, Handle, MAX_OFFERS, Message, MessageId, Millis, Place, ThreadId};
+use crate::model::{
+    Channel, Expects, Handle, MAX_OFFERS, Message, MessageId, Millis, Place, ThreadId,
+};
 use std::future::Future;
 
 mod grants;
@@ -45,7 +47,14 @@ pub(super) trait Statements {
         at: Millis,
     ) -> StoreResult<ThreadId>;
     async fn insert_message(&self, message: &Message) -> StoreResult<()>;
-    async fn insert_inbox(&self, recipient: &Handle, id: MessageId) -> StoreResult<()>;
+    /// The message's inbox row, with what it expects of its recipient.
+    async fn insert_inbox(
+        &self,
+        recipient: &Handle,
+        id: MessageId,
+        expects: Expects,
+        due_at: Option<Millis>,
+    ) -> StoreResult<()>;
     /// Marks every message of `thread` to `replier` that was pushed or
     /// read, and not answered yet, as answered at `at` (and read).
     async fn answer_thread(
@@ -205,8 +214,9 @@ pub(super) async fn insert(s: &impl Statements, new: NewMessage) -> StoreResult<
     };
     let message = new.stored(id, &place);
     s.insert_message(&message).await?;
-    if let Some(recipient) = &message.to {
-        s.insert_inbox(recipient, id).await?;
+    if let (Some(recipient), Some(delivery)) = (&message.to, &message.delivery) {
+        s.insert_inbox(recipient, id, delivery.expects, delivery.due_at)
+            .await?;
     }
     let from = &message.from;
     match (&place, opened) {

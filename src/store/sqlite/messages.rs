@@ -1,25 +1,32 @@
 //! Messages, threads and inboxes; the overviews are `summaries.rs`'s.
 
-use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place, Via};
+use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place};
 use crate::store::StoreResult;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::store::columns::{LEDGER_FROM, Ledger};
 pub(super) use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
 
 pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     let to: Option<Handle> = row.get(4)?;
     let delivery = match to {
-        Some(_) => Some(Delivery {
-            pushed_at: row.get(10)?,
-            read_at: row.get(11)?,
-            answered_at: row.get(12)?,
-            offers: row.get::<_, Option<u32>>(13)?.unwrap_or(0),
-            lease_until: row.get(14)?,
-            via: row
-                .get::<_, Option<String>>(15)?
-                .as_deref()
-                .and_then(Via::parse),
-        }),
+        Some(_) => {
+            let at = |i: usize| LEDGER_FROM + i;
+            Some(Delivery::from(Ledger {
+                pushed_at: row.get(at(0))?,
+                read_at: row.get(at(1))?,
+                answered_at: row.get(at(2))?,
+                offers: row.get::<_, Option<u32>>(at(3))?.unwrap_or(0),
+                lease_until: row.get(at(4))?,
+                via: row.get(at(5))?,
+                expects: row.get(at(6))?,
+                due_at: row.get(at(7))?,
+                ack_result: row.get(at(8))?,
+                ack_note: row.get(at(9))?,
+                acked_at: row.get(at(10))?,
+                overdue_at: row.get(at(11))?,
+            }))
+        }
         None => None,
     };
     let place = Place::from_columns(row.get(1)?, row.get(2)?).ok_or_else(|| {

@@ -464,6 +464,34 @@ END;
 -- (model::Via, by name): set by each offer and by a claim.
 ALTER TABLE inbox ADD COLUMN via TEXT;
 "#,
+    r#"
+-- What a message expects of its recipient (model::Expects by name; NULL
+-- for nothing), by when, their acknowledgement, and when it came back to
+-- its sender overdue.
+ALTER TABLE inbox ADD COLUMN expects TEXT;
+ALTER TABLE inbox ADD COLUMN due_at INTEGER;
+ALTER TABLE inbox ADD COLUMN ack_result TEXT;
+ALTER TABLE inbox ADD COLUMN ack_note TEXT;
+ALTER TABLE inbox ADD COLUMN acked_at INTEGER;
+ALTER TABLE inbox ADD COLUMN overdue_at INTEGER;
+CREATE INDEX inbox_owed ON inbox(recipient, message_id)
+    WHERE expects IS NOT NULL AND answered_at IS NULL AND acked_at IS NULL;
+CREATE INDEX inbox_due ON inbox(due_at)
+    WHERE due_at IS NOT NULL AND overdue_at IS NULL AND answered_at IS NULL
+      AND acked_at IS NULL;
+-- Claims on work: `what` as given, `repo` normalised ('' for none).
+CREATE TABLE claims (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    what        TEXT NOT NULL,
+    repo        TEXT NOT NULL,
+    holder      TEXT NOT NULL,
+    note        TEXT,
+    created_at  INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL
+);
+CREATE INDEX claims_by_repo ON claims(repo, expires_at);
+CREATE INDEX claims_by_expiry ON claims(expires_at);
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.

@@ -4,7 +4,7 @@
 
 use super::Sql;
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
-use crate::model::{Channel, Handle, Message, MessageId, Millis, Place, ThreadId};
+use crate::model::{Channel, Expects, Handle, Message, MessageId, Millis, Place, ThreadId};
 use crate::store::rules::Statements;
 use crate::store::summary::Removed;
 use crate::store::{Offer, StoreResult};
@@ -136,10 +136,17 @@ impl Statements for Sql<'_> {
         )
     }
 
-    async fn insert_inbox(&self, recipient: &Handle, id: MessageId) -> StoreResult<()> {
+    async fn insert_inbox(
+        &self,
+        recipient: &Handle,
+        id: MessageId,
+        expects: Expects,
+        due_at: Option<Millis>,
+    ) -> StoreResult<()> {
+        let expects = expects.is_owed().then(|| expects.as_str());
         self.exec(
-            "INSERT INTO inbox (recipient, message_id) VALUES (?1, ?2)",
-            params![recipient, id],
+            "INSERT INTO inbox (recipient, message_id, expects, due_at) VALUES (?1, ?2, ?3, ?4)",
+            params![recipient, id, expects, due_at],
         )
     }
 
