@@ -60,7 +60,12 @@ receive what was sent to you (pass timeout_seconds to wait for it), read_thread 
 conversation, list_peers to see who is on the team. Channels (post_message, get_messages, \
 wait_for_message, list_channels) are open conversations the whole team reads; \
 search_messages finds earlier messages by their words. Messages addressed to someone carry \
-`delivery`: waiting, pushed (shown to their agent), read or answered. \
+`delivery`: waiting, pushed (shown to their agent), read, answered or acked. \
+A QUESTION expects a reply (say expects: ack or none otherwise; due_seconds sets a time, after \
+which an OVERDUE item comes back to you): answer in its thread, or ack_message with done, \
+blocked or rejected. open_questions lists what you owe and are owed. Before you change files \
+a teammate may also be changing, claim them (a glob, branch:NAME or key:NAME, with the \
+repository); list_claims shows who holds what; release when done. \
 When your client shows channel events, a message sent to you arrives on its own as a \
 <channel> event from crosstalk: its text is the message, and its attributes say who it is \
 from, its type, thread_id and message_id (channel when it was posted in a channel, to when \

@@ -8,6 +8,7 @@ mod attention;
 pub mod oauth;
 mod openapi;
 mod stream;
+mod work;
 
 use crate::model::{MessageId, ThreadId};
 use crate::relay::{Caller, Reader};
@@ -23,7 +24,7 @@ use axum::{
     routing::{delete, get, post, put},
 };
 
-type ApiResult<T> = Result<Json<T>, ApiError>;
+pub(super) type ApiResult<T> = Result<Json<T>, ApiError>;
 
 /// What anyone may read, without credentials: the API's own description.
 pub fn public() -> Router<AppState> {
@@ -43,6 +44,8 @@ pub fn reads() -> Router<AppState> {
         .route("/api/approvals", get(attention::approvals))
         .route("/api/push/key", get(attention::push_key))
         .route("/api/push/subscriptions", get(attention::devices))
+        .route("/api/open", get(work::open))
+        .route("/api/claims", get(work::claims))
 }
 
 /// The channel long-poll: credentials as reads; bounded by its own timeout.
@@ -68,6 +71,9 @@ pub fn writes() -> Router<AppState> {
             "/api/push/subscriptions/{id}",
             delete(attention::remove_device),
         )
+        .route("/api/messages/{id}/ack", post(work::ack))
+        .route("/api/claims", post(work::claim))
+        .route("/api/claims/{id}", delete(work::release))
 }
 
 /// Sending a direct message, which may wait for the reply

@@ -22,7 +22,9 @@
 //!   allows or denies the step. Unanswered within
 //!   [`APPROVAL_WAIT`], or with the relay away, it decides nothing, and
 //!   Claude Code asks in the terminal as it would have.
-//! - **`pre-tool-use`** decides nothing yet.
+//! - **`pre-tool-use`** is the edit guard (`guard.rs`): an edit or a write
+//!   of a file another person's claim covers is refused, naming the
+//!   holder; with the relay away it goes on (and says so on stderr).
 //!
 //! A session started with a channel flag naming crosstalk gets its
 //! messages and prompts through the bridge's channel (`bridge`): there the
@@ -44,6 +46,7 @@
 //! prompt the session with.
 
 mod codex;
+mod guard;
 mod relay;
 mod waiter;
 
@@ -124,6 +127,8 @@ struct Input {
     tool_name: String,
     #[serde(default)]
     tool_input: Value,
+    #[serde(default)]
+    cwd: String,
 }
 
 /// Runs the hook; the process's exit code: 2 when Claude Code's waiter
@@ -196,6 +201,12 @@ pub async fn run(hook: Hook) -> i32 {
             }
             0
         }
+        (Client::Claude, Event::PreToolUse) => {
+            if let Some(decision) = guard::guard(&relay, &input).await {
+                println!("{decision}");
+            }
+            0
+        }
         (Client::Codex, Event::SessionEnd) => {
             Waiter::end(&input.session_id);
             0
@@ -203,7 +214,7 @@ pub async fn run(hook: Hook) -> i32 {
         (Client::Claude, Event::SessionEnd)
         | (Client::Codex, Event::PermissionRequest)
         | (Client::Gemini | Client::Opencode, _)
-        | (_, Event::PreToolUse) => 0,
+        | (Client::Codex, Event::PreToolUse) => 0,
     }
 }
 

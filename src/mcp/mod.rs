@@ -20,11 +20,11 @@ pub mod sessions;
 
 pub use edge::{ClientMistakes, McpEdge, shape_answers};
 
-use crate::model::{MessageId, SessionId, ThreadId};
+use crate::model::{Claimed, MessageId, SessionId, ThreadId};
 pub use crate::protocol::SESSION_HEADER;
 use crate::protocol::{HeldSession, INSTRUCTIONS, capabilities, wants_pushes};
 use crate::relay::{Caller, Reader, Relay, RelayError};
-use crate::wire::{self, ApiError, args};
+use crate::wire::{self, ApiError, args, work};
 use rmcp::{
     ErrorData, Json, RoleServer, ServerHandler,
     handler::server::{
@@ -97,17 +97,23 @@ fn asks_for_pushes(context: &rmcp::service::RequestContext<rmcp::RoleServer>) ->
 }
 
 /// A failed tool call: the REST error body, as text a model can read.
-pub struct ToolError(ApiError);
+pub struct ToolError(serde_json::Value);
 
 impl IntoContents for ToolError {
     fn into_contents(self) -> Vec<ContentBlock> {
-        vec![ContentBlock::text(self.0.body().to_string())]
+        vec![ContentBlock::text(self.0.to_string())]
+    }
+}
+
+impl From<ApiError> for ToolError {
+    fn from(error: ApiError) -> Self {
+        ToolError(error.body())
     }
 }
 
 impl From<RelayError> for ToolError {
     fn from(error: RelayError) -> Self {
-        ToolError(ApiError::from(error))
+        ApiError::from(error).into()
     }
 }
 
@@ -140,7 +146,7 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Paramet
         let arguments = context.arguments.take().unwrap_or_default();
         Ok(Parameters(
             serde_json::from_value(serde_json::Value::Object(arguments)).map_err(|error| {
-                ToolError(ApiError::bad_request(format!("invalid arguments: {error}")))
+                ApiError::bad_request(format!("invalid arguments: {error}")).into()
             }),
         ))
     }
@@ -352,6 +358,93 @@ impl RelayTools {
             channel: args.channel,
             following: false,
         }))
+    }
+
+    /// Acknowledge a message sent to you: result done, blocked or rejected,
+    /// with an optional one-line note its sender reads. It settles what the
+    /// message expects (a reply or an ack); you may acknowledge again.
+    #[tool]
+    async fn ack_message(
+        &self,
+        CallerOf(caller): CallerOf,
+        Parameters(args): Parameters<args::AckMessage>,
+    ) -> ToolResult<work::Acked> {
+        let args = args?;
+        let acked = self
+            .relay
+            .ack_message(
+                &caller,
+                args.ack.sender.as_deref(),
+                MessageId(args.message_id),
+                args.ack.result.into(),
+                args.ack.note,
+            )
+            .await?;
+        Ok(Json(work::Acked::from(&acked)))
+    }
+
+    /// What is owed: owed_by_me, messages to you that expect a reply or an
+    /// ack and have neither (answer in their thread, or ack_message); and
+    /// owed_to_me, yours to teammates likewise.
+    #[tool]
+    async fn open_questions(
+        &self,
+        CallerOf(caller): CallerOf,
+        Parameters(args): Parameters<args::AsPerson>,
+    ) -> ToolResult<work::OpenView> {
+        let open = self
+            .relay
+            .open_questions(&caller, args?.sender.as_deref())
+            .await?;
+        Ok(Json(work::OpenView::from(&open)))
+    }
+
+    /// Claim work before you start it, so teammates' agents do not work on
+    /// the same thing: files by a glob from the repository's root
+    /// (src/store/**), branch:NAME or key:NAME, in a repository. Refused,
+    /// naming the holder, when another person's claim overlaps. Claim
+    /// again to renew; release when done.
+    #[tool]
+    async fn claim(
+        &self,
+        CallerOf(caller): CallerOf,
+        Parameters(args): Parameters<args::Claim>,
+    ) -> ToolResult<work::ClaimMade> {
+        match self.relay.claim(&caller, args?.into()).await? {
+            Claimed::Made(claim) => Ok(Json(work::ClaimMade {
+                claim: (&claim).into(),
+            })),
+            Claimed::Taken(theirs) => Err(ToolError(work::ClaimTaken(theirs).body())),
+        }
+    }
+
+    /// Release a claim of yours, when the work is done.
+    #[tool]
+    async fn release(
+        &self,
+        CallerOf(caller): CallerOf,
+        Parameters(args): Parameters<args::Release>,
+    ) -> ToolResult<work::ClaimMade> {
+        let args = args?;
+        let claim = self
+            .relay
+            .release_claim(&caller, args.sender.as_deref(), args.claim_id)
+            .await?;
+        Ok(Json(work::ClaimMade {
+            claim: (&claim).into(),
+        }))
+    }
+
+    /// List the live claims: who works on what, in which repository (only
+    /// those covering a path, or others' than yours, when asked).
+    #[tool]
+    async fn list_claims(
+        &self,
+        CallerOf(caller): CallerOf,
+        Parameters(args): Parameters<args::ListClaims>,
+    ) -> ToolResult<work::Claims> {
+        let claims = self.relay.claims(&caller, args?.into()).await?;
+        Ok(Json(work::Claims::new(&claims)))
     }
 
     /// Search the bodies of every live message in channels and threads:

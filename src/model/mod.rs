@@ -32,8 +32,8 @@ pub use token::{
 };
 
 pub use work::{
-    Ack, AckResult, Claim, ClaimTarget, DEFAULT_CLAIM_TTL, Expects, Glob, MAX_CLAIM_TTL,
-    MAX_CLAIM_WHAT, MAX_DUE, normalize_repo,
+    Ack, AckResult, Claim, ClaimTarget, Claimed, DEFAULT_CLAIM_TTL, Expects, Glob, MAX_CLAIM_TTL,
+    MAX_CLAIM_WHAT, MAX_DUE, NewClaim, normalize_repo,
 };
 
 /// Milliseconds since the Unix epoch: the one time type of crosstalk.

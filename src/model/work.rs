@@ -110,6 +110,27 @@ impl Claim {
     }
 }
 
+/// A claim about to be made (or renewed, when its holder holds the same
+/// `what` in the same `repo` already).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewClaim {
+    pub what: String,
+    pub target: ClaimTarget,
+    pub repo: String,
+    pub holder: Handle,
+    pub note: Option<String>,
+    pub expires_at: Millis,
+}
+
+/// What claiming came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claimed {
+    /// Made, or renewed: the claim as it is now.
+    Made(Claim),
+    /// Another person's claim overlaps it: that claim.
+    Taken(Claim),
+}
+
 /// What a claim is on: files (a glob from the repository's root), a
 /// branch, or a key (anything else a team names).
 #[derive(Debug, Clone, PartialEq, Eq)]

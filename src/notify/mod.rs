@@ -309,8 +309,9 @@ impl Notifier {
                 message,
                 first_line,
                 count,
+                overdue,
             } => json!({
-                "type": "unread",
+                "type": if *overdue { "overdue" } else { "unread" },
                 "to": notice.to.as_str(),
                 "from": from.as_str(),
                 "conversation": conversation(place),
@@ -412,12 +413,14 @@ fn shortened(notice: &Notice) -> Notice {
             message,
             first_line,
             count,
+            overdue,
         } => About::Unread {
             from: from.clone(),
             place: place.clone(),
             message: *message,
             first_line: cut(first_line),
             count: *count,
+            overdue: *overdue,
         },
         About::Approval {
             id,

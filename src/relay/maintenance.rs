@@ -53,6 +53,9 @@ impl Relay {
                     if let Err(error) = self.forget_old_approvals().await {
                         tracing::error!(error = &error as &dyn std::error::Error, "forgetting old approvals failed");
                     }
+                    if let Err(error) = self.store.forget_claims(now_millis()).await {
+                        tracing::error!(error = &error as &dyn std::error::Error, "forgetting ended claims failed");
+                    }
                     if let Err(error) = self.forget_oauth().await {
                         tracing::error!(error = &error as &dyn std::error::Error, "forgetting expired OAuth codes and tokens failed");
                     }

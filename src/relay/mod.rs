@@ -10,6 +10,7 @@
 //! changed ([`Team`]) only through here.
 
 mod approvals;
+mod claims;
 mod credentials;
 mod devices;
 mod error;
@@ -31,11 +32,13 @@ mod stats;
 mod team;
 mod text;
 mod waits;
+mod work;
 
 pub use approvals::{
     APPROVAL_KEPT, APPROVAL_LIFETIME, AskApproval, MAX_APPROVALS_LISTED, MAX_TOOL_NAME_CHARS,
     request_id_pattern,
 };
+pub use claims::{ClaimFilter, ClaimRequest, MAX_CLAIM_NOTE_CHARS, MAX_REPO_CHARS};
 pub use credentials::CHECK_EVERY;
 pub use devices::{MAX_DEVICES, PushKey, auth_pattern, base64url, p256dh_pattern};
 pub use error::{RelayError, RelayResult};
@@ -61,6 +64,7 @@ pub use stats::{PoolState, Reading, Snapshot, StoreStats};
 pub use team::{MAX_NAME_CHARS, MAX_STATUS_CHARS, NewToken, Team};
 pub use text::{body_pattern, line_pattern};
 pub use waits::{CHANNEL_WAIT, INBOX_WAIT, WaitSlot};
+pub use work::{MAX_ACK_NOTE_CHARS, OVERDUE, Open};
 
 use crate::model::{Handle, Millis, TokenHash, now_millis};
 use crate::store::Store;

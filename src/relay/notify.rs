@@ -69,6 +69,8 @@ pub enum About {
         first_line: String,
         /// How many came due together.
         count: usize,
+        /// It expected an answer by a time that passed: its sender waits.
+        overdue: bool,
     },
     /// Their agent asks them to allow a step.
     Approval {
@@ -216,6 +218,12 @@ impl Relay {
         loop {
             tokio::select! {
                 _ = every.tick() => {
+                    if let Err(error) = self.return_overdue(now_millis()).await {
+                        tracing::error!(
+                            error = &error as &dyn std::error::Error,
+                            "returning overdue messages to their senders failed"
+                        );
+                    }
                     if let Err(error) = self.escalate(now_millis(), &mut quiet).await {
                         tracing::error!(
                             error = &error as &dyn std::error::Error,
@@ -291,6 +299,7 @@ impl Relay {
                     message: first.id,
                     first_line: first_line(&first.body),
                     count: claimed.len(),
+                    overdue: false,
                 },
             });
         }

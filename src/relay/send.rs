@@ -268,7 +268,7 @@ impl Relay {
     /// Wakes whoever waits for a committed message: its recipient's
     /// waiters, push streams and open pages, its channel's or thread's
     /// feeds, and the sessions that follow its channel.
-    fn wake(&self, message: Arc<Message>) {
+    pub(super) fn wake(&self, message: Arc<Message>) {
         if let Some(to) = &message.to {
             self.wake_inbox(to);
             self.arrivals.publish(to, message.clone());

@@ -204,6 +204,40 @@ macro_rules! store_methods {
             write remove_device(id: DeviceId, handle: Option<&Handle>) -> bool =
                 |db| attention::remove_device(db, id, handle.as_ref());
 
+            // Coordinating work (relay/work.rs, relay/claims.rs).
+            /// Acknowledges message `id` as its recipient `recipient` (it is read
+            /// then, if it was not); whether it was theirs. A later
+            /// acknowledgement replaces an earlier one.
+            write ack_message(recipient: &Handle, id: MessageId, ack: Ack) -> bool =
+                |db| work::ack(db, &recipient, id, &ack);
+            /// Live messages to `recipient` that expect a reply or an
+            /// acknowledgement and have neither, oldest first, at most `limit`.
+            read owed_by(recipient: &Handle, now: Millis, limit: u32) -> Vec<Message> =
+                |db| work::owed_by(db, &recipient, now, limit);
+            /// The same, of the messages `sender` sent.
+            read owed_to(sender: &Handle, now: Millis, limit: u32) -> Vec<Message> =
+                |db| work::owed_to(db, &sender, now, limit);
+            /// Marks up to `limit` live messages due by `now` and still owed as
+            /// overdue at `now`, and returns them. Atomic: of the relays serving
+            /// a store, one takes each, once.
+            atomic take_overdue(now: Millis, limit: u32) -> Vec<Message> =
+                |db| work::take_overdue(db, now, limit);
+            /// Makes a claim, or renews its holder's on the same `what`; refused
+            /// with the claim in the way when another person's live claim in the
+            /// same repository overlaps it. Atomic across relays.
+            atomic_rule claim(new: NewClaim, now: Millis) -> Claimed =
+                |db| rules::claim(db, &new, now);
+            /// Claims live at `now` (in `repo` only, when named), oldest first.
+            read claims(repo: Option<&str>, now: Millis) -> Vec<Claim> =
+                |db| work::claims(db, repo.as_deref(), now);
+            /// One live claim.
+            read claim_by_id(id: i64, now: Millis) -> Option<Claim> = |db| work::claim(db, id, now);
+            /// Ends claim `id` if `holder` holds it; whether they did.
+            write release_claim(id: i64, holder: &Handle) -> bool =
+                |db| work::release(db, id, &holder);
+            /// Forgets claims that ended by `now`; how many.
+            write forget_claims(now: Millis) -> u64 = |db| work::forget_claims(db, now);
+
             // OAuth (relay/oauth.rs): clients registered by DCR, authorization
             // codes, grants and their tokens, all tokens and codes as hashes.
             write register_client(client: RegisteredClient) -> () =
@@ -295,7 +329,8 @@ macro_rules! define {
 pub(super) mod signatures {
     pub(in crate::store) use super::IntoOwned;
     pub(in crate::store) use crate::model::{
-        Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Device, DeviceId,
+        Ack, Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Claim,
+        Claimed, Device, DeviceId, NewClaim,
         Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message, MessageId, Millis,
         NewApproval, NotifySettings, Person, Place, Presence, Redeemed, Refreshed,
         RegisteredClient, SessionId, ThreadId, ThreadSummary, TokenHash,
@@ -334,8 +369,8 @@ macro_rules! given {
 }
 
 use crate::model::{
-    ApprovalId, Authorization, Behavior, Channel, Device, DeviceId, GrantId, GrantTokens, Handle,
-    MessageId, NewApproval, NotifySettings, Place, RegisteredClient, ThreadId, TokenHash,
+    Ack, ApprovalId, Authorization, Behavior, Channel, Device, DeviceId, GrantId, GrantTokens, Handle,
+    MessageId, NewApproval, NewClaim, NotifySettings, Place, RegisteredClient, ThreadId, TokenHash,
 };
 
 lent!(Handle => Handle, str => String, Channel => Channel, Place => Place);
@@ -358,6 +393,8 @@ given!(
     Authorization,
     GrantTokens,
     GrantId,
+    Ack,
+    NewClaim,
 );
 
 impl<T: Send + 'static> IntoOwned for Vec<T> {
@@ -371,5 +408,12 @@ impl IntoOwned for Option<&Handle> {
     type Owned = Option<Handle>;
     fn into_owned(self) -> Option<Handle> {
         self.cloned()
+    }
+}
+
+impl IntoOwned for Option<&str> {
+    type Owned = Option<String>;
+    fn into_owned(self) -> Option<String> {
+        self.map(str::to_owned)
     }
 }

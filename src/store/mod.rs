@@ -28,7 +28,8 @@ mod summary;
 mod text;
 
 use crate::model::{
-    Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Delivery, Device,
+    Ack, Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Claim, Claimed,
+    Delivery, Device, NewClaim,
     DeviceId, Expects, Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message, MessageId, Millis,
     NewApproval, NotifySettings, Person, Place, Presence, Redeemed, Refreshed, RegisteredClient,
     SessionId, ThreadId, ThreadSummary, TokenHash, Via, Webhook, WebhookFormat, WebhookUrl,

@@ -7,11 +7,12 @@
 //! Defaults are the core's, not these types': an absent field stays `None`
 //! all the way to the core, which says what it means.
 
-use super::{ExpectsView, whole};
-use crate::model::{CHANNEL_PATTERN, HANDLE_PATTERN, MessageId, ThreadId};
+use super::{AckResultView, ExpectsView, whole};
+use crate::model::{CHANNEL_PATTERN, HANDLE_PATTERN, MAX_CLAIM_WHAT, MessageId, ThreadId};
 use crate::relay::{
-    ChannelPost, DirectMessage, MAX_KIND_CHARS, MAX_STATUS_CHARS, body_pattern, line_pattern,
-    query_pattern,
+    ChannelPost, ClaimFilter, ClaimRequest, DirectMessage, MAX_ACK_NOTE_CHARS,
+    MAX_CLAIM_NOTE_CHARS, MAX_KIND_CHARS, MAX_REPO_CHARS, MAX_STATUS_CHARS, body_pattern,
+    line_pattern, query_pattern,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -253,4 +254,109 @@ pub struct FollowChannel {
     /// The channel's name.
     #[schemars(pattern(CHANNEL_PATTERN))]
     pub channel: String,
+}
+
+/// `ack_message`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct AckMessage {
+    /// The message to acknowledge: one sent to you.
+    #[serde(deserialize_with = "whole::required")]
+    #[schemars(range(min = 1))]
+    pub message_id: i64,
+    #[serde(flatten)]
+    pub ack: Acknowledgement,
+}
+
+/// An acknowledgement: `ack_message`'s, and the body of `POST
+/// /api/messages/{id}/ack`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct Acknowledgement {
+    /// `done`, `blocked` or `rejected`.
+    pub result: AckResultView,
+    /// One line the sender reads beside the result, e.g. what blocks you.
+    #[schemars(pattern(line_pattern(0, MAX_ACK_NOTE_CHARS)))]
+    pub note: Option<String>,
+    /// Only for the shared relay token: who acknowledges.
+    #[schemars(pattern(HANDLE_PATTERN))]
+    pub sender: Option<String>,
+}
+
+/// `open_questions` and `GET /api/open`; and who releases a claim by
+/// `DELETE /api/claims/{id}`: only the shared token names anyone.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct AsPerson {
+    /// Only for the shared relay token: whose.
+    #[schemars(pattern(HANDLE_PATTERN))]
+    pub sender: Option<String>,
+}
+
+/// `claim` and `POST /api/claims`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct Claim {
+    /// What you are working on: a path glob from the repository's root
+    /// (`src/store/**`, `README.md`), `branch:NAME` or `key:NAME`.
+    #[schemars(pattern(line_pattern(1, MAX_CLAIM_WHAT)))]
+    pub what: String,
+    /// The repository, as its remote names it (`github.com/org/app`, or
+    /// the origin URL); leave out for work in no repository.
+    #[schemars(pattern(line_pattern(0, MAX_REPO_CHARS)))]
+    pub repo: Option<String>,
+    /// How long the claim lasts: 1 to 86400 seconds (default 1800). Claim
+    /// again to renew it.
+    #[schemars(range(min = 1))]
+    pub ttl_seconds: Option<f64>,
+    /// One line teammates see beside it, e.g. what you are doing.
+    #[schemars(pattern(line_pattern(0, MAX_CLAIM_NOTE_CHARS)))]
+    pub note: Option<String>,
+    /// Only for the shared relay token: who claims.
+    #[schemars(pattern(HANDLE_PATTERN))]
+    pub sender: Option<String>,
+}
+
+impl From<Claim> for ClaimRequest {
+    fn from(c: Claim) -> Self {
+        ClaimRequest {
+            sender: c.sender,
+            what: c.what,
+            repo: c.repo,
+            ttl_seconds: c.ttl_seconds,
+            note: c.note,
+        }
+    }
+}
+
+/// `release`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct Release {
+    /// The claim's id, as `claim` returned it.
+    #[serde(deserialize_with = "whole::required")]
+    #[schemars(range(min = 1))]
+    pub claim_id: i64,
+    /// Only for the shared relay token: whose claim.
+    #[schemars(pattern(HANDLE_PATTERN))]
+    pub sender: Option<String>,
+}
+
+/// `list_claims` and `GET /api/claims`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct ListClaims {
+    /// Only the claims in this repository.
+    #[schemars(pattern(line_pattern(0, MAX_REPO_CHARS)))]
+    pub repo: Option<String>,
+    /// Only the claims that cover this path (from the repository's root).
+    #[schemars(pattern(line_pattern(0, MAX_CLAIM_WHAT)))]
+    pub path: Option<String>,
+    /// Only other people's claims than yours.
+    #[serde(default)]
+    pub others: bool,
+}
+
+impl From<ListClaims> for ClaimFilter {
+    fn from(l: ListClaims) -> Self {
+        ClaimFilter {
+            repo: l.repo,
+            path: l.path,
+            others: l.others,
+        }
+    }
 }

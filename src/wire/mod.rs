@@ -15,6 +15,7 @@ pub mod error;
 pub mod extract;
 pub mod push;
 pub mod whole;
+pub mod work;
 
 pub use error::{AnsweredInBand, ApiError};
 

@@ -19,6 +19,17 @@ where
         .transpose()
 }
 
+/// For `#[serde(deserialize_with = "whole::required")]`: a field that
+/// must be there.
+pub fn required<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: TryFrom<i128>,
+{
+    let Whole(n) = Whole::deserialize(deserializer)?;
+    T::try_from(n).map_err(|_| de::Error::custom(format!("{n} is out of range")))
+}
+
 /// A field that is present, even as `null` (see `attention.rs`), and whole.
 pub fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
 where

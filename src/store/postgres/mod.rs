@@ -28,6 +28,7 @@ mod search;
 mod sessions;
 mod statements;
 mod summaries;
+mod work;
 mod writer;
 
 pub use schema::MIGRATIONS;

@@ -6,7 +6,7 @@
 use super::Sql;
 use super::{
     GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, attention, listen, messages, oauth, people,
-    search, sessions, summaries,
+    search, sessions, summaries, work,
 };
 use crate::store::methods::signatures::*;
 use crate::store::{NewMessage, PoolState, Store, StoreError, StoreStats, StoredSession};

@@ -19,7 +19,9 @@ use crate::model::{
 };
 use std::future::Future;
 
+mod claims;
 mod grants;
+pub(super) use claims::{ClaimStatements, claim};
 pub(super) use grants::{GrantStatements, open_grant, redeem_code, refresh_grant};
 
 /// One backend's statements. Each method is one SQL statement (a few

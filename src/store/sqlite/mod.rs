@@ -23,6 +23,7 @@ mod search;
 mod sessions;
 mod statements;
 mod summaries;
+mod work;
 mod writer;
 
 use crate::store::Durability;

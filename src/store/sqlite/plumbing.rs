@@ -5,7 +5,7 @@
 //! are more than one query here.
 
 use super::Sql;
-use super::{SqliteStore, attention, messages, oauth, people, search, sessions, summaries};
+use super::{SqliteStore, attention, messages, oauth, people, search, sessions, summaries, work};
 use crate::store::methods::signatures::*;
 use crate::store::{NewMessage, PURGE_BATCH, Store, StoreStats, StoredSession};
 

@@ -1,0 +1,225 @@
+//! Coordinating work (`../sqlite/work.rs`, in PostgreSQL): claims are
+//! made under a lock on their table, so of two relays claiming overlapping
+//! work at once exactly one wins.
+
+use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
+use super::{Db, Sql, handle, row};
+use crate::model::{Ack, Claim, Handle, Message, MessageId, Millis, NewClaim};
+use crate::store::rules::ClaimStatements;
+use crate::store::{StoreError, StoreResult};
+use tokio_postgres::Row;
+
+/// What an inbox row is while its recipient owes what it expects.
+const OWED: &str = "i.expects IS NOT NULL AND i.answered_at IS NULL AND i.acked_at IS NULL";
+
+const CLAIM_COLUMNS: &str = "id, what, repo, holder, note, created_at, expires_at";
+
+fn claim_from_row(row: &Row) -> StoreResult<Claim> {
+    Ok(Claim {
+        id: row.try_get(0)?,
+        what: row.try_get(1)?,
+        repo: row.try_get(2)?,
+        holder: handle(row, 3)?,
+        note: row.try_get(4)?,
+        created_at: row.try_get(5)?,
+        expires_at: row.try_get(6)?,
+    })
+}
+
+fn messages_of(rows: &[Row]) -> StoreResult<Vec<Message>> {
+    rows.iter().map(message_from_row).collect()
+}
+
+pub(super) async fn ack(
+    db: &impl Db,
+    recipient: &Handle,
+    id: MessageId,
+    ack: &Ack,
+) -> StoreResult<bool> {
+    let changed = db
+        .exec(
+            "UPDATE inbox SET ack_result = $3, ack_note = $4, acked_at = $5, \
+             read_at = coalesce(read_at, $5), lease_until = NULL \
+             WHERE recipient = $1 AND message_id = $2",
+            &[
+                &recipient.as_str(),
+                &id,
+                &ack.result.as_str(),
+                &ack.note,
+                &ack.at,
+            ],
+        )
+        .await?;
+    Ok(changed > 0)
+}
+
+pub(super) async fn owed_by(
+    db: &impl Db,
+    recipient: &Handle,
+    now: Millis,
+    limit: u32,
+) -> StoreResult<Vec<Message>> {
+    let rows = db
+        .rows(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM inbox i JOIN messages m ON m.id = i.message_id \
+                 WHERE i.recipient = $1 AND {OWED} AND m.expires_at > $2 \
+                 ORDER BY i.message_id LIMIT $3"
+            ),
+            &[&recipient.as_str(), &now, &i64::from(limit)],
+        )
+        .await?;
+    messages_of(&rows)
+}
+
+pub(super) async fn owed_to(
+    db: &impl Db,
+    sender: &Handle,
+    now: Millis,
+    limit: u32,
+) -> StoreResult<Vec<Message>> {
+    let rows = db
+        .rows(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM inbox i JOIN messages m ON m.id = i.message_id \
+                 WHERE {OWED} AND m.sender = $1 AND m.expires_at > $2 \
+                 ORDER BY i.message_id LIMIT $3"
+            ),
+            &[&sender.as_str(), &now, &i64::from(limit)],
+        )
+        .await?;
+    messages_of(&rows)
+}
+
+/// Rows another relay is marking are skipped, and each is checked again
+/// as it is marked: one relay takes each.
+pub(super) async fn take_overdue(db: &impl Db, now: Millis, limit: u32) -> StoreResult<Vec<Message>> {
+    let taken = db
+        .rows(
+            &format!(
+                "WITH due AS (SELECT i.recipient, i.message_id FROM inbox i \
+                     JOIN messages m ON m.id = i.message_id \
+                     WHERE i.due_at IS NOT NULL AND i.due_at <= $1 AND i.overdue_at IS NULL \
+                     AND {OWED} AND m.expires_at > $1 ORDER BY i.due_at LIMIT $2 \
+                     FOR UPDATE OF i SKIP LOCKED) \
+                 UPDATE inbox SET overdue_at = $1 FROM due \
+                 WHERE inbox.recipient = due.recipient AND inbox.message_id = due.message_id \
+                 AND inbox.overdue_at IS NULL AND inbox.answered_at IS NULL \
+                 AND inbox.acked_at IS NULL \
+                 RETURNING inbox.message_id"
+            ),
+            &[&now, &i64::from(limit)],
+        )
+        .await?;
+    let ids: Vec<MessageId> = taken
+        .iter()
+        .map(|row| row.try_get(0))
+        .collect::<Result<_, _>>()?;
+    let rows = db
+        .rows(
+            &format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+                 WHERE m.id = ANY($1) ORDER BY m.id"
+            ),
+            &[&ids],
+        )
+        .await?;
+    messages_of(&rows)
+}
+
+pub(super) async fn claims(db: &impl Db, repo: Option<&str>, now: Millis) -> StoreResult<Vec<Claim>> {
+    let rows = db
+        .rows(
+            &format!(
+                "SELECT {CLAIM_COLUMNS} FROM claims \
+                 WHERE expires_at > $1 AND ($2::text IS NULL OR repo = $2) ORDER BY id"
+            ),
+            &[&now, &repo],
+        )
+        .await?;
+    rows.iter().map(claim_from_row).collect()
+}
+
+pub(super) async fn claim(db: &impl Db, id: i64, now: Millis) -> StoreResult<Option<Claim>> {
+    row(
+        db,
+        &format!("SELECT {CLAIM_COLUMNS} FROM claims WHERE id = $1 AND expires_at > $2"),
+        &[&id, &now],
+    )
+    .await?
+    .as_ref()
+    .map(claim_from_row)
+    .transpose()
+}
+
+pub(super) async fn release(db: &impl Db, id: i64, holder: &Handle) -> StoreResult<bool> {
+    let deleted = db
+        .exec(
+            "DELETE FROM claims WHERE id = $1 AND holder = $2",
+            &[&id, &holder.as_str()],
+        )
+        .await?;
+    Ok(deleted > 0)
+}
+
+pub(super) async fn forget_claims(db: &impl Db, now: Millis) -> StoreResult<u64> {
+    db.exec("DELETE FROM claims WHERE expires_at <= $1", &[&now])
+        .await
+}
+
+/// The one row a statement returns, as a claim.
+async fn one_claim(db: &impl Db, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> StoreResult<Claim> {
+    let row = row(db, sql, params)
+        .await?
+        .ok_or_else(|| StoreError::backend("writing a claim", "no row came back"))?;
+    claim_from_row(&row)
+}
+
+impl<D: Db> ClaimStatements for Sql<'_, D> {
+    async fn lock_claims(&self) -> StoreResult<()> {
+        self.0
+            .exec("LOCK TABLE claims IN SHARE ROW EXCLUSIVE MODE", &[])
+            .await
+            .map(drop)
+    }
+
+    async fn live_claims(&self, repo: &str, now: Millis) -> StoreResult<Vec<Claim>> {
+        claims(self.0, Some(repo), now).await
+    }
+
+    async fn insert_claim(&self, claim: &NewClaim, now: Millis) -> StoreResult<Claim> {
+        one_claim(
+            self.0,
+            &format!(
+                "INSERT INTO claims (what, repo, holder, note, created_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6) RETURNING {CLAIM_COLUMNS}"
+            ),
+            &[
+                &claim.what,
+                &claim.repo,
+                &claim.holder.as_str(),
+                &claim.note,
+                &now,
+                &claim.expires_at,
+            ],
+        )
+        .await
+    }
+
+    async fn renew_claim(
+        &self,
+        id: i64,
+        note: Option<&str>,
+        expires_at: Millis,
+    ) -> StoreResult<Claim> {
+        one_claim(
+            self.0,
+            &format!(
+                "UPDATE claims SET note = $2, expires_at = $3 WHERE id = $1 \
+                 RETURNING {CLAIM_COLUMNS}"
+            ),
+            &[&id, &note, &expires_at],
+        )
+        .await
+    }
+}

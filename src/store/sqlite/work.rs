@@ -1,0 +1,194 @@
+//! Coordinating work: acknowledgements, what is owed, overdue messages and
+//! claims (`../rules/claims.rs` decides who holds what).
+
+use super::Sql;
+use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
+use crate::model::{Ack, Claim, Handle, Message, MessageId, Millis, NewClaim};
+use crate::store::StoreResult;
+use crate::store::rules::ClaimStatements;
+use rusqlite::{Connection, OptionalExtension, ToSql, params};
+
+/// What an inbox row is while its recipient owes what it expects.
+const OWED: &str = "i.expects IS NOT NULL AND i.answered_at IS NULL AND i.acked_at IS NULL";
+
+const CLAIM_COLUMNS: &str = "id, what, repo, holder, note, created_at, expires_at";
+
+fn claim_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Claim> {
+    Ok(Claim {
+        id: row.get(0)?,
+        what: row.get(1)?,
+        repo: row.get(2)?,
+        holder: row.get(3)?,
+        note: row.get(4)?,
+        created_at: row.get(5)?,
+        expires_at: row.get(6)?,
+    })
+}
+
+fn messages(conn: &Connection, sql: &str, params: &[&dyn ToSql]) -> StoreResult<Vec<Message>> {
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_map(params, message_from_row)?
+        .collect::<Result<_, _>>()?)
+}
+
+pub(super) fn ack(
+    conn: &Connection,
+    recipient: &Handle,
+    id: MessageId,
+    ack: &Ack,
+) -> StoreResult<bool> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE inbox SET ack_result = ?3, ack_note = ?4, acked_at = ?5, \
+             read_at = coalesce(read_at, ?5), lease_until = NULL \
+             WHERE recipient = ?1 AND message_id = ?2",
+        )?
+        .execute(params![
+            recipient,
+            id,
+            ack.result.as_str(),
+            ack.note,
+            ack.at
+        ])?;
+    Ok(changed > 0)
+}
+
+pub(super) fn owed_by(
+    conn: &Connection,
+    recipient: &Handle,
+    now: Millis,
+    limit: u32,
+) -> StoreResult<Vec<Message>> {
+    messages(
+        conn,
+        &format!(
+            "SELECT {MESSAGE_COLUMNS} FROM inbox i JOIN messages m ON m.id = i.message_id \
+             WHERE i.recipient = ?1 AND {OWED} AND m.expires_at > ?2 \
+             ORDER BY i.message_id LIMIT ?3"
+        ),
+        params![recipient, now, limit],
+    )
+}
+
+pub(super) fn owed_to(
+    conn: &Connection,
+    sender: &Handle,
+    now: Millis,
+    limit: u32,
+) -> StoreResult<Vec<Message>> {
+    messages(
+        conn,
+        &format!(
+            "SELECT {MESSAGE_COLUMNS} FROM inbox i JOIN messages m ON m.id = i.message_id \
+             WHERE {OWED} AND m.sender = ?1 AND m.expires_at > ?2 \
+             ORDER BY i.message_id LIMIT ?3"
+        ),
+        params![sender, now, limit],
+    )
+}
+
+pub(super) fn take_overdue(conn: &Connection, now: Millis, limit: u32) -> StoreResult<Vec<Message>> {
+    let taken: Vec<MessageId> = conn
+        .prepare_cached(&format!(
+            "UPDATE inbox SET overdue_at = ?1 WHERE message_id IN ( \
+                 SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
+                 WHERE i.due_at IS NOT NULL AND i.due_at <= ?1 AND i.overdue_at IS NULL \
+                 AND {OWED} AND m.expires_at > ?1 ORDER BY i.due_at LIMIT ?2) \
+             RETURNING message_id"
+        ))?
+        .query_map(params![now, limit], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    let mut taken_messages = Vec::with_capacity(taken.len());
+    for id in taken {
+        if let Some(message) = conn
+            .prepare_cached(&format!(
+                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} WHERE m.id = ?1"
+            ))?
+            .query_row(params![id], message_from_row)
+            .optional()?
+        {
+            taken_messages.push(message);
+        }
+    }
+    Ok(taken_messages)
+}
+
+pub(super) fn claims(conn: &Connection, repo: Option<&str>, now: Millis) -> StoreResult<Vec<Claim>> {
+    let sql = format!(
+        "SELECT {CLAIM_COLUMNS} FROM claims WHERE expires_at > ?1 AND (?2 IS NULL OR repo = ?2) \
+         ORDER BY id"
+    );
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_map(params![now, repo], claim_from_row)?
+        .collect::<Result<_, _>>()?)
+}
+
+pub(super) fn claim(conn: &Connection, id: i64, now: Millis) -> StoreResult<Option<Claim>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {CLAIM_COLUMNS} FROM claims WHERE id = ?1 AND expires_at > ?2"
+        ))?
+        .query_row(params![id, now], claim_from_row)
+        .optional()?)
+}
+
+pub(super) fn release(conn: &Connection, id: i64, holder: &Handle) -> StoreResult<bool> {
+    let deleted = conn
+        .prepare_cached("DELETE FROM claims WHERE id = ?1 AND holder = ?2")?
+        .execute(params![id, holder])?;
+    Ok(deleted > 0)
+}
+
+pub(super) fn forget_claims(conn: &Connection, now: Millis) -> StoreResult<u64> {
+    let deleted = conn
+        .prepare_cached("DELETE FROM claims WHERE expires_at <= ?1")?
+        .execute(params![now])?;
+    Ok(deleted as u64)
+}
+
+impl ClaimStatements for Sql<'_> {
+    async fn lock_claims(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
+    async fn live_claims(&self, repo: &str, now: Millis) -> StoreResult<Vec<Claim>> {
+        claims(self.0, Some(repo), now)
+    }
+
+    async fn insert_claim(&self, claim: &NewClaim, now: Millis) -> StoreResult<Claim> {
+        Ok(self
+            .0
+            .prepare_cached(&format!(
+                "INSERT INTO claims (what, repo, holder, note, created_at, expires_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING {CLAIM_COLUMNS}"
+            ))?
+            .query_row(
+                params![
+                    claim.what,
+                    claim.repo,
+                    claim.holder,
+                    claim.note,
+                    now,
+                    claim.expires_at
+                ],
+                claim_from_row,
+            )?)
+    }
+
+    async fn renew_claim(
+        &self,
+        id: i64,
+        note: Option<&str>,
+        expires_at: Millis,
+    ) -> StoreResult<Claim> {
+        Ok(self
+            .0
+            .prepare_cached(&format!(
+                "UPDATE claims SET note = ?2, expires_at = ?3 WHERE id = ?1 \
+                 RETURNING {CLAIM_COLUMNS}"
+            ))?
+            .query_row(params![id, note, expires_at], claim_from_row)?)
+    }
+}
