@@ -86,6 +86,8 @@ async fn fill(db: &std::path::Path, n: usize, alice: &Token, bob: &Token) -> usi
                     reply_to: None,
                     created_at: now + i as i64,
                     expires_at: now + 30 * 86_400_000,
+                    expects: crosstalk::model::Expects::Nothing,
+                    due_at: None,
                 };
                 store.insert_message(message).await.is_ok()
             }

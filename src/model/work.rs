@@ -199,6 +199,12 @@ enum Piece {
     Dirs,
 }
 
+/// The most wildcards a glob may hold, and the most pairs of states two
+/// globs' comparison visits: past it they are taken to overlap (a claim
+/// errs towards holding), so no glob makes the comparison slow.
+const MAX_WILDCARDS: usize = 8;
+const MAX_VISITS: usize = 1024;
+
 /// A glob of paths: `?`, `*`, `**` and `**/` as git and shells read them;
 /// every other character stands for itself (no classes or braces).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,6 +242,12 @@ impl Glob {
         }
         if pieces.last() == Some(&Piece::Char('/')) {
             pieces.push(Piece::Stars);
+        }
+        let wild = pieces.iter().filter(|p| !matches!(p, Piece::Char(_))).count();
+        if wild > MAX_WILDCARDS {
+            return Err(format!(
+                "what: at most {MAX_WILDCARDS} wildcards (*, ** or ?) in a glob"
+            ));
         }
         Ok(Glob(pieces))
     }
@@ -279,7 +291,10 @@ impl Glob {
             if !seen.insert((here_a.clone(), here_b.clone())) {
                 continue;
             }
-            if here_a.contains(&a.len()) && here_b.contains(&b.len()) {
+            if seen.len() > MAX_VISITS {
+                return true;
+            }
+            if here_a.contains(&(a.len(), false)) && here_b.contains(&(b.len(), false)) {
                 return true;
             }
             for &c in &alphabet {
@@ -294,28 +309,32 @@ impl Glob {
     }
 }
 
-/// The positions reachable from `at` without reading a character, sorted.
-fn closure(glob: &[Piece], at: usize) -> Vec<usize> {
-    let mut here = vec![at];
+/// A place in a glob while reading: a piece's index, and whether some of a
+/// `**/` there was read already (then only a `/` leaves it).
+type State = (usize, bool);
+
+/// The states reachable from `at` without reading a character, sorted.
+fn closure(glob: &[Piece], at: usize) -> Vec<State> {
+    let mut here = vec![(at, false)];
     let mut i = at;
     while let Some(Piece::Star | Piece::Stars | Piece::Dirs) = glob.get(i) {
         i += 1;
-        here.push(i);
+        here.push((i, false));
     }
     here
 }
 
-/// The positions reached from `here` by reading `c`, sorted.
-fn step(glob: &[Piece], here: &[usize], c: char) -> Vec<usize> {
+/// The states reached from `here` by reading `c`, sorted.
+fn step(glob: &[Piece], here: &[State], c: char) -> Vec<State> {
     let mut next = Vec::new();
-    for &at in here {
+    for &(at, _) in here {
         match glob.get(at) {
             Some(Piece::Char(want)) if *want == c => next.extend(closure(glob, at + 1)),
             Some(Piece::One) if c != '/' => next.extend(closure(glob, at + 1)),
             Some(Piece::Star) if c != '/' => next.extend(closure(glob, at)),
             Some(Piece::Stars) => next.extend(closure(glob, at)),
             Some(Piece::Dirs) => {
-                next.extend(closure(glob, at));
+                next.push((at, true));
                 if c == '/' {
                     next.extend(closure(glob, at + 1));
                 }
@@ -402,6 +421,16 @@ mod tests {
         assert!(!overlap("docs/*", "docs/a/b"));
         assert!(overlap("docs/**", "docs/a/b"));
         assert!(!overlap("a?c", "abbc"));
+    }
+
+    #[test]
+    fn no_glob_makes_the_comparison_slow() {
+        assert!(Glob::parse("*a*a*a*a*a*a*a*a*a").is_err(), "nine wildcards");
+        // The most a comparison visits is bounded: one this wide stops there
+        // and errs towards an overlap.
+        let a = glob(&format!("*a*b*c*d*e*f*g*{}", "x".repeat(200)));
+        let b = glob(&format!("*b*c*d*e*f*g*h*{}", "x".repeat(200)));
+        assert!(a.intersects(&b));
     }
 
     #[test]

@@ -14,6 +14,10 @@ use crate::model::{
 pub const MAX_REPO_CHARS: usize = 256;
 pub const MAX_CLAIM_NOTE_CHARS: usize = 500;
 
+/// The most live claims one person holds: each new claim is compared with
+/// every live one in its repository.
+pub const MAX_CLAIMS_PER_PERSON: usize = 64;
+
 /// A claim someone asks for.
 #[derive(Debug, Clone, Default)]
 pub struct ClaimRequest {
@@ -57,11 +61,22 @@ impl Relay {
         };
         let note = optional_line(request.note, "note", MAX_CLAIM_NOTE_CHARS)?;
         let now = now_millis();
+        let held = self.store.claims(None, now).await?;
+        let what = request.what.trim();
+        let mine = held.iter().filter(|c| c.holder == holder);
+        if mine.clone().count() >= MAX_CLAIMS_PER_PERSON
+            && !mine.clone().any(|c| c.what == what && c.repo == repo)
+        {
+            return Err(RelayError::Conflict(format!(
+                "you hold {MAX_CLAIMS_PER_PERSON} live claims, the most one person may: \
+                 release some first"
+            )));
+        }
         let claimed = self
             .store
             .claim(
                 NewClaim {
-                    what: request.what.trim().to_owned(),
+                    what: what.to_owned(),
                     target,
                     repo,
                     holder,

@@ -89,6 +89,8 @@ fn message(conversation: Conversation, from: &str, to: Option<&str>, body: &str)
         reply_to: None,
         created_at: now_millis(),
         expires_at: far(),
+        expects: crosstalk::model::Expects::Nothing,
+        due_at: None,
     }
 }
 
@@ -503,7 +505,7 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
         let store = store.clone();
         async move {
             let m = store.message(id, now_millis()).await.unwrap().unwrap();
-            let d = m.delivery.unwrap();
+            let d = m.delivery.clone().unwrap();
             (d.state(), d.offers)
         }
     };
@@ -517,8 +519,8 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
     };
     let offered = store.offer_inbox(&bob, lease(1, now), 1).await.unwrap();
     assert_eq!(ids(&offered), [first.id], "oldest first, as many as asked");
-    assert_eq!(offered[0].delivery.unwrap().pushed_at, Some(now));
-    assert_eq!(offered[0].delivery.unwrap().via, Some(Via::Channel));
+    assert_eq!(offered[0].delivery.clone().unwrap().pushed_at, Some(now));
+    assert_eq!(offered[0].delivery.clone().unwrap().via, Some(Via::Channel));
     assert_eq!(state(first.id).await, (DeliveryState::Pushed, 1));
     // Leased: another stream and a claim get only the other message.
     let other = store.offer_inbox(&bob, lease(2, now), 10).await.unwrap();
@@ -545,14 +547,14 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
     );
     let again = store.offer_inbox(&bob, lease(3, now), 10).await.unwrap();
     assert_eq!(ids(&again), [first.id]);
-    assert_eq!(again[0].delivery.unwrap().offers, 2);
+    assert_eq!(again[0].delivery.clone().unwrap().offers, 2);
     assert_eq!(
-        again[0].delivery.unwrap().via,
+        again[0].delivery.clone().unwrap().via,
         Some(Via::Wake),
         "the latest path"
     );
     assert_eq!(
-        again[0].delivery.unwrap().pushed_at,
+        again[0].delivery.clone().unwrap().pushed_at,
         Some(now),
         "the first push"
     );
@@ -561,8 +563,8 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
     assert_eq!(store.next_lease_end(&bob, later).await.unwrap(), None);
     let claimed = store.claim_inbox(&bob, later, 10).await.unwrap();
     assert_eq!(ids(&claimed), [first.id, second.id]);
-    assert_eq!(claimed[0].delivery.unwrap().read_at, Some(later));
-    assert_eq!(claimed[0].delivery.unwrap().via, Some(Via::Inbox));
+    assert_eq!(claimed[0].delivery.clone().unwrap().read_at, Some(later));
+    assert_eq!(claimed[0].delivery.clone().unwrap().via, Some(Via::Inbox));
     assert_eq!(state(second.id).await.0, DeliveryState::Read);
     assert!(
         store
@@ -615,7 +617,7 @@ async fn the_ledger_leases_offers_and_answers(store: Arc<dyn Store>) {
         .unwrap();
     for id in [first.id, second.id, third.id] {
         let m = store.message(id, now_millis()).await.unwrap().unwrap();
-        let d = m.delivery.unwrap();
+        let d = m.delivery.clone().unwrap();
         assert_eq!(
             (d.state(), d.answered_at),
             (DeliveryState::Answered, Some(reply.created_at))
@@ -699,7 +701,7 @@ async fn an_unconfirmed_message_was_offered_again_without_end(store: Arc<dyn Sto
             .await
             .unwrap();
         assert_eq!(ids(&offered), [sent.id], "offer {}", n + 1);
-        let delivery = offered[0].delivery.unwrap();
+        let delivery = offered[0].delivery.clone().unwrap();
         assert_eq!(delivery.offers, n + 1);
         assert_eq!(delivery.pushes_stopped(), n + 1 == MAX_OFFERS);
     }
@@ -737,10 +739,10 @@ async fn an_unconfirmed_message_was_offered_again_without_end(store: Arc<dyn Sto
     // It waits to be brought to bob, and for his inbox check.
     let unnotified = store.unnotified(MessageId(0), later, 10).await.unwrap();
     assert_eq!(ids(&unnotified), [sent.id]);
-    assert!(unnotified[0].delivery.unwrap().pushes_ended(later));
+    assert!(unnotified[0].delivery.clone().unwrap().pushes_ended(later));
     let claimed = store.claim_inbox(&bob, later, 10).await.unwrap();
     assert_eq!(ids(&claimed), [sent.id]);
-    let read = claimed[0].delivery.unwrap();
+    let read = claimed[0].delivery.clone().unwrap();
     assert_eq!(
         (read.state(), read.offers, read.lease_until),
         (DeliveryState::Read, MAX_OFFERS, None)

@@ -574,6 +574,8 @@ async fn two_stores_purging_one_database_together_purge_each_message_once() {
             } else {
                 now + 86_400_000
             },
+            expects: crosstalk::model::Expects::Nothing,
+            due_at: None,
         })
         .await
         .unwrap();

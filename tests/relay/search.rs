@@ -36,6 +36,8 @@ async fn a_search_spans_generations_and_the_purge_drops_the_ones_it_empties() {
                 reply_to: None,
                 created_at: 1_000 + n,
                 expires_at: far,
+                expects: crosstalk::model::Expects::Nothing,
+                due_at: None,
             })
             .await
             .unwrap();

@@ -253,6 +253,8 @@ async fn play(
             reply_to: None,
             created_at: 1_000 + n as Millis,
             expires_at: far,
+            expects: crosstalk::model::Expects::Nothing,
+            due_at: None,
         };
         match step {
             Step::Post(c) => {
@@ -431,6 +433,8 @@ async fn a_database_at(version: usize) {
             reply_to: None,
             created_at: 20,
             expires_at: now_millis() + 86_400_000,
+            expects: crosstalk::model::Expects::Nothing,
+            due_at: None,
         })
         .await
         .unwrap();
