@@ -33,11 +33,15 @@ pub(super) async fn guard(relay: &Relay, input: &Input) -> Option<Value> {
     let claims = match tokio::time::timeout(QUICK, relay.claims_on(&repo, &path)).await {
         Ok(Ok(claims)) => claims,
         Ok(Err(error)) => {
-            eprintln!("crosstalk hook: cannot ask the relay about claims ({error}); the edit goes on unchecked");
+            eprintln!(
+                "crosstalk hook: cannot ask the relay about claims ({error}); the edit goes on unchecked"
+            );
             return None;
         }
         Err(_) => {
-            eprintln!("crosstalk hook: the relay did not answer about claims in time; the edit goes on unchecked");
+            eprintln!(
+                "crosstalk hook: the relay did not answer about claims in time; the edit goes on unchecked"
+            );
             return None;
         }
     };

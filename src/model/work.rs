@@ -105,8 +105,7 @@ impl Claim {
     /// Whether this claim and `other` are on the same thing: the same
     /// repository, and a path both globs match, or the same branch or key.
     pub fn overlaps(&self, what: &ClaimTarget, repo: &str) -> bool {
-        self.repo == repo
-            && ClaimTarget::parse(&self.what).is_ok_and(|mine| mine.overlaps(what))
+        self.repo == repo && ClaimTarget::parse(&self.what).is_ok_and(|mine| mine.overlaps(what))
     }
 }
 
@@ -243,7 +242,10 @@ impl Glob {
         if pieces.last() == Some(&Piece::Char('/')) {
             pieces.push(Piece::Stars);
         }
-        let wild = pieces.iter().filter(|p| !matches!(p, Piece::Char(_))).count();
+        let wild = pieces
+            .iter()
+            .filter(|p| !matches!(p, Piece::Char(_)))
+            .count();
         if wild > MAX_WILDCARDS {
             return Err(format!(
                 "what: at most {MAX_WILDCARDS} wildcards (*, ** or ?) in a glob"

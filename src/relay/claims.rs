@@ -46,8 +46,7 @@ impl Relay {
     /// ([`Claimed::Taken`]).
     pub async fn claim(&self, caller: &Caller, request: ClaimRequest) -> RelayResult<Claimed> {
         let holder = self.acting_as(caller, request.sender.as_deref())?;
-        let target =
-            ClaimTarget::parse(&request.what).map_err(RelayError::BadInput)?;
+        let target = ClaimTarget::parse(&request.what).map_err(RelayError::BadInput)?;
         let repo = parse_repo(request.repo.as_deref())?;
         let ttl = match request.ttl_seconds {
             None => DEFAULT_CLAIM_TTL,
@@ -121,9 +120,10 @@ impl Relay {
             None => None,
         };
         let path = match filter.path.as_deref() {
-            Some(path) => Some(Glob::parse(path).map_err(|e| {
-                RelayError::BadInput(e.replacen("what", "path", 1))
-            })?),
+            Some(path) => Some(
+                Glob::parse(path)
+                    .map_err(|e| RelayError::BadInput(e.replacen("what", "path", 1)))?,
+            ),
             None => None,
         };
         let me = match filter.others {

@@ -258,8 +258,14 @@ impl Relay {
                 }
                 let chosen = &settings[&to];
                 let away = !reachable.contains(&to)
-                    && message.delivery.as_ref().is_none_or(|d| d.pushed_at.is_none());
-                let pushes_ended = message.delivery.as_ref().is_some_and(|d| d.pushes_ended(now));
+                    && message
+                        .delivery
+                        .as_ref()
+                        .is_none_or(|d| d.pushed_at.is_none());
+                let pushes_ended = message
+                    .delivery
+                    .as_ref()
+                    .is_some_and(|d| d.pushes_ended(now));
                 let came_due = match chosen.after {
                     None => true, // claimed without a notice, below
                     Some(after) => {

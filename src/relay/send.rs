@@ -399,7 +399,10 @@ fn expectation(
                 .into(),
         ));
     }
-    Ok((expects, Some(now.saturating_add((seconds * 1000.0) as Millis))))
+    Ok((
+        expects,
+        Some(now.saturating_add((seconds * 1000.0) as Millis)),
+    ))
 }
 
 /// A message type is free text (QUESTION, ANSWER, DONE, …): one short line.

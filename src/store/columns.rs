@@ -41,7 +41,10 @@ pub(in crate::store) struct Ledger {
 impl From<Ledger> for Delivery {
     /// A name this build does not know reads as none.
     fn from(l: Ledger) -> Delivery {
-        let ack = match (l.ack_result.as_deref().and_then(AckResult::parse), l.acked_at) {
+        let ack = match (
+            l.ack_result.as_deref().and_then(AckResult::parse),
+            l.acked_at,
+        ) {
             (Some(result), Some(at)) => Some(Ack {
                 result,
                 note: l.ack_note,

@@ -330,10 +330,9 @@ pub(super) mod signatures {
     pub(in crate::store) use super::IntoOwned;
     pub(in crate::store) use crate::model::{
         Ack, Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Claim,
-        Claimed, Device, DeviceId, NewClaim,
-        Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message, MessageId, Millis,
-        NewApproval, NotifySettings, Person, Place, Presence, Redeemed, Refreshed,
-        RegisteredClient, SessionId, ThreadId, ThreadSummary, TokenHash,
+        Claimed, Device, DeviceId, Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message,
+        MessageId, Millis, NewApproval, NewClaim, NotifySettings, Person, Place, Presence,
+        Redeemed, Refreshed, RegisteredClient, SessionId, ThreadId, ThreadSummary, TokenHash,
     };
     pub(in crate::store) use crate::store::rules::{self, Statements};
     pub(in crate::store) use crate::store::{Offer, StoreFuture};
@@ -369,8 +368,9 @@ macro_rules! given {
 }
 
 use crate::model::{
-    Ack, ApprovalId, Authorization, Behavior, Channel, Device, DeviceId, GrantId, GrantTokens, Handle,
-    MessageId, NewApproval, NewClaim, NotifySettings, Place, RegisteredClient, ThreadId, TokenHash,
+    Ack, ApprovalId, Authorization, Behavior, Channel, Device, DeviceId, GrantId, GrantTokens,
+    Handle, MessageId, NewApproval, NewClaim, NotifySettings, Place, RegisteredClient, ThreadId,
+    TokenHash,
 };
 
 lent!(Handle => Handle, str => String, Channel => Channel, Place => Place);

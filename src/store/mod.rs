@@ -29,10 +29,10 @@ mod text;
 
 use crate::model::{
     Ack, Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Claim, Claimed,
-    Delivery, Device, NewClaim,
-    DeviceId, Expects, Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message, MessageId, Millis,
-    NewApproval, NotifySettings, Person, Place, Presence, Redeemed, Refreshed, RegisteredClient,
-    SessionId, ThreadId, ThreadSummary, TokenHash, Via, Webhook, WebhookFormat, WebhookUrl,
+    Delivery, Device, DeviceId, Expects, Found, Grant, GrantId, GrantTokens, Handle, LiveGrant,
+    Message, MessageId, Millis, NewApproval, NewClaim, NotifySettings, Person, Place, Presence,
+    Redeemed, Refreshed, RegisteredClient, SessionId, ThreadId, ThreadSummary, TokenHash, Via,
+    Webhook, WebhookFormat, WebhookUrl,
 };
 
 pub use error::{BackendError, Clash, Missing, StoreError, StoreFuture, StoreResult};

@@ -28,7 +28,8 @@ pub fn page_link(message: &crate::model::Message) -> String {
 }
 
 use crate::model::{
-    AckResult, ChannelSummary, Delivery, DeliveryState, Expects, Found, Handle, Message, Millis, Via,
+    AckResult, ChannelSummary, Delivery, DeliveryState, Expects, Found, Handle, Message, Millis,
+    Via,
 };
 use crate::relay::{Listing, NOTICE, Page, Peer, ThreadPage};
 use schemars::JsonSchema;

@@ -156,7 +156,11 @@ pub fn channel_block(source: &str, message: &MessageView) -> String {
 /// listens answers by listing them again.
 pub fn channel_notification(push: &Push) -> Value {
     let (message, addressed, offers) = match push {
-        Push::Inbox(message) => (&**message, true, message.delivery.as_ref().map_or(0, |d| d.offers)),
+        Push::Inbox(message) => (
+            &**message,
+            true,
+            message.delivery.as_ref().map_or(0, |d| d.offers),
+        ),
         Push::Followed(message) => (&**message, false, 0),
         Push::Probe => {
             return json!({ "jsonrpc": "2.0", "method": TOOLS_CHANGED });

@@ -4,9 +4,9 @@
 
 use crate::postgres::fresh_database;
 use crosstalk::model::{
-    Authorization, Channel, DeliveryState, GrantTokens, Handle, MAX_OFFERS, MessageId, Millis,
-    Place, Redeemed, Refreshed, RegisteredClient, SessionId, ThreadId, Token, TokenHash, Via,
-    now_millis,
+    Ack, AckResult, Authorization, Channel, ClaimTarget, Claimed, DeliveryState, Expects,
+    GrantTokens, Handle, MAX_OFFERS, MessageId, Millis, NewClaim, Place, Redeemed, Refreshed,
+    RegisteredClient, SessionId, ThreadId, Token, TokenHash, Via, now_millis,
 };
 use crosstalk::store::{
     Conversation, NewMessage, Offer, PostgresStore, RecipientCheck, SqliteStore, Store, StoreError,
@@ -68,6 +68,9 @@ contract!(
     oauth_codes_grants_and_refresh_tokens_are_used_once,
     a_refresh_replaces_the_grants_tokens_in_one_row_and_a_retry_within_the_grace_rotates_again,
     a_person_holds_at_most_the_grants_asked_for_and_the_least_recently_used_goes,
+    what_a_message_expects_is_owed_until_answered_or_acknowledged,
+    an_overdue_message_is_taken_once,
+    claims_overlap_across_people_renew_and_end,
 );
 
 fn handle(name: &str) -> Handle {
@@ -1467,4 +1470,329 @@ async fn a_person_holds_at_most_the_grants_asked_for_and_the_least_recently_used
     assert_eq!(ids(handle("bob")).await, [d.id, b.id]);
     assert!(!store.end_grant(a.id, None).await.unwrap());
     assert_eq!(ids(handle("carol")).await, [carol.id], "another's stay");
+}
+
+fn expecting(
+    from: &str,
+    to: &str,
+    body: &str,
+    expects: Expects,
+    due_at: Option<Millis>,
+) -> NewMessage {
+    NewMessage {
+        kind: "QUESTION".into(),
+        expects,
+        due_at,
+        ..message(Conversation::NewThread, from, Some(to), body)
+    }
+}
+
+async fn what_a_message_expects_is_owed_until_answered_or_acknowledged(store: Arc<dyn Store>) {
+    let now = now_millis();
+    let question = store
+        .insert_message(expecting(
+            "alice",
+            "bob",
+            "which port?",
+            Expects::Reply,
+            Some(now + 60_000),
+        ))
+        .await
+        .unwrap();
+    let task = store
+        .insert_message(expecting(
+            "alice",
+            "bob",
+            "rotate the key",
+            Expects::Ack,
+            None,
+        ))
+        .await
+        .unwrap();
+    store
+        .insert_message(message(
+            Conversation::NewThread,
+            "alice",
+            Some("bob"),
+            "fyi",
+        ))
+        .await
+        .unwrap();
+    let delivery = question.delivery.clone().unwrap();
+    assert_eq!(
+        (delivery.expects, delivery.due_at),
+        (Expects::Reply, Some(now + 60_000))
+    );
+    let read = store.message(question.id, now).await.unwrap().unwrap();
+    assert_eq!(read.delivery, question.delivery, "stored as sent");
+
+    let ids = |messages: Vec<crosstalk::model::Message>| -> Vec<MessageId> {
+        messages.iter().map(|m| m.id).collect()
+    };
+    let owed_by_bob = ids(store.owed_by(&handle("bob"), now, 500).await.unwrap());
+    assert_eq!(
+        owed_by_bob,
+        [question.id, task.id],
+        "the note expects nothing"
+    );
+    let owed_to_alice = ids(store.owed_to(&handle("alice"), now, 500).await.unwrap());
+    assert_eq!(owed_to_alice, [question.id, task.id]);
+    assert!(
+        store
+            .owed_by(&handle("alice"), now, 500)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .owed_to(&handle("bob"), now, 500)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Only its recipient's acknowledgement is taken.
+    let ack = Ack {
+        result: AckResult::Blocked,
+        note: Some("no access".into()),
+        at: now,
+    };
+    assert!(
+        !store
+            .ack_message(&handle("carol"), task.id, ack.clone())
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .ack_message(&handle("bob"), task.id, ack.clone())
+            .await
+            .unwrap()
+    );
+    let acked = store
+        .message(task.id, now)
+        .await
+        .unwrap()
+        .unwrap()
+        .delivery
+        .unwrap();
+    assert_eq!(acked.ack, Some(ack));
+    assert_eq!(acked.state(), DeliveryState::Acked);
+    assert_eq!(acked.read_at, Some(now), "an acknowledgement reads it");
+    // A later one replaces it.
+    let done = Ack {
+        result: AckResult::Done,
+        note: None,
+        at: now + 1,
+    };
+    assert!(
+        store
+            .ack_message(&handle("bob"), task.id, done.clone())
+            .await
+            .unwrap()
+    );
+    let acked = store
+        .message(task.id, now)
+        .await
+        .unwrap()
+        .unwrap()
+        .delivery
+        .unwrap();
+    assert_eq!(acked.ack, Some(done));
+
+    // An answer in the thread settles the question (once bob has it).
+    store.claim_inbox(&handle("bob"), now, 10).await.unwrap();
+    let thread = question.place.thread().unwrap();
+    store
+        .insert_message(message(
+            Conversation::Thread(thread),
+            "bob",
+            Some("alice"),
+            "8080",
+        ))
+        .await
+        .unwrap();
+    assert!(
+        store
+            .owed_by(&handle("bob"), now, 500)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .owed_to(&handle("alice"), now, 500)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn an_overdue_message_is_taken_once(store: Arc<dyn Store>) {
+    let now = now_millis();
+    let due = store
+        .insert_message(expecting(
+            "alice",
+            "bob",
+            "by noon?",
+            Expects::Reply,
+            Some(now - 1),
+        ))
+        .await
+        .unwrap();
+    let later = store
+        .insert_message(expecting(
+            "alice",
+            "bob",
+            "by tomorrow?",
+            Expects::Reply,
+            Some(now + 60_000),
+        ))
+        .await
+        .unwrap();
+    let acked = store
+        .insert_message(expecting(
+            "alice",
+            "bob",
+            "and this?",
+            Expects::Ack,
+            Some(now - 1),
+        ))
+        .await
+        .unwrap();
+    let ack = Ack {
+        result: AckResult::Done,
+        note: None,
+        at: now,
+    };
+    store
+        .ack_message(&handle("bob"), acked.id, ack)
+        .await
+        .unwrap();
+
+    let taken = store.take_overdue(now, 100).await.unwrap();
+    assert_eq!(
+        taken.iter().map(|m| m.id).collect::<Vec<_>>(),
+        [due.id],
+        "not the acknowledged one, nor one not due"
+    );
+    assert_eq!(taken[0].delivery.clone().unwrap().overdue_at, Some(now));
+    assert!(
+        store.take_overdue(now + 1, 100).await.unwrap().is_empty(),
+        "once"
+    );
+    // Still owed: it stays in what is open.
+    let owed = store.owed_by(&handle("bob"), now, 500).await.unwrap();
+    assert!(owed.iter().any(|m| m.id == due.id));
+    let taken = store.take_overdue(now + 60_000, 100).await.unwrap();
+    assert_eq!(taken.iter().map(|m| m.id).collect::<Vec<_>>(), [later.id]);
+}
+
+fn new_claim(holder: &str, what: &str, repo: &str, until: Millis) -> NewClaim {
+    NewClaim {
+        what: what.into(),
+        target: ClaimTarget::parse(what).unwrap(),
+        repo: repo.into(),
+        holder: handle(holder),
+        note: None,
+        expires_at: until,
+    }
+}
+
+async fn claims_overlap_across_people_renew_and_end(store: Arc<dyn Store>) {
+    let now = now_millis();
+    let repo = "github.com/org/app";
+    let Claimed::Made(alices) = store
+        .claim(new_claim("alice", "src/store/**", repo, now + 60_000), now)
+        .await
+        .unwrap()
+    else {
+        panic!("the first claim is made");
+    };
+    assert_eq!(
+        (alices.holder.as_str(), alices.what.as_str()),
+        ("alice", "src/store/**")
+    );
+
+    // Another person's overlapping claim is refused, naming alice's.
+    let taken = store
+        .claim(new_claim("bob", "src/**/mod.rs", repo, now + 60_000), now)
+        .await
+        .unwrap();
+    assert_eq!(taken, Claimed::Taken(alices.clone()));
+    // Not in another repository, nor on other files, nor a branch.
+    for (what, in_repo) in [
+        ("src/**/mod.rs", "github.com/org/other"),
+        ("docs/**", repo),
+        ("branch:main", repo),
+    ] {
+        let made = store
+            .claim(new_claim("bob", what, in_repo, now + 60_000), now)
+            .await
+            .unwrap();
+        assert!(
+            matches!(made, Claimed::Made(_)),
+            "{what} in {in_repo}: {made:?}"
+        );
+    }
+    // Her own overlapping claims never conflict; the same `what` renews.
+    let own = store
+        .claim(
+            new_claim("alice", "src/store/sqlite/**", repo, now + 60_000),
+            now,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(own, Claimed::Made(_)));
+    let mut renewal = new_claim("alice", "src/store/**", repo, now + 120_000);
+    renewal.note = Some("the migration".into());
+    let Claimed::Made(renewed) = store.claim(renewal, now).await.unwrap() else {
+        panic!("renewed");
+    };
+    assert_eq!(
+        (renewed.id, renewed.expires_at, renewed.note.as_deref()),
+        (alices.id, now + 120_000, Some("the migration"))
+    );
+    assert_eq!(store.claims(Some(repo), now).await.unwrap().len(), 4);
+    assert_eq!(store.claims(None, now).await.unwrap().len(), 5);
+
+    // Only the holder releases; an ended claim is gone from every read.
+    assert!(
+        !store
+            .release_claim(alices.id, &handle("bob"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .release_claim(alices.id, &handle("alice"))
+            .await
+            .unwrap()
+    );
+    assert!(store.claim_by_id(alices.id, now).await.unwrap().is_none());
+    let short = store
+        .claim(new_claim("carol", "README.md", repo, now + 10), now)
+        .await
+        .unwrap();
+    let Claimed::Made(short) = short else {
+        panic!("made")
+    };
+    assert!(
+        store
+            .claim_by_id(short.id, now + 10)
+            .await
+            .unwrap()
+            .is_none(),
+        "ended"
+    );
+    let after = store
+        .claim(new_claim("bob", "README.md", repo, now + 60_000), now + 10)
+        .await
+        .unwrap();
+    assert!(
+        matches!(after, Claimed::Made(_)),
+        "an ended claim is in nobody's way"
+    );
+    assert_eq!(store.forget_claims(now + 10).await.unwrap(), 1);
 }

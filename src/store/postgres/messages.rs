@@ -6,8 +6,8 @@ use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place};
 use crate::store::{StoreError, StoreResult};
 use tokio_postgres::Row;
 
-use crate::store::columns::{LEDGER_FROM, Ledger};
 pub(super) use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
+use crate::store::columns::{LEDGER_FROM, Ledger};
 
 pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
     let to = maybe_handle(row, 4)?;

@@ -93,7 +93,11 @@ pub(super) async fn owed_to(
 
 /// Rows another relay is marking are skipped, and each is checked again
 /// as it is marked: one relay takes each.
-pub(super) async fn take_overdue(db: &impl Db, now: Millis, limit: u32) -> StoreResult<Vec<Message>> {
+pub(super) async fn take_overdue(
+    db: &impl Db,
+    now: Millis,
+    limit: u32,
+) -> StoreResult<Vec<Message>> {
     let taken = db
         .rows(
             &format!(
@@ -127,7 +131,11 @@ pub(super) async fn take_overdue(db: &impl Db, now: Millis, limit: u32) -> Store
     messages_of(&rows)
 }
 
-pub(super) async fn claims(db: &impl Db, repo: Option<&str>, now: Millis) -> StoreResult<Vec<Claim>> {
+pub(super) async fn claims(
+    db: &impl Db,
+    repo: Option<&str>,
+    now: Millis,
+) -> StoreResult<Vec<Claim>> {
     let rows = db
         .rows(
             &format!(
@@ -168,7 +176,11 @@ pub(super) async fn forget_claims(db: &impl Db, now: Millis) -> StoreResult<u64>
 }
 
 /// The one row a statement returns, as a claim.
-async fn one_claim(db: &impl Db, sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> StoreResult<Claim> {
+async fn one_claim(
+    db: &impl Db,
+    sql: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> StoreResult<Claim> {
     let row = row(db, sql, params)
         .await?
         .ok_or_else(|| StoreError::backend("writing a claim", "no row came back"))?;

@@ -4,8 +4,8 @@ use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place};
 use crate::store::StoreResult;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::store::columns::{LEDGER_FROM, Ledger};
 pub(super) use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
+use crate::store::columns::{LEDGER_FROM, Ledger};
 
 pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     let to: Option<Handle> = row.get(4)?;

@@ -88,7 +88,11 @@ pub(super) fn owed_to(
     )
 }
 
-pub(super) fn take_overdue(conn: &Connection, now: Millis, limit: u32) -> StoreResult<Vec<Message>> {
+pub(super) fn take_overdue(
+    conn: &Connection,
+    now: Millis,
+    limit: u32,
+) -> StoreResult<Vec<Message>> {
     let taken: Vec<MessageId> = conn
         .prepare_cached(&format!(
             "UPDATE inbox SET overdue_at = ?1 WHERE message_id IN ( \
@@ -114,7 +118,11 @@ pub(super) fn take_overdue(conn: &Connection, now: Millis, limit: u32) -> StoreR
     Ok(taken_messages)
 }
 
-pub(super) fn claims(conn: &Connection, repo: Option<&str>, now: Millis) -> StoreResult<Vec<Claim>> {
+pub(super) fn claims(
+    conn: &Connection,
+    repo: Option<&str>,
+    now: Millis,
+) -> StoreResult<Vec<Claim>> {
     let sql = format!(
         "SELECT {CLAIM_COLUMNS} FROM claims WHERE expires_at > ?1 AND (?2 IS NULL OR repo = ?2) \
          ORDER BY id"
