@@ -2,7 +2,7 @@
 //! PostgreSQL database. It knows both schemas, so it lives beside both
 //! backends, in neither. It copies, keeping ids: people and their token hashes,
 //! presence, live messages with their threads and inbox rows, read marks,
-//! the relay's keys, notification settings, approvals and push devices. The summaries are computed again from what was
+//! the relay's keys, notification settings, approvals and push devices, live claims. The summaries are computed again from what was
 //! copied, and the id sequences carry on past the largest id either had.
 //! MCP sessions are not copied: clients open new ones.
 //!
@@ -250,18 +250,42 @@ async fn copy_messages(source: &Connection, tx: &Transaction<'_>, now: Millis) -
         source,
         tx,
         // The ledger, without leases: a stopped relay has no streams.
-        "SELECT message_id, recipient, read_at, pushed_at, answered_at, offers, notified_at, via \
+        "SELECT message_id, recipient, read_at, pushed_at, answered_at, offers, notified_at, via, \
+                expects, due_at, ack_result, ack_note, acked_at, overdue_at \
          FROM inbox i WHERE message_id > ?1 AND EXISTS (SELECT 1 FROM messages m \
              WHERE m.id = i.message_id AND m.expires_at > ?3) \
          ORDER BY message_id LIMIT ?2",
         "INSERT INTO inbox (message_id, recipient, read_at, pushed_at, answered_at, offers, \
-                            notified_at, via) \
+                            notified_at, via, expects, due_at, ack_result, ack_note, acked_at, \
+                            overdue_at) \
          SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[], \
-                              $5::bigint[], $6::integer[], $7::bigint[], $8::text[])",
+                              $5::bigint[], $6::integer[], $7::bigint[], $8::text[], \
+                              $9::text[], $10::bigint[], $11::text[], $12::text[], \
+                              $13::bigint[], $14::bigint[])",
         [id: i64, recipient: String, read: Option<i64>, pushed: Option<i64>,
-         answered: Option<i64>, offers: i32, notified: Option<i64>, via: Option<String>],
+         answered: Option<i64>, offers: i32, notified: Option<i64>, via: Option<String>,
+         expects: Option<String>, due: Option<i64>, ack_result: Option<String>,
+         ack_note: Option<String>, acked: Option<i64>, overdue: Option<i64>],
         now
     );
+    copy!(
+        source,
+        tx,
+        // Live claims.
+        "SELECT id, what, repo, holder, note, created_at, expires_at FROM claims \
+         WHERE id > ?1 AND expires_at > ?3 ORDER BY id LIMIT ?2",
+        "INSERT INTO claims (id, what, repo, holder, note, created_at, expires_at) \
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], \
+                              $6::bigint[], $7::bigint[])",
+        [id: i64, what: String, repo: String, holder: String, note: Option<String>,
+         created: i64, expires: i64],
+        now
+    );
+    tx.execute(
+        "SELECT setval('claims_id_seq', coalesce(max(id), 0) + 1, false) FROM claims",
+        &[],
+    )
+    .await?;
     copy!(
         source,
         tx,

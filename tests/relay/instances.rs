@@ -472,6 +472,34 @@ async fn migrate_to_postgres_copies_people_and_live_messages_keeping_ids() {
         "UPDATE messages SET expires_at = 1 WHERE body = 'gone soon'",
         |conn, sql| conn.execute(sql, []).unwrap(),
     );
+    // What is owed and acknowledged, and a claim, go along.
+    let (_, task) = post(
+        &sqlite,
+        "/api/messages",
+        &alice,
+        json!({ "to": "bob", "body": "rotate the key", "expects": "ack", "due_seconds": 3600 }),
+    )
+    .await;
+    let task = task["message_id"].as_i64().unwrap();
+    let (status, _) = post(
+        &sqlite,
+        &format!("/api/messages/{task}/ack"),
+        &bob,
+        json!({ "result": "blocked", "note": "no access yet" }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = post(
+        &sqlite,
+        "/api/claims",
+        &alice,
+        json!({ "what": "src/**", "repo": "github.com/org/app", "note": "moving it" }),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (_, claims_before) = get(&sqlite, "/api/claims", &bob).await;
+    let (_, task_before) = get(&sqlite, &format!("/api/messages/{task}"), &alice).await;
+    assert_eq!(task_before["message"]["delivery"]["ack"]["result"], "blocked");
     let thread_path = format!("/api/threads/{thread}");
     // Read as bob, whose message in it was claimed: reading the thread as
     // alice would mark her waiting answer read.
@@ -495,7 +523,7 @@ async fn migrate_to_postgres_copies_people_and_live_messages_keeping_ids() {
         String::from_utf8_lossy(&copied.stderr)
     );
     assert!(
-        said.contains("2 people, 4 messages in 1 threads and their channels, 2 inbox rows"),
+        said.contains("2 people, 5 messages in 2 threads and their channels, 3 inbox rows"),
         "{said}"
     );
     assert!(!database.contains("password") && !said.contains(&database));
@@ -506,6 +534,9 @@ async fn migrate_to_postgres_copies_people_and_live_messages_keeping_ids() {
     let (status, thread_after) = get(&relay, &thread_path, &bob).await;
     assert_eq!(status, 200);
     assert_eq!(thread_after, thread_before);
+    assert_eq!(get(&relay, "/api/claims", &bob).await.1, claims_before);
+    let task_path = format!("/api/messages/{task}");
+    assert_eq!(get(&relay, &task_path, &alice).await.1, task_before);
     let (_, channel) = get(&relay, "/api/channels/ops/messages?since_id=0", &bob).await;
     let bodies: Vec<&str> = channel["messages"]
         .as_array()
