@@ -499,7 +499,10 @@ async fn migrate_to_postgres_copies_people_and_live_messages_keeping_ids() {
     assert_eq!(status, 201);
     let (_, claims_before) = get(&sqlite, "/api/claims", &bob).await;
     let (_, task_before) = get(&sqlite, &format!("/api/messages/{task}"), &alice).await;
-    assert_eq!(task_before["message"]["delivery"]["ack"]["result"], "blocked");
+    assert_eq!(
+        task_before["message"]["delivery"]["ack"]["result"],
+        "blocked"
+    );
     let thread_path = format!("/api/threads/{thread}");
     // Read as bob, whose message in it was claimed: reading the thread as
     // alice would mark her waiting answer read.

@@ -42,3 +42,4 @@ mod summaries;
 mod support;
 mod terminal;
 mod tls;
+mod work;

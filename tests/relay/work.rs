@@ -1,0 +1,481 @@
+//! Coordinating work, through the real server: what a message expects and
+//! its acknowledgement, what is owed on both sides, an overdue question
+//! coming back to its sender, and claims on work, each over REST and its
+//! MCP twin.
+
+use crate::attention::{Hook, relay};
+use crate::support::{Mcp, spawn_app};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn ids(messages: &Value) -> Vec<i64> {
+    messages
+        .as_array()
+        .unwrap_or_else(|| panic!("a list: {messages}"))
+        .iter()
+        .map(|m| m["id"].as_i64().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_message_says_what_it_expects_and_only_its_recipient_acknowledges_it() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let carol = app.add_person("carol").await;
+    let (alices, bobs) = (app.rest(&alice), app.rest(&bob));
+
+    // A question expects a reply; a note nothing; either may say otherwise.
+    let question = alices
+        .send("bob", "Which port?", json!({ "type": "QUESTION" }))
+        .await["message_id"]
+        .as_i64()
+        .unwrap();
+    let note = alices.send("bob", "fyi: deployed", json!({})).await["message_id"]
+        .as_i64()
+        .unwrap();
+    let task = alices
+        .send(
+            "bob",
+            "Rotate the staging key",
+            json!({ "expects": "ack", "due_seconds": 3600 }),
+        )
+        .await["message_id"]
+        .as_i64()
+        .unwrap();
+    let fine = alices
+        .send(
+            "bob",
+            "Quick one?",
+            json!({ "type": "QUESTION", "expects": "none" }),
+        )
+        .await["message_id"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(
+        alices.delivery(question).await,
+        json!({ "state": "waiting", "expects": "reply" })
+    );
+    assert_eq!(alices.delivery(note).await, json!({ "state": "waiting" }));
+    assert_eq!(alices.delivery(fine).await, json!({ "state": "waiting" }));
+    let task_delivery = alices.delivery(task).await;
+    assert_eq!(task_delivery["expects"], "ack");
+    assert!(task_delivery["due_at"].is_string(), "{task_delivery}");
+
+    // What cannot be expected is refused, and nothing is stored.
+    let before = alices.stored_messages().await;
+    for (fields, says) in [
+        (
+            json!({ "to": "bob", "body": "x", "expects": "maybe" }),
+            "unknown variant",
+        ),
+        (
+            json!({ "to": "bob", "body": "x", "type": "QUESTION", "due_seconds": 0 }),
+            "due_seconds",
+        ),
+        (
+            json!({ "to": "bob", "body": "x", "type": "QUESTION", "due_seconds": 604801 }),
+            "due_seconds",
+        ),
+        (
+            json!({ "to": "bob", "body": "x", "due_seconds": 60 }),
+            "expects nothing",
+        ),
+    ] {
+        let (status, refused) = alices.post("/api/messages", fields.clone()).await;
+        assert_eq!(status, 400, "{fields}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{fields}: {message}");
+    }
+    let (status, refused) = alices
+        .post(
+            "/api/channels/ops/messages",
+            json!({ "body": "anyone?", "expects": "reply" }),
+        )
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only a message to someone")
+    );
+    assert_eq!(alices.stored_messages().await, before);
+
+    // What is owed, on both sides.
+    let (_, open) = bobs.get("/api/open").await;
+    assert_eq!(ids(&open["owed_by_me"]), [question, task]);
+    assert_eq!(ids(&open["owed_to_me"]), Vec::<i64>::new());
+    let (_, open) = alices.get("/api/open").await;
+    assert_eq!(ids(&open["owed_to_me"]), [question, task]);
+    assert!(open["notice"].is_string());
+
+    // Only the recipient acknowledges, with a result the relay knows.
+    let ack = format!("/api/messages/{task}/ack");
+    for (token, status, code) in [(&alice, 403, "forbidden"), (&carol, 403, "forbidden")] {
+        let (got, refused) = app
+            .rest(token)
+            .post(&ack, json!({ "result": "done" }))
+            .await;
+        assert_eq!(
+            (got, refused["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{refused}"
+        );
+    }
+    let (status, refused) = bobs.post(&ack, json!({ "result": "ok" })).await;
+    assert_eq!(status, 400, "{refused}");
+    let (status, refused) = bobs
+        .post(
+            &ack,
+            json!({ "result": "done", "note": "key AKIAIOSFODNN7EXAMPLE" }),
+        )
+        .await;
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (422, Some("secret_refused")),
+        "{refused}"
+    );
+    let (status, missing) = bobs
+        .post("/api/messages/999999/ack", json!({ "result": "done" }))
+        .await;
+    assert_eq!(status, 404, "{missing}");
+
+    let (status, acked) = bobs
+        .post(
+            &ack,
+            json!({ "result": "blocked", "note": "no access to staging" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{acked}");
+    let delivery = &acked["message"]["delivery"];
+    assert_eq!(delivery["state"], "acked");
+    assert_eq!(delivery["ack"]["result"], "blocked");
+    assert_eq!(delivery["ack"]["note"], "no access to staging");
+    assert!(
+        delivery["read_at"].is_string(),
+        "an acknowledgement reads it"
+    );
+    assert_eq!(alices.delivery(task).await, *delivery, "its sender sees it");
+    let (_, open) = alices.get("/api/open").await;
+    assert_eq!(ids(&open["owed_to_me"]), [question]);
+
+    // An answer in the thread settles the question.
+    let (_, inbox) = bobs.get("/api/inbox").await;
+    assert!(ids(&inbox["messages"]).contains(&question));
+    let thread = alices.message(question).await["thread_id"].clone();
+    bobs.send("alice", "8080", json!({ "thread_id": thread }))
+        .await;
+    assert_eq!(alices.delivery(question).await["state"], "answered");
+    let (_, open) = alices.get("/api/open").await;
+    assert_eq!(ids(&open["owed_to_me"]), Vec::<i64>::new());
+    let (_, open) = bobs.get("/api/open").await;
+    assert_eq!(ids(&open["owed_by_me"]), Vec::<i64>::new());
+}
+
+#[tokio::test]
+async fn acknowledging_and_what_is_owed_are_the_same_over_mcp() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let alices: Mcp = app.mcp(&alice).await;
+    let bobs: Mcp = app.mcp(&bob).await;
+
+    let sent = alices
+        .call(
+            "send_message",
+            json!({ "to": "bob", "body": "Can you review #12?", "type": "QUESTION",
+                    "expects": "ack", "due_seconds": 600 }),
+        )
+        .await
+        .ok();
+    let id = sent["message_id"].as_i64().unwrap();
+    let open = bobs.call("open_questions", json!({})).await.ok();
+    assert_eq!(ids(&open["owed_by_me"]), [id]);
+    assert_eq!(open["owed_by_me"][0]["delivery"]["expects"], "ack");
+    let open = alices.call("open_questions", json!({})).await.ok();
+    assert_eq!(ids(&open["owed_to_me"]), [id]);
+
+    let refused = alices
+        .call("ack_message", json!({ "message_id": id, "result": "done" }))
+        .await
+        .tool_error();
+    assert_eq!(refused["error"]["code"], "forbidden");
+    let refused = bobs
+        .call(
+            "ack_message",
+            json!({ "message_id": id, "result": "later" }),
+        )
+        .await
+        .tool_error();
+    assert_eq!(refused["error"]["code"], "bad_request");
+    let acked = bobs
+        .call(
+            "ack_message",
+            json!({ "message_id": id, "result": "rejected", "note": "not mine" }),
+        )
+        .await
+        .ok();
+    assert_eq!(acked["message"]["delivery"]["state"], "acked");
+    assert_eq!(
+        acked["message"],
+        app.rest(&alice).message(id).await,
+        "the REST twin reads the same message"
+    );
+    let open = bobs.call("open_questions", json!({})).await.ok();
+    assert_eq!(ids(&open["owed_by_me"]), Vec::<i64>::new());
+    alices.close().await.unwrap();
+    bobs.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_overdue_question_comes_back_to_its_sender_once_and_its_recipient_is_told() {
+    let app = relay().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let mut hook = Hook::start().await;
+    let bobs = app.rest(&bob);
+    let (status, _) = bobs
+        .put(
+            "/api/me/notifications",
+            json!({ "webhook": format!("{}/bob", hook.url), "after_seconds": 3600 }),
+        )
+        .await;
+    assert_eq!(status, 200);
+
+    let alices = app.rest(&alice);
+    let sent = alices
+        .send(
+            "bob",
+            "Which region does billing run in?",
+            json!({ "type": "QUESTION", "due_seconds": 1 }),
+        )
+        .await;
+    let (question, thread) = (
+        sent["message_id"].as_i64().unwrap(),
+        sent["thread_id"].as_i64().unwrap(),
+    );
+
+    // Alice's inbox receives one OVERDUE item naming the question.
+    let (_, inbox) = alices.get("/api/inbox?timeout_seconds=20").await;
+    let items = inbox["messages"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{inbox}");
+    let item = &items[0];
+    assert_eq!(
+        (
+            item["type"].as_str(),
+            item["from"].as_str(),
+            item["to"].as_str()
+        ),
+        (Some("OVERDUE"), Some("alice"), Some("alice"))
+    );
+    let body = item["body"].as_str().unwrap();
+    for named in [
+        format!("message {question}"),
+        format!("thread {thread}"),
+        "bob".into(),
+        "Which region".into(),
+    ] {
+        assert!(body.contains(&named), "{named} in {body}");
+    }
+    assert!(alices.delivery(question).await["overdue_at"].is_string());
+    let (_, open) = alices.get("/api/open").await;
+    assert_eq!(ids(&open["owed_to_me"]), [question], "still owed");
+
+    // Bob's person is told, as for an unread message, whatever the delay.
+    let (path, told) = hook.next().await;
+    assert_eq!(path, "/bob");
+    assert_eq!(told["type"], "overdue");
+    assert_eq!(told["from"], "alice");
+    assert_eq!(told["message_id"], question);
+
+    // Once: the next looks return nothing more.
+    let (_, later) = alices.get("/api/inbox?timeout_seconds=3").await;
+    assert_eq!(later["messages"], json!([]), "{later}");
+    assert!(hook.within(Duration::from_millis(500)).await.is_none());
+}
+
+#[tokio::test]
+async fn claims_keep_two_people_off_the_same_work() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let (alices, bobs) = (app.rest(&alice), app.rest(&bob));
+    let repo = "git@github.com:Org/App.git";
+
+    let (status, made) = alices
+        .post(
+            "/api/claims",
+            json!({ "what": "src/store/**", "repo": repo, "note": "moving the schema" }),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    let claim = made["claim"].clone();
+    assert_eq!(claim["what"], "src/store/**");
+    assert_eq!(
+        claim["repo"], "github.com/org/app",
+        "one name however the remote is written"
+    );
+    assert_eq!(claim["holder"], "alice");
+    assert_eq!(claim["note"], "moving the schema");
+    let id = claim["id"].as_i64().unwrap();
+
+    // Bob's overlapping claim: 409, naming alice's.
+    let (status, refused) = bobs
+        .post(
+            "/api/claims",
+            json!({ "what": "src/**/mod.rs", "repo": "https://github.com/org/app" }),
+        )
+        .await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["error"]["code"], "claimed");
+    assert_eq!(refused["claim"], claim);
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("alice holds src/store/**") && message.contains("moving the schema"),
+        "{message}"
+    );
+    // Elsewhere is free: another repository, other files, a branch.
+    for what in [
+        json!({ "what": "src/**/mod.rs", "repo": "github.com/org/other" }),
+        json!({ "what": "docs/**", "repo": repo }),
+        json!({ "what": "branch:main", "repo": repo }),
+        json!({ "what": "key:release-notes" }),
+    ] {
+        let (status, made) = bobs.post("/api/claims", what.clone()).await;
+        assert_eq!(status, 201, "{what}: {made}");
+    }
+    // Bad claims are refused.
+    for bad in [
+        json!({ "what": "" }),
+        json!({ "what": "../etc/passwd" }),
+        json!({ "what": "branch:" }),
+        json!({ "what": "x", "ttl_seconds": 86401 }),
+        json!({ "what": "*a*a*a*a*a*a*a*a*a" }),
+    ] {
+        let (status, refused) = bobs.post("/api/claims", bad.clone()).await;
+        assert_eq!(status, 400, "{bad}: {refused}");
+    }
+
+    // Who holds what: all, in a repository, covering a path, others'.
+    let (_, all) = bobs.get("/api/claims").await;
+    assert_eq!(all["claims"].as_array().unwrap().len(), 5);
+    let (_, covering) = bobs
+        .get("/api/claims?repo=github.com/org/app&path=src/store/sqlite/mod.rs")
+        .await;
+    assert_eq!(covering["claims"], json!([claim]));
+    let (_, others) = alices
+        .get("/api/claims?repo=github.com/org/app&others=true")
+        .await;
+    let holders: Vec<&str> = others["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["holder"].as_str().unwrap())
+        .collect();
+    assert_eq!(holders, ["bob", "bob"]);
+
+    // Renewing keeps the claim; only its holder releases it.
+    let (status, renewed) = alices
+        .post(
+            "/api/claims",
+            json!({ "what": "src/store/**", "repo": repo, "ttl_seconds": 7200 }),
+        )
+        .await;
+    assert_eq!(status, 201);
+    assert_eq!(renewed["claim"]["id"], id);
+    assert_ne!(renewed["claim"]["expires_at"], claim["expires_at"]);
+    let (status, refused) = bobs.delete(&format!("/api/claims/{id}")).await;
+    assert_eq!(
+        (status, refused["error"]["code"].as_str()),
+        (403, Some("forbidden"))
+    );
+    let (status, released) = alices.delete(&format!("/api/claims/{id}")).await;
+    assert_eq!(status, 200, "{released}");
+    assert_eq!(released["claim"]["id"], id);
+    let (status, _) = alices.delete(&format!("/api/claims/{id}")).await;
+    assert_eq!(status, 404);
+    let (status, _) = bobs
+        .post(
+            "/api/claims",
+            json!({ "what": "src/**/mod.rs", "repo": repo }),
+        )
+        .await;
+    assert_eq!(status, 201, "free once released");
+}
+
+#[tokio::test]
+async fn a_claim_ends_when_its_time_runs_out() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let (status, _) = app
+        .rest(&alice)
+        .post(
+            "/api/claims",
+            json!({ "what": "README.md", "ttl_seconds": 1 }),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let bobs = app.rest(&bob);
+    let (status, _) = bobs
+        .post("/api/claims", json!({ "what": "README.md" }))
+        .await;
+    assert_eq!(status, 409);
+    // Moved past its end in the store (no waiting): gone from every read.
+    app.sql(
+        "UPDATE claims SET expires_at = 1 WHERE holder = 'alice'",
+        |conn, sql| conn.execute(sql, []).unwrap(),
+    );
+    let (_, all) = bobs.get("/api/claims").await;
+    assert_eq!(all["claims"], json!([]));
+    let (status, made) = bobs
+        .post("/api/claims", json!({ "what": "README.md" }))
+        .await;
+    assert_eq!(status, 201, "{made}");
+}
+
+#[tokio::test]
+async fn claims_are_the_same_over_mcp() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let alices: Mcp = app.mcp(&alice).await;
+    let bobs: Mcp = app.mcp(&bob).await;
+    let made = alices
+        .call(
+            "claim",
+            json!({ "what": "key:deploy", "note": "releasing 2.1" }),
+        )
+        .await
+        .ok();
+    let claim = made["claim"].clone();
+    assert_eq!(
+        (claim["holder"].as_str(), claim["repo"].clone()),
+        (Some("alice"), Value::Null)
+    );
+    let refused = bobs
+        .call("claim", json!({ "what": "key:deploy" }))
+        .await
+        .tool_error();
+    assert_eq!(refused["error"]["code"], "claimed");
+    assert_eq!(refused["claim"], claim);
+    let listed = bobs.call("list_claims", json!({})).await.ok();
+    assert_eq!(listed["claims"], json!([claim]));
+    let (_, rest) = app.rest(&bob).get("/api/claims").await;
+    assert_eq!(rest, listed, "the REST twin lists the same");
+    let refused = bobs
+        .call("release", json!({ "claim_id": claim["id"] }))
+        .await
+        .tool_error();
+    assert_eq!(refused["error"]["code"], "forbidden");
+    let released = alices
+        .call("release", json!({ "claim_id": claim["id"] }))
+        .await
+        .ok();
+    assert_eq!(released["claim"], claim);
+    let listed = bobs.call("list_claims", json!({})).await.ok();
+    assert_eq!(listed["claims"], json!([]));
+    alices.close().await.unwrap();
+    bobs.close().await.unwrap();
+}
