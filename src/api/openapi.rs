@@ -8,7 +8,7 @@
 
 use super::stream::{InboxStreamQuery, StreamQuery};
 use crate::state::AppState;
-use crate::wire::{self, args, attention};
+use crate::wire::{self, args, attention, work};
 use axum::{Json, extract::State};
 use schemars::{JsonSchema, Schema, SchemaGenerator, generate::SchemaSettings};
 use serde_json::{Map, Value, json};
@@ -147,6 +147,16 @@ fn operations() -> Vec<Operation> {
             .body(named::<attention::NewDevice>).answers(Json(201, named::<attention::DeviceView>)),
         op("delete", "/api/push/subscriptions/{id}", "Forget a browser", Bearer)
             .query(inline::<IdPath>),
+        op("post", "/api/messages/{id}/ack", "Acknowledge a message sent to you: done, blocked or rejected", Bearer)
+            .query(inline::<IdPath>).body(named::<args::Acknowledgement>).answers(Json(200, named::<work::Acked>)),
+        op("get", "/api/open", "What you owe and are owed: messages that expect a reply or an ack", BearerOrBasic)
+            .query(inline::<args::AsPerson>).answers(Json(200, named::<work::OpenView>)),
+        op("get", "/api/claims", "Who is working on what", BearerOrBasic)
+            .query(inline::<args::ListClaims>).answers(Json(200, named::<work::Claims>)),
+        op("post", "/api/claims", "Claim work (409 names the claim in the way)", Bearer)
+            .body(named::<args::Claim>).answers(Json(201, named::<work::ClaimMade>)),
+        op("delete", "/api/claims/{id}", "Release your claim", Bearer)
+            .query(inline::<ReleasePath>).answers(Json(200, named::<work::ClaimMade>)),
     ]
 }
 
@@ -179,6 +189,16 @@ struct ApprovalPath {
     id: i64,
     #[serde(flatten)]
     query: attention::ApprovalQuery,
+}
+
+/// `{id}` and who releases it.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ReleasePath {
+    /// The claim's id.
+    id: i64,
+    #[serde(flatten)]
+    query: args::AsPerson,
 }
 
 /// `{id}` and a stream's query.
@@ -220,6 +240,12 @@ fn example(method: &str, path: &str) -> Option<Value> {
             "input_preview": "cargo test",
         }),
         ("post", "/api/approvals/{id}") => json!({ "behavior": "allow" }),
+        ("post", "/api/messages/{id}/ack") => json!({ "result": "done", "note": "merged in #12" }),
+        ("post", "/api/claims") => json!({
+            "what": "src/store/**",
+            "repo": "github.com/org/app",
+            "note": "moving the schema",
+        }),
         ("put", "/api/me/notifications") => json!({ "after_seconds": 300 }),
         _ => return None,
     })
@@ -237,7 +263,8 @@ const REFUSALS: [(u16, &str); 10] = [
     (404, "no such thing (or not yours)"),
     (
         409,
-        "in conflict with what is stored (an approval answered already)",
+        "in conflict with what is stored (an approval answered already, another \
+         person's claim)",
     ),
     (413, "a body larger than the relay takes"),
     (415, "a body that is not JSON"),

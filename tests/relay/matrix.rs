@@ -302,6 +302,33 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
             Kind::Change,
             201,
         ),
+        ("GET", "/api/open", "/api/open", None, Kind::Read, 200),
+        ("GET", "/api/claims", "/api/claims", None, Kind::Read, 200),
+        // Claimed again by the same person: renewed, 201 each time.
+        (
+            "POST",
+            "/api/claims",
+            "/api/claims",
+            Some(json!({ "what": "key:matrix" })),
+            Kind::Change,
+            201,
+        ),
+        (
+            "DELETE",
+            "/api/claims/{id}",
+            "/api/claims/999999",
+            None,
+            Kind::Change,
+            404,
+        ),
+        (
+            "POST",
+            "/api/messages/{id}/ack",
+            "/api/messages/999999/ack",
+            Some(json!({ "result": "done" })),
+            Kind::Change,
+            404,
+        ),
         // One that does not exist: past the credentials, the handler's 404.
         (
             "GET",
