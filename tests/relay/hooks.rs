@@ -263,3 +263,115 @@ async fn a_permission_request_is_answered_by_its_person_on_the_relay() {
         );
     }
 }
+
+/// A git repository in a temp dir whose `origin` is `remote`.
+fn repository(remote: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["init", "--quiet"],
+        vec!["remote", "add", "origin", remote],
+    ] {
+        let status = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir.path())
+            .args(&args)
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?}");
+    }
+    std::fs::create_dir_all(dir.path().join("src/store")).unwrap();
+    dir
+}
+
+/// Claude Code's PreToolUse hook JSON for `tool` on `file`, from `cwd`.
+fn edit(tool: &str, file: &str, cwd: &std::path::Path) -> Value {
+    json!({
+        "session_id": "s-guard",
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": cwd,
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": tool,
+        "tool_input": { "file_path": file, "old_string": "a", "new_string": "b" },
+    })
+}
+
+#[tokio::test]
+async fn the_edit_guard_refuses_an_edit_of_a_file_another_person_claimed_and_lets_the_rest_go() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let runtime = tempfile::tempdir().unwrap();
+    let repo = repository("git@github.com:Org/App.git");
+    let (status, made) = app
+        .rest(&alice)
+        .post(
+            "/api/claims",
+            json!({ "what": "src/store/**", "repo": "https://github.com/org/app",
+                    "note": "moving the schema" }),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    let guard = |input: Value, token: &str| {
+        hook(
+            "pre-tool-use",
+            &input,
+            Some(&app.url()),
+            token,
+            runtime.path(),
+        )
+    };
+
+    // Bob's Edit of a claimed file, by an absolute path or a relative one:
+    // denied, naming alice, her claim and her note.
+    let file = repo.path().join("src/store/mod.rs");
+    for input in [
+        edit("Edit", file.to_str().unwrap(), std::path::Path::new("/")),
+        edit("Write", "src/../src/store/new.rs", repo.path()),
+        edit("MultiEdit", "./src/store/mod.rs", repo.path()),
+    ] {
+        let out = ended(guard(input.clone(), &bob)).await;
+        assert_eq!(out.status.code(), Some(0), "{input}");
+        let decision: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{input}: {}", String::from_utf8_lossy(&out.stdout)));
+        let said = &decision["hookSpecificOutput"];
+        assert_eq!(said["hookEventName"], "PreToolUse");
+        assert_eq!(said["permissionDecision"], "deny");
+        let reason = said["permissionDecisionReason"].as_str().unwrap();
+        for named in ["alice", "src/store/**", "moving the schema", "send_message"] {
+            assert!(reason.contains(named), "{named} in {reason}");
+        }
+    }
+
+    // Free: a file nobody claimed, the holder's own edit, another
+    // repository, a tool that changes nothing.
+    let other = repository("https://github.com/org/other.git");
+    for (input, token) in [
+        (edit("Edit", "README.md", repo.path()), &bob),
+        (edit("Edit", "src/store/mod.rs", repo.path()), &alice),
+        (edit("Edit", "src/store/mod.rs", other.path()), &bob),
+        (edit("Read", "src/store/mod.rs", repo.path()), &bob),
+    ] {
+        let out = ended(guard(input.clone(), token)).await;
+        assert_eq!(out.status.code(), Some(0));
+        assert!(
+            out.stdout.is_empty(),
+            "{input}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+
+    // The relay away: the edit goes on, and stderr says why.
+    let away = hook(
+        "pre-tool-use",
+        &edit("Edit", "src/store/mod.rs", repo.path()),
+        Some(&nobody()),
+        &bob,
+        runtime.path(),
+    );
+    let out = ended(away).await;
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the edit goes on unchecked"), "{stderr}");
+}

@@ -721,3 +721,46 @@ async fn no_body_or_key_reaches_the_log_on_postgresql_at_any_level() {
         "the page's key reached the log"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
+async fn of_two_relays_claiming_the_same_work_at_once_exactly_one_wins() {
+    let database = fresh_database().await;
+    let tokens = add_people(&database, &["alice", "bob"]).await;
+    let (alice, bob) = (tokens[0].clone(), tokens[1].clone());
+    let a = Instance::start(&database);
+    let url: crosstalk::config::DatabaseUrl = database.parse().unwrap();
+    let b = spawn_app_with(|config| config.database_url = Some(url)).await;
+    let claim_on = |relay: String, token: String, what: String| async move {
+        let response = http()
+            .post(format!("{relay}/api/claims"))
+            .bearer_auth(token)
+            .json(&json!({ "what": what, "repo": "github.com/org/app" }))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.unwrap();
+        (status, body)
+    };
+    for n in 0..20 {
+        // Overlapping, not equal: a glob on one side, a file on the other.
+        let (glob, file) = (format!("src/m{n}/**"), format!("src/m{n}/lib.rs"));
+        let (one, other) = tokio::join!(
+            claim_on(a.url.clone(), alice.clone(), glob),
+            claim_on(b.url(), bob.clone(), file),
+        );
+        let mut statuses = [one.0, other.0];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [201, 409], "round {n}: {one:?} {other:?}");
+        let (winner, loser) = if one.0 == 201 {
+            (&one.1, &other.1)
+        } else {
+            (&other.1, &one.1)
+        };
+        assert_eq!(
+            loser["claim"], winner["claim"],
+            "the refusal names the winner's"
+        );
+    }
+}
