@@ -6,8 +6,8 @@
 
 use super::{Caller, Relay, RelayError, RelayResult, text};
 use crate::model::{
-    Claim, ClaimTarget, Claimed, DEFAULT_CLAIM_TTL, Glob, MAX_CLAIM_TTL, Millis, NewClaim,
-    normalize_repo, now_millis,
+    Claim, ClaimTarget, Claimed, DEFAULT_CLAIM_TTL, Glob, MAX_CLAIM_TTL, MAX_CLAIM_WHAT, Millis,
+    NewClaim, normalize_repo, now_millis,
 };
 
 /// The longest repository name and note, in characters.
@@ -119,9 +119,9 @@ impl Relay {
             Some(repo) => Some(parse_repo(Some(repo))?),
             None => None,
         };
-        let path = match filter.path.as_deref() {
+        let path = match optional_line(filter.path, "path", MAX_CLAIM_WHAT)? {
             Some(path) => Some(
-                Glob::parse(path)
+                Glob::parse(&path)
                     .map_err(|e| RelayError::BadInput(e.replacen("what", "path", 1)))?,
             ),
             None => None,

@@ -1,10 +1,10 @@
 //! The page handlers: the overview, a conversation and its fragments, search.
 
 use super::assets::Assets;
-use super::views::{self, Frame, MessageLine, When, plural, unread_label};
+use super::views::{self, ClaimLine, Frame, MessageLine, OwedLine, When, plural, unread_label};
 use super::{ASSETS, ConversationPage, Draft, Refusal, frame, markdown, render};
 use crate::model::{Message, MessageId, Place, ThreadId};
-use crate::relay::{Caller, NOTICE, Relay};
+use crate::relay::{Caller, ClaimFilter, Identity, NOTICE, Open, Relay};
 use crate::state::AppState;
 use crate::wire::{
     ApiError,
@@ -32,6 +32,11 @@ struct OverviewPage {
     conversations: Vec<ConversationLine>,
     more_channels: Option<String>,
     more_threads: Option<String>,
+    /// What the signed-in person owes and is owed.
+    owed_by_me: Vec<OwedLine>,
+    owed_to_me: Vec<OwedLine>,
+    /// Who is working on what.
+    claims: Vec<ClaimLine>,
     error: Option<String>,
     draft: Draft,
 }
@@ -132,6 +137,27 @@ async fn render_overview(
     }));
     // Channels and threads together, by latest activity.
     lines.sort_by_key(|(last_id, _)| std::cmp::Reverse(*last_id));
+    let open = match caller.identity() {
+        Identity::Person(me) => relay.open_of(me).await?,
+        Identity::Unbound => Open::default(),
+    };
+    let names = &frame.names;
+    let owed_by_me = open
+        .owed_by_me
+        .iter()
+        .map(|m| OwedLine::new(m, &m.from, names))
+        .collect();
+    let owed_to_me = open
+        .owed_to_me
+        .iter()
+        .filter_map(|m| Some(OwedLine::new(m, m.to.as_ref()?, names)))
+        .collect();
+    let claims = relay
+        .claims(caller, ClaimFilter::default())
+        .await?
+        .iter()
+        .map(|c| ClaimLine::new(c, names))
+        .collect();
     render(move |_| OverviewPage {
         assets: &ASSETS,
         frame,
@@ -142,6 +168,9 @@ async fn render_overview(
         more_threads: threads
             .next_before
             .map(|before| format!("/?threads_before={before}")),
+        owed_by_me,
+        owed_to_me,
+        claims,
         error,
         draft,
     })

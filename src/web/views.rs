@@ -363,3 +363,55 @@ impl Frame {
         }
     }
 }
+
+/// A message that expects an answer and has none yet, as the overview
+/// lists it for the signed-in person.
+pub struct OwedLine {
+    pub href: String,
+    /// Its first line, as plain text.
+    pub title: String,
+    /// Whom it is from (owed by you) or to (owed to you).
+    pub who: String,
+    /// `reply` or `ack`.
+    pub expects: &'static str,
+    pub due: Option<When>,
+    pub overdue: bool,
+}
+
+impl OwedLine {
+    pub fn new(message: &Message, who: &Handle, names: &Names) -> OwedLine {
+        let delivery = message.delivery.clone().unwrap_or_default();
+        OwedLine {
+            href: match &message.place {
+                Place::Thread(id) => format!("/threads/{id}#m{}", message.id),
+                Place::Channel(name) => format!("/channels/{name}#m{}", message.id),
+            },
+            title: super::markdown::title(&visible(&message.body), 100),
+            who: names.name(who.as_str()),
+            expects: delivery.expects.as_str(),
+            due: delivery.due_at.map(When::at),
+            overdue: delivery.overdue_at.is_some(),
+        }
+    }
+}
+
+/// A live claim, as the overview lists it.
+pub struct ClaimLine {
+    pub what: String,
+    pub repo: String,
+    pub holder: String,
+    pub note: String,
+    pub until: When,
+}
+
+impl ClaimLine {
+    pub fn new(claim: &crate::model::Claim, names: &Names) -> ClaimLine {
+        ClaimLine {
+            what: claim.what.clone(),
+            repo: claim.repo.clone(),
+            holder: names.name(claim.holder.as_str()),
+            note: claim.note.clone().unwrap_or_default(),
+            until: When::at(claim.expires_at),
+        }
+    }
+}

@@ -479,3 +479,83 @@ async fn claims_are_the_same_over_mcp() {
     alices.close().await.unwrap();
     bobs.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_page_shows_what_is_owed_acknowledgements_and_who_holds_what() {
+    let app = spawn_app().await;
+    let alice = app.add_named("alice", "Alice").await;
+    let bob = app.add_named("bob", "Bob").await;
+    let (alices, bobs) = (app.rest(&alice), app.rest(&bob));
+    let question = alices
+        .send(
+            "bob",
+            "Which **port** does staging use?",
+            json!({ "type": "QUESTION" }),
+        )
+        .await;
+    let task = alices
+        .send("bob", "Rotate the staging key", json!({ "expects": "ack" }))
+        .await;
+    let (status, _) = bobs
+        .post(
+            "/api/claims",
+            json!({ "what": "src/billing/**", "repo": "github.com/org/app", "note": "<b>fixing</b> rounding" }),
+        )
+        .await;
+    assert_eq!(status, 201);
+
+    let (status, bobs_page) = crate::support::page(&app, "/", &bob).await;
+    assert_eq!(status, 200);
+    let owed = bobs_page
+        .split("You owe")
+        .nth(1)
+        .expect("bob's page lists what he owes");
+    assert!(owed.contains("Which port does staging use?"), "{owed}");
+    assert!(owed.contains("from Alice · reply expected"), "{owed}");
+    assert!(owed.contains("Rotate the staging key") && owed.contains("ack expected"));
+    let claims = bobs_page
+        .split("Claimed work")
+        .nth(1)
+        .expect("claims are listed");
+    assert!(
+        claims.contains("<code>src/billing/**</code> in github.com/org/app"),
+        "{claims}"
+    );
+    assert!(
+        claims.contains("&#60;b&#62;fixing&#60;/b&#62; rounding"),
+        "a note is text: {claims}"
+    );
+    let (_, alices_page) = crate::support::page(&app, "/", &alice).await;
+    let owed = alices_page
+        .split("Owed to you")
+        .nth(1)
+        .expect("alice's lists what she is owed");
+    assert!(owed.contains("to Bob · reply expected"), "{owed}");
+    assert!(!alices_page.contains("You owe"));
+
+    // Acknowledged: gone from both lists, and its thread says so.
+    let id = task["message_id"].as_i64().unwrap();
+    let (status, _) = bobs
+        .post(
+            &format!("/api/messages/{id}/ack"),
+            json!({ "result": "done", "note": "rotated" }),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (_, bobs_page) = crate::support::page(&app, "/", &bob).await;
+    let owed = bobs_page.split("You owe").nth(1).unwrap();
+    let owed = owed.split("Claimed work").next().unwrap();
+    assert!(owed.contains("Which port") && !owed.contains("Rotate the staging key"), "{owed}");
+    let thread = task["thread_id"].as_i64().unwrap();
+    let (_, thread_page) = crate::support::page(&app, &format!("/threads/{thread}"), &alice).await;
+    assert!(
+        thread_page.contains("acked: done — rotated"),
+        "{thread_page}"
+    );
+    let thread = question["thread_id"].as_i64().unwrap();
+    let (_, thread_page) = crate::support::page(&app, &format!("/threads/{thread}"), &alice).await;
+    assert!(
+        thread_page.contains("waiting · reply expected"),
+        "{thread_page}"
+    );
+}
