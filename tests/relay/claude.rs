@@ -164,6 +164,72 @@ async fn without_a_channel_flag(which: Build) {
 /// masked, the token is in a private file outside the project, and a
 /// session started with neither variable in its environment is woken by
 /// a teammate's question and answers it.
+/// Alice claims a part of the repository; bob's Claude Code (the plugin,
+/// no flag) is asked to edit a file in it: the plugin's PreToolUse hook
+/// refuses the edit, the model is told whose claim it is, and the file is
+/// as it was. A file nobody claimed it edits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs tmux and Claude Code (npm ci --prefix tests/clients); cargo test -- --ignored"]
+async fn the_plugin_keeps_claude_code_from_editing_a_file_a_teammate_claimed() {
+    edit_guarded(Build::Npm).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs tmux and Claude Code (npm ci --prefix tests/clients/native); cargo test -- --ignored"]
+async fn the_plugin_keeps_the_native_build_from_editing_a_file_a_teammate_claimed() {
+    edit_guarded(Build::Native).await;
+}
+
+async fn edit_guarded(which: Build) {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob_token = app.add_person("bob").await;
+    let (status, made) = app
+        .rest(&alice)
+        .post(
+            "/api/claims",
+            json!({ "what": "src/store/**", "repo": "https://github.com/org/app",
+                    "note": "moving the schema" }),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    let model = FakeModel::start().await;
+    let mut bob = ClaudeCode::new(
+        &build(which),
+        &model,
+        &app,
+        &bob_token,
+        Install::PluginNoFlag,
+    );
+    for args in [
+        vec!["init", "--quiet"],
+        vec!["remote", "add", "origin", "git@github.com:org/app.git"],
+    ] {
+        let status = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&bob.project)
+            .args(&args)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let claimed = bob.project.join("src/store/mod.rs");
+    std::fs::create_dir_all(claimed.parent().unwrap()).unwrap();
+    std::fs::write(&claimed, "original\n").unwrap();
+    bob.start();
+    until_reachable(&app, "bob", &bob).await;
+
+    bob.type_prompt(&format!("Please edit: {}", claimed.display()));
+    let refused = model.until_result_of("Edit").await;
+    let said = refused.to_string();
+    assert_eq!(refused["is_error"], true, "{said}");
+    for named in ["claimed by alice", "src/store/**", "moving the schema"] {
+        assert!(said.contains(named), "{named} in {said}\n{}", bob.logs());
+    }
+    assert_eq!(std::fs::read_to_string(&claimed).unwrap(), "original\n");
+    bob.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs tmux and Claude Code (npm ci --prefix tests/clients); cargo test -- --ignored"]
 async fn connect_claude_sets_up_a_session_that_is_woken_with_no_flag() {
@@ -983,6 +1049,43 @@ impl FakeModel {
         .expect("the model was asked to run it");
     }
 
+    /// What the model was given back for its first call of `tool`: the
+    /// `tool_result` block, once a request carries it.
+    async fn until_result_of(&self, tool: &str) -> Value {
+        let result = || {
+            self.requests
+                .lock()
+                .unwrap()
+                .iter()
+                .find_map(|(_, request)| {
+                    let blocks: Vec<&Value> = request["messages"]
+                        .as_array()?
+                        .iter()
+                        .filter_map(|m| m["content"].as_array())
+                        .flatten()
+                        .collect();
+                    let called = blocks
+                        .iter()
+                        .find(|b| b["type"] == "tool_use" && b["name"] == tool)?;
+                    blocks
+                        .iter()
+                        .find(|b| b["type"] == "tool_result" && b["tool_use_id"] == called["id"])
+                        .map(|b| (*b).clone())
+                })
+        };
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                let next = self.arrived.notified();
+                if let Some(found) = result() {
+                    return found;
+                }
+                next.await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("the model was never given {tool}'s result"))
+    }
+
     /// The text of the first turn the model was shown that carries message
     /// `id` as a channel event.
     fn channel_turn(&self, id: i64) -> Option<String> {
@@ -1083,6 +1186,15 @@ fn decide(request: &Value) -> Answer {
             .flatten()
             .find(|b| b["type"] == "tool_use" && b["id"] == result["tool_use_id"]);
         let name = called.and_then(|c| c["name"].as_str()).unwrap_or_default();
+        // Asked to edit a file: read it, then edit it.
+        if name == "Read"
+            && let Some(path) = called.and_then(|c| c["input"]["file_path"].as_str())
+        {
+            return Answer::Tool(
+                "Edit".into(),
+                json!({ "file_path": path, "old_string": "original", "new_string": "changed" }),
+            );
+        }
         if name == "ToolSearch" || name == "Bash" {
             let event = messages
                 .iter()
@@ -1097,6 +1209,10 @@ fn decide(request: &Value) -> Answer {
         return Answer::Text("Sent.".into());
     }
     let text = latest_text(latest).unwrap_or_default();
+    let asked_to_edit = regex::Regex::new(r"Please edit: ([^\s<]+)").unwrap();
+    if let Some(path) = asked_to_edit.captures(&text) {
+        return Answer::Tool("Read".into(), json!({ "file_path": path[1].trim() }));
+    }
     let asked_to_run = regex::Regex::new(r"Please run: ([^\n<]+)").unwrap();
     if let Some(command) = asked_to_run.captures(&text) {
         return Answer::Tool(

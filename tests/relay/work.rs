@@ -545,7 +545,10 @@ async fn the_page_shows_what_is_owed_acknowledgements_and_who_holds_what() {
     let (_, bobs_page) = crate::support::page(&app, "/", &bob).await;
     let owed = bobs_page.split("You owe").nth(1).unwrap();
     let owed = owed.split("Claimed work").next().unwrap();
-    assert!(owed.contains("Which port") && !owed.contains("Rotate the staging key"), "{owed}");
+    assert!(
+        owed.contains("Which port") && !owed.contains("Rotate the staging key"),
+        "{owed}"
+    );
     let thread = task["thread_id"].as_i64().unwrap();
     let (_, thread_page) = crate::support::page(&app, &format!("/threads/{thread}"), &alice).await;
     assert!(
