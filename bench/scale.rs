@@ -88,6 +88,7 @@ async fn fill(db: &std::path::Path, n: usize, alice: &Token, bob: &Token) -> usi
                     expires_at: now + 30 * 86_400_000,
                     expects: crosstalk::model::Expects::Nothing,
                     due_at: None,
+                    attachments: Vec::new(),
                 };
                 store.insert_message(message).await.is_ok()
             }

@@ -28,6 +28,16 @@ pub fn request_body_limit(max_body_bytes: usize) -> usize {
     max_body_bytes.saturating_mul(6).saturating_add(16 * 1024)
 }
 
+/// The largest body of a request that sends a message (`/mcp`, `POST
+/// /api/messages`, and the writes, a channel post among them): room for the
+/// most files a message carries, base64, beside the rest. Their exact
+/// limits are the core's, each with a clear refusal.
+pub fn message_body_limit(max_body_bytes: usize) -> usize {
+    let files =
+        crate::model::MAX_ATTACHMENTS * (crate::model::MAX_ATTACHMENT_BYTES.div_ceil(3) * 4);
+    request_body_limit(max_body_bytes).saturating_add(files)
+}
+
 /// With ACME, whether a certificate is deployed yet (`/readyz` waits for
 /// it); `None` when the relay serves plain HTTP or certificate files,
 /// which are loaded before it listens.
@@ -120,6 +130,7 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///      leaves, the caller's slots, shutdown).
 pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> Router {
     let request_limit = request_body_limit(state.config.settings.max_body_bytes);
+    let message_limit = message_body_limit(state.config.settings.max_body_bytes);
     let trusted_proxies: std::sync::Arc<[_]> = state.config.trusted_proxies.clone().into();
     let credentials_with = |accept, challenge| {
         middleware::from_fn_with_state(
@@ -137,7 +148,7 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
     let credentials = |accept| credentials_with(accept, None);
     let deadline = edge::Deadline {
         timeout: state.config.request_timeout,
-        body_limit: request_limit,
+        body_limit: message_limit,
     };
     let at_once = || middleware::from_fn_with_state(deadline, edge::request_timeout);
     let hosts = HostPolicy::new(&state.config);
@@ -153,7 +164,7 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
 
     // Within a router, the layer added last runs first.
     let mcp = Router::new()
-        .nest_service("/mcp", mcp.service(&state, request_limit))
+        .nest_service("/mcp", mcp.service(&state, message_limit))
         .layer(middleware::from_fn(mcp::shape_answers))
         .layer(middleware::from_fn_with_state(
             deadline,
@@ -196,11 +207,13 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
         )
         .merge(
             api::writes()
+                .route_layer(DefaultBodyLimit::max(message_limit))
                 .route_layer(at_once())
                 .route_layer(credentials(Accept::Bearer)),
         )
         .merge(
             api::asks()
+                .route_layer(DefaultBodyLimit::max(message_limit))
                 .route_layer(middleware::from_fn_with_state(
                     deadline,
                     edge::read_body_in_time,

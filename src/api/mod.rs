@@ -45,6 +45,7 @@ pub fn reads() -> Router<AppState> {
         .route("/api/push/key", get(attention::push_key))
         .route("/api/push/subscriptions", get(attention::devices))
         .route("/api/open", get(work::open))
+        .route("/api/messages/{id}/attachments/{n}", get(work::attachment))
         .route("/api/claims", get(work::claims))
 }
 

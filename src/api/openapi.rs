@@ -29,6 +29,8 @@ fn named<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
 enum Answer {
     Json(u16, Schemer),
     Events,
+    /// A file's bytes, as a download.
+    File,
     Nothing(u16),
 }
 
@@ -155,6 +157,8 @@ fn operations() -> Vec<Operation> {
             .query(inline::<args::ListClaims>).answers(Json(200, named::<work::Claims>)),
         op("post", "/api/claims", "Claim work (409 names the claim in the way)", Bearer)
             .body(named::<args::Claim>).answers(Json(201, named::<work::ClaimMade>)),
+        op("get", "/api/messages/{id}/attachments/{n}", "A file a message carries", BearerOrBasic)
+            .query(inline::<FilePath>).answers(File),
         op("delete", "/api/claims/{id}", "Release your claim", Bearer)
             .query(inline::<ReleasePath>).answers(Json(200, named::<work::ClaimMade>)),
     ]
@@ -189,6 +193,17 @@ struct ApprovalPath {
     id: i64,
     #[serde(flatten)]
     query: attention::ApprovalQuery,
+}
+
+/// `{id}` and `{n}`: a message's file.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct FilePath {
+    /// The message's id.
+    id: i64,
+    /// The file's place among the message's files: 1, 2, …
+    #[schemars(range(min = 1, max = 4))]
+    n: u32,
 }
 
 /// `{id}` and who releases it.
@@ -416,6 +431,17 @@ fn responses(operation: &Operation, generator: &mut SchemaGenerator) -> Map<Stri
                     "description": "Server-Sent Events: `message` events carry a message's JSON; \
                                     `notice`, `delivery` and `resync` events as docs/api.md says",
                     "content": { "text/event-stream": { "schema": event_schema() } },
+                }),
+            );
+        }
+        Answer::File => {
+            let bytes = json!({ "schema": { "type": "string", "format": "binary" } });
+            responses.insert(
+                "200".into(),
+                json!({
+                    "description": "the file's bytes, as an attachment (Content-Disposition), \
+                                    never to be run or sniffed (CSP sandbox, nosniff)",
+                    "content": { "text/*": bytes, "application/json": bytes, "image/*": bytes },
                 }),
             );
         }

@@ -1,6 +1,7 @@
-//! Coordinating work over REST: acknowledgements, what is owed, claims.
-//! The twins of `ack_message`, `open_questions`, `claim`, `release` and
-//! `list_claims`.
+//! Coordinating work over REST: acknowledgements, what is owed, claims,
+//! and the files messages carry. The twins of `ack_message`,
+//! `open_questions`, `claim`, `release`, `list_claims` and
+//! `get_attachment`.
 
 use super::ApiResult;
 use crate::model::{Claimed, MessageId};
@@ -14,7 +15,7 @@ use crate::wire::{
 use axum::{
     Extension, Json,
     extract::State,
-    http::StatusCode,
+    http::{StatusCode, header},
     response::{IntoResponse, Response},
 };
 
@@ -93,4 +94,46 @@ pub(super) async fn claims(
 ) -> ApiResult<Claims> {
     let claims = state.relay.claims(&caller, args.into()).await?;
     Ok(Json(Claims::new(&claims)))
+}
+
+/// `GET /api/messages/{id}/attachments/{n}`: the file's bytes, as a
+/// download that no browser runs or sniffs.
+pub(super) async fn attachment(
+    State(state): State<AppState>,
+    Path((id, n)): Path<(i64, u32)>,
+) -> Result<Response, ApiError> {
+    let (file, bytes) = state.relay.attachment(MessageId(id), n).await?;
+    let content_type = match file.is_text() {
+        true => format!("{}; charset=utf-8", file.content_type),
+        false => file.content_type.clone(),
+    };
+    let headers = [
+        (header::CONTENT_TYPE, content_type),
+        (header::CONTENT_DISPOSITION, disposition(&file.name)),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+        (header::CONTENT_SECURITY_POLICY, "sandbox".to_owned()),
+    ];
+    Ok((headers, bytes).into_response())
+}
+
+/// `attachment`, with the name as plain ASCII (others replaced by `_`: a
+/// header holds visible ASCII) and whole in RFC 5987's `filename*`.
+fn disposition(name: &str) -> String {
+    let plain: String = name
+        .chars()
+        .map(|c| match c {
+            ' '..='~' if c != '"' && c != '\\' => c,
+            _ => '_',
+        })
+        .collect();
+    let encoded: String = name
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("attachment; filename=\"{plain}\"; filename*=UTF-8''{encoded}")
 }

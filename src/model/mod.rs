@@ -5,6 +5,7 @@
 //! depending on another. Parse-don't-validate: a [`Handle`] or a [`Channel`]
 //! that exists has the documented shape.
 
+mod attachment;
 mod attention;
 mod channel;
 mod handle;
@@ -13,6 +14,9 @@ mod oauth;
 mod token;
 mod work;
 
+pub use attachment::{
+    Attachment, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, image_type_of, is_text_type,
+};
 pub use attention::{
     Approval, ApprovalId, ApprovalState, Behavior, DEFAULT_NOTIFY_AFTER, Device, DeviceId,
     HTTPS_URL_PATTERN, MAX_NOTIFY_AFTER, MAX_WEBHOOK_LEN, NewApproval, NotifySettings, Preview,
@@ -99,6 +103,8 @@ pub struct Message {
     pub expires_at: Millis,
     /// Where it stands with its recipient: present exactly when `to` is.
     pub delivery: Option<Delivery>,
+    /// The files it carries, in order.
+    pub attachments: Vec<Attachment>,
 }
 
 /// How many times a message is offered to its recipient's push streams

@@ -15,6 +15,7 @@ mod credentials;
 mod devices;
 mod error;
 mod feed;
+mod files;
 mod hub;
 mod input;
 mod maintenance;
@@ -43,6 +44,7 @@ pub use credentials::CHECK_EVERY;
 pub use devices::{MAX_DEVICES, PushKey, auth_pattern, base64url, p256dh_pattern};
 pub use error::{RelayError, RelayResult};
 pub use feed::{Feed, Update};
+pub use files::{MAX_FILE_NAME_CHARS, Upload};
 pub use input::MAX_WAIT;
 pub use notify::{About, Arrivals, ESCALATE_EVERY, NOTICE_QUEUE, Notice, QUIET_PERIOD, first_line};
 pub use oauth::{

@@ -1,6 +1,7 @@
 //! Storing messages: direct messages in threads, and channel posts. Every
 //! body passes the same checks, and every commit wakes its waiters.
 
+use super::files::{self, Upload};
 use super::input::parse_channel;
 use super::waits::News;
 use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
@@ -40,6 +41,8 @@ pub struct DirectMessage {
     pub expects: Option<Expects>,
     /// Seconds the recipient has to answer or acknowledge it.
     pub due_seconds: Option<f64>,
+    /// Files it carries.
+    pub attachments: Vec<Upload>,
 }
 
 /// A post to a channel.
@@ -59,6 +62,8 @@ pub struct ChannelPost {
     pub expects: Option<Expects>,
     /// Seconds the recipient has to answer or acknowledge it.
     pub due_seconds: Option<f64>,
+    /// Files it carries.
+    pub attachments: Vec<Upload>,
 }
 
 /// A message on its way to the store, from any of the calls that send one.
@@ -71,6 +76,7 @@ struct Outgoing {
     reply_to: Option<MessageId>,
     expects: Option<Expects>,
     due_seconds: Option<f64>,
+    attachments: Vec<Upload>,
 }
 
 impl Relay {
@@ -95,6 +101,7 @@ impl Relay {
             reply_to: None,
             expects: message.expects,
             due_seconds: message.due_seconds,
+            attachments: message.attachments,
         })
         .await
     }
@@ -172,6 +179,7 @@ impl Relay {
             reply_to: post.reply_to,
             expects: post.expects,
             due_seconds: post.due_seconds,
+            attachments: post.attachments,
         })
         .await
     }
@@ -198,8 +206,9 @@ impl Relay {
             now,
         )?;
         let body = self.check_body(outgoing.body).await?;
+        let attachments = files::check_files(outgoing.attachments).await?;
         let from = outgoing.from;
-        let size = body.len();
+        let size = body.len() + attachments.iter().map(|(_, b)| b.len()).sum::<usize>();
         self.quotas.check_bytes(&from, size, now)?;
         let (to, check_to) = match outgoing.to {
             Some((handle, check)) => (Some(handle), check),
@@ -219,6 +228,7 @@ impl Relay {
                 expires_at: now.saturating_add(self.settings.retention.as_millis() as Millis),
                 expects,
                 due_at,
+                attachments,
             })
             .await?;
         self.quotas.spend(&stored.from, size, now);

@@ -117,6 +117,7 @@ impl Relay {
                         expires_at: question.expires_at.max(now + 1),
                         expects: Expects::Nothing,
                         due_at: None,
+                        attachments: Vec::new(),
                     })
                     .await?;
                 self.wake(Arc::new(item));

@@ -2,18 +2,22 @@
 //! selects them, and the join to its inbox row. Each backend reads a row
 //! of them in its own `messages.rs`, the ledger's as a [`Ledger`].
 
-use crate::model::{Ack, AckResult, Delivery, Expects, Millis, Via};
+use crate::model::{Ack, AckResult, Attachment, Delivery, Expects, Millis, Via};
+use serde_json::{Value, json};
 
 /// A message's columns, with its delivery ledger: select them from
 /// `messages m` [`INBOX_JOIN`].
 pub(in crate::store) const MESSAGE_COLUMNS: &str = "m.id, m.thread_id, m.channel, m.sender, m.recipient, \
      m.type, m.body, m.reply_to, m.created_at, m.expires_at, \
      i.pushed_at, i.read_at, i.answered_at, i.offers, i.lease_until, i.via, \
-     i.expects, i.due_at, i.ack_result, i.ack_note, i.acked_at, i.overdue_at";
+     i.expects, i.due_at, i.ack_result, i.ack_note, i.acked_at, i.overdue_at, m.attachments";
 
 /// How many [`MESSAGE_COLUMNS`] there are: the index of a column selected
 /// after them.
-pub(in crate::store) const MESSAGE_COLUMNS_LEN: usize = 22;
+pub(in crate::store) const MESSAGE_COLUMNS_LEN: usize = 23;
+
+/// The index of `m.attachments`: the files' list, as [`files_column`] writes it.
+pub(in crate::store) const FILES_AT: usize = 22;
 
 /// The index of the first of the ledger's columns (`i.pushed_at`).
 pub(in crate::store) const LEDGER_FROM: usize = 10;
@@ -69,4 +73,38 @@ impl From<Ledger> for Delivery {
             overdue_at: l.overdue_at,
         }
     }
+}
+
+/// A message's files as its `attachments` column keeps them: a JSON list of
+/// `{n, name, content_type, size}`; none for no file.
+pub(in crate::store) fn files_column(files: &[Attachment]) -> Option<String> {
+    if files.is_empty() {
+        return None;
+    }
+    let listed: Vec<Value> = files
+        .iter()
+        .map(
+            |f| json!({ "n": f.n, "name": f.name, "content_type": f.content_type, "size": f.size }),
+        )
+        .collect();
+    Some(Value::Array(listed).to_string())
+}
+
+/// The files an `attachments` column lists (a list this build cannot read
+/// is none).
+pub(in crate::store) fn files_from_column(column: Option<&str>) -> Vec<Attachment> {
+    let Some(listed) = column.and_then(|c| serde_json::from_str::<Vec<Value>>(c).ok()) else {
+        return Vec::new();
+    };
+    listed
+        .iter()
+        .filter_map(|f| {
+            Some(Attachment {
+                n: u32::try_from(f["n"].as_u64()?).ok()?,
+                name: f["name"].as_str()?.to_owned(),
+                content_type: f["content_type"].as_str()?.to_owned(),
+                size: f["size"].as_u64()?,
+            })
+        })
+        .collect()
 }

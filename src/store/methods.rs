@@ -102,6 +102,9 @@ macro_rules! store_methods {
             /// One live message, with its ledger.
             read message(id: MessageId, now: Millis) -> Option<Message> =
                 |db| messages::message(db, id, now);
+            /// The bytes of file `n` of live message `id`.
+            read attachment(id: MessageId, n: u32, now: Millis) -> Option<Vec<u8>> =
+                |db| messages::attachment(db, id, n, now);
             /// Live messages of a thread with an id above `since_id`, oldest
             /// first, at most `limit`; `NotFound` if the thread has no live message.
             read_rule thread(thread_id: ThreadId, since_id: MessageId, limit: u32, now: Millis)

@@ -2,7 +2,8 @@
 //! PostgreSQL database. It knows both schemas, so it lives beside both
 //! backends, in neither. It copies, keeping ids: people and their token hashes,
 //! presence, live messages with their threads and inbox rows, read marks,
-//! the relay's keys, notification settings, approvals and push devices, live claims. The summaries are computed again from what was
+//! the relay's keys, notification settings, approvals and push devices, live claims,
+//! and the files of live messages. The summaries are computed again from what was
 //! copied, and the id sequences carry on past the largest id either had.
 //! MCP sessions are not copied: clients open new ones.
 //!
@@ -225,14 +226,31 @@ async fn copy_messages(source: &Connection, tx: &Transaction<'_>, now: Millis) -
         source,
         tx,
         "SELECT id, thread_id, channel, sender, recipient, type, body, reply_to, created_at, \
-         expires_at FROM messages WHERE id > ?1 AND expires_at > ?3 ORDER BY id LIMIT ?2",
+         expires_at, attachments FROM messages WHERE id > ?1 AND expires_at > ?3 \
+         ORDER BY id LIMIT ?2",
         "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, \
-         reply_to, created_at, expires_at) \
+         reply_to, created_at, expires_at, attachments) \
          SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], \
-                              $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[])",
+                              $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[], \
+                              $11::text[])",
         [id: i64, thread: Option<i64>, channel: Option<String>, sender: String,
          recipient: Option<String>, kind: String, body: String, reply_to: Option<i64>,
-         created: i64, expires: i64],
+         created: i64, expires: i64, attachments: Option<String>],
+        now
+    );
+    copy!(
+        source,
+        tx,
+        // Their files, a few at a time (each up to 1 MiB): keyed by
+        // message and place, the first column the page's cursor.
+        "SELECT a.message_id * 16 + a.n, a.message_id, a.n, a.data FROM attachments a \
+         JOIN messages m ON m.id = a.message_id \
+         WHERE a.message_id * 16 + a.n > ?1 AND m.expires_at > ?3 AND ?2 > 0 \
+         ORDER BY a.message_id, a.n LIMIT 16",
+        "INSERT INTO attachments (message_id, n, data) \
+         SELECT m, n, d FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::bytea[]) \
+             AS r(k, m, n, d)",
+        [key: i64, message: i64, n: i32, data: Vec<u8>],
         now
     );
     copy!(

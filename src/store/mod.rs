@@ -28,11 +28,11 @@ mod summary;
 mod text;
 
 use crate::model::{
-    Ack, Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Claim, Claimed,
-    Delivery, Device, DeviceId, Expects, Found, Grant, GrantId, GrantTokens, Handle, LiveGrant,
-    Message, MessageId, Millis, NewApproval, NewClaim, NotifySettings, Person, Place, Presence,
-    Redeemed, Refreshed, RegisteredClient, SessionId, ThreadId, ThreadSummary, TokenHash, Via,
-    Webhook, WebhookFormat, WebhookUrl,
+    Ack, Approval, ApprovalId, Attachment, Authorization, Behavior, Channel, ChannelSummary, Claim,
+    Claimed, Delivery, Device, DeviceId, Expects, Found, Grant, GrantId, GrantTokens, Handle,
+    LiveGrant, Message, MessageId, Millis, NewApproval, NewClaim, NotifySettings, Person, Place,
+    Presence, Redeemed, Refreshed, RegisteredClient, SessionId, ThreadId, ThreadSummary, TokenHash,
+    Via, Webhook, WebhookFormat, WebhookUrl,
 };
 
 pub use error::{BackendError, Clash, Missing, StoreError, StoreFuture, StoreResult};
@@ -113,12 +113,16 @@ pub struct NewMessage {
     /// What it expects of its recipient (`to`), and by when.
     pub expects: Expects,
     pub due_at: Option<Millis>,
+    /// The files it carries, each with its bytes.
+    pub attachments: Vec<(Attachment, Vec<u8>)>,
 }
 
 impl NewMessage {
-    /// The message as stored in `place`, with the id the store gave it.
-    pub(crate) fn stored(self, id: MessageId, place: &Place) -> Message {
-        Message {
+    /// The message as stored in `place`, with the id the store gave it,
+    /// and its files' bytes in order.
+    pub(crate) fn stored(self, id: MessageId, place: &Place) -> (Message, Vec<Vec<u8>>) {
+        let (attachments, bytes) = self.attachments.into_iter().unzip();
+        let message = Message {
             id,
             place: place.clone(),
             from: self.from,
@@ -133,7 +137,9 @@ impl NewMessage {
                 ..Delivery::default()
             }),
             to: self.to,
-        }
+            attachments,
+        };
+        (message, bytes)
     }
 }
 

@@ -82,6 +82,17 @@ pub struct MessageLine {
     pub html: Arc<str>,
     /// Where an addressed message stands with its recipient.
     pub delivery: Option<DeliveryLine>,
+    /// Its files, as links that download them (an image is never shown
+    /// inline: its bytes are another person's).
+    pub files: Vec<FileLink>,
+}
+
+/// A file of a message, as a link.
+pub struct FileLink {
+    pub href: String,
+    pub name: String,
+    /// Its type and size, e.g. "image/png, 12 KB".
+    pub detail: String,
 }
 
 /// An addressed message's delivery, as the page words it. `static/live.js`
@@ -165,7 +176,25 @@ impl MessageLine {
                 }
                 _ => None,
             },
+            files: message
+                .attachments
+                .iter()
+                .map(|a| FileLink {
+                    href: crate::wire::attachment_path(message.id.0, a.n),
+                    name: a.name.clone(),
+                    detail: format!("{}, {}", a.content_type, size_label(a.size)),
+                })
+                .collect(),
         }
+    }
+}
+
+/// A size as people read it: bytes, KB or MB (of 1,024).
+fn size_label(bytes: u64) -> String {
+    match bytes {
+        0..1024 => format!("{bytes} bytes"),
+        1024..1_048_576 => format!("{} KB", bytes.div_ceil(1024)),
+        _ => format!("{:.1} MB", bytes as f64 / 1_048_576.0),
     }
 }
 

@@ -11,8 +11,8 @@ use super::{AckResultView, ExpectsView, whole};
 use crate::model::{CHANNEL_PATTERN, HANDLE_PATTERN, MAX_CLAIM_WHAT, MessageId, ThreadId};
 use crate::relay::{
     ChannelPost, ClaimFilter, ClaimRequest, DirectMessage, MAX_ACK_NOTE_CHARS,
-    MAX_CLAIM_NOTE_CHARS, MAX_KIND_CHARS, MAX_REPO_CHARS, MAX_STATUS_CHARS, body_pattern,
-    line_pattern, query_pattern,
+    MAX_CLAIM_NOTE_CHARS, MAX_FILE_NAME_CHARS, MAX_KIND_CHARS, MAX_REPO_CHARS, MAX_STATUS_CHARS,
+    Upload, body_pattern, line_pattern, query_pattern,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -44,6 +44,42 @@ pub struct SendMessage {
     pub wait_for_reply_seconds: Option<f64>,
     #[serde(flatten)]
     pub expectation: Expectation,
+    /// Files it carries: at most 4, each at most 1 MiB.
+    #[schemars(length(max = 4))]
+    pub attachments: Option<Vec<AttachmentArg>>,
+}
+
+/// A file attached to a message.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct AttachmentArg {
+    /// Its name, e.g. `build.log` or `screenshot.png` (no `/`).
+    #[schemars(pattern(line_pattern(1, MAX_FILE_NAME_CHARS)))]
+    pub name: String,
+    /// Text (`text/plain`, `text/x-diff`, `application/json`, any `text/*`)
+    /// or an image (`image/png`, `image/jpeg`, `image/gif`, `image/webp`,
+    /// checked by its bytes). Text passes the secret check, as a body does.
+    pub content_type: String,
+    /// Its bytes, base64 (standard alphabet), at most 1 MiB decoded.
+    pub data_base64: String,
+}
+
+impl From<AttachmentArg> for Upload {
+    fn from(a: AttachmentArg) -> Self {
+        Upload {
+            name: a.name,
+            content_type: a.content_type,
+            data_base64: a.data_base64,
+        }
+    }
+}
+
+/// The uploads of a message's `attachments`, none when it has none.
+fn uploads(attachments: Option<Vec<AttachmentArg>>) -> Vec<Upload> {
+    attachments
+        .unwrap_or_default()
+        .into_iter()
+        .map(Upload::from)
+        .collect()
 }
 
 /// What a message expects of its recipient: `send_message`'s and
@@ -73,6 +109,7 @@ impl From<SendMessage> for DirectMessage {
             wait_for_reply_seconds: m.wait_for_reply_seconds,
             expects: m.expectation.expects.map(Into::into),
             due_seconds: m.expectation.due_seconds,
+            attachments: uploads(m.attachments),
         }
     }
 }
@@ -179,6 +216,9 @@ pub struct PostMessage {
     /// With a recipient: what the post expects of them.
     #[serde(flatten)]
     pub expectation: Expectation,
+    /// Files it carries: at most 4, each at most 1 MiB.
+    #[schemars(length(max = 4))]
+    pub attachments: Option<Vec<AttachmentArg>>,
 }
 
 impl From<PostMessage> for ChannelPost {
@@ -192,6 +232,7 @@ impl From<PostMessage> for ChannelPost {
             reply_to: p.reply_to.map(MessageId),
             expects: p.expectation.expects.map(Into::into),
             due_seconds: p.expectation.due_seconds,
+            attachments: uploads(p.attachments),
         }
     }
 }
@@ -359,4 +400,17 @@ impl From<ListClaims> for ClaimFilter {
             others: l.others,
         }
     }
+}
+
+/// `get_attachment`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct GetAttachment {
+    /// The message that carries the file.
+    #[serde(deserialize_with = "whole::required")]
+    #[schemars(range(min = 1))]
+    pub message_id: i64,
+    /// The file's `n`, as the message's `attachments` list it (1, 2, …).
+    #[serde(deserialize_with = "whole::required")]
+    #[schemars(range(min = 1))]
+    pub n: u32,
 }

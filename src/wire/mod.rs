@@ -70,6 +70,29 @@ pub struct MessageView {
     /// Where a message addressed to someone stands with them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivery: Option<DeliveryView>,
+    /// The files it carries, in order; none when it carries none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<AttachmentView>,
+}
+
+/// A file a message carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AttachmentView {
+    /// Its place among the message's files: 1, 2, …
+    pub n: u32,
+    pub name: String,
+    pub content_type: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Where its bytes are (with the same credentials as the message):
+    /// `/api/messages/{id}/attachments/{n}`; the MCP tool get_attachment
+    /// returns them too.
+    pub url: String,
+}
+
+/// Where file `n` of message `id` is served.
+pub fn attachment_path(id: i64, n: u32) -> String {
+    format!("/api/messages/{id}/attachments/{n}")
 }
 
 /// The delivery ledger of an addressed message, as its sender and the team
@@ -299,6 +322,17 @@ impl From<&Message> for MessageView {
             created_at: timestamp(m.created_at),
             expires_at: timestamp(m.expires_at),
             delivery: m.delivery.as_ref().map(DeliveryView::from),
+            attachments: m
+                .attachments
+                .iter()
+                .map(|a| AttachmentView {
+                    n: a.n,
+                    name: a.name.clone(),
+                    content_type: a.content_type.clone(),
+                    size: a.size,
+                    url: attachment_path(m.id.0, a.n),
+                })
+                .collect(),
         }
     }
 }

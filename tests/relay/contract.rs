@@ -4,9 +4,9 @@
 
 use crate::postgres::fresh_database;
 use crosstalk::model::{
-    Ack, AckResult, Authorization, Channel, ClaimTarget, Claimed, DeliveryState, Expects,
-    GrantTokens, Handle, MAX_OFFERS, MessageId, Millis, NewClaim, Place, Redeemed, Refreshed,
-    RegisteredClient, SessionId, ThreadId, Token, TokenHash, Via, now_millis,
+    Ack, AckResult, Attachment, Authorization, Channel, ClaimTarget, Claimed, DeliveryState,
+    Expects, GrantTokens, Handle, MAX_OFFERS, MessageId, Millis, NewClaim, Place, Redeemed,
+    Refreshed, RegisteredClient, SessionId, ThreadId, Token, TokenHash, Via, now_millis,
 };
 use crosstalk::store::{
     Conversation, NewMessage, Offer, PostgresStore, RecipientCheck, SqliteStore, Store, StoreError,
@@ -71,6 +71,7 @@ contract!(
     what_a_message_expects_is_owed_until_answered_or_acknowledged,
     an_overdue_message_is_taken_once,
     claims_overlap_across_people_renew_and_end,
+    files_are_kept_with_their_message_and_purged_with_it,
 );
 
 fn handle(name: &str) -> Handle {
@@ -94,6 +95,7 @@ fn message(conversation: Conversation, from: &str, to: Option<&str>, body: &str)
         expires_at: far(),
         expects: crosstalk::model::Expects::Nothing,
         due_at: None,
+        attachments: Vec::new(),
     }
 }
 
@@ -1795,4 +1797,64 @@ async fn claims_overlap_across_people_renew_and_end(store: Arc<dyn Store>) {
         "an ended claim is in nobody's way"
     );
     assert_eq!(store.forget_claims(now + 10).await.unwrap(), 1);
+}
+
+async fn files_are_kept_with_their_message_and_purged_with_it(store: Arc<dyn Store>) {
+    let now = now_millis();
+    let file = |n: u32, name: &str, bytes: &[u8]| {
+        (
+            Attachment {
+                n,
+                name: name.into(),
+                content_type: "text/plain".into(),
+                size: bytes.len() as u64,
+            },
+            bytes.to_vec(),
+        )
+    };
+    let big: Vec<u8> = (0..(1 << 20)).map(|i| (i % 251) as u8).collect();
+    let mut new = message(channel("ops"), "alice", None, "two files");
+    new.attachments = vec![file(1, "a.txt", b"first"), file(2, "b.bin", &big)];
+    let stored = store.insert_message(new).await.unwrap();
+    assert_eq!(stored.attachments.len(), 2);
+    let read = store.message(stored.id, now).await.unwrap().unwrap();
+    assert_eq!(
+        read.attachments, stored.attachments,
+        "listed on the message"
+    );
+    assert_eq!(read.attachments[1].size, 1 << 20);
+    assert_eq!(
+        store
+            .attachment(stored.id, 1, now)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"first"[..])
+    );
+    assert_eq!(
+        store.attachment(stored.id, 2, now).await.unwrap(),
+        Some(big)
+    );
+    assert_eq!(store.attachment(stored.id, 3, now).await.unwrap(), None);
+    let plain = store
+        .insert_message(message(channel("ops"), "alice", None, "none"))
+        .await
+        .unwrap();
+    assert!(plain.attachments.is_empty());
+    assert!(
+        store
+            .message(plain.id, now)
+            .await
+            .unwrap()
+            .unwrap()
+            .attachments
+            .is_empty()
+    );
+
+    // Gone from every read once the message expires, and from the store
+    // with its purge.
+    let later = far() + 1;
+    assert_eq!(store.attachment(stored.id, 1, later).await.unwrap(), None);
+    store.purge_expired(later, later).await.unwrap();
+    assert_eq!(store.attachment(stored.id, 1, 0).await.unwrap(), None);
 }

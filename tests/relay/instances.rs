@@ -477,7 +477,9 @@ async fn migrate_to_postgres_copies_people_and_live_messages_keeping_ids() {
         &sqlite,
         "/api/messages",
         &alice,
-        json!({ "to": "bob", "body": "rotate the key", "expects": "ack", "due_seconds": 3600 }),
+        json!({ "to": "bob", "body": "rotate the key", "expects": "ack", "due_seconds": 3600,
+                "attachments": [{ "name": "steps.md", "content_type": "text/markdown",
+                                  "data_base64": "MS4gcm90YXRlCjIuIGRlcGxveQo=" }] }),
     )
     .await;
     let task = task["message_id"].as_i64().unwrap();
@@ -540,6 +542,18 @@ async fn migrate_to_postgres_copies_people_and_live_messages_keeping_ids() {
     assert_eq!(get(&relay, "/api/claims", &bob).await.1, claims_before);
     let task_path = format!("/api/messages/{task}");
     assert_eq!(get(&relay, &task_path, &alice).await.1, task_before);
+    let file = http()
+        .get(format!("{}{task_path}/attachments/1", relay.url()))
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(file.status(), 200);
+    assert_eq!(
+        file.text().await.unwrap(),
+        "1. rotate\n2. deploy\n",
+        "its file, byte for byte"
+    );
     let (_, channel) = get(&relay, "/api/channels/ops/messages?since_id=0", &bob).await;
     let bodies: Vec<&str> = channel["messages"]
         .as_array()
@@ -610,6 +624,7 @@ async fn two_stores_purging_one_database_together_purge_each_message_once() {
             },
             expects: crosstalk::model::Expects::Nothing,
             due_at: None,
+            attachments: Vec::new(),
         })
         .await
         .unwrap();

@@ -303,6 +303,14 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
             201,
         ),
         ("GET", "/api/open", "/api/open", None, Kind::Read, 200),
+        (
+            "GET",
+            "/api/messages/{id}/attachments/{n}",
+            "/api/messages/999999/attachments/1",
+            None,
+            Kind::Read,
+            404,
+        ),
         ("GET", "/api/claims", "/api/claims", None, Kind::Read, 200),
         // Claimed again by the same person: renewed, 201 each time.
         (

@@ -38,6 +38,7 @@ async fn a_search_spans_generations_and_the_purge_drops_the_ones_it_empties() {
                 expires_at: far,
                 expects: crosstalk::model::Expects::Nothing,
                 due_at: None,
+                attachments: Vec::new(),
             })
             .await
             .unwrap();

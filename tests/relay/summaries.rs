@@ -255,6 +255,7 @@ async fn play(
             expires_at: far,
             expects: crosstalk::model::Expects::Nothing,
             due_at: None,
+            attachments: Vec::new(),
         };
         match step {
             Step::Post(c) => {
@@ -435,6 +436,7 @@ async fn a_database_at(version: usize) {
             expires_at: now_millis() + 86_400_000,
             expects: crosstalk::model::Expects::Nothing,
             due_at: None,
+            attachments: Vec::new(),
         })
         .await
         .unwrap();

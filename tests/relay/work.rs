@@ -562,3 +562,270 @@ async fn the_page_shows_what_is_owed_acknowledgements_and_who_holds_what() {
         "{thread_page}"
     );
 }
+
+use base64::Engine as _;
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A PNG's first bytes, and a little more: what the relay checks.
+fn png() -> Vec<u8> {
+    let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR".to_vec();
+    png.extend((0..200u8).map(|i| i.wrapping_mul(7)));
+    png
+}
+
+const DIFF: &str = "--- a/src/lib.rs\n+++ b/src/lib.rs\n@@ -1 +1 @@\n-old\n+new ✓\n";
+
+#[tokio::test]
+async fn files_travel_byte_for_byte_and_come_back_as_downloads() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let (alices, bobs) = (app.rest(&alice), app.rest(&bob));
+    let sent = alices
+        .send(
+            "bob",
+            "The failing diff and a screenshot",
+            json!({ "attachments": [
+                { "name": "fix.diff", "content_type": "text/x-diff", "data_base64": b64(DIFF.as_bytes()) },
+                { "name": "screen shot é.png", "content_type": "image/png", "data_base64": b64(&png()) },
+            ] }),
+        )
+        .await;
+    let id = sent["message_id"].as_i64().unwrap();
+    let listed = bobs.message(id).await["attachments"].clone();
+    assert_eq!(
+        listed,
+        json!([
+            { "n": 1, "name": "fix.diff", "content_type": "text/x-diff", "size": DIFF.len(),
+              "url": format!("/api/messages/{id}/attachments/1") },
+            { "n": 2, "name": "screen shot é.png", "content_type": "image/png", "size": png().len(),
+              "url": format!("/api/messages/{id}/attachments/2") },
+        ])
+    );
+
+    let fetch = |token: Option<&str>, n: u32| {
+        let mut request =
+            crate::support::http().get(format!("{}/api/messages/{id}/attachments/{n}", app.url()));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    let diff = fetch(Some(&bob), 1).await.unwrap();
+    assert_eq!(diff.status(), 200);
+    let headers = diff.headers().clone();
+    assert_eq!(headers["content-type"], "text/x-diff; charset=utf-8");
+    assert_eq!(
+        headers["content-disposition"],
+        "attachment; filename=\"fix.diff\"; filename*=UTF-8''fix.diff"
+    );
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["content-security-policy"], "sandbox");
+    assert_eq!(diff.bytes().await.unwrap(), DIFF.as_bytes());
+    let image = fetch(Some(&alice), 2).await.unwrap();
+    assert_eq!(image.headers()["content-type"], "image/png");
+    assert_eq!(
+        image.headers()["content-disposition"],
+        "attachment; filename=\"screen shot _.png\"; filename*=UTF-8''screen%20shot%20%C3%A9.png"
+    );
+    assert_eq!(image.bytes().await.unwrap(), png());
+    // Strangers get nothing; a file that is not there is 404.
+    assert_eq!(fetch(None, 1).await.unwrap().status(), 401);
+    assert_eq!(
+        fetch(Some("xtalk_not-a-token"), 1).await.unwrap().status(),
+        401
+    );
+    assert_eq!(fetch(Some(&bob), 3).await.unwrap().status(), 404);
+
+    // A channel post carries files too; the page links them, never shows them.
+    let (status, posted) = alices
+        .post(
+            "/api/channels/ops/messages",
+            json!({ "body": "the log", "attachments": [
+                { "name": "build.log", "content_type": "text/plain", "data_base64": b64(b"error: E0432\n") },
+                { "name": "graph.png", "content_type": "image/png", "data_base64": b64(&png()) },
+            ] }),
+        )
+        .await;
+    assert_eq!(status, 201, "{posted}");
+    let (_, page) = crate::support::page(&app, "/channels/ops", &bob).await;
+    let post = posted["id"].as_i64().unwrap();
+    assert!(
+        page.contains(&format!(
+            "<a href=\"/api/messages/{post}/attachments/1\" download>build.log</a>"
+        )),
+        "{page}"
+    );
+    assert!(!page.contains("<img"), "no image inline");
+    let (status, bytes) =
+        crate::support::page(&app, &format!("/api/messages/{post}/attachments/1"), &bob).await;
+    assert_eq!(
+        (status, bytes.as_str()),
+        (200, "error: E0432\n"),
+        "the page's credentials fetch it"
+    );
+
+    // Purged with their message.
+    app.sql(
+        &format!("UPDATE messages SET expires_at = 1 WHERE id = {id}"),
+        |conn, sql| conn.execute(sql, []).unwrap(),
+    );
+    assert_eq!(
+        fetch(Some(&bob), 1).await.unwrap().status(),
+        404,
+        "gone with its message"
+    );
+    app.running.state.relay.purge_expired().await.unwrap();
+    assert_eq!(
+        app.count(&format!(
+            "SELECT count(*) FROM attachments WHERE message_id = {id}"
+        )),
+        0
+    );
+    assert_eq!(
+        app.count("SELECT count(*) FROM attachments"),
+        2,
+        "the post's stay"
+    );
+}
+
+#[tokio::test]
+async fn a_file_that_breaks_the_rules_is_refused_and_nothing_is_kept() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    app.add_person("bob").await;
+    let alices = app.rest(&alice);
+    let file = |name: &str, content_type: &str, bytes: &[u8]| json!({ "name": name, "content_type": content_type, "data_base64": b64(bytes) });
+    let text = file("a.txt", "text/plain", b"hello");
+    let big = vec![b'a'; (1 << 20) + 1];
+    let cases = [
+        (json!([text, text, text, text, text]), 400, "at most 4"),
+        (json!([file("a.txt", "text/plain", &big)]), 413, "bytes"),
+        (
+            json!([file("a.pdf", "application/pdf", b"%PDF-1.7")]),
+            400,
+            "not taken",
+        ),
+        (
+            json!([file("a.png", "image/png", b"GIF89a not a png")]),
+            400,
+            "not a image/png",
+        ),
+        (
+            json!([file("a.bin", "text/plain", &[0xff, 0xfe, 0x00])]),
+            400,
+            "not UTF-8",
+        ),
+        (
+            json!([file("../a.txt", "text/plain", b"x")]),
+            400,
+            "without /",
+        ),
+        (
+            json!([{ "name": "a.txt", "content_type": "text/plain", "data_base64": "!!!" }]),
+            400,
+            "not base64",
+        ),
+        (
+            json!([file(
+                "creds.env",
+                "text/plain",
+                b"AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\n"
+            )]),
+            422,
+            "refused",
+        ),
+    ];
+    let before = alices.stored_messages().await;
+    for (attachments, status, says) in cases {
+        let (got, refused) = alices
+            .post(
+                "/api/messages",
+                json!({ "to": "bob", "body": "see attached", "attachments": attachments }),
+            )
+            .await;
+        assert_eq!(got, status, "{says}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{says}: {message}");
+    }
+    assert_eq!(alices.stored_messages().await, before);
+    assert_eq!(app.count("SELECT count(*) FROM attachments"), 0);
+
+    // Files count against the daily quota as bodies do.
+    let app =
+        crate::support::spawn_app_with(|config| config.settings.max_bytes_per_day = 4096).await;
+    let alice = app.add_person("alice").await;
+    app.add_person("bob").await;
+    let (status, refused) = app
+        .rest(&alice)
+        .post(
+            "/api/messages",
+            json!({ "to": "bob", "body": "x", "attachments": [file("a.txt", "text/plain", &[b'a'; 5000])] }),
+        )
+        .await;
+    assert_eq!(status, 429, "{refused}");
+}
+
+#[tokio::test]
+async fn files_are_the_same_over_mcp() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let alices: Mcp = app.mcp(&alice).await;
+    let bobs: Mcp = app.mcp(&bob).await;
+    let sent = alices
+        .call(
+            "send_message",
+            json!({ "to": "bob", "body": "two files", "attachments": [
+                { "name": "fix.diff", "content_type": "text/x-diff", "data_base64": b64(DIFF.as_bytes()) },
+                { "name": "shot.png", "content_type": "image/png", "data_base64": b64(&png()) },
+            ] }),
+        )
+        .await
+        .ok();
+    let id = sent["message_id"].as_i64().unwrap();
+    let inbox = bobs.call("check_inbox", json!({})).await.ok();
+    assert_eq!(inbox["messages"][0]["attachments"][1]["name"], "shot.png");
+
+    let session = crate::support::RawSession::open(&app.url(), &bob).await;
+    let raw = |n: u32| {
+        let call = session.call(7, "get_attachment", json!({ "message_id": id, "n": n }));
+        async move {
+            crate::support::rpc_messages(call.send().await.unwrap())
+                .await
+                .remove(0)
+        }
+    };
+    let text = raw(1).await;
+    assert_eq!(
+        text["result"]["content"],
+        json!([{ "type": "text", "text": DIFF }]),
+        "{text}"
+    );
+    let image = raw(2).await;
+    assert_eq!(
+        image["result"]["content"],
+        json!([{ "type": "image", "data": b64(&png()), "mimeType": "image/png" }]),
+        "{image}"
+    );
+    let missing = bobs
+        .call("get_attachment", json!({ "message_id": id, "n": 9 }))
+        .await
+        .tool_error();
+    assert_eq!(missing["error"]["code"], "not_found");
+    let refused = alices
+        .call(
+            "send_message",
+            json!({ "to": "bob", "body": "x", "attachments": [
+                { "name": "k.txt", "content_type": "text/plain", "data_base64": b64(b"key AKIAIOSFODNN7EXAMPLE") },
+            ] }),
+        )
+        .await
+        .tool_error();
+    assert_eq!(refused["error"]["code"], "secret_refused");
+    alices.close().await.unwrap();
+    bobs.close().await.unwrap();
+}

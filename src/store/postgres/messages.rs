@@ -6,8 +6,8 @@ use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place};
 use crate::store::{StoreError, StoreResult};
 use tokio_postgres::Row;
 
+use crate::store::columns::{FILES_AT, LEDGER_FROM, Ledger, files_from_column};
 pub(super) use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
-use crate::store::columns::{LEDGER_FROM, Ledger};
 
 pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
     let to = maybe_handle(row, 4)?;
@@ -50,6 +50,7 @@ pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
         created_at: row.try_get(8)?,
         expires_at: row.try_get(9)?,
         delivery,
+        attachments: files_from_column(row.try_get::<_, Option<String>>(FILES_AT)?.as_deref()),
     })
 }
 
@@ -126,4 +127,23 @@ pub(super) async fn message(
     .first()
     .map(message_from_row)
     .transpose()
+}
+
+pub(super) async fn attachment(
+    db: &impl Db,
+    id: MessageId,
+    n: u32,
+    now: Millis,
+) -> StoreResult<Option<Vec<u8>>> {
+    let found = row(
+        db,
+        "SELECT a.data FROM attachments a JOIN messages m ON m.id = a.message_id \
+         WHERE a.message_id = $1 AND a.n = $2 AND m.expires_at > $3",
+        &[&id, &(n as i32), &now],
+    )
+    .await?;
+    Ok(match found {
+        Some(row) => Some(row.try_get(0)?),
+        None => None,
+    })
 }

@@ -298,6 +298,16 @@ CREATE TABLE claims (
 CREATE INDEX claims_by_repo ON claims(repo, expires_at);
 CREATE INDEX claims_by_expiry ON claims(expires_at);
 "#,
+    r#"
+-- A message's files, as in SQLite's.
+ALTER TABLE messages ADD COLUMN attachments text;
+CREATE TABLE attachments (
+    message_id  bigint NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    n           integer NOT NULL,
+    data        bytea NOT NULL,
+    PRIMARY KEY (message_id, n)
+);
+"#,
 ];
 
 /// Brings the schema up to the last step, under the migration lock, in one

@@ -8,6 +8,7 @@ use super::Sql;
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, ids_of, message_from_row};
 use super::{Db, row};
 use crate::model::{Channel, Expects, Handle, Message, MessageId, Millis, Place, ThreadId};
+use crate::store::columns::files_column;
 use crate::store::rules::Statements;
 use crate::store::summary::Removed;
 use crate::store::{Offer, StoreResult};
@@ -109,8 +110,8 @@ impl<D: Db> Statements for Sql<'_, D> {
     async fn insert_message(&self, m: &Message) -> StoreResult<()> {
         self.write(
             "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, \
-             reply_to, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+             reply_to, created_at, expires_at, attachments) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             &[
                 &m.id,
                 &m.place.thread(),
@@ -122,7 +123,16 @@ impl<D: Db> Statements for Sql<'_, D> {
                 &m.reply_to,
                 &m.created_at,
                 &m.expires_at,
+                &files_column(&m.attachments),
             ],
+        )
+        .await
+    }
+
+    async fn insert_attachment(&self, id: MessageId, n: u32, bytes: &[u8]) -> StoreResult<()> {
+        self.write(
+            "INSERT INTO attachments (message_id, n, data) VALUES ($1, $2, $3)",
+            &[&id, &(n as i32), &bytes],
         )
         .await
     }

@@ -48,7 +48,10 @@ pub(super) trait Statements {
         people: &str,
         at: Millis,
     ) -> StoreResult<ThreadId>;
+    /// Writes the message's row, its files listed (`messages.attachments`).
     async fn insert_message(&self, message: &Message) -> StoreResult<()>;
+    /// Keeps the bytes of a message's file `n`.
+    async fn insert_attachment(&self, id: MessageId, n: u32, bytes: &[u8]) -> StoreResult<()>;
     /// The message's inbox row, with what it expects of its recipient.
     async fn insert_inbox(
         &self,
@@ -214,8 +217,11 @@ pub(super) async fn insert(s: &impl Statements, new: NewMessage) -> StoreResult<
             Place::Thread(s.open_thread(id, &people, now).await?)
         }
     };
-    let message = new.stored(id, &place);
+    let (message, files) = new.stored(id, &place);
     s.insert_message(&message).await?;
+    for (attachment, bytes) in message.attachments.iter().zip(&files) {
+        s.insert_attachment(id, attachment.n, bytes).await?;
+    }
     if let (Some(recipient), Some(delivery)) = (&message.to, &message.delivery) {
         s.insert_inbox(recipient, id, delivery.expects, delivery.due_at)
             .await?;

@@ -4,8 +4,8 @@ use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place};
 use crate::store::StoreResult;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::store::columns::{FILES_AT, LEDGER_FROM, Ledger, files_from_column};
 pub(super) use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
-use crate::store::columns::{LEDGER_FROM, Ledger};
 
 pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     let to: Option<Handle> = row.get(4)?;
@@ -47,6 +47,7 @@ pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Mess
         created_at: row.get(8)?,
         expires_at: row.get(9)?,
         delivery,
+        attachments: files_from_column(row.get::<_, Option<String>>(FILES_AT)?.as_deref()),
     })
 }
 
@@ -108,5 +109,20 @@ pub(super) fn message(
             "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} WHERE m.id = ?1 AND m.expires_at > ?2"
         ))?
         .query_row(params![id, now], message_from_row)
+        .optional()?)
+}
+
+pub(super) fn attachment(
+    conn: &Connection,
+    id: MessageId,
+    n: u32,
+    now: Millis,
+) -> StoreResult<Option<Vec<u8>>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT a.data FROM attachments a JOIN messages m ON m.id = a.message_id \
+             WHERE a.message_id = ?1 AND a.n = ?2 AND m.expires_at > ?3",
+        )?
+        .query_row(params![id, n, now], |row| row.get(0))
         .optional()?)
 }

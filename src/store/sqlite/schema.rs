@@ -492,6 +492,17 @@ CREATE TABLE claims (
 CREATE INDEX claims_by_repo ON claims(repo, expires_at);
 CREATE INDEX claims_by_expiry ON claims(expires_at);
 "#,
+    r#"
+-- A message's files: listed on its row (a JSON list of {n, name,
+-- content_type, size}), their bytes apart, gone with the message.
+ALTER TABLE messages ADD COLUMN attachments TEXT;
+CREATE TABLE attachments (
+    message_id  INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    n           INTEGER NOT NULL,
+    data        BLOB NOT NULL,
+    PRIMARY KEY (message_id, n)
+);
+"#,
 ];
 
 /// Opens a connection with the pragmas every connection needs.

@@ -5,6 +5,7 @@
 use super::Sql;
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
 use crate::model::{Channel, Expects, Handle, Message, MessageId, Millis, Place, ThreadId};
+use crate::store::columns::files_column;
 use crate::store::rules::Statements;
 use crate::store::summary::Removed;
 use crate::store::{Offer, StoreResult};
@@ -120,7 +121,8 @@ impl Statements for Sql<'_> {
     async fn insert_message(&self, m: &Message) -> StoreResult<()> {
         self.exec(
             "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, \
-             reply_to, created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             reply_to, created_at, expires_at, attachments) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 m.id,
                 m.place.thread(),
@@ -131,8 +133,16 @@ impl Statements for Sql<'_> {
                 m.body,
                 m.reply_to,
                 m.created_at,
-                m.expires_at
+                m.expires_at,
+                files_column(&m.attachments),
             ],
+        )
+    }
+
+    async fn insert_attachment(&self, id: MessageId, n: u32, bytes: &[u8]) -> StoreResult<()> {
+        self.exec(
+            "INSERT INTO attachments (message_id, n, data) VALUES (?1, ?2, ?3)",
+            params![id, n, bytes],
         )
     }
 
