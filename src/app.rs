@@ -33,9 +33,7 @@ pub fn request_body_limit(max_body_bytes: usize) -> usize {
 /// most files a message carries, base64, beside the rest. Their exact
 /// limits are the core's, each with a clear refusal.
 pub fn message_body_limit(max_body_bytes: usize) -> usize {
-    let files =
-        crate::model::MAX_ATTACHMENTS * (crate::model::MAX_ATTACHMENT_BYTES.div_ceil(3) * 4);
-    request_body_limit(max_body_bytes).saturating_add(files)
+    request_body_limit(max_body_bytes).saturating_add(crate::wire::args::MAX_FILES_IN_BODY)
 }
 
 /// With ACME, whether a certificate is deployed yet (`/readyz` waits for

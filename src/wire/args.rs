@@ -8,7 +8,10 @@
 //! all the way to the core, which says what it means.
 
 use super::{AckResultView, ExpectsView, whole};
-use crate::model::{CHANNEL_PATTERN, HANDLE_PATTERN, MAX_CLAIM_WHAT, MessageId, ThreadId};
+use crate::model::{
+    CHANNEL_PATTERN, HANDLE_PATTERN, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MAX_CLAIM_WHAT,
+    MessageId, ThreadId,
+};
 use crate::relay::{
     ChannelPost, ClaimFilter, ClaimRequest, DirectMessage, MAX_ACK_NOTE_CHARS,
     MAX_CLAIM_NOTE_CHARS, MAX_FILE_NAME_CHARS, MAX_KIND_CHARS, MAX_REPO_CHARS, MAX_STATUS_CHARS,
@@ -48,6 +51,10 @@ pub struct SendMessage {
     #[schemars(length(max = 4))]
     pub attachments: Option<Vec<AttachmentArg>>,
 }
+
+/// The most bytes a message's files take in a request: each at its largest,
+/// base64.
+pub const MAX_FILES_IN_BODY: usize = MAX_ATTACHMENTS * MAX_ATTACHMENT_BYTES.div_ceil(3) * 4;
 
 /// A file attached to a message.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
