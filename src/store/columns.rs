@@ -22,6 +22,11 @@ pub(in crate::store) const FILES_AT: usize = 22;
 /// The index of the first of the ledger's columns (`i.pushed_at`).
 pub(in crate::store) const LEDGER_FROM: usize = 10;
 
+/// What an inbox row (as `i`) is while its recipient owes what its message
+/// expects: neither an answer nor an acknowledgement yet.
+pub(in crate::store) const OWED: &str =
+    "i.expects IS NOT NULL AND i.answered_at IS NULL AND i.acked_at IS NULL";
+
 /// Joins a message (as `m`) to its recipient's inbox row (as `i`), if any.
 pub(in crate::store) const INBOX_JOIN: &str =
     "LEFT JOIN inbox i ON i.recipient = m.recipient AND i.message_id = m.id";

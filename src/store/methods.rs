@@ -216,15 +216,15 @@ macro_rules! store_methods {
             /// Live messages to `recipient` that expect a reply or an
             /// acknowledgement and have neither, oldest first, at most `limit`.
             read owed_by(recipient: &Handle, now: Millis, limit: u32) -> Vec<Message> =
-                |db| work::owed_by(db, &recipient, now, limit);
+                |db| work::owed(db, "i.recipient", &recipient, now, limit);
             /// The same, of the messages `sender` sent.
             read owed_to(sender: &Handle, now: Millis, limit: u32) -> Vec<Message> =
-                |db| work::owed_to(db, &sender, now, limit);
+                |db| work::owed(db, "m.sender", &sender, now, limit);
             /// Marks up to `limit` live messages due by `now` and still owed as
             /// overdue at `now`, and returns them. Atomic: of the relays serving
             /// a store, one takes each, once.
-            atomic take_overdue(now: Millis, limit: u32) -> Vec<Message> =
-                |db| work::take_overdue(db, now, limit);
+            atomic_rule take_overdue(now: Millis, limit: u32) -> Vec<Message> =
+                |db| rules::take_overdue(db, now, limit);
             /// Makes a claim, or renews its holder's on the same `what`; refused
             /// with the claim in the way when another person's live claim in the
             /// same repository overlaps it. Atomic across relays.

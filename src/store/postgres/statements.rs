@@ -8,7 +8,7 @@ use super::Sql;
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, ids_of, message_from_row};
 use super::{Db, row};
 use crate::model::{Channel, Expects, Handle, Message, MessageId, Millis, Place, ThreadId};
-use crate::store::columns::files_column;
+use crate::store::columns::{OWED, files_column};
 use crate::store::rules::Statements;
 use crate::store::summary::Removed;
 use crate::store::{Offer, StoreResult};
@@ -273,6 +273,30 @@ impl<D: Db> Statements for Sql<'_, D> {
             )
             .await?;
         ids_of(&offered)
+    }
+
+    /// Rows another relay is marking are skipped, and each is checked
+    /// again as it is marked.
+    async fn mark_overdue(&self, now: Millis, limit: u32) -> StoreResult<Vec<MessageId>> {
+        let marked = self
+            .0
+            .rows(
+                &format!(
+                    "WITH due AS (SELECT i.recipient, i.message_id FROM inbox i \
+                         JOIN messages m ON m.id = i.message_id \
+                         WHERE i.due_at IS NOT NULL AND i.due_at <= $1 AND i.overdue_at IS NULL \
+                         AND {OWED} AND m.expires_at > $1 ORDER BY i.due_at LIMIT $2 \
+                         FOR UPDATE OF i SKIP LOCKED) \
+                     UPDATE inbox SET overdue_at = $1 FROM due \
+                     WHERE inbox.recipient = due.recipient AND inbox.message_id = due.message_id \
+                     AND inbox.overdue_at IS NULL AND inbox.answered_at IS NULL \
+                     AND inbox.acked_at IS NULL \
+                     RETURNING inbox.message_id"
+                ),
+                &[&now, &i64::from(limit)],
+            )
+            .await?;
+        ids_of(&marked)
     }
 
     async fn messages_by_id(&self, ids: &[MessageId]) -> StoreResult<Vec<Message>> {

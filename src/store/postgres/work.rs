@@ -2,15 +2,13 @@
 //! made under a lock on their table, so of two relays claiming overlapping
 //! work at once exactly one wins.
 
-use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
+use super::messages::{MESSAGE_COLUMNS, message_from_row};
 use super::{Db, Sql, handle, row};
 use crate::model::{Ack, Claim, Handle, Message, MessageId, Millis, NewClaim};
+use crate::store::columns::OWED;
 use crate::store::rules::ClaimStatements;
 use crate::store::{StoreError, StoreResult};
 use tokio_postgres::Row;
-
-/// What an inbox row is while its recipient owes what it expects.
-const OWED: &str = "i.expects IS NOT NULL AND i.answered_at IS NULL AND i.acked_at IS NULL";
 
 const CLAIM_COLUMNS: &str = "id, what, repo, holder, note, created_at, expires_at";
 
@@ -24,10 +22,6 @@ fn claim_from_row(row: &Row) -> StoreResult<Claim> {
         created_at: row.try_get(5)?,
         expires_at: row.try_get(6)?,
     })
-}
-
-fn messages_of(rows: &[Row]) -> StoreResult<Vec<Message>> {
-    rows.iter().map(message_from_row).collect()
 }
 
 pub(super) async fn ack(
@@ -53,9 +47,12 @@ pub(super) async fn ack(
     Ok(changed > 0)
 }
 
-pub(super) async fn owed_by(
+/// Live messages still owed whose `party` (`i.recipient`, or `m.sender`)
+/// is `who`, oldest first.
+pub(super) async fn owed(
     db: &impl Db,
-    recipient: &Handle,
+    party: &'static str,
+    who: &Handle,
     now: Millis,
     limit: u32,
 ) -> StoreResult<Vec<Message>> {
@@ -63,72 +60,13 @@ pub(super) async fn owed_by(
         .rows(
             &format!(
                 "SELECT {MESSAGE_COLUMNS} FROM inbox i JOIN messages m ON m.id = i.message_id \
-                 WHERE i.recipient = $1 AND {OWED} AND m.expires_at > $2 \
+                 WHERE {party} = $1 AND {OWED} AND m.expires_at > $2 \
                  ORDER BY i.message_id LIMIT $3"
             ),
-            &[&recipient.as_str(), &now, &i64::from(limit)],
+            &[&who.as_str(), &now, &i64::from(limit)],
         )
         .await?;
-    messages_of(&rows)
-}
-
-pub(super) async fn owed_to(
-    db: &impl Db,
-    sender: &Handle,
-    now: Millis,
-    limit: u32,
-) -> StoreResult<Vec<Message>> {
-    let rows = db
-        .rows(
-            &format!(
-                "SELECT {MESSAGE_COLUMNS} FROM inbox i JOIN messages m ON m.id = i.message_id \
-                 WHERE {OWED} AND m.sender = $1 AND m.expires_at > $2 \
-                 ORDER BY i.message_id LIMIT $3"
-            ),
-            &[&sender.as_str(), &now, &i64::from(limit)],
-        )
-        .await?;
-    messages_of(&rows)
-}
-
-/// Rows another relay is marking are skipped, and each is checked again
-/// as it is marked: one relay takes each.
-pub(super) async fn take_overdue(
-    db: &impl Db,
-    now: Millis,
-    limit: u32,
-) -> StoreResult<Vec<Message>> {
-    let taken = db
-        .rows(
-            &format!(
-                "WITH due AS (SELECT i.recipient, i.message_id FROM inbox i \
-                     JOIN messages m ON m.id = i.message_id \
-                     WHERE i.due_at IS NOT NULL AND i.due_at <= $1 AND i.overdue_at IS NULL \
-                     AND {OWED} AND m.expires_at > $1 ORDER BY i.due_at LIMIT $2 \
-                     FOR UPDATE OF i SKIP LOCKED) \
-                 UPDATE inbox SET overdue_at = $1 FROM due \
-                 WHERE inbox.recipient = due.recipient AND inbox.message_id = due.message_id \
-                 AND inbox.overdue_at IS NULL AND inbox.answered_at IS NULL \
-                 AND inbox.acked_at IS NULL \
-                 RETURNING inbox.message_id"
-            ),
-            &[&now, &i64::from(limit)],
-        )
-        .await?;
-    let ids: Vec<MessageId> = taken
-        .iter()
-        .map(|row| row.try_get(0))
-        .collect::<Result<_, _>>()?;
-    let rows = db
-        .rows(
-            &format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
-                 WHERE m.id = ANY($1) ORDER BY m.id"
-            ),
-            &[&ids],
-        )
-        .await?;
-    messages_of(&rows)
+    rows.iter().map(message_from_row).collect()
 }
 
 pub(super) async fn claims(

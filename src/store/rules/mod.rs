@@ -109,6 +109,10 @@ pub(super) trait Statements {
         most: u32,
         limit: u32,
     ) -> StoreResult<Vec<MessageId>>;
+    /// Marks up to `limit` rows due by `now` and still owed, of live
+    /// messages, overdue at `now`, soonest due first; their ids. A row
+    /// another writer marks first is not marked again.
+    async fn mark_overdue(&self, now: Millis, limit: u32) -> StoreResult<Vec<MessageId>>;
     /// Messages by id, oldest first, with their ledgers as they are now.
     async fn messages_by_id(&self, ids: &[MessageId]) -> StoreResult<Vec<Message>>;
 
@@ -267,6 +271,17 @@ pub(super) async fn claim_inbox(
     limit: u32,
 ) -> StoreResult<Vec<Message>> {
     let ids = s.take_for_claim(recipient, now, limit).await?;
+    s.messages_by_id(&ids).await
+}
+
+/// Takes up to `limit` messages whose due time passed unanswered, each
+/// once (of the relays serving a store, one takes it).
+pub(super) async fn take_overdue(
+    s: &impl Statements,
+    now: Millis,
+    limit: u32,
+) -> StoreResult<Vec<Message>> {
+    let ids = s.mark_overdue(now, limit).await?;
     s.messages_by_id(&ids).await
 }
 

@@ -5,7 +5,7 @@
 use super::Sql;
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
 use crate::model::{Channel, Expects, Handle, Message, MessageId, Millis, Place, ThreadId};
-use crate::store::columns::files_column;
+use crate::store::columns::{OWED, files_column};
 use crate::store::rules::Statements;
 use crate::store::summary::Removed;
 use crate::store::{Offer, StoreResult};
@@ -259,6 +259,19 @@ impl Statements for Sql<'_> {
                 most,
                 offer.via.as_str()
             ],
+        )
+    }
+
+    async fn mark_overdue(&self, now: Millis, limit: u32) -> StoreResult<Vec<MessageId>> {
+        self.ids(
+            &format!(
+                "UPDATE inbox SET overdue_at = ?1 WHERE message_id IN ( \
+                     SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
+                     WHERE i.due_at IS NOT NULL AND i.due_at <= ?1 AND i.overdue_at IS NULL \
+                     AND {OWED} AND m.expires_at > ?1 ORDER BY i.due_at LIMIT ?2) \
+                 RETURNING message_id"
+            ),
+            params![now, limit],
         )
     }
 

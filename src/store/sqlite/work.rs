@@ -1,15 +1,13 @@
-//! Coordinating work: acknowledgements, what is owed, overdue messages and
-//! claims (`../rules/claims.rs` decides who holds what).
+//! Coordinating work: acknowledgements, what is owed, and claims
+//! (`../rules/claims.rs` decides who holds what).
 
 use super::Sql;
-use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
+use super::messages::{MESSAGE_COLUMNS, message_from_row};
 use crate::model::{Ack, Claim, Handle, Message, MessageId, Millis, NewClaim};
 use crate::store::StoreResult;
+use crate::store::columns::OWED;
 use crate::store::rules::ClaimStatements;
-use rusqlite::{Connection, OptionalExtension, ToSql, params};
-
-/// What an inbox row is while its recipient owes what it expects.
-const OWED: &str = "i.expects IS NOT NULL AND i.answered_at IS NULL AND i.acked_at IS NULL";
+use rusqlite::{Connection, OptionalExtension, params};
 
 const CLAIM_COLUMNS: &str = "id, what, repo, holder, note, created_at, expires_at";
 
@@ -23,13 +21,6 @@ fn claim_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Claim> {
         created_at: row.get(5)?,
         expires_at: row.get(6)?,
     })
-}
-
-fn messages(conn: &Connection, sql: &str, params: &[&dyn ToSql]) -> StoreResult<Vec<Message>> {
-    Ok(conn
-        .prepare_cached(sql)?
-        .query_map(params, message_from_row)?
-        .collect::<Result<_, _>>()?)
 }
 
 pub(super) fn ack(
@@ -54,68 +45,23 @@ pub(super) fn ack(
     Ok(changed > 0)
 }
 
-pub(super) fn owed_by(
+/// Live messages still owed whose `party` (`i.recipient`, or `m.sender`)
+/// is `who`, oldest first.
+pub(super) fn owed(
     conn: &Connection,
-    recipient: &Handle,
+    party: &'static str,
+    who: &Handle,
     now: Millis,
     limit: u32,
 ) -> StoreResult<Vec<Message>> {
-    messages(
-        conn,
-        &format!(
-            "SELECT {MESSAGE_COLUMNS} FROM inbox i JOIN messages m ON m.id = i.message_id \
-             WHERE i.recipient = ?1 AND {OWED} AND m.expires_at > ?2 \
-             ORDER BY i.message_id LIMIT ?3"
-        ),
-        params![recipient, now, limit],
-    )
-}
-
-pub(super) fn owed_to(
-    conn: &Connection,
-    sender: &Handle,
-    now: Millis,
-    limit: u32,
-) -> StoreResult<Vec<Message>> {
-    messages(
-        conn,
-        &format!(
-            "SELECT {MESSAGE_COLUMNS} FROM inbox i JOIN messages m ON m.id = i.message_id \
-             WHERE {OWED} AND m.sender = ?1 AND m.expires_at > ?2 \
-             ORDER BY i.message_id LIMIT ?3"
-        ),
-        params![sender, now, limit],
-    )
-}
-
-pub(super) fn take_overdue(
-    conn: &Connection,
-    now: Millis,
-    limit: u32,
-) -> StoreResult<Vec<Message>> {
-    let taken: Vec<MessageId> = conn
+    Ok(conn
         .prepare_cached(&format!(
-            "UPDATE inbox SET overdue_at = ?1 WHERE message_id IN ( \
-                 SELECT i.message_id FROM inbox i JOIN messages m ON m.id = i.message_id \
-                 WHERE i.due_at IS NOT NULL AND i.due_at <= ?1 AND i.overdue_at IS NULL \
-                 AND {OWED} AND m.expires_at > ?1 ORDER BY i.due_at LIMIT ?2) \
-             RETURNING message_id"
+            "SELECT {MESSAGE_COLUMNS} FROM inbox i JOIN messages m ON m.id = i.message_id \
+             WHERE {party} = ?1 AND {OWED} AND m.expires_at > ?2 \
+             ORDER BY i.message_id LIMIT ?3"
         ))?
-        .query_map(params![now, limit], |row| row.get(0))?
-        .collect::<Result<_, _>>()?;
-    let mut taken_messages = Vec::with_capacity(taken.len());
-    for id in taken {
-        if let Some(message) = conn
-            .prepare_cached(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} WHERE m.id = ?1"
-            ))?
-            .query_row(params![id], message_from_row)
-            .optional()?
-        {
-            taken_messages.push(message);
-        }
-    }
-    Ok(taken_messages)
+        .query_map(params![who, now, limit], message_from_row)?
+        .collect::<Result<_, _>>()?)
 }
 
 pub(super) fn claims(
