@@ -7,7 +7,7 @@
 
 use super::relay::Relay;
 use super::{Input, QUICK};
-use crate::wire::work::{ClaimView, Claims};
+use crate::wire::work::{ClaimView, Claims, normalize_repo};
 use serde_json::{Value, json};
 use std::path::{Component, Path, PathBuf};
 
@@ -98,7 +98,8 @@ fn repository_root(file: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
-/// The URL of the repository's `origin` remote, as git reads it.
+/// The repository's `origin` remote as claims name it (`normalize_repo`:
+/// without the user name or token a URL may carry).
 async fn origin(root: &Path) -> Option<String> {
     let output = tokio::time::timeout(
         QUICK,
@@ -113,7 +114,7 @@ async fn origin(root: &Path) -> Option<String> {
     .ok()?
     .ok()?;
     let url = String::from_utf8(output.stdout).ok()?;
-    Some(url.trim().to_owned()).filter(|url| !url.is_empty())
+    Some(normalize_repo(&url)).filter(|repo| !repo.is_empty())
 }
 
 impl Relay {

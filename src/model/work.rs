@@ -465,6 +465,11 @@ mod tests {
             "host/org/app"
         );
         assert_eq!(normalize_repo(""), "");
+        assert_eq!(
+            normalize_repo("https://x-access-token:ghs_abc123@github.com/org/app.git\n"),
+            "github.com/org/app",
+            "a token in the URL is not part of the name"
+        );
     }
 
     #[test]

@@ -2,6 +2,10 @@
 //! the refusal of a claim another person's overlaps.
 
 use super::{ApiError, MessageView, timestamp, views};
+/// How a remote names a repository in a claim (`github.com/org/app`),
+/// for the clients that ask about claims: no credential a remote's URL
+/// may carry leaves the machine.
+pub use crate::model::normalize_repo;
 use crate::model::{Claim, Message};
 use crate::relay::{NOTICE, Open};
 use axum::http::StatusCode;

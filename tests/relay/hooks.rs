@@ -343,6 +343,24 @@ async fn the_edit_guard_refuses_an_edit_of_a_file_another_person_claimed_and_let
         }
     }
 
+    // A remote whose URL carries a token is the same repository, and the
+    // token stays on the machine (the relay would refuse it as a secret).
+    let with_token = repository(
+        "https://x-access-token:ghp_R8m2Lq9Zt4Wv7Xy1Bc3Nd5Fg6Hj0Kp2Ms4Tu8@github.com/org/app.git",
+    );
+    std::fs::create_dir_all(with_token.path().join("src/store")).unwrap();
+    let out = ended(guard(
+        edit("Edit", "src/store/mod.rs", with_token.path()),
+        &bob,
+    ))
+    .await;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("\"deny\""),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // Free: a file nobody claimed, the holder's own edit, another
     // repository, a tool that changes nothing.
     let other = repository("https://github.com/org/other.git");
