@@ -113,3 +113,13 @@ pub(in crate::store) fn files_from_column(column: Option<&str>) -> Vec<Attachmen
         })
         .collect()
 }
+
+/// File `n` of an `attachments` column, with the `bytes` read beside it.
+pub(in crate::store) fn file_with(
+    column: Option<&str>,
+    n: u32,
+    bytes: Vec<u8>,
+) -> Option<(Attachment, Vec<u8>)> {
+    let listed = files_from_column(column).into_iter().find(|f| f.n == n)?;
+    Some((listed, bytes))
+}

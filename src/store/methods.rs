@@ -102,8 +102,8 @@ macro_rules! store_methods {
             /// One live message, with its ledger.
             read message(id: MessageId, now: Millis) -> Option<Message> =
                 |db| messages::message(db, id, now);
-            /// The bytes of file `n` of live message `id`.
-            read attachment(id: MessageId, n: u32, now: Millis) -> Option<Vec<u8>> =
+            /// File `n` of live message `id`, as its message lists it, with its bytes.
+            read attachment(id: MessageId, n: u32, now: Millis) -> Option<(Attachment, Vec<u8>)> =
                 |db| messages::attachment(db, id, n, now);
             /// Live messages of a thread with an id above `since_id`, oldest
             /// first, at most `limit`; `NotFound` if the thread has no live message.
@@ -332,9 +332,9 @@ macro_rules! define {
 pub(super) mod signatures {
     pub(in crate::store) use super::IntoOwned;
     pub(in crate::store) use crate::model::{
-        Ack, Approval, ApprovalId, Authorization, Behavior, Channel, ChannelSummary, Claim,
-        Claimed, Device, DeviceId, Found, Grant, GrantId, GrantTokens, Handle, LiveGrant, Message,
-        MessageId, Millis, NewApproval, NewClaim, NotifySettings, Person, Place, Presence,
+        Ack, Approval, ApprovalId, Attachment, Authorization, Behavior, Channel, ChannelSummary,
+        Claim, Claimed, Device, DeviceId, Found, Grant, GrantId, GrantTokens, Handle, LiveGrant,
+        Message, MessageId, Millis, NewApproval, NewClaim, NotifySettings, Person, Place, Presence,
         Redeemed, Refreshed, RegisteredClient, SessionId, ThreadId, ThreadSummary, TokenHash,
     };
     pub(in crate::store) use crate::store::rules::{self, Statements};

@@ -8,6 +8,31 @@ use crate::support::{Mcp, spawn_app};
 use serde_json::{Value, json};
 use std::time::Duration;
 
+/// A relay with alice and bob on it, and an MCP client of each.
+struct Pair {
+    app: crate::support::TestApp,
+    alice: String,
+    bob: String,
+    alices: Mcp,
+    bobs: Mcp,
+}
+
+impl Pair {
+    async fn start() -> Pair {
+        let app = spawn_app().await;
+        let alice = app.add_person("alice").await;
+        let bob = app.add_person("bob").await;
+        let (alices, bobs) = (app.mcp(&alice).await, app.mcp(&bob).await);
+        Pair {
+            app,
+            alice,
+            bob,
+            alices,
+            bobs,
+        }
+    }
+}
+
 fn ids(messages: &Value) -> Vec<i64> {
     messages
         .as_array()
@@ -175,11 +200,13 @@ async fn a_message_says_what_it_expects_and_only_its_recipient_acknowledges_it()
 
 #[tokio::test]
 async fn acknowledging_and_what_is_owed_are_the_same_over_mcp() {
-    let app = spawn_app().await;
-    let alice = app.add_person("alice").await;
-    let bob = app.add_person("bob").await;
-    let alices: Mcp = app.mcp(&alice).await;
-    let bobs: Mcp = app.mcp(&bob).await;
+    let Pair {
+        app,
+        alice,
+        bob: _,
+        alices,
+        bobs,
+    } = Pair::start().await;
 
     let sent = alices
         .call(
@@ -437,11 +464,13 @@ async fn a_claim_ends_when_its_time_runs_out() {
 
 #[tokio::test]
 async fn claims_are_the_same_over_mcp() {
-    let app = spawn_app().await;
-    let alice = app.add_person("alice").await;
-    let bob = app.add_person("bob").await;
-    let alices: Mcp = app.mcp(&alice).await;
-    let bobs: Mcp = app.mcp(&bob).await;
+    let Pair {
+        app,
+        alice: _,
+        bob,
+        alices,
+        bobs,
+    } = Pair::start().await;
     let made = alices
         .call(
             "claim",
@@ -771,11 +800,13 @@ async fn a_file_that_breaks_the_rules_is_refused_and_nothing_is_kept() {
 
 #[tokio::test]
 async fn files_are_the_same_over_mcp() {
-    let app = spawn_app().await;
-    let alice = app.add_person("alice").await;
-    let bob = app.add_person("bob").await;
-    let alices: Mcp = app.mcp(&alice).await;
-    let bobs: Mcp = app.mcp(&bob).await;
+    let Pair {
+        app,
+        alice: _,
+        bob,
+        alices,
+        bobs,
+    } = Pair::start().await;
     let sent = alices
         .call(
             "send_message",

@@ -2,11 +2,11 @@
 //! (`../sqlite/messages.rs`, in PostgreSQL).
 
 use super::{Db, handle, maybe_channel, maybe_handle, row};
-use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place};
+use crate::model::{Attachment, Delivery, Handle, Message, MessageId, Millis, Place};
 use crate::store::{StoreError, StoreResult};
 use tokio_postgres::Row;
 
-use crate::store::columns::{FILES_AT, LEDGER_FROM, Ledger, files_from_column};
+use crate::store::columns::{FILES_AT, LEDGER_FROM, Ledger, file_with, files_from_column};
 pub(super) use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
 
 pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
@@ -134,16 +134,17 @@ pub(super) async fn attachment(
     id: MessageId,
     n: u32,
     now: Millis,
-) -> StoreResult<Option<Vec<u8>>> {
-    let found = row(
+) -> StoreResult<Option<(Attachment, Vec<u8>)>> {
+    let Some(row) = row(
         db,
-        "SELECT a.data FROM attachments a JOIN messages m ON m.id = a.message_id \
+        "SELECT m.attachments, a.data FROM attachments a JOIN messages m ON m.id = a.message_id \
          WHERE a.message_id = $1 AND a.n = $2 AND m.expires_at > $3",
         &[&id, &(n as i32), &now],
     )
-    .await?;
-    Ok(match found {
-        Some(row) => Some(row.try_get(0)?),
-        None => None,
-    })
+    .await?
+    else {
+        return Ok(None);
+    };
+    let listed: Option<String> = row.try_get(0)?;
+    Ok(file_with(listed.as_deref(), n, row.try_get(1)?))
 }

@@ -1,10 +1,10 @@
 //! Messages, threads and inboxes; the overviews are `summaries.rs`'s.
 
-use crate::model::{Delivery, Handle, Message, MessageId, Millis, Place};
+use crate::model::{Attachment, Delivery, Handle, Message, MessageId, Millis, Place};
 use crate::store::StoreResult;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::store::columns::{FILES_AT, LEDGER_FROM, Ledger, files_from_column};
+use crate::store::columns::{FILES_AT, LEDGER_FROM, Ledger, file_with, files_from_column};
 pub(super) use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
 
 pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
@@ -117,12 +117,13 @@ pub(super) fn attachment(
     id: MessageId,
     n: u32,
     now: Millis,
-) -> StoreResult<Option<Vec<u8>>> {
-    Ok(conn
+) -> StoreResult<Option<(Attachment, Vec<u8>)>> {
+    let found: Option<(Option<String>, Vec<u8>)> = conn
         .prepare_cached(
-            "SELECT a.data FROM attachments a JOIN messages m ON m.id = a.message_id \
+            "SELECT m.attachments, a.data FROM attachments a JOIN messages m ON m.id = a.message_id \
              WHERE a.message_id = ?1 AND a.n = ?2 AND m.expires_at > ?3",
         )?
-        .query_row(params![id, n, now], |row| row.get(0))
-        .optional()?)
+        .query_row(params![id, n, now], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    Ok(found.and_then(|(listed, bytes)| file_with(listed.as_deref(), n, bytes)))
 }
