@@ -33,49 +33,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::MigrateToPostgres { database } => server::migrate_to_postgres(&database).await,
-        Command::Bridge {
-            url,
-            token,
-            channels,
-        } => {
+        Command::Bridge(reach) => {
             // The bridge reaches the relay over HTTPS.
             crate::tls::install_crypto_provider();
-            bridge::run(url, token, channels).await
+            bridge::run(reach).await
         }
-        Command::Connect {
-            client,
-            url,
-            token,
-            print,
-            program,
-        } => crate::connect::run(&crate::connect::Connect {
-            client,
-            url,
-            token,
-            print,
-            program,
-        }),
-        Command::Hook {
-            event,
-            url,
-            token,
-            channels,
-            client,
-            program,
-            waiter,
-        } => {
+        Command::Connect(connect) => crate::connect::run(&connect),
+        Command::Hook(hook) => {
             crate::tls::install_crypto_provider();
-            let code = crate::hook::run(crate::hook::Hook {
-                event,
-                client,
-                url,
-                token,
-                channels,
-                program,
-                waiter,
-            })
-            .await;
-            std::process::exit(code)
+            std::process::exit(crate::hook::run(hook).await)
         }
         Command::Demo => {
             let dir = tempfile::tempdir()?;

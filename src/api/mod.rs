@@ -145,13 +145,7 @@ async fn wait_channel(
     // A client that goes away drops this future, which ends the wait.
     let page = state
         .relay
-        .wait_channel(
-            &caller,
-            &args.channel,
-            args.since_id.map(MessageId),
-            args.timeout_s,
-            std::future::pending(),
-        )
+        .wait_channel(&caller, args.into(), std::future::pending())
         .await?;
     Ok(Json(wire::MessagePage::from(&page)))
 }
@@ -188,12 +182,7 @@ async fn check_inbox(
 ) -> ApiResult<wire::Messages> {
     let messages = state
         .relay
-        .check_inbox(
-            &caller,
-            args.sender.as_deref(),
-            args.timeout_seconds,
-            std::future::pending(),
-        )
+        .check_inbox(&caller, args.into(), std::future::pending())
         .await?;
     Ok(Json(wire::Messages::new(&messages)))
 }

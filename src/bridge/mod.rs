@@ -83,16 +83,35 @@ const PROBE_FOR: Duration = Duration::from_secs(30);
 /// it again (after a reconnect, or when its lease ended) is not shown twice.
 const SHOWN_REMEMBERED: usize = 4096;
 
+/// How the bridge and the hooks reach the relay, and as whom: the command
+/// line's `--url`, `--token` and `--channels`.
+#[derive(Debug, clap::Args)]
+pub struct Reach {
+    /// The relay's address, e.g. https://relay.example.com.
+    #[arg(long, env = "CROSSTALK_URL", value_name = "URL")]
+    pub url: Option<String>,
+    /// Your token (never the server's shared RELAY_TOKEN).
+    #[arg(long, env = "CROSSTALK_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Whether Claude Code shows crosstalk's channel events: `auto` reads
+    /// how it was started (`--channels plugin:crosstalk@…` or
+    /// `--dangerously-load-development-channels server:crosstalk`). Where it
+    /// does, the bridge delivers and the hooks do nothing.
+    #[arg(long, env = "CROSSTALK_CHANNELS", value_enum, default_value_t)]
+    pub channels: Channels,
+}
+
 /// Serves MCP on stdin/stdout until the client closes it. It answers at
 /// once, whether or not the relay can be reached yet. A relay that is not
 /// `https://` is refused unless it is on this machine: the token would
 /// travel in the clear. Without a relay it can use, it says why to its
 /// client (`lacking.rs`) and fails when the client closes it.
-pub async fn run(
-    url: Option<String>,
-    token: Option<String>,
-    channels: Channels,
-) -> anyhow::Result<()> {
+pub async fn run(reach: Reach) -> anyhow::Result<()> {
+    let Reach {
+        url,
+        token,
+        channels,
+    } = reach;
     let (url, token) = match (url, token) {
         (Some(url), Some(token)) => match check_url(&url) {
             Ok(()) => (url, token),

@@ -85,87 +85,17 @@ pub enum Command {
     Demo,
     /// A local stdio MCP server for Claude Code: forwards the relay's tools
     /// and turns your inbox into pushed channel events (`.mcp.json`).
-    Bridge {
-        /// The relay's address, e.g. https://relay.example.com.
-        #[arg(long, env = "CROSSTALK_URL", value_name = "URL")]
-        url: Option<String>,
-        /// Your token (never the server's shared RELAY_TOKEN).
-        #[arg(
-            long,
-            env = "CROSSTALK_TOKEN",
-            value_name = "TOKEN",
-            hide_env_values = true
-        )]
-        token: Option<String>,
-        /// Whether Claude Code shows crosstalk's channel events: `auto`
-        /// reads how it was started (`--channels plugin:crosstalk@…` or
-        /// `--dangerously-load-development-channels server:crosstalk`).
-        #[arg(long, env = "CROSSTALK_CHANNELS", value_enum, default_value_t)]
-        channels: crate::bridge::Channels,
-    },
+    Bridge(crate::bridge::Reach),
     /// Set an agent up for this relay, in its own user-level configuration:
     /// Claude Code (the crosstalk plugin), Codex (the relay and its hooks),
     /// Gemini CLI (the relay and its hook), OpenCode (the relay and the
     /// crosstalk plugin) or Cursor (the relay).
-    Connect {
-        /// The agent: claude, codex, gemini, opencode or cursor.
-        #[arg(value_enum)]
-        client: crate::connect::Client,
-        /// The relay's address, e.g. https://relay.example.com.
-        #[arg(long, env = "CROSSTALK_URL", value_name = "URL")]
-        url: String,
-        /// Your token, as `crosstalk add` printed it.
-        #[arg(
-            long,
-            env = "CROSSTALK_TOKEN",
-            value_name = "TOKEN",
-            hide_env_values = true
-        )]
-        token: String,
-        /// Show what it would do, and do nothing.
-        #[arg(long)]
-        print: bool,
-        /// The client's program (`claude`, `codex`), where connect or the
-        /// hooks it writes run it (default: the one on PATH).
-        #[arg(long, value_name = "PATH")]
-        program: Option<std::path::PathBuf>,
-    },
+    Connect(crate::connect::Connect),
     /// A hook of Claude Code, Codex, Gemini CLI or OpenCode (the crosstalk
     /// plugin and `connect` set these up): reads the client's hook JSON on
     /// stdin and brings your teammates' messages and approvals to the
     /// session.
-    Hook {
-        /// The hook's event.
-        #[arg(value_enum)]
-        event: crate::hook::Event,
-        /// The relay's address, e.g. https://relay.example.com.
-        #[arg(long, env = "CROSSTALK_URL", value_name = "URL")]
-        url: Option<String>,
-        /// Your token.
-        #[arg(
-            long,
-            env = "CROSSTALK_TOKEN",
-            value_name = "TOKEN",
-            hide_env_values = true
-        )]
-        token: Option<String>,
-        /// Whether Claude Code shows crosstalk's channel events, as for the
-        /// bridge: where it does, the bridge delivers and the hook does
-        /// nothing.
-        #[arg(long, env = "CROSSTALK_CHANNELS", value_enum, default_value_t)]
-        channels: crate::bridge::Channels,
-        /// The client whose hook this is: its hook JSON, and its answer.
-        #[arg(long, value_enum, default_value_t)]
-        client: crate::hook::Client,
-        /// The client's program, which Codex's waiter runs to hand a
-        /// session a message (`codex queue`).
-        #[arg(long, value_name = "PATH")]
-        program: Option<std::path::PathBuf>,
-        /// Be the session's waiter in this process, until process PID (the
-        /// client) ends: Codex's `session-start` starts one so.
-        #[arg(long, hide = true, value_name = "PID")]
-        waiter: Option<u32>,
-    },
+    Hook(crate::hook::Hook),
 }
 
 /// The commands that manage the team.

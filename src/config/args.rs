@@ -21,8 +21,8 @@ pub struct Database {
     /// several relays on one database. Never printed: it may hold a password.
     #[arg(
         long,
-        env = "RELAY_DATABASE_URL",
         value_name = "URL",
+        env = "RELAY_DATABASE_URL",
         hide_env_values = true
     )]
     pub database_url: Option<DatabaseUrl>,

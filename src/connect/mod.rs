@@ -44,14 +44,24 @@ pub enum Client {
     Cursor,
 }
 
-/// What `connect` needs to know.
+/// What `connect` needs to know: its command line.
+#[derive(Debug, clap::Args)]
 pub struct Connect {
+    /// The agent: claude, codex, gemini, opencode or cursor.
+    #[arg(value_enum)]
     pub client: Client,
+    /// The relay's address, e.g. https://relay.example.com.
+    #[arg(long, env = "CROSSTALK_URL", value_name = "URL")]
     pub url: String,
+    /// Your token, as `crosstalk add` printed it.
+    #[arg(long, env = "CROSSTALK_TOKEN", hide_env_values = true)]
     pub token: String,
-    /// Show the steps; take none.
+    /// Show what it would do, and do nothing.
+    #[arg(long)]
     pub print: bool,
-    /// The client's program (`claude`, `codex`), for the steps that run it.
+    /// The client's program (`claude`, `codex`), where connect or the hooks
+    /// it writes run it (default: the one on PATH).
+    #[arg(long, value_name = "PATH")]
     pub program: Option<PathBuf>,
 }
 

@@ -53,7 +53,6 @@ mod waiter;
 use relay::{Failure, Relay};
 use waiter::Waiter;
 
-use crate::bridge::Channels;
 use crate::wire::{MessageView, push};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -88,18 +87,25 @@ pub enum Client {
     Opencode,
 }
 
-/// One run of a hook, as the command line gives it.
+/// One run of a hook: its command line.
+#[derive(Debug, clap::Args)]
 pub struct Hook {
+    /// The hook's event.
+    #[arg(value_enum)]
     pub event: Event,
+    #[command(flatten)]
+    pub reach: crate::bridge::Reach,
+    /// The client whose hook this is: its hook JSON, and its answer.
+    #[arg(long, value_enum, default_value_t)]
     pub client: Client,
-    pub url: Option<String>,
-    pub token: Option<String>,
-    pub channels: Channels,
-    /// The client's program: Codex's waiter runs `codex queue`.
+    /// The client's program, which Codex's waiter runs to hand a session a
+    /// message (`codex queue`).
+    #[arg(long, value_name = "PATH")]
     pub program: Option<PathBuf>,
-    /// Be the session's waiter in this process until this process (the
+    /// Be the session's waiter in this process, until process PID (the
     /// client) ends: Codex's `session-start` starts one so, in the
     /// background.
+    #[arg(long, hide = true, value_name = "PID")]
     pub waiter: Option<u32>,
 }
 
@@ -138,7 +144,7 @@ pub async fn run(hook: Hook) -> i32 {
     let mut raw = String::new();
     let _ = std::io::stdin().take(MAX_INPUT).read_to_string(&mut raw);
     let input: Input = serde_json::from_str(&raw).unwrap_or_default();
-    let (Some(url), Some(token)) = (hook.url.clone(), hook.token.clone()) else {
+    let (Some(url), Some(token)) = (hook.reach.url.clone(), hook.reach.token.clone()) else {
         eprintln!(
             "crosstalk hook: CROSSTALK_URL and CROSSTALK_TOKEN are not both set; nothing to do"
         );
@@ -148,7 +154,7 @@ pub async fn run(hook: Hook) -> i32 {
         eprintln!("crosstalk hook: {error}");
         return 0;
     }
-    if hook.client == Client::Claude && hook.channels.shown() {
+    if hook.client == Client::Claude && hook.reach.channels.shown() {
         // The bridge pushes each message as a channel event and relays the
         // permission prompts: a hook would race it.
         return 0;

@@ -215,15 +215,9 @@ impl RelayTools {
         cancelled: CancellationToken,
         Parameters(args): Parameters<args::CheckInbox>,
     ) -> ToolResult<wire::Messages> {
-        let args = args?;
         let messages = self
             .relay
-            .check_inbox(
-                &caller,
-                args.sender.as_deref(),
-                args.timeout_seconds,
-                cancelled.cancelled_owned(),
-            )
+            .check_inbox(&caller, args?.into(), cancelled.cancelled_owned())
             .await?;
         Ok(Json(wire::Messages::new(&messages)))
     }
@@ -307,16 +301,9 @@ impl RelayTools {
         cancelled: CancellationToken,
         Parameters(args): Parameters<args::WaitForMessage>,
     ) -> ToolResult<wire::MessagePage> {
-        let args = args?;
         let page = self
             .relay
-            .wait_channel(
-                &caller,
-                &args.channel,
-                args.since_id.map(MessageId),
-                args.timeout_s,
-                cancelled.cancelled_owned(),
-            )
+            .wait_channel(&caller, args?.into(), cancelled.cancelled_owned())
             .await?;
         Ok(Json(wire::MessagePage::from(&page)))
     }

@@ -405,37 +405,20 @@ fn slack_escape(text: &str) -> String {
 
 /// The notice with its texts cut short, for a push that would be too long.
 fn shortened(notice: &Notice) -> Notice {
-    let cut = |text: &str| text.chars().take(500).collect::<String>();
-    let about = match &notice.about {
-        About::Unread {
-            from,
-            place,
-            message,
-            first_line,
-            count,
-            overdue,
-        } => About::Unread {
-            from: from.clone(),
-            place: place.clone(),
-            message: *message,
-            first_line: cut(first_line),
-            count: *count,
-            overdue: *overdue,
-        },
+    let cut = |text: &mut String| *text = text.chars().take(500).collect();
+    let mut short = notice.clone();
+    match &mut short.about {
+        About::Unread { first_line, .. } => cut(first_line),
         About::Approval {
-            id,
             tool_name,
             description,
-        } => About::Approval {
-            id: *id,
-            tool_name: cut(tool_name),
-            description: cut(description),
-        },
-    };
-    Notice {
-        to: notice.to.clone(),
-        about,
+            ..
+        } => {
+            cut(tool_name);
+            cut(description);
+        }
     }
+    short
 }
 
 /// Whether the error is the relay's own refusal of the destination (not

@@ -65,7 +65,7 @@ pub use sessions::KeptSession;
 pub use stats::{PoolState, Reading, Snapshot, StoreStats};
 pub use team::{MAX_NAME_CHARS, MAX_STATUS_CHARS, NewToken, Team};
 pub use text::{body_pattern, line_pattern};
-pub use waits::{CHANNEL_WAIT, INBOX_WAIT, WaitSlot};
+pub use waits::{CHANNEL_WAIT, ChannelWait, INBOX_WAIT, InboxCheck, WaitSlot};
 pub use work::{MAX_ACK_NOTE_CHARS, OVERDUE, Open};
 
 use crate::model::{Handle, Millis, TokenHash, now_millis};

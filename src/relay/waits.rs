@@ -23,6 +23,26 @@ pub const INBOX_WAIT: Duration = Duration::ZERO;
 /// How long a channel wait waits when no timeout is given.
 pub const CHANNEL_WAIT: Duration = Duration::from_secs(30);
 
+/// A wait for a channel's next messages ([`Relay::wait_channel`]).
+#[derive(Debug, Clone, Default)]
+pub struct ChannelWait {
+    pub channel: String,
+    /// Messages after this one (default: any).
+    pub since_id: Option<MessageId>,
+    /// Seconds to wait (default [`CHANNEL_WAIT`]).
+    pub timeout_s: Option<f64>,
+}
+
+/// A check of an inbox ([`Relay::check_inbox`]).
+#[derive(Debug, Clone, Default)]
+pub struct InboxCheck {
+    /// Only for an unbound caller: whose inbox.
+    pub sender: Option<String>,
+    /// Seconds to wait for a message when none is waiting (default
+    /// [`INBOX_WAIT`]).
+    pub timeout_s: Option<f64>,
+}
+
 impl Relay {
     /// Claims the caller's unread messages, waiting up to `timeout_s`
     /// (default [`INBOX_WAIT`]) for one. Returns early (empty) when
@@ -30,12 +50,11 @@ impl Relay {
     pub async fn check_inbox(
         &self,
         caller: &Caller,
-        sender: Option<&str>,
-        timeout_s: Option<f64>,
+        check: InboxCheck,
         cancelled: impl Future<Output = ()>,
     ) -> RelayResult<Vec<Message>> {
-        let timeout = parse_wait(timeout_s, INBOX_WAIT)?;
-        let me = self.acting_as(caller, sender)?;
+        let timeout = parse_wait(check.timeout_s, INBOX_WAIT)?;
+        let me = self.acting_as(caller, check.sender.as_deref())?;
         let _slot = self.wait_slot(caller, timeout)?;
         let claimed = self
             .claim_waiting(caller, &me, INBOX_BATCH, timeout, cancelled)
@@ -116,7 +135,7 @@ impl Relay {
         cancelled: impl Future<Output = ()>,
         take: impl Fn(Millis) -> StoreFuture<'a, Vec<Message>>,
     ) -> RelayResult<Vec<Message>> {
-        let wake = self.inboxes.subscribe(me);
+        let news = News::all(self.inboxes.subscribe(me));
         let look = || async {
             let now = now_millis();
             let taken = take(now).await?;
@@ -126,15 +145,8 @@ impl Relay {
             };
             Ok((taken, again))
         };
-        self.wait_for(
-            caller,
-            News::all(wake),
-            timeout,
-            cancelled,
-            look,
-            Vec::is_empty,
-        )
-        .await
+        self.wait_for(caller, news, timeout, cancelled, look, Vec::is_empty)
+            .await
     }
 
     /// As [`Relay::channel_messages`], waiting up to `timeout_s` (default
@@ -142,26 +154,18 @@ impl Relay {
     pub async fn wait_channel(
         &self,
         caller: &Caller,
-        channel: &str,
-        since_id: Option<MessageId>,
-        timeout_s: Option<f64>,
+        wait: ChannelWait,
         cancelled: impl Future<Output = ()>,
     ) -> RelayResult<Page> {
-        let timeout = parse_wait(timeout_s, CHANNEL_WAIT)?;
-        let name = parse_channel(channel)?;
-        let since_id = cursor(since_id);
+        let timeout = parse_wait(wait.timeout_s, CHANNEL_WAIT)?;
+        let name = parse_channel(&wait.channel)?;
+        let since_id = cursor(wait.since_id);
         let _slot = self.wait_slot(caller, timeout)?;
-        let wake = self.places.subscribe(&Place::Channel(name.clone()));
+        let news = News::all(self.places.subscribe(&Place::Channel(name.clone())));
         let look = || async { Ok((self.channel_page(&name, since_id, None).await?, None)) };
-        self.wait_for(
-            caller,
-            News::all(wake),
-            timeout,
-            cancelled,
-            look,
-            |page: &Page| page.messages.is_empty(),
-        )
-        .await
+        let empty = |page: &Page| page.messages.is_empty();
+        self.wait_for(caller, news, timeout, cancelled, look, empty)
+            .await
     }
 
     /// Calls `look` until what it finds is not `empty`, waking when `news`

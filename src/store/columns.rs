@@ -1,9 +1,22 @@
 //! SQL both backends write alike: a message's columns as every read
 //! selects them, and the join to its inbox row. Each backend reads a row
-//! of them in its own `messages.rs`, the ledger's as a [`Ledger`].
+//! of them in its own `messages.rs`, the ledger's as a [`Ledger`]; any row
+//! whose columns are a struct's fields in order, with [`from_row!`].
 
 use crate::model::{Ack, AckResult, Attachment, Delivery, Expects, Millis, Via};
 use serde_json::{Value, json};
+
+/// A `$type` whose fields are a row's columns in the order named, each
+/// read with the backend's `$row.$get(index)?`:
+/// `from_row!(row.get, Person: handle, name)` is
+/// `Person { handle: row.get(0)?, name: row.get(1)? }`.
+macro_rules! from_row {
+    ($row:ident . $get:ident, $type:ident: $($field:ident),+ $(,)?) => {{
+        let mut column = 0_usize;
+        $type { $($field: { column += 1; $row.$get(column - 1)? }),+ }
+    }};
+}
+pub(in crate::store) use from_row;
 
 /// A message's columns, with its delivery ledger: select them from
 /// `messages m` [`INBOX_JOIN`].

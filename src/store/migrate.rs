@@ -135,9 +135,7 @@ macro_rules! copy {
 
 /// People and their tokens, presence, and the relay's keys.
 async fn copy_people(source: &Connection, tx: &Transaction<'_>) -> StoreResult<()> {
-    copy!(
-        source,
-        tx,
+    copy!(source, tx,
         "SELECT id, handle, name, token_hash, created_at, revoked_at FROM people \
          WHERE id > ?1 ORDER BY id LIMIT ?2",
         "INSERT INTO people (id, handle, name, token_hash, created_at, revoked_at) \
@@ -145,9 +143,7 @@ async fn copy_people(source: &Connection, tx: &Transaction<'_>) -> StoreResult<(
                               $5::bigint[], $6::bigint[])",
         [id: i64, handle: String, name: String, hash: Vec<u8>, created: i64, revoked: Option<i64>],
     );
-    copy!(
-        source,
-        tx,
+    copy!(source, tx,
         "SELECT rowid, handle, status, status_at, last_seen_at FROM \
          (SELECT row_number() OVER (ORDER BY handle) AS rowid, * FROM presence) \
          WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
@@ -156,9 +152,7 @@ async fn copy_people(source: &Connection, tx: &Transaction<'_>) -> StoreResult<(
                                         $5::bigint[]) AS p(n, h, s, sa, ls)",
         [n: i64, handle: String, status: String, status_at: Option<i64>, seen: Option<i64>],
     );
-    copy!(
-        source,
-        tx,
+    copy!(source, tx,
         "SELECT n, name, value FROM \
          (SELECT row_number() OVER (ORDER BY name) AS n, * FROM keys) \
          WHERE n > ?1 ORDER BY n LIMIT ?2",
@@ -166,9 +160,7 @@ async fn copy_people(source: &Connection, tx: &Transaction<'_>) -> StoreResult<(
          SELECT k, v FROM unnest($1::bigint[], $2::text[], $3::bytea[]) AS r(n, k, v)",
         [n: i64, name: String, value: Vec<u8>],
     );
-    copy!(
-        source,
-        tx,
+    copy!(source, tx,
         "SELECT n, handle, after_ms, at_once_when_away, webhook, webhook_format FROM \
          (SELECT row_number() OVER (ORDER BY handle) AS n, * FROM notify_settings) \
          WHERE n > ?1 ORDER BY n LIMIT ?2",
@@ -180,9 +172,7 @@ async fn copy_people(source: &Connection, tx: &Transaction<'_>) -> StoreResult<(
         [n: i64, handle: String, after: Option<i64>, away: bool, webhook: Option<String>,
          format: String],
     );
-    copy!(
-        source,
-        tx,
+    copy!(source, tx,
         "SELECT id, handle, request_id, tool_name, description, input_preview, withheld, \
          created_at, expires_at, behavior, answered_at FROM approvals \
          WHERE id > ?1 ORDER BY id LIMIT ?2",
@@ -196,9 +186,7 @@ async fn copy_people(source: &Connection, tx: &Transaction<'_>) -> StoreResult<(
          preview: String, withheld: Option<String>, created: i64, expires: i64,
          behavior: Option<String>, answered: Option<i64>],
     );
-    copy!(
-        source,
-        tx,
+    copy!(source, tx,
         "SELECT id, handle, endpoint, p256dh, auth, created_at FROM push_devices \
          WHERE id > ?1 ORDER BY id LIMIT ?2",
         "INSERT INTO push_devices (id, handle, endpoint, p256dh, auth, created_at) \
@@ -222,9 +210,7 @@ async fn copy_people(source: &Connection, tx: &Transaction<'_>) -> StoreResult<(
 
 /// Live messages, their threads and inbox rows, and read marks.
 async fn copy_messages(source: &Connection, tx: &Transaction<'_>, now: Millis) -> StoreResult<()> {
-    copy!(
-        source,
-        tx,
+    copy!(source, tx,
         "SELECT id, thread_id, channel, sender, recipient, type, body, reply_to, created_at, \
          expires_at, attachments FROM messages WHERE id > ?1 AND expires_at > ?3 \
          ORDER BY id LIMIT ?2",
@@ -238,9 +224,7 @@ async fn copy_messages(source: &Connection, tx: &Transaction<'_>, now: Millis) -
          created: i64, expires: i64, attachments: Option<String>],
         now
     );
-    copy!(
-        source,
-        tx,
+    copy!(source, tx,
         // Their files, a few at a time (each up to 1 MiB): keyed by
         // message and place, the first column the page's cursor.
         "SELECT a.message_id * 16 + a.n, a.message_id, a.n, a.data FROM attachments a \
@@ -253,9 +237,7 @@ async fn copy_messages(source: &Connection, tx: &Transaction<'_>, now: Millis) -
         [key: i64, message: i64, n: i32, data: Vec<u8>],
         now
     );
-    copy!(
-        source,
-        tx,
+    copy!(source, tx,
         "SELECT id, created_at FROM threads WHERE id > ?1 ORDER BY id LIMIT ?2",
         "INSERT INTO threads (id, created_at, message_count, first_id, last_id, last_activity, \
                               people) \
@@ -264,9 +246,7 @@ async fn copy_messages(source: &Connection, tx: &Transaction<'_>, now: Millis) -
          WHERE EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.id)",
         [id: i64, created: i64],
     );
-    copy!(
-        source,
-        tx,
+    copy!(source, tx,
         // The ledger, without leases: a stopped relay has no streams.
         "SELECT message_id, recipient, read_at, pushed_at, answered_at, offers, notified_at, via, \
                 expects, due_at, ack_result, ack_note, acked_at, overdue_at \
@@ -286,9 +266,7 @@ async fn copy_messages(source: &Connection, tx: &Transaction<'_>, now: Millis) -
          ack_note: Option<String>, acked: Option<i64>, overdue: Option<i64>],
         now
     );
-    copy!(
-        source,
-        tx,
+    copy!(source, tx,
         // Live claims.
         "SELECT id, what, repo, holder, note, created_at, expires_at FROM claims \
          WHERE id > ?1 AND expires_at > ?3 ORDER BY id LIMIT ?2",
@@ -304,9 +282,7 @@ async fn copy_messages(source: &Connection, tx: &Transaction<'_>, now: Millis) -
         &[],
     )
     .await?;
-    copy!(
-        source,
-        tx,
+    copy!(source, tx,
         "SELECT n, handle, conversation, last_id FROM \
          (SELECT row_number() OVER (ORDER BY handle, conversation) AS n, * FROM last_read) \
          WHERE n > ?1 ORDER BY n LIMIT ?2",

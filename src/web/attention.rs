@@ -145,11 +145,7 @@ pub(super) struct Answer {
 pub(super) async fn answer(
     State(state): State<AppState>,
     Path(id): Path<i64>,
-    Guarded {
-        caller,
-        headers,
-        form,
-    }: Guarded<Answer>,
+    Guarded(caller, headers, form): Guarded<Answer>,
 ) -> Result<Response, ApiError> {
     let answered = match Behavior::parse(&form.behavior) {
         Some(behavior) => state
@@ -164,15 +160,7 @@ pub(super) async fn answer(
             .map(drop),
         None => Err(RelayError::BadInput("answer with Allow or Deny".into())),
     };
-    done(
-        &state,
-        &caller,
-        &headers,
-        answered,
-        "/approvals",
-        Page::Approvals,
-    )
-    .await
+    done(&state, &caller, &headers, answered, Page::Approvals).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -270,11 +258,7 @@ pub(super) struct SettingsForm {
 /// `POST /settings`.
 pub(super) async fn save_settings(
     State(state): State<AppState>,
-    Guarded {
-        caller,
-        headers,
-        form,
-    }: Guarded<SettingsForm>,
+    Guarded(caller, headers, form): Guarded<SettingsForm>,
 ) -> Result<Response, ApiError> {
     let saved = async {
         let after = match form.after.trim() {
@@ -301,15 +285,7 @@ pub(super) async fn save_settings(
             .map(drop)
     }
     .await;
-    done(
-        &state,
-        &caller,
-        &headers,
-        saved,
-        "/settings?saved=true",
-        Page::Settings,
-    )
-    .await
+    done(&state, &caller, &headers, saved, Page::SettingsSaved).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -324,26 +300,14 @@ pub(super) struct DeviceForm {
 /// page's script with the browser's subscription.
 pub(super) async fn add_device(
     State(state): State<AppState>,
-    Guarded {
-        caller,
-        headers,
-        form,
-    }: Guarded<DeviceForm>,
+    Guarded(caller, headers, form): Guarded<DeviceForm>,
 ) -> Result<Response, ApiError> {
     let added = state
         .relay
         .add_device(&caller, &form.endpoint, &form.p256dh, &form.auth)
         .await
         .map(drop);
-    done(
-        &state,
-        &caller,
-        &headers,
-        added,
-        "/settings",
-        Page::Settings,
-    )
-    .await
+    done(&state, &caller, &headers, added, Page::Settings).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -357,59 +321,51 @@ guardable!(Answer, SettingsForm, DeviceForm, Plain);
 pub(super) async fn remove_device(
     State(state): State<AppState>,
     Path(id): Path<i64>,
-    Guarded {
-        caller, headers, ..
-    }: Guarded<Plain>,
+    Guarded(caller, headers, _): Guarded<Plain>,
 ) -> Result<Response, ApiError> {
     let removed = state.relay.remove_device(&caller, DeviceId(id)).await;
-    done(
-        &state,
-        &caller,
-        &headers,
-        removed,
-        "/settings",
-        Page::Settings,
-    )
-    .await
+    done(&state, &caller, &headers, removed, Page::Settings).await
 }
 
 /// `POST /settings/grants/{id}/revoke`: ends an app's grant.
 pub(super) async fn revoke_grant(
     State(state): State<AppState>,
     Path(id): Path<i64>,
-    Guarded {
-        caller, headers, ..
-    }: Guarded<Plain>,
+    Guarded(caller, headers, _): Guarded<Plain>,
 ) -> Result<Response, ApiError> {
     let ended = state.relay.end_grant(&caller, GrantId(id)).await;
-    done(
-        &state,
-        &caller,
-        &headers,
-        ended,
-        "/settings",
-        Page::Settings,
-    )
-    .await
+    done(&state, &caller, &headers, ended, Page::Settings).await
 }
 
 /// Which page a form of this module answers with.
 enum Page {
     Approvals,
     Settings,
+    /// The settings, saying they were saved.
+    SettingsSaved,
 }
 
-/// A form's answer: on to `next` (201 with its `Location` for the page's
-/// script), or the page again with the reason (for the script, the reason
-/// as JSON, as `forms.rs` answers).
+impl Page {
+    fn path(&self) -> &'static str {
+        match self {
+            Page::Approvals => "/approvals",
+            Page::Settings => "/settings",
+            Page::SettingsSaved => "/settings?saved=true",
+        }
+    }
+}
+
+/// A form's answer: on to the `page` (201 with its `Location` for the
+/// page's script), or the page again with the reason (for the script, the
+/// reason as JSON, as `forms.rs` answers).
 async fn done(
     state: &AppState,
     caller: &Caller,
     headers: &HeaderMap,
     outcome: Result<(), RelayError>,
-    next: &str,
     page: Page,
 ) -> Result<Response, ApiError> {
+    let next = page.path();
     let error = match outcome {
         Ok(()) if from_script(headers) => {
             return Ok((
@@ -428,7 +384,9 @@ async fn done(
     let status = error.status;
     let mut response = match page {
         Page::Approvals => render_approvals(state, caller, Some(error.message)).await?,
-        Page::Settings => render_settings(state, caller, false, Some(error.message)).await?,
+        Page::Settings | Page::SettingsSaved => {
+            render_settings(state, caller, false, Some(error.message)).await?
+        }
     };
     *response.status_mut() = status;
     Ok(response)

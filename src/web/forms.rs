@@ -116,11 +116,7 @@ fn base64_url(bytes: &[u8]) -> String {
 /// relay's own page for the signed-in credential: who sent it, their
 /// request's headers, and what they wrote. Every form handler but the
 /// consent page's (whose token comes with its parameters) takes one.
-pub(super) struct Guarded<T> {
-    pub caller: Caller,
-    pub headers: HeaderMap,
-    pub form: T,
-}
+pub(super) struct Guarded<T>(pub Caller, pub HeaderMap, pub T);
 
 /// A form's fields: among them the token [`guard`] checks.
 pub(super) trait Guardable: DeserializeOwned + Send {
@@ -142,11 +138,7 @@ impl<T: Guardable> FromRequest<AppState> for Guarded<T> {
         guard(state, &caller, (&uri, &headers), form.csrf())
             .await
             .map_err(IntoResponse::into_response)?;
-        Ok(Guarded {
-            caller,
-            headers,
-            form,
-        })
+        Ok(Guarded(caller, headers, form))
     }
 }
 
@@ -280,11 +272,7 @@ async fn answer(
 pub async fn reply(
     State(state): State<AppState>,
     Path(id): Path<i64>,
-    Guarded {
-        caller,
-        headers,
-        form,
-    }: Guarded<Written>,
+    Guarded(caller, headers, form): Guarded<Written>,
 ) -> Result<Response, ApiError> {
     let id = ThreadId(id);
     let thread = state.relay.thread_for_page(id).await?;
@@ -315,11 +303,7 @@ pub async fn reply(
 pub async fn post(
     State(state): State<AppState>,
     Path(channel): Path<String>,
-    Guarded {
-        caller,
-        headers,
-        form,
-    }: Guarded<Written>,
+    Guarded(caller, headers, form): Guarded<Written>,
 ) -> Result<Response, ApiError> {
     let draft = form.draft;
     let post = ChannelPost {
@@ -338,11 +322,7 @@ pub async fn post(
 /// `POST /new`: a new thread with a person.
 pub async fn start(
     State(state): State<AppState>,
-    Guarded {
-        caller,
-        headers,
-        form,
-    }: Guarded<Written>,
+    Guarded(caller, headers, form): Guarded<Written>,
 ) -> Result<Response, ApiError> {
     let draft = form.draft;
     let message = DirectMessage {
@@ -368,11 +348,7 @@ pub struct Status {
 /// `POST /status`: the viewer's own status line.
 pub async fn status(
     State(state): State<AppState>,
-    Guarded {
-        caller,
-        headers,
-        form,
-    }: Guarded<Status>,
+    Guarded(caller, headers, form): Guarded<Status>,
 ) -> Result<Response, ApiError> {
     state
         .relay

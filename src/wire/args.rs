@@ -13,9 +13,9 @@ use crate::model::{
     MessageId, ThreadId,
 };
 use crate::relay::{
-    ChannelPost, ClaimFilter, ClaimRequest, DirectMessage, MAX_ACK_NOTE_CHARS,
-    MAX_CLAIM_NOTE_CHARS, MAX_FILE_NAME_CHARS, MAX_KIND_CHARS, MAX_REPO_CHARS, MAX_STATUS_CHARS,
-    Upload, body_pattern, line_pattern, query_pattern,
+    ChannelPost, ChannelWait, ClaimFilter, ClaimRequest, DirectMessage, InboxCheck,
+    MAX_ACK_NOTE_CHARS, MAX_CLAIM_NOTE_CHARS, MAX_FILE_NAME_CHARS, MAX_KIND_CHARS, MAX_REPO_CHARS,
+    MAX_STATUS_CHARS, Upload, body_pattern, line_pattern, query_pattern,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -132,6 +132,15 @@ pub struct CheckInbox {
     /// Only for the shared relay token: whose inbox to check.
     #[schemars(pattern(HANDLE_PATTERN))]
     pub sender: Option<String>,
+}
+
+impl From<CheckInbox> for InboxCheck {
+    fn from(c: CheckInbox) -> Self {
+        InboxCheck {
+            sender: c.sender,
+            timeout_s: c.timeout_seconds,
+        }
+    }
 }
 
 /// `POST /api/inbox/lease`: what a Claude Code hook asks for.
@@ -269,6 +278,16 @@ pub struct WaitForMessage {
     /// Seconds to wait: 0 to 50 (default 30).
     #[schemars(range(min = 0))]
     pub timeout_s: Option<f64>,
+}
+
+impl From<WaitForMessage> for ChannelWait {
+    fn from(w: WaitForMessage) -> Self {
+        ChannelWait {
+            channel: w.channel,
+            since_id: w.since_id.map(MessageId),
+            timeout_s: w.timeout_s,
+        }
+    }
 }
 
 /// `list_channels` and `GET /api/channels`.

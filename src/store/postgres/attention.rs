@@ -2,11 +2,12 @@
 //! PostgreSQL).
 
 use super::messages::{MESSAGE_COLUMNS, ids_of, message_from_row};
-use super::{Db, handle, row};
+use super::{Db, row};
 use crate::model::{
     Approval, ApprovalId, Behavior, Device, DeviceId, Handle, Message, MessageId, Millis,
     NewApproval, NotifySettings, Preview, WebhookFormat,
 };
+use crate::store::columns::from_row;
 use crate::store::{StoreResult, settings_from_columns};
 use tokio_postgres::Row;
 
@@ -110,8 +111,8 @@ fn approval_from_row(row: &Row) -> StoreResult<Approval> {
     let behavior: Option<&str> = row.try_get(9)?;
     let answered_at: Option<Millis> = row.try_get(10)?;
     Ok(Approval {
-        id: ApprovalId(row.try_get(0)?),
-        handle: handle(row, 1)?,
+        id: row.try_get(0)?,
+        handle: row.try_get(1)?,
         request_id: row.try_get(2)?,
         tool_name: row.try_get(3)?,
         description: row.try_get(4)?,
@@ -207,14 +208,7 @@ pub(super) async fn forget_approvals(db: &impl Db, before: Millis) -> StoreResul
 const DEVICE_COLUMNS: &str = "id, handle, endpoint, p256dh, auth, created_at";
 
 fn device_from_row(row: &Row) -> StoreResult<Device> {
-    Ok(Device {
-        id: DeviceId(row.try_get(0)?),
-        handle: handle(row, 1)?,
-        endpoint: row.try_get(2)?,
-        p256dh: row.try_get(3)?,
-        auth: row.try_get(4)?,
-        created_at: row.try_get(5)?,
-    })
+    Ok(from_row!(row.try_get, Device: id, handle, endpoint, p256dh, auth, created_at))
 }
 
 pub(super) async fn add_device(db: &impl Db, device: &Device) -> StoreResult<Device> {

@@ -1,7 +1,7 @@
 //! Message rows and the ledger's writes outside the message rules
 //! (`../sqlite/messages.rs`, in PostgreSQL).
 
-use super::{Db, handle, maybe_channel, maybe_handle, row};
+use super::{Db, row};
 use crate::model::{Attachment, Delivery, Handle, Message, MessageId, Millis, Place};
 use crate::store::{StoreError, StoreResult};
 use tokio_postgres::Row;
@@ -10,7 +10,7 @@ use crate::store::columns::{FILES_AT, LEDGER_FROM, Ledger, file_with, files_from
 pub(super) use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
 
 pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
-    let to = maybe_handle(row, 4)?;
+    let to = row.try_get(4)?;
     let delivery = match to {
         Some(_) => {
             let at = |i: usize| LEDGER_FROM + i;
@@ -33,7 +33,7 @@ pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
         }
         None => None,
     };
-    let place = Place::from_columns(row.try_get(1)?, maybe_channel(row, 2)?).ok_or_else(|| {
+    let place = Place::from_columns(row.try_get(1)?, row.try_get(2)?).ok_or_else(|| {
         StoreError::backend(
             "a stored message",
             "in no channel and no thread, or in both",
@@ -42,7 +42,7 @@ pub(super) fn message_from_row(row: &Row) -> StoreResult<Message> {
     Ok(Message {
         id: row.try_get(0)?,
         place,
-        from: handle(row, 3)?,
+        from: row.try_get(3)?,
         to,
         kind: row.try_get(5)?,
         body: row.try_get(6)?,

@@ -34,7 +34,10 @@ mod writer;
 pub use schema::MIGRATIONS;
 
 use super::{StoreError, StoreResult, StoreStats};
-use crate::model::{Channel, Handle, MessageId, Millis, SessionId, ThreadId, TokenHash};
+use crate::model::{
+    ApprovalId, Channel, DeviceId, GrantId, Handle, MessageId, Millis, SessionId, ThreadId,
+    TokenHash,
+};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Transaction};
 use std::{
     future::Future,
@@ -191,23 +194,6 @@ async fn row(db: &impl Db, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreRe
     Ok(db.rows(sql, params).await?.into_iter().next())
 }
 
-/// A column as a handle: a row that does not hold one is an error.
-fn handle(row: &Row, column: usize) -> StoreResult<Handle> {
-    Handle::parse(row.try_get(column)?).map_err(|e| StoreError::backend("a stored handle", e))
-}
-
-fn maybe_handle(row: &Row, column: usize) -> StoreResult<Option<Handle>> {
-    row.try_get::<_, Option<&str>>(column)?
-        .map(|h| Handle::parse(h).map_err(|e| StoreError::backend("a stored handle", e)))
-        .transpose()
-}
-
-fn maybe_channel(row: &Row, column: usize) -> StoreResult<Option<Channel>> {
-    row.try_get::<_, Option<&str>>(column)?
-        .map(|c| Channel::parse(c).map_err(|e| StoreError::backend("a stored channel", e)))
-        .transpose()
-}
-
 /// A column as a token hash (people's, sessions' and OAuth's).
 pub(super) fn token_hash(bytes: &[u8]) -> StoreResult<TokenHash> {
     <[u8; 32]>::try_from(bytes)
@@ -228,9 +214,10 @@ pub(super) async fn credentials_revision(db: &impl Db) -> StoreResult<u64> {
     Ok(value as u64)
 }
 
-// Handles, channel names and session ids go in as the text they are
-// (handles and channels are parsed on the way out, above); ids as the
-// `bigint`s they are, and come out as them.
+// Handles, channel names and session ids go in as the text they are, and
+// handles and channels are parsed on the way out, so a row that does not
+// hold one is an error, never a malformed value; ids go in and come out as
+// the `bigint`s they are.
 macro_rules! to_sql_as {
     ($($type:ty => $inner:ty, |$value:ident| $as_inner:expr);* $(;)?) => {$(
         impl ToSql for $type {
@@ -259,23 +246,32 @@ to_sql_as!(
     ThreadId => i64, |id| id.0;
 );
 
-macro_rules! id_from_sql {
-    ($($id:ident),*) => {$(
-        impl<'a> tokio_postgres::types::FromSql<'a> for $id {
+macro_rules! from_sql_as {
+    ($($type:ty => $inner:ty, |$value:ident| $from_inner:expr);* $(;)?) => {$(
+        impl<'a> tokio_postgres::types::FromSql<'a> for $type {
             fn from_sql(
                 ty: &tokio_postgres::types::Type,
                 raw: &'a [u8],
             ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
-                i64::from_sql(ty, raw).map($id)
+                let $value = <$inner>::from_sql(ty, raw)?;
+                Ok($from_inner)
             }
 
             fn accepts(ty: &tokio_postgres::types::Type) -> bool {
-                <i64 as tokio_postgres::types::FromSql>::accepts(ty)
+                <$inner as tokio_postgres::types::FromSql>::accepts(ty)
             }
         }
     )*};
 }
-id_from_sql!(MessageId, ThreadId);
+from_sql_as!(
+    Handle => &str, |h| Handle::parse(h)?;
+    Channel => &str, |c| Channel::parse(c)?;
+    MessageId => i64, |id| MessageId(id);
+    ThreadId => i64, |id| ThreadId(id);
+    GrantId => i64, |id| GrantId(id);
+    ApprovalId => i64, |id| ApprovalId(id);
+    DeviceId => i64, |id| DeviceId(id);
+);
 
 /// Runs `$body` in a transaction on a pooled connection, as `$tx`, and
 /// commits; an error rolls it back (the transaction is dropped).

@@ -3,12 +3,13 @@
 
 use super::Sql;
 use super::token_hash;
-use super::{Db, handle, row};
+use super::{Db, row};
 use crate::model::{
     Authorization, Grant, GrantId, GrantTokens, Handle, LiveGrant, Millis, RegisteredClient,
     TokenHash,
 };
 use crate::store::StoreResult;
+use crate::store::columns::from_row;
 use crate::store::rules::GrantStatements;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -163,15 +164,9 @@ impl<D: Db> GrantStatements for Sql<'_, D> {
         .await?;
         fresh
             .map(|row| {
-                Ok(Authorization {
-                    handle: handle(&row, 0)?,
-                    client_id: row.try_get(1)?,
-                    client_name: row.try_get(2)?,
-                    redirect_uri: row.try_get(3)?,
-                    challenge: row.try_get(4)?,
-                    resource: row.try_get(5)?,
-                    scope: row.try_get(6)?,
-                })
+                Ok(from_row!(row.try_get, Authorization:
+                    handle, client_id, client_name, redirect_uri, challenge, resource, scope
+                ))
             })
             .transpose()
     }
@@ -319,17 +314,9 @@ const GRANT_COLUMNS: &str =
     "id, handle, client_id, client_name, redirect_uri, scope, resource, created_at, used_at";
 
 fn grant_from_row(row: &Row) -> StoreResult<Grant> {
-    Ok(Grant {
-        id: GrantId(row.try_get(0)?),
-        handle: handle(row, 1)?,
-        client_id: row.try_get(2)?,
-        client_name: row.try_get(3)?,
-        redirect_uri: row.try_get(4)?,
-        scope: row.try_get(5)?,
-        resource: row.try_get(6)?,
-        created_at: row.try_get(7)?,
-        used_at: row.try_get(8)?,
-    })
+    Ok(from_row!(row.try_get, Grant:
+        id, handle, client_id, client_name, redirect_uri, scope, resource, created_at, used_at
+    ))
 }
 
 pub(super) async fn grants(db: &impl Db, handle: &Handle) -> StoreResult<Vec<Grant>> {
@@ -396,7 +383,7 @@ pub(super) async fn live_grants(db: &impl Db, now: Millis) -> StoreResult<Vec<Li
             let expires: Millis = row.try_get(4)?;
             Ok(LiveGrant {
                 id: GrantId(row.try_get(0)?),
-                handle: handle(row, 1)?,
+                handle: row.try_get(1)?,
                 resource: row.try_get(2)?,
                 access: match hash.filter(|_| expires > now) {
                     Some(hash) => Some((token_hash(hash)?, expires)),

@@ -1,8 +1,9 @@
 //! People, their token hashes, presence, the relay's keys and what it
 //! keeps (`../sqlite/people.rs`, in PostgreSQL).
 
-use super::{Db, handle, row, token_hash};
+use super::{Db, row, token_hash};
 use crate::model::{Handle, Millis, Person, Presence, TokenHash};
+use crate::store::columns::from_row;
 use crate::store::{Clash, Missing, StoreError, StoreResult};
 use tokio_postgres::Row;
 
@@ -10,13 +11,7 @@ const PERSON_COLUMNS: &str = "p.handle, p.name, p.created_at, s.last_seen_at, p.
      FROM people p LEFT JOIN presence s ON s.handle = p.handle";
 
 fn person_from_row(row: &Row) -> StoreResult<Person> {
-    Ok(Person {
-        handle: handle(row, 0)?,
-        name: row.try_get(1)?,
-        created_at: row.try_get(2)?,
-        last_seen_at: row.try_get(3)?,
-        revoked_at: row.try_get(4)?,
-    })
+    Ok(from_row!(row.try_get, Person: handle, name, created_at, last_seen_at, revoked_at))
 }
 
 pub(super) async fn by_token(db: &impl Db, hash: TokenHash) -> StoreResult<Option<Person>> {
@@ -35,7 +30,7 @@ pub(super) async fn live_tokens(db: &impl Db) -> StoreResult<Vec<(TokenHash, Han
     )
     .await?
     .iter()
-    .map(|row| Ok((token_hash(row.try_get(0)?)?, handle(row, 1)?)))
+    .map(|row| Ok((token_hash(row.try_get(0)?)?, row.try_get(1)?)))
     .collect()
 }
 
@@ -142,13 +137,7 @@ pub(super) async fn presence(db: &impl Db) -> StoreResult<Vec<Presence>> {
     db.rows("SELECT handle, status, last_seen_at FROM presence", &[])
         .await?
         .iter()
-        .map(|row| {
-            Ok(Presence {
-                handle: handle(row, 0)?,
-                status: row.try_get(1)?,
-                last_seen_at: row.try_get(2)?,
-            })
-        })
+        .map(|row| Ok(from_row!(row.try_get, Presence: handle, status, last_seen_at)))
         .collect()
 }
 

@@ -8,6 +8,7 @@ use super::Sql;
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, ids_of, message_from_row};
 use super::{Db, row};
 use crate::model::{Channel, Expects, Handle, Message, MessageId, Millis, Place, ThreadId};
+use crate::store::columns::from_row;
 use crate::store::columns::{OWED, files_column};
 use crate::store::rules::Statements;
 use crate::store::summary::Removed;
@@ -419,13 +420,7 @@ impl<D: Db> Statements for Sql<'_, D> {
             .await?
             .iter()
             .map(|row| {
-                Ok(Removed {
-                    id: row.try_get(0)?,
-                    thread_id: row.try_get(1)?,
-                    channel: row.try_get(2)?,
-                    sender: row.try_get(3)?,
-                    recipient: row.try_get(4)?,
-                })
+                Ok(from_row!(row.try_get, Removed: id, thread_id, channel, sender, recipient))
             })
             .collect()
     }

@@ -5,7 +5,7 @@
 
 use super::Sql;
 use super::{Db, WRITE_LOCK};
-use crate::model::{Channel, ChannelSummary, MessageId, Millis, ThreadSummary};
+use crate::model::{ChannelSummary, MessageId, Millis, ThreadSummary};
 use crate::store::summary::handles_of;
 use crate::store::{PURGE_BATCH, StoreResult, rules};
 
@@ -16,23 +16,19 @@ pub(super) async fn channels(
     before: Option<MessageId>,
     limit: u32,
 ) -> StoreResult<Vec<ChannelSummary>> {
+    let before = before.unwrap_or(MessageId(i64::MAX));
     db.rows(
         "SELECT s.channel, s.message_count, s.last_id, s.last_activity \
          FROM channel_summaries s JOIN messages m ON m.id = s.last_id \
          WHERE m.expires_at > $1 AND s.last_id < $2 \
          ORDER BY s.last_id DESC LIMIT $3",
-        &[
-            &now,
-            &before.unwrap_or(MessageId(i64::MAX)),
-            &i64::from(limit),
-        ],
+        &[&now, &before, &i64::from(limit)],
     )
     .await?
     .iter()
     .map(|row| {
         Ok(ChannelSummary {
-            name: Channel::parse(row.try_get(0)?)
-                .map_err(|e| crate::store::StoreError::backend("a stored channel", e))?,
+            name: row.try_get(0)?,
             message_count: row.try_get::<_, i64>(1)?.max(0) as u64,
             last_id: row.try_get(2)?,
             last_activity: row.try_get(3)?,
@@ -48,17 +44,14 @@ pub(super) async fn threads(
     before: Option<MessageId>,
     limit: u32,
 ) -> StoreResult<Vec<ThreadSummary>> {
+    let before = before.unwrap_or(MessageId(i64::MAX));
     db.rows(
         "SELECT t.id, t.message_count, f.body, t.last_id, t.last_activity, t.people::text \
          FROM threads t JOIN messages m ON m.id = t.last_id \
          JOIN messages f ON f.id = t.first_id \
          WHERE m.expires_at > $1 AND t.last_id < $2 \
          ORDER BY t.last_id DESC LIMIT $3",
-        &[
-            &now,
-            &before.unwrap_or(MessageId(i64::MAX)),
-            &i64::from(limit),
-        ],
+        &[&now, &before, &i64::from(limit)],
     )
     .await?
     .iter()

@@ -3,9 +3,10 @@
 //! work at once exactly one wins.
 
 use super::messages::{MESSAGE_COLUMNS, message_from_row};
-use super::{Db, Sql, handle, row};
+use super::{Db, Sql, row};
 use crate::model::{Ack, Claim, Handle, Message, MessageId, Millis, NewClaim};
 use crate::store::columns::OWED;
+use crate::store::columns::from_row;
 use crate::store::rules::ClaimStatements;
 use crate::store::{StoreError, StoreResult};
 use tokio_postgres::Row;
@@ -13,35 +14,16 @@ use tokio_postgres::Row;
 const CLAIM_COLUMNS: &str = "id, what, repo, holder, note, created_at, expires_at";
 
 fn claim_from_row(row: &Row) -> StoreResult<Claim> {
-    Ok(Claim {
-        id: row.try_get(0)?,
-        what: row.try_get(1)?,
-        repo: row.try_get(2)?,
-        holder: handle(row, 3)?,
-        note: row.try_get(4)?,
-        created_at: row.try_get(5)?,
-        expires_at: row.try_get(6)?,
-    })
+    Ok(from_row!(row.try_get, Claim: id, what, repo, holder, note, created_at, expires_at))
 }
 
-pub(super) async fn ack(
-    db: &impl Db,
-    recipient: &Handle,
-    id: MessageId,
-    ack: &Ack,
-) -> StoreResult<bool> {
+pub(super) async fn ack(db: &impl Db, to: &Handle, id: MessageId, ack: &Ack) -> StoreResult<bool> {
     let changed = db
         .exec(
             "UPDATE inbox SET ack_result = $3, ack_note = $4, acked_at = $5, \
              read_at = coalesce(read_at, $5), lease_until = NULL \
              WHERE recipient = $1 AND message_id = $2",
-            &[
-                &recipient.as_str(),
-                &id,
-                &ack.result.as_str(),
-                &ack.note,
-                &ack.at,
-            ],
+            &[&to.as_str(), &id, &ack.result.as_str(), &ack.note, &ack.at],
         )
         .await?;
     Ok(changed > 0)

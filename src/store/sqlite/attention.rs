@@ -6,6 +6,7 @@ use crate::model::{
     Approval, ApprovalId, Behavior, Device, DeviceId, Handle, Message, MessageId, Millis,
     NewApproval, NotifySettings, Preview, WebhookFormat,
 };
+use crate::store::columns::from_row;
 use crate::store::{StoreResult, settings_from_columns};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -103,7 +104,7 @@ fn approval_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Approval> {
     let behavior: Option<String> = row.get(9)?;
     let answered_at: Option<Millis> = row.get(10)?;
     Ok(Approval {
-        id: ApprovalId(row.get(0)?),
+        id: row.get(0)?,
         handle: row.get(1)?,
         request_id: row.get(2)?,
         tool_name: row.get(3)?,
@@ -194,14 +195,7 @@ pub(super) fn forget_approvals(conn: &Connection, before: Millis) -> StoreResult
 const DEVICE_COLUMNS: &str = "id, handle, endpoint, p256dh, auth, created_at";
 
 fn device_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Device> {
-    Ok(Device {
-        id: DeviceId(row.get(0)?),
-        handle: row.get(1)?,
-        endpoint: row.get(2)?,
-        p256dh: row.get(3)?,
-        auth: row.get(4)?,
-        created_at: row.get(5)?,
-    })
+    Ok(from_row!(row.get, Device: id, handle, endpoint, p256dh, auth, created_at))
 }
 
 pub(super) fn add_device(conn: &Connection, device: &Device) -> StoreResult<Device> {

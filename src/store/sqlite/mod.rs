@@ -32,7 +32,9 @@ pub use schema::MIGRATIONS;
 pub use search::GENERATION as SEARCH_GENERATION;
 
 use super::{StoreError, StoreFuture, StoreResult, StoreStats};
-use crate::model::{Channel, Handle, MessageId, SessionId, ThreadId};
+use crate::model::{
+    ApprovalId, Channel, DeviceId, GrantId, Handle, MessageId, SessionId, ThreadId,
+};
 use rusqlite::{
     Connection,
     types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef},
@@ -255,7 +257,7 @@ macro_rules! id_sql {
         }
     )*};
 }
-id_sql!(MessageId, ThreadId);
+id_sql!(MessageId, ThreadId, GrantId, ApprovalId, DeviceId);
 
 impl ToSql for SessionId {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {

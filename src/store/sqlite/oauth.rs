@@ -8,6 +8,7 @@ use crate::model::{
     TokenHash,
 };
 use crate::store::StoreResult;
+use crate::store::columns::from_row;
 use crate::store::rules::GrantStatements;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -157,15 +158,9 @@ impl GrantStatements for Sql<'_> {
                  RETURNING handle, client_id, client_name, redirect_uri, challenge, resource, scope",
             )?
             .query_row(params![&code.as_bytes()[..], now], |row| {
-                Ok(Authorization {
-                    handle: row.get(0)?,
-                    client_id: row.get(1)?,
-                    client_name: row.get(2)?,
-                    redirect_uri: row.get(3)?,
-                    challenge: row.get(4)?,
-                    resource: row.get(5)?,
-                    scope: row.get(6)?,
-                })
+                Ok(from_row!(row.get, Authorization:
+                    handle, client_id, client_name, redirect_uri, challenge, resource, scope
+                ))
             })
             .optional()?)
     }
@@ -299,17 +294,9 @@ const GRANT_COLUMNS: &str =
     "id, handle, client_id, client_name, redirect_uri, scope, resource, created_at, used_at";
 
 fn grant_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Grant> {
-    Ok(Grant {
-        id: GrantId(row.get(0)?),
-        handle: row.get(1)?,
-        client_id: row.get(2)?,
-        client_name: row.get(3)?,
-        redirect_uri: row.get(4)?,
-        scope: row.get(5)?,
-        resource: row.get(6)?,
-        created_at: row.get(7)?,
-        used_at: row.get(8)?,
-    })
+    Ok(from_row!(row.get, Grant:
+        id, handle, client_id, client_name, redirect_uri, scope, resource, created_at, used_at
+    ))
 }
 
 pub(super) fn grants(conn: &Connection, handle: &Handle) -> StoreResult<Vec<Grant>> {
@@ -365,7 +352,7 @@ pub(super) fn live_grants(conn: &Connection, now: Millis) -> StoreResult<Vec<Liv
         let hash: Option<[u8; 32]> = row.get(3)?;
         let expires: Millis = row.get(4)?;
         Ok(LiveGrant {
-            id: GrantId(row.get(0)?),
+            id: row.get(0)?,
             handle: row.get(1)?,
             resource: row.get(2)?,
             access: hash

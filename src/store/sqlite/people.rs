@@ -1,6 +1,7 @@
 //! People, their token hashes, and presence.
 
 use crate::model::{Handle, Millis, Person, Presence, TokenHash};
+use crate::store::columns::from_row;
 use crate::store::{Clash, Missing, StoreError, StoreResult};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -8,13 +9,7 @@ const PERSON_COLUMNS: &str = "p.handle, p.name, p.created_at, s.last_seen_at, p.
      FROM people p LEFT JOIN presence s ON s.handle = p.handle";
 
 fn person_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Person> {
-    Ok(Person {
-        handle: row.get(0)?,
-        name: row.get(1)?,
-        created_at: row.get(2)?,
-        last_seen_at: row.get(3)?,
-        revoked_at: row.get(4)?,
-    })
+    Ok(from_row!(row.get, Person: handle, name, created_at, last_seen_at, revoked_at))
 }
 
 pub(super) fn by_token(conn: &Connection, hash: TokenHash) -> StoreResult<Option<Person>> {
@@ -137,11 +132,7 @@ pub(super) fn presence(conn: &Connection) -> StoreResult<Vec<Presence>> {
     Ok(conn
         .prepare_cached("SELECT handle, status, last_seen_at FROM presence")?
         .query_map([], |row| {
-            Ok(Presence {
-                handle: row.get(0)?,
-                status: row.get(1)?,
-                last_seen_at: row.get(2)?,
-            })
+            Ok(from_row!(row.get, Presence: handle, status, last_seen_at))
         })?
         .collect::<Result<_, _>>()?)
 }

@@ -5,6 +5,7 @@
 use super::Sql;
 use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
 use crate::model::{Channel, Expects, Handle, Message, MessageId, Millis, Place, ThreadId};
+use crate::store::columns::from_row;
 use crate::store::columns::{OWED, files_column};
 use crate::store::rules::Statements;
 use crate::store::summary::Removed;
@@ -376,13 +377,7 @@ impl Statements for Sql<'_> {
                  RETURNING id, thread_id, channel, sender, recipient",
             )?
             .query_map(params![now, batch], |row| {
-                Ok(Removed {
-                    id: row.get(0)?,
-                    thread_id: row.get(1)?,
-                    channel: row.get(2)?,
-                    sender: row.get(3)?,
-                    recipient: row.get(4)?,
-                })
+                Ok(from_row!(row.get, Removed: id, thread_id, channel, sender, recipient))
             })?
             .collect::<Result<_, _>>()?)
     }

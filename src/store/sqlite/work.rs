@@ -6,42 +6,24 @@ use super::messages::{MESSAGE_COLUMNS, message_from_row};
 use crate::model::{Ack, Claim, Handle, Message, MessageId, Millis, NewClaim};
 use crate::store::StoreResult;
 use crate::store::columns::OWED;
+use crate::store::columns::from_row;
 use crate::store::rules::ClaimStatements;
 use rusqlite::{Connection, OptionalExtension, params};
 
 const CLAIM_COLUMNS: &str = "id, what, repo, holder, note, created_at, expires_at";
 
 fn claim_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Claim> {
-    Ok(Claim {
-        id: row.get(0)?,
-        what: row.get(1)?,
-        repo: row.get(2)?,
-        holder: row.get(3)?,
-        note: row.get(4)?,
-        created_at: row.get(5)?,
-        expires_at: row.get(6)?,
-    })
+    Ok(from_row!(row.get, Claim: id, what, repo, holder, note, created_at, expires_at))
 }
 
-pub(super) fn ack(
-    conn: &Connection,
-    recipient: &Handle,
-    id: MessageId,
-    ack: &Ack,
-) -> StoreResult<bool> {
+pub(super) fn ack(conn: &Connection, to: &Handle, id: MessageId, ack: &Ack) -> StoreResult<bool> {
     let changed = conn
         .prepare_cached(
             "UPDATE inbox SET ack_result = ?3, ack_note = ?4, acked_at = ?5, \
              read_at = coalesce(read_at, ?5), lease_until = NULL \
              WHERE recipient = ?1 AND message_id = ?2",
         )?
-        .execute(params![
-            recipient,
-            id,
-            ack.result.as_str(),
-            ack.note,
-            ack.at
-        ])?;
+        .execute(params![to, id, ack.result.as_str(), ack.note, ack.at])?;
     Ok(changed > 0)
 }
 
