@@ -29,6 +29,10 @@ pub(super) async fn check_files(uploads: Vec<Upload>) -> RelayResult<Vec<(Attach
             uploads.len()
         )));
     }
+    // Most messages carry none: no hop at all for them.
+    if uploads.is_empty() {
+        return Ok(Vec::new());
+    }
     // Decoding and scanning up to 4 MiB is the blocking pool's work, not
     // the async workers'.
     tokio::task::spawn_blocking(move || {

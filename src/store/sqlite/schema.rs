@@ -529,7 +529,7 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
         // keep its hot pages (indexes, summaries) cached, so the purge and
         // the summaries' upkeep never wait on cold pages.
         conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
-        conn.pragma_update(None, "cache_size", -32 * 1024)?;
+        conn.pragma_update(None, "cache_size", -4 * 1024)?;
         Ok(())
     };
     configure().map_err(|e| StoreError::backend(opening(), e))?;
