@@ -24,7 +24,7 @@ pub const INBOX_WAIT: Duration = Duration::ZERO;
 pub const CHANNEL_WAIT: Duration = Duration::from_secs(30);
 
 /// A wait for a channel's next messages ([`Relay::wait_channel`]).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct ChannelWait {
     pub channel: String,
     /// Messages after this one (default: any).
@@ -34,7 +34,7 @@ pub struct ChannelWait {
 }
 
 /// A check of an inbox ([`Relay::check_inbox`]).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct InboxCheck {
     /// Only for an unbound caller: whose inbox.
     pub sender: Option<String>,

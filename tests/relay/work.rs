@@ -203,9 +203,9 @@ async fn acknowledging_and_what_is_owed_are_the_same_over_mcp() {
     let Pair {
         app,
         alice,
-        bob: _,
         alices,
         bobs,
+        ..
     } = Pair::start().await;
 
     let sent = alices
@@ -466,10 +466,10 @@ async fn a_claim_ends_when_its_time_runs_out() {
 async fn claims_are_the_same_over_mcp() {
     let Pair {
         app,
-        alice: _,
         bob,
         alices,
         bobs,
+        ..
     } = Pair::start().await;
     let made = alices
         .call(
@@ -802,10 +802,10 @@ async fn a_file_that_breaks_the_rules_is_refused_and_nothing_is_kept() {
 async fn files_are_the_same_over_mcp() {
     let Pair {
         app,
-        alice: _,
         bob,
         alices,
         bobs,
+        ..
     } = Pair::start().await;
     let sent = alices
         .call(

@@ -145,7 +145,7 @@ impl<D: Db> GrantStatements for Sql<'_, D> {
             &[&&presented.as_bytes()[..], &&family.as_bytes()[..], &now],
         )
         .await?
-        .map(|row| Ok(GrantId(row.try_get(0)?)))
+        .map(|row| Ok(row.try_get(0)?))
         .transpose()
     }
 
@@ -181,9 +181,7 @@ impl<D: Db> GrantStatements for Sql<'_, D> {
             &[&&code.as_bytes()[..]],
         )
         .await?;
-        voided
-            .map(|row| Ok(row.try_get::<_, Option<i64>>(0)?.map(GrantId)))
-            .transpose()
+        voided.map(|row| Ok(row.try_get(0)?)).transpose()
     }
 
     /// The code's row locked until the grant is made: a second redemption
@@ -209,7 +207,7 @@ impl<D: Db> GrantStatements for Sql<'_, D> {
             )
             .await?
             .iter()
-            .map(|row| Ok(GrantId(row.try_get(0)?)))
+            .map(|row| Ok(row.try_get(0)?))
             .collect()
     }
 
@@ -219,7 +217,7 @@ impl<D: Db> GrantStatements for Sql<'_, D> {
         tokens: &GrantTokens,
         now: Millis,
     ) -> StoreResult<GrantId> {
-        let id: i64 = row(
+        let id: GrantId = row(
             self.0,
             "INSERT INTO oauth_grants (handle, client_id, client_name, redirect_uri, scope, \
              resource, created_at, used_at, family, generation, refresh_hash, refresh_expires, \
@@ -243,7 +241,7 @@ impl<D: Db> GrantStatements for Sql<'_, D> {
         .await?
         .expect("INSERT … RETURNING returns a row")
         .try_get(0)?;
-        Ok(GrantId(id))
+        Ok(id)
     }
 
     async fn grant_made(
@@ -355,7 +353,7 @@ pub(super) async fn end_grant_holding(db: &impl Db, token: TokenHash) -> StoreRe
     )
     .await?;
     match grant {
-        Some(grant) => end_grant(db, GrantId(grant.try_get(0)?), None).await,
+        Some(grant) => end_grant(db, grant.try_get(0)?, None).await,
         None => Ok(false),
     }
 }
@@ -382,7 +380,7 @@ pub(super) async fn live_grants(db: &impl Db, now: Millis) -> StoreResult<Vec<Li
             let hash: Option<&[u8]> = row.try_get(3)?;
             let expires: Millis = row.try_get(4)?;
             Ok(LiveGrant {
-                id: GrantId(row.try_get(0)?),
+                id: row.try_get(0)?,
                 handle: row.try_get(1)?,
                 resource: row.try_get(2)?,
                 access: match hash.filter(|_| expires > now) {

@@ -228,7 +228,7 @@ impl GrantStatements for Sql<'_> {
                 ],
                 |row| row.get(0),
             )?;
-        Ok(GrantId(id))
+        Ok(id)
     }
 
     async fn grant_made(
@@ -320,7 +320,7 @@ pub(super) fn end_grant(
 }
 
 pub(super) fn end_grant_holding(conn: &Connection, token: TokenHash) -> StoreResult<bool> {
-    let grant: Option<i64> = conn
+    let grant: Option<GrantId> = conn
         .prepare_cached(
             "SELECT id FROM oauth_grants \
              WHERE access_hash = ?1 OR refresh_hash = ?1 OR previous_hash = ?1 \
@@ -329,7 +329,7 @@ pub(super) fn end_grant_holding(conn: &Connection, token: TokenHash) -> StoreRes
         .query_row([&token.as_bytes()[..]], |row| row.get(0))
         .optional()?;
     match grant {
-        Some(id) => end_grant(conn, GrantId(id), None),
+        Some(id) => end_grant(conn, id, None),
         None => Ok(false),
     }
 }
