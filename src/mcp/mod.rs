@@ -158,33 +158,31 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Paramet
     }
 }
 
+/// The tools with portable schemas, made once and shared by every session
+/// (a session is made per request when stateless: cloning the router was
+/// a map of tools copied and dropped per call).
+static TOOLS: std::sync::LazyLock<ToolRouter<RelayTools>> = std::sync::LazyLock::new(|| {
+    let mut tools = RelayTools::tool_router();
+    for route in tools.map.values_mut() {
+        let tool = &mut route.attr;
+        tool.input_schema = Arc::new(schema::portable(&tool.input_schema));
+        if let Some(output) = &tool.output_schema {
+            tool.output_schema = Some(Arc::new(schema::portable(output)));
+        }
+    }
+    tools
+});
+
 /// The MCP server: one per session, sharing the relay.
 #[derive(Clone)]
 pub struct RelayTools {
     relay: Arc<Relay>,
-    tool_router: ToolRouter<RelayTools>,
 }
 
 #[tool_router(router = tool_router)]
 impl RelayTools {
     pub fn new(relay: Arc<Relay>) -> RelayTools {
-        /// The tools with portable schemas, made once.
-        static TOOLS: std::sync::LazyLock<ToolRouter<RelayTools>> =
-            std::sync::LazyLock::new(|| {
-                let mut tools = RelayTools::tool_router();
-                for route in tools.map.values_mut() {
-                    let tool = &mut route.attr;
-                    tool.input_schema = Arc::new(schema::portable(&tool.input_schema));
-                    if let Some(output) = &tool.output_schema {
-                        tool.output_schema = Some(Arc::new(schema::portable(output)));
-                    }
-                }
-                tools
-            });
-        RelayTools {
-            relay,
-            tool_router: TOOLS.clone(),
-        }
+        RelayTools { relay }
     }
 
     /// Send a direct message to a teammate's agent. Starts a thread unless
@@ -478,7 +476,7 @@ impl RelayTools {
     }
 }
 
-#[tool_handler(router = self.tool_router)]
+#[tool_handler(router = TOOLS)]
 impl ServerHandler for RelayTools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(capabilities())
@@ -512,6 +510,6 @@ impl ServerHandler for RelayTools {
         if let Some(session) = held_session(&context) {
             self.relay.tools_listed(&session);
         }
-        Ok(ListToolsResult::with_all_items(self.tool_router.list_all()))
+        Ok(ListToolsResult::with_all_items(TOOLS.list_all()))
     }
 }

@@ -525,13 +525,17 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
         // Checkpoints keep the WAL from growing; this truncates what it grew
         // to under a burst once a checkpoint has passed.
         conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
-        // A history of a million messages is a few hundred MB: map it, so
-        // a page SQLite does not cache is a copy from the kernel's cache,
-        // never a wait on the disk. Its own cache then buys little: at
-        // 32 MiB a connection, the writer's held most of what a load wrote
-        // (the process's own memory after one, 41 MB against 21 at 4 MiB,
-        // as fast: bench/README.md).
-        conn.pragma_update(None, "mmap_size", 256 * 1024 * 1024)?;
+        // Not mapped: a connection that maps the file drops its whole
+        // mapping at the start of every read after another connection's
+        // commit (SQLite's pager unfetches on a changed WAL), so under
+        // writes each credentials read paid an munmap and the page faults
+        // after it. Pages come from SQLite's own cache, and past it as a
+        // copy from the kernel's; mapped pages also counted in the
+        // process's resident memory (bench/README.md).
+        conn.pragma_update(None, "mmap_size", 0)?;
+        // What a load wrote is in the kernel's cache anyway: at 32 MiB a
+        // connection, the writer's cache held most of it (the process's own
+        // memory after a load, 41 MB against 21 at 4 MiB, as fast).
         conn.pragma_update(None, "cache_size", -4 * 1024)?;
         Ok(())
     };
