@@ -97,23 +97,23 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///
 /// 0. (before any of these, as connections are accepted: the caps on
 ///    connections and the idle timeout, in `server`.)
-/// 1. `access_log`: method, path, status, time; never a query string; and
-///    the request counted in the metrics, by route group.
-/// 2. `security_headers`: CSP, nosniff, a same-origin referrer policy, HSTS under TLS.
-/// 3. `json_errors`: an error that a library answered in plain text (axum's
-///    405, a body too large) gets the JSON error shape. (On `/mcp`,
-///    `mcp::shape_answers`, right in front of the service, shapes rmcp's
-///    first, and makes its streams' priming events comments for clients
-///    that send no protocol version.)
-/// 4. the body limit: bodies past it are refused with 413 as they are read.
-/// 5. `check_host` (all but `/healthz` and `/readyz`, which count against
-///    their address's quota instead): only the relay's own names.
-/// 6. `check_origin` (all but `/healthz` and `/readyz`): only the relay's own page and
-///    the allowed origins; before credentials, so a foreign page gets 403
-///    even with a good token, and causes no token lookup.
-/// 7. CORS (when `RELAY_ALLOWED_ORIGINS` names any): an allowed origin's
+/// 1. `edge::outermost`, one layer: the access log (method, path, status,
+///    time; never a query string) and the request counted in the metrics,
+///    by route group; the security headers (CSP, nosniff, a same-origin
+///    referrer policy, HSTS under TLS); and the JSON error shape for an
+///    error that a library answered in plain text (axum's 405, a body too
+///    large). (On `/mcp`, `mcp::shape_answers`, right in front of the
+///    service, shapes rmcp's first, and makes its streams' priming events
+///    comments for clients that send no protocol version.)
+/// 2. the body limit: bodies past it are refused with 413 as they are read.
+/// 3. `guard::check_host_and_origin` (all but `/healthz` and `/readyz`,
+///    which count against their address's quota instead), one layer: only
+///    the relay's own names; then only the relay's own page and the allowed
+///    origins, before credentials, so a foreign page gets 403 even with a
+///    good token, and causes no token lookup.
+/// 4. CORS (when `RELAY_ALLOWED_ORIGINS` names any): an allowed origin's
 ///    preflights answered here, without credentials.
-/// 8. per route group, as the table below sets it:
+/// 5. per route group, as the table below sets it:
 ///    - (pages only) failures as HTML pages, and the Basic challenge on a
 ///      401, so a browser asks for credentials;
 ///    - credentials (Bearer, Basic or `?token=`, as the group accepts) with
@@ -268,12 +268,10 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
         Some(cors) => guarded.layer(cors),
         None => guarded,
     };
-    let guarded = guarded
-        .layer(middleware::from_fn_with_state(
-            hosts.clone(),
-            guard::check_origin,
-        ))
-        .layer(middleware::from_fn_with_state(hosts, guard::check_host));
+    let guarded = guarded.layer(middleware::from_fn_with_state(
+        hosts,
+        guard::check_host_and_origin,
+    ));
     // No credentials, but the client address's quota, so they are no free
     // target for a flood.
     let healthz = Router::new()
@@ -296,14 +294,12 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
             ApiError::new(StatusCode::NOT_FOUND, "not_found", "there is no such route")
         })
         .layer(DefaultBodyLimit::max(request_limit))
-        .layer(middleware::from_fn(edge::json_errors))
         .layer(middleware::from_fn_with_state(
-            edge::Hsts(state.config.tls.is_on()),
-            edge::security_headers,
-        ))
-        .layer(middleware::from_fn_with_state(
-            state.metrics.clone(),
-            edge::access_log,
+            edge::Edge {
+                metrics: state.metrics.clone(),
+                hsts: state.config.tls.is_on(),
+            },
+            edge::outermost,
         ))
         .with_state(state)
 }

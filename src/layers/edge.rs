@@ -1,5 +1,5 @@
-//! The outermost layers: the access log, response headers, and the request
-//! timeout.
+//! The outermost layer ([`outermost`]: the access log, the JSON shape of
+//! plain errors, the security headers), and the request timeouts.
 
 use crate::wire::ApiError;
 use axum::{
@@ -17,15 +17,28 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 style-src 'self'; connect-src 'self'; img-src 'self'; manifest-src 'self'; \
 worker-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// Logs each request: method, path (never the query, which may carry a
-/// token), status and the time to the response's head. Failures at info and
-/// above, the rest at debug. Counts it for the metrics once its body has
-/// ended (or its client left): a stream or a wait is timed whole.
-pub async fn access_log(
-    State(metrics): State<std::sync::Arc<crate::metrics::Metrics>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// What the outermost layer needs: where requests are counted, and whether
+/// responses carry `Strict-Transport-Security` (only under TLS, as it binds
+/// every port of the host).
+#[derive(Clone)]
+pub struct Edge {
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
+    pub hsts: bool,
+}
+
+/// The outermost layer, in front of every route; one layer, not three, as
+/// each layer boxes and moves the request's future once more. From the
+/// inside out:
+/// - an error that a library answered in plain text (axum's 405, a body
+///   too large) gets the JSON error shape ([`json_errors`]);
+/// - the security headers go on every response ([`security_headers`]);
+/// - each request is logged: method, path (never the query, which may
+///   carry a token), status and the time to the response's head; failures
+///   at info and above, the rest at debug. It is counted for the metrics
+///   once its body has ended (or its client left): a stream or a wait is
+///   timed whole.
+pub async fn outermost(State(edge): State<Edge>, request: Request, next: Next) -> Response {
+    let Edge { metrics, hsts } = edge;
     let method = request.method().clone();
     // A clone of the URI shares its bytes: no allocation per request.
     let uri = request.uri().clone();
@@ -39,7 +52,8 @@ pub async fn access_log(
         status: CLIENT_LEFT,
         started,
     };
-    let response = next.run(request).await;
+    let mut response = json_errors(next.run(request).await).await;
+    security_headers(response.headers_mut(), hsts);
     let status = response.status().as_u16();
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     let path = uri.path();
@@ -110,19 +124,8 @@ impl http_body::Body for Timed {
     }
 }
 
-/// Whether responses carry `Strict-Transport-Security`: only under TLS, as
-/// it binds every port of the host.
-#[derive(Debug, Clone, Copy)]
-pub struct Hsts(pub bool);
-
-/// Security headers on every response.
-pub async fn security_headers(
-    State(Hsts(hsts)): State<Hsts>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let mut response = next.run(request).await;
-    let headers = response.headers_mut();
+/// The security headers every response carries.
+fn security_headers(headers: &mut axum::http::HeaderMap, hsts: bool) {
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -154,7 +157,6 @@ pub async fn security_headers(
             HeaderValue::from_static("max-age=31536000"),
         );
     }
-    response
 }
 
 /// How long a request that is not a wait or a stream may take to answer
@@ -229,8 +231,7 @@ pub async fn read_body_in_time(
 /// malformed JSON, a body too large) the API's JSON shape, with its status
 /// and its words. (`/mcp`'s own, rmcp's, are shaped in `mcp`'s words
 /// before they reach this.)
-pub async fn json_errors(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
+async fn json_errors(response: Response) -> Response {
     if !ApiError::is_plain_refusal(&response) {
         return response;
     }

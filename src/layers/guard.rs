@@ -100,11 +100,34 @@ fn request_authority(request: &Request) -> Option<&str> {
         .or_else(|| request.headers().get(header::HOST)?.to_str().ok())
 }
 
+/// The Host check alone (the metrics listener's).
 pub async fn check_host(
     State(policy): State<Arc<HostPolicy>>,
     request: Request,
     next: Next,
 ) -> Response {
+    match refuse_host(&policy, &request) {
+        Some(refusal) => refusal,
+        None => next.run(request).await,
+    }
+}
+
+/// Both checks, the host first, in one layer (each layer boxes and moves
+/// the request's future once more).
+pub async fn check_host_and_origin(
+    State(policy): State<Arc<HostPolicy>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match refuse_host(&policy, &request).or_else(|| refuse_origin(&policy, &request)) {
+        Some(refusal) => refusal,
+        None => next.run(request).await,
+    }
+}
+
+/// The refusal of a request that names a host the policy does not admit,
+/// or names it malformed.
+fn refuse_host(policy: &HostPolicy, request: &Request) -> Option<Response> {
     // One name, well formed: a second Host header, or a port that is not
     // a number, could make two readers of the request disagree.
     if request
@@ -114,48 +137,45 @@ pub async fn check_host(
         .nth(1)
         .is_some()
     {
-        return ApiError::bad_request("a request has one Host header").into_response();
+        return Some(ApiError::bad_request("a request has one Host header").into_response());
     }
-    let named = request_authority(&request);
+    let named = request_authority(request);
     if named.is_some_and(|raw| host::authority(raw).is_none()) {
-        return ApiError::bad_request("the Host header is not a host name and a port")
-            .into_response();
+        return Some(
+            ApiError::bad_request("the Host header is not a host name and a port").into_response(),
+        );
     }
     if policy.allowed_hosts.is_some() {
         let host = named.and_then(host::authority).map(|a| a.host);
         if !host.as_ref().is_some_and(|h| policy.admits(h)) {
-            return ApiError::forbidden(format!(
-                "this relay does not answer for {:?}; use {}",
-                host.unwrap_or_default(),
-                policy.public_url
-            ))
-            .into_response();
+            return Some(
+                ApiError::forbidden(format!(
+                    "this relay does not answer for {:?}; use {}",
+                    host.unwrap_or_default(),
+                    policy.public_url
+                ))
+                .into_response(),
+            );
         }
     }
-    next.run(request).await
+    None
 }
 
-pub async fn check_origin(
-    State(policy): State<Arc<HostPolicy>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let Some(origin) = request.headers().get(header::ORIGIN) else {
-        return next.run(request).await;
-    };
+/// The refusal of a request from a browser page whose origin is neither
+/// the relay's own nor allowed; agents send no `Origin` and pass.
+fn refuse_origin(policy: &HostPolicy, request: &Request) -> Option<Response> {
+    let origin = request.headers().get(header::ORIGIN)?;
     let origin = origin.to_str().unwrap_or("");
-    let authority = request_authority(&request);
+    let authority = request_authority(request);
     let allowed = Origin::parse(origin).is_some_and(|presented| {
         presented.is_own(policy.tls, authority, policy.page_origin.as_ref())
             || policy.allowed_origins.contains(&presented)
     });
-    if allowed {
-        next.run(request).await
-    } else {
+    (!allowed).then(|| {
         ApiError::forbidden(format!(
             "requests from the page at {origin:?} are not allowed; an operator can add its origin \
              to RELAY_ALLOWED_ORIGINS"
         ))
         .into_response()
-    }
+    })
 }

@@ -2,7 +2,7 @@
 //! listener of their own (`RELAY_METRICS_ADDR`, off by default), never on
 //! the public one.
 //!
-//! Requests are counted as they are answered (`layers::edge::access_log`),
+//! Requests are counted as they are answered (`layers::edge::outermost`),
 //! connections as they are admitted (`server/bounds.rs`); the core's
 //! counts are read at each scrape (`Relay::stats`, in `scrape.rs`). Every label value is
 //! the relay's own word: a route group, a status code, a reason, a kind
