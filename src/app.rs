@@ -1,5 +1,5 @@
-//! The application: every route and, in one function, the whole stack of
-//! layers in front of them. Serving it on sockets is [`crate::server`]'s.
+//! The application: every route and the whole stack of layers in front of
+//! them, outermost first in [`router`]'s documentation. Serving it on sockets is [`crate::server`]'s.
 
 use crate::host::Origin;
 use crate::layers::{
@@ -127,7 +127,69 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///      streams have their own bounds (at most 50 s, or until the client
 ///      leaves, the caller's slots, shutdown).
 pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> Router {
-    let request_limit = request_body_limit(state.config.settings.max_body_bytes);
+    let guarded = route_groups(&state, mcp);
+    // CORS, for browser apps at the allowed origins: answers their
+    // preflights before any credentials are asked for, and lets them read
+    // the answers. Credentials only by Bearer, which a page must send
+    // itself: no cookies or Basic credentials cross origins.
+    let guarded = match cors(&state.config.allowed_origins) {
+        Some(cors) => guarded.layer(cors),
+        None => guarded,
+    };
+    let guarded = guarded.layer(middleware::from_fn_with_state(
+        HostPolicy::new(&state.config),
+        guard::check_host_and_origin,
+    ));
+    Router::new()
+        .merge(health(&state, certificate))
+        .merge(guarded)
+        .fallback(|| async {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", "there is no such route")
+        })
+        .layer(DefaultBodyLimit::max(request_body_limit(
+            state.config.settings.max_body_bytes,
+        )))
+        .layer(middleware::from_fn_with_state(
+            edge::Edge {
+                metrics: state.metrics.clone(),
+                hsts: state.config.tls.is_on(),
+            },
+            edge::outermost,
+        ))
+        .with_state(state)
+}
+
+/// The client address's quota, for the routes that take no credentials.
+fn address_quota(state: &AppState) -> AddressQuota {
+    AddressQuota {
+        limits: state.limits.clone(),
+        trusted_proxies: state.config.trusted_proxies.clone().into(),
+        forwarded_header: state.config.forwarded_header,
+    }
+}
+
+/// `/healthz` and `/readyz`: no credentials, but the client address's
+/// quota, so they are no free target for a flood.
+fn health(state: &AppState, certificate: Certificate) -> Router<AppState> {
+    Router::new()
+        .route(
+            "/healthz",
+            get(|| async { Json(json!({ "status": "ok" })) }),
+        )
+        .route(
+            "/readyz",
+            get(move |State(state): State<AppState>| readyz(state, certificate.clone())),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            address_quota(state),
+            auth::count_anonymous,
+        ))
+}
+
+/// Every route but the health checks, each group behind the layers the
+/// table below sets for it (the order within a group: the layer added
+/// last runs first).
+fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
     let message_limit = message_body_limit(state.config.settings.max_body_bytes);
     let trusted_proxies: std::sync::Arc<[_]> = state.config.trusted_proxies.clone().into();
     let credentials_with = |accept, challenge| {
@@ -149,20 +211,13 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
         body_limit: message_limit,
     };
     let at_once = || middleware::from_fn_with_state(deadline, edge::request_timeout);
-    let hosts = HostPolicy::new(&state.config);
     // A credential a browser signed out with is refused wherever Basic is
     // taken, not on the pages alone.
     let signed_out = || middleware::from_fn_with_state(state.clone(), web::signed_out);
 
-    let address_quota = || AddressQuota {
-        limits: state.limits.clone(),
-        trusted_proxies: trusted_proxies.clone(),
-        forwarded_header: state.config.forwarded_header,
-    };
-
     // Within a router, the layer added last runs first.
     let mcp = Router::new()
-        .nest_service("/mcp", mcp.service(&state, message_limit))
+        .nest_service("/mcp", mcp.service(state, message_limit))
         .layer(middleware::from_fn(mcp::shape_answers))
         .layer(middleware::from_fn_with_state(
             deadline,
@@ -190,7 +245,7 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
     // | OAuth (others), the API's document | none: the address quota | yes |
     // | OAuth registration | none: the address quota and the registrations' budget | yes |
     // | static assets  | none                     | no      |
-    let guarded = Router::new()
+    Router::new()
         .merge(mcp)
         .merge(
             api::reads()
@@ -235,7 +290,7 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
                 )),
         )
         .merge(
-            web::consent(&state)
+            web::consent(state)
                 .route_layer(signed_out())
                 .route_layer(at_once())
                 .route_layer(credentials(Accept::Consent))
@@ -248,58 +303,16 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
             api::oauth::routes()
                 .merge(
                     api::oauth::registration().route_layer(middleware::from_fn_with_state(
-                        address_quota(),
+                        address_quota(state),
                         auth::count_registration,
                     )),
                 )
                 .merge(api::public())
                 .route_layer(at_once())
                 .route_layer(middleware::from_fn_with_state(
-                    address_quota(),
+                    address_quota(state),
                     auth::count_anonymous,
                 )),
         )
-        .merge(web::assets());
-    // CORS, for browser apps at the allowed origins: answers their
-    // preflights before any credentials are asked for, and lets them read
-    // the answers. Credentials only by Bearer, which a page must send
-    // itself: no cookies or Basic credentials cross origins.
-    let guarded = match cors(&state.config.allowed_origins) {
-        Some(cors) => guarded.layer(cors),
-        None => guarded,
-    };
-    let guarded = guarded.layer(middleware::from_fn_with_state(
-        hosts,
-        guard::check_host_and_origin,
-    ));
-    // No credentials, but the client address's quota, so they are no free
-    // target for a flood.
-    let healthz = Router::new()
-        .route(
-            "/healthz",
-            get(|| async { Json(json!({ "status": "ok" })) }),
-        )
-        .route(
-            "/readyz",
-            get(move |State(state): State<AppState>| readyz(state, certificate.clone())),
-        )
-        .route_layer(middleware::from_fn_with_state(
-            address_quota(),
-            auth::count_anonymous,
-        ));
-    Router::new()
-        .merge(healthz)
-        .merge(guarded)
-        .fallback(|| async {
-            ApiError::new(StatusCode::NOT_FOUND, "not_found", "there is no such route")
-        })
-        .layer(DefaultBodyLimit::max(request_limit))
-        .layer(middleware::from_fn_with_state(
-            edge::Edge {
-                metrics: state.metrics.clone(),
-                hsts: state.config.tls.is_on(),
-            },
-            edge::outermost,
-        ))
-        .with_state(state)
+        .merge(web::assets())
 }
