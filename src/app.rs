@@ -1,5 +1,6 @@
 //! The application: every route and the whole stack of layers in front of
-//! them, outermost first in [`router`]'s documentation. Serving it on sockets is [`crate::server`]'s.
+//! them, listed outermost first in [`router`]'s documentation. Serving it
+//! on sockets is [`crate::server`]'s.
 
 use crate::host::Origin;
 use crate::layers::{
