@@ -64,6 +64,7 @@ impl fmt::Display for Handle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::assert_pattern_mirrors;
 
     #[test]
     fn accepts_the_documented_shape() {
@@ -74,32 +75,29 @@ mod tests {
 
     #[test]
     fn the_pattern_says_what_parse_does() {
-        let pattern = regex::Regex::new(HANDLE_PATTERN).unwrap();
-        for text in [
-            "a",
-            "alice",
-            "0",
-            "ci-bot",
-            "j.doe_2",
-            "",
-            "Alice",
-            "-lead",
-            ".x",
-            "_x",
-            "a b",
-            "a\n",
-            "\na",
-            "ünï",
-            "a:b",
-            &"a".repeat(32),
-            &"a".repeat(33),
-        ] {
-            assert_eq!(
-                pattern.is_match(text),
-                Handle::parse(text).is_ok(),
-                "{text:?}"
-            );
-        }
+        assert_pattern_mirrors(
+            HANDLE_PATTERN,
+            |text| Handle::parse(text).is_ok(),
+            &[
+                "a",
+                "alice",
+                "0",
+                "ci-bot",
+                "j.doe_2",
+                "",
+                "Alice",
+                "-lead",
+                ".x",
+                "_x",
+                "a b",
+                "a\n",
+                "\na",
+                "ünï",
+                "a:b",
+                &"a".repeat(32),
+                &"a".repeat(33),
+            ],
+        );
     }
 
     #[test]

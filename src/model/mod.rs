@@ -306,6 +306,17 @@ pub struct Excerpt {
     pub matched: bool,
 }
 
+/// For the tests that hold a pattern published in a schema to the parser
+/// it mirrors: asserts that `pattern` matches each of `texts` exactly when
+/// `parses` takes it.
+#[cfg(test)]
+pub(crate) fn assert_pattern_mirrors(pattern: &str, parses: impl Fn(&str) -> bool, texts: &[&str]) {
+    let pattern = regex::Regex::new(pattern).expect("the pattern compiles");
+    for text in texts {
+        assert_eq!(pattern.is_match(text), parses(text), "{text:?}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

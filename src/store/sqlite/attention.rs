@@ -1,7 +1,7 @@
 //! What needs a person's attention: their notification settings, the
 //! unread messages not yet brought to them, and their agents' approvals.
 
-use super::messages::{MESSAGE_COLUMNS, message_from_row};
+use super::messages::{MESSAGE_COLUMNS, messages_of};
 use crate::model::{
     Approval, ApprovalId, Behavior, Device, DeviceId, Handle, Message, MessageId, Millis,
     NewApproval, NotifySettings, Preview, WebhookFormat,
@@ -62,8 +62,9 @@ pub(super) fn unnotified(
     now: Millis,
     limit: u32,
 ) -> StoreResult<Vec<Message>> {
-    Ok(conn
-        .prepare_cached(&format!(
+    messages_of(
+        conn,
+        &format!(
             "SELECT {MESSAGE_COLUMNS} FROM inbox i JOIN messages m ON m.id = i.message_id \
              WHERE i.read_at IS NULL AND i.answered_at IS NULL AND i.notified_at IS NULL \
              AND i.message_id > ?1 AND m.expires_at > ?2 \
@@ -72,9 +73,9 @@ pub(super) fn unnotified(
                      THEN 't:' || m.thread_id ELSE 'c:' || m.channel END \
                  AND r.last_id >= m.id) \
              ORDER BY i.message_id LIMIT ?3"
-        ))?
-        .query_map(params![after, now, limit], message_from_row)?
-        .collect::<Result<_, _>>()?)
+        ),
+        params![after, now, limit],
+    )
 }
 
 pub(super) fn mark_notified(

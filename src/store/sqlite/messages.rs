@@ -7,6 +7,18 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::store::columns::{FILES_AT, LEDGER_FROM, Ledger, file_with, files_from_column};
 pub(super) use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
 
+/// The messages a query's rows hold, in its order.
+pub(super) fn messages_of(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> StoreResult<Vec<Message>> {
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_map(params, message_from_row)?
+        .collect::<Result<_, _>>()?)
+}
+
 pub(super) fn message_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Message> {
     let to: Option<Handle> = row.get(4)?;
     let delivery = match to {

@@ -3,7 +3,7 @@
 //! finds and marks rows is all a claim needs to take them alone.
 
 use super::Sql;
-use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
+use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, messages_of};
 use crate::model::{Channel, Expects, Handle, Message, MessageId, Millis, Place, ThreadId};
 use crate::store::columns::from_row;
 use crate::store::columns::{OWED, files_column};
@@ -55,11 +55,7 @@ impl Sql<'_> {
     }
 
     fn messages(&self, sql: &str, params: &[&dyn ToSql]) -> StoreResult<Vec<Message>> {
-        Ok(self
-            .0
-            .prepare_cached(sql)?
-            .query_map(params, message_from_row)?
-            .collect::<Result<_, _>>()?)
+        messages_of(self.0, sql, params)
     }
 }
 

@@ -2,7 +2,7 @@
 //! (`../rules/claims.rs` decides who holds what).
 
 use super::Sql;
-use super::messages::{MESSAGE_COLUMNS, message_from_row};
+use super::messages::{MESSAGE_COLUMNS, messages_of};
 use crate::model::{Ack, Claim, Handle, Message, MessageId, Millis, NewClaim};
 use crate::store::StoreResult;
 use crate::store::columns::OWED;
@@ -36,14 +36,15 @@ pub(super) fn owed(
     now: Millis,
     limit: u32,
 ) -> StoreResult<Vec<Message>> {
-    Ok(conn
-        .prepare_cached(&format!(
+    messages_of(
+        conn,
+        &format!(
             "SELECT {MESSAGE_COLUMNS} FROM inbox i JOIN messages m ON m.id = i.message_id \
              WHERE {party} = ?1 AND {OWED} AND m.expires_at > ?2 \
              ORDER BY i.message_id LIMIT ?3"
-        ))?
-        .query_map(params![who, now, limit], message_from_row)?
-        .collect::<Result<_, _>>()?)
+        ),
+        params![who, now, limit],
+    )
 }
 
 pub(super) fn claims(
