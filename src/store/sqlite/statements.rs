@@ -53,10 +53,6 @@ impl Sql<'_> {
             .query_map(params, |row| row.get(0))?
             .collect::<Result<_, _>>()?)
     }
-
-    fn messages(&self, sql: &str, params: &[&dyn ToSql]) -> StoreResult<Vec<Message>> {
-        messages_of(self.0, sql, params)
-    }
 }
 
 impl Statements for Sql<'_> {
@@ -278,7 +274,8 @@ impl Statements for Sql<'_> {
         }
         let ids: Vec<i64> = ids.iter().map(|id| id.0).collect();
         let list = serde_json::to_string(&ids).expect("ids serialize");
-        self.messages(
+        messages_of(
+            self.0,
             &format!(
                 "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
                  WHERE m.id IN (SELECT value FROM json_each(?1)) ORDER BY m.id"
@@ -295,7 +292,8 @@ impl Statements for Sql<'_> {
         now: Millis,
     ) -> StoreResult<Vec<Message>> {
         let (column, value) = column(place);
-        self.messages(
+        messages_of(
+            self.0,
             &format!(
                 "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
                  WHERE {column} = ?1 AND m.id > ?2 AND m.expires_at > ?3 ORDER BY m.id LIMIT ?4"
@@ -306,7 +304,8 @@ impl Statements for Sql<'_> {
 
     async fn newest_in(&self, place: &Place, limit: u32, now: Millis) -> StoreResult<Vec<Message>> {
         let (column, value) = column(place);
-        self.messages(
+        messages_of(
+            self.0,
             &format!(
                 "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
                  WHERE {column} = ?1 AND m.expires_at > ?2 ORDER BY m.id DESC LIMIT ?3"
