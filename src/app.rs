@@ -10,7 +10,7 @@ use crate::layers::{
 };
 use crate::state::AppState;
 use crate::wire::ApiError;
-use crate::{api, mcp, web};
+use crate::{a2a, api, mcp, web};
 use axum::{
     Json, Router,
     extract::{DefaultBodyLimit, State},
@@ -238,12 +238,12 @@ fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
     // | api reads      | Bearer or Basic          | yes     |
     // | api waits      | Bearer or Basic          | no      |
     // | api writes     | Bearer                   | yes     |
-    // | api asks       | Bearer                   | body    |
+    // | api asks, A2A  | Bearer                   | body    |
     // | api inbox      | Bearer (claims change)   | no      |
     // | api streams    | Bearer, Basic, ?token=   | no      |
     // | pages          | Bearer or Basic          | yes     |
     // | OAuth consent  | Basic, also cross-site   | yes     |
-    // | OAuth (others), the API's document | none: the address quota | yes |
+    // | OAuth (others), the API's document, A2A cards | none: the address quota | yes |
     // | OAuth registration | none: the address quota and the registrations' budget | yes |
     // | static assets  | none                     | no      |
     Router::new()
@@ -267,6 +267,15 @@ fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
         )
         .merge(
             api::asks()
+                .route_layer(DefaultBodyLimit::max(message_limit))
+                .route_layer(middleware::from_fn_with_state(
+                    deadline,
+                    edge::read_body_in_time,
+                ))
+                .route_layer(credentials(Accept::Bearer)),
+        )
+        .merge(
+            a2a::endpoint()
                 .route_layer(DefaultBodyLimit::max(message_limit))
                 .route_layer(middleware::from_fn_with_state(
                     deadline,
@@ -309,6 +318,7 @@ fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
                     )),
                 )
                 .merge(api::public())
+                .merge(a2a::cards())
                 .route_layer(at_once())
                 .route_layer(middleware::from_fn_with_state(
                     address_quota(state),

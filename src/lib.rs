@@ -16,6 +16,7 @@
 //! modules is the compiler's, below, and nowhere else by hand.
 #![forbid(unsafe_code)]
 
+pub mod a2a;
 pub mod agent;
 pub mod api;
 pub mod app;

@@ -162,6 +162,39 @@ impl Relay {
         Ok((sent, reply))
     }
 
+    /// Where a direct message the caller sent stands: the message with its
+    /// ledger, and its recipient's first reply in its thread after it, if
+    /// one came. A reply returned here is read by the caller's agent, as
+    /// one [`Relay::ask`] returns. Only the sender sees this: anyone else
+    /// (and a message that is not a direct one) is told there is no such
+    /// message, so nothing says whether it exists.
+    pub async fn sent_and_answer(
+        &self,
+        caller: &Caller,
+        id: MessageId,
+    ) -> RelayResult<(Message, Option<Message>)> {
+        let missing = || RelayError::NotFound(format!("you sent no message {id}"));
+        let sender = self.acting_as(caller, None)?;
+        let sent = self
+            .store
+            .message(id, now_millis())
+            .await?
+            .filter(|m| m.from == sender)
+            .ok_or_else(missing)?;
+        let (Some(thread_id), Some(to)) = (sent.place.thread(), sent.to.clone()) else {
+            return Err(missing());
+        };
+        let after = self
+            .store
+            .thread(thread_id, sent.id, super::MAX_PAGE, now_millis())
+            .await?;
+        let answer = match after.into_iter().find(|m| m.from == to) {
+            Some(answer) => Some(self.confirm_read(&sender, vec![answer]).await?.remove(0)),
+            None => None,
+        };
+        Ok((sent, answer))
+    }
+
     /// Posts to a channel; a named recipient also finds it in their inbox.
     pub async fn post(&self, caller: &Caller, post: ChannelPost) -> RelayResult<Message> {
         let from = self.acting_as(caller, post.sender.as_deref())?;

@@ -1,6 +1,7 @@
 //! Integration tests: the real server on a spare loopback port, with a
 //! temp-dir database, driven by real clients over real sockets.
 
+mod a2a;
 mod agents;
 mod answers;
 mod arrows;

@@ -1,0 +1,378 @@
+//! A2A 1.0: each person's agent an A2A agent at `/a2a/{handle}`. Over plain
+//! HTTP here (every rule the edge keeps); with the official SDKs' clients
+//! (`a2a-sdk` from PyPI, `@a2a-js/sdk` from npm, pinned in
+//! `tests/clients/`) in the ignored tests below, as a caller runs them.
+
+use crate::support::*;
+use serde_json::{Value, json};
+
+/// A JSON-RPC call to `/a2a/{handle}` with `token` (none: no
+/// `Authorization`): the HTTP status and the body.
+async fn rpc(
+    app: &TestApp,
+    handle: &str,
+    token: Option<&str>,
+    method: &str,
+    params: Value,
+) -> (u16, Value) {
+    let mut request = http()
+        .post(format!("{}/a2a/{handle}", app.url()))
+        .header("A2A-Version", "1.0")
+        .json(&json!({ "jsonrpc": "2.0", "id": 7, "method": method, "params": params }));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// A question to `handle`, answered at once (`returnImmediately`).
+fn question(text: &str, more: Value) -> Value {
+    let mut message = json!({
+        "messageId": "m-1",
+        "role": "ROLE_USER",
+        "parts": [{ "text": text }],
+    });
+    if let (Some(message), Value::Object(more)) = (message.as_object_mut(), more) {
+        message.extend(more);
+    }
+    json!({ "message": message, "configuration": { "returnImmediately": true } })
+}
+
+/// The result of a call that must succeed.
+fn result(answer: (u16, Value)) -> Value {
+    assert_eq!(answer.0, 200, "{}", answer.1);
+    assert_eq!(answer.1["jsonrpc"], "2.0");
+    assert_eq!(answer.1["id"], 7);
+    assert!(answer.1.get("error").is_none(), "{}", answer.1);
+    answer.1["result"].clone()
+}
+
+/// The JSON-RPC error code of a call that must fail.
+fn error_code(answer: (u16, Value)) -> i64 {
+    assert_eq!(answer.0, 200, "{}", answer.1);
+    answer.1["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no error: {}", answer.1))
+}
+
+#[tokio::test]
+async fn the_card_says_where_and_how_to_ask_and_nothing_the_url_does_not() {
+    let app = spawn_app().await;
+    app.add_named("bob", "Bob Builder").await;
+    let card_of = |handle: &str| {
+        http()
+            .get(format!(
+                "{}/a2a/{handle}/.well-known/agent-card.json",
+                app.url()
+            ))
+            .send()
+    };
+
+    let response = card_of("bob").await.unwrap();
+    assert_eq!(response.status(), 200);
+    let card: Value = response.json().await.unwrap();
+    assert_eq!(card["name"], "bob's agent");
+    assert_eq!(
+        card["supportedInterfaces"],
+        json!([{
+            "url": format!("{}/a2a/bob", app.url()),
+            "protocolBinding": "JSONRPC",
+            "protocolVersion": "1.0",
+        }])
+    );
+    assert_eq!(
+        card["capabilities"],
+        json!({ "streaming": false, "pushNotifications": false })
+    );
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "Bearer"
+    );
+    assert_eq!(card["skills"][0]["name"], "ask bob's agent");
+    for required in [
+        "description",
+        "version",
+        "defaultInputModes",
+        "defaultOutputModes",
+    ] {
+        assert!(card.get(required).is_some(), "{required}: {card}");
+    }
+    // Nobody's card reads as anybody's: the name kept on the team is not
+    // shown, and an unknown handle is not told apart.
+    assert!(!card.to_string().contains("Bob Builder"), "{card}");
+    let nobody: Value = card_of("zed").await.unwrap().json().await.unwrap();
+    assert_eq!(card.to_string().replace("bob", "zed"), nobody.to_string());
+    assert_eq!(card_of("Not A Handle").await.unwrap().status(), 404);
+}
+
+#[tokio::test]
+async fn a_question_is_a_direct_message_whose_task_follows_the_ledger() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let carol = app.add_person("carol").await;
+
+    let sent = result(
+        rpc(
+            &app,
+            "bob",
+            Some(&alice),
+            "SendMessage",
+            question("which port?", json!({})),
+        )
+        .await,
+    );
+    let task = &sent["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_SUBMITTED", "{task}");
+    let id = task["id"].as_str().unwrap().to_owned();
+    let stored = app.rest(&alice).message(id.parse().unwrap()).await;
+    assert_eq!(stored["from"], "alice");
+    assert_eq!(stored["to"], "bob");
+    assert_eq!(stored["type"], "QUESTION");
+    assert_eq!(stored["body"], "which port?");
+    assert_eq!(task["contextId"], stored["thread_id"].to_string());
+    assert_eq!(task["metadata"]["delivery"]["state"], "waiting");
+
+    // Bob's agent reads it: working.
+    let (status, inbox) = app.rest(&bob).get("/api/inbox").await;
+    assert_eq!(status, 200, "{inbox}");
+    assert_eq!(inbox["messages"][0]["body"], "which port?");
+    let get = || rpc(&app, "bob", Some(&alice), "GetTask", json!({ "id": id }));
+    assert_eq!(result(get().await)["status"]["state"], "TASK_STATE_WORKING");
+
+    // Only its sender finds it; and nobody without a credential.
+    let as_carol = rpc(&app, "bob", Some(&carol), "GetTask", json!({ "id": id })).await;
+    assert_eq!(as_carol.1["error"]["data"][0]["reason"], "TASK_NOT_FOUND");
+    assert_eq!(error_code(as_carol), -32001);
+    let as_bob = rpc(&app, "bob", Some(&bob), "GetTask", json!({ "id": id })).await;
+    assert_eq!(error_code(as_bob), -32001);
+    let (status, _) = rpc(&app, "bob", None, "GetTask", json!({ "id": id })).await;
+    assert_eq!(status, 401);
+
+    // Bob answers in the thread, asking back: input required.
+    let thread = stored["thread_id"].clone();
+    app.rest(&bob)
+        .send(
+            "alice",
+            "staging or prod?",
+            json!({ "thread_id": thread, "type": "QUESTION" }),
+        )
+        .await;
+    let asked_back = result(get().await);
+    assert_eq!(asked_back["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    assert_eq!(
+        asked_back["status"]["message"]["parts"][0]["text"],
+        "staging or prod?"
+    );
+
+    // Alice answers on the task; it goes to the same thread, and its own
+    // task completes with Bob's answer.
+    let more = json!({ "taskId": id });
+    let follow = result(
+        rpc(
+            &app,
+            "bob",
+            Some(&alice),
+            "SendMessage",
+            question("staging", more),
+        )
+        .await,
+    );
+    let follow_id = follow["task"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(follow["task"]["contextId"], task["contextId"]);
+    app.rest(&bob)
+        .send(
+            "alice",
+            "8080",
+            json!({ "thread_id": thread, "type": "ANSWER" }),
+        )
+        .await;
+    let done = result(
+        rpc(
+            &app,
+            "bob",
+            Some(&alice),
+            "GetTask",
+            json!({ "id": follow_id }),
+        )
+        .await,
+    );
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert_eq!(done["status"]["message"]["role"], "ROLE_AGENT");
+    assert_eq!(done["status"]["message"]["parts"][0]["text"], "8080");
+    assert_eq!(done["artifacts"][0]["parts"][0]["text"], "8080");
+    assert_eq!(done["history"][0]["parts"][0]["text"], "staging");
+    // Returned to alice's client, the answer is read by her agent.
+    let answer_id = done["status"]["message"]["messageId"].as_str().unwrap();
+    let delivery = app.rest(&alice).delivery(answer_id.parse().unwrap()).await;
+    assert_eq!(delivery["state"], "read");
+
+    // No cancel: the question stays.
+    let cancel = rpc(
+        &app,
+        "bob",
+        Some(&alice),
+        "CancelTask",
+        json!({ "id": follow_id }),
+    )
+    .await;
+    assert_eq!(error_code(cancel), -32002);
+}
+
+#[tokio::test]
+async fn a_blocking_send_answers_with_the_reply() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let blocking = json!({
+        "message": { "messageId": "m-2", "role": "ROLE_USER", "parts": [{ "text": "ready?" }] },
+    });
+    let asking = tokio::spawn({
+        let app_url = app.url();
+        let alice = alice.clone();
+        async move {
+            http()
+                .post(format!("{app_url}/a2a/bob"))
+                .bearer_auth(alice)
+                .json(&json!({ "jsonrpc": "2.0", "id": "a", "method": "SendMessage", "params": blocking }))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    });
+    let (_, inbox) = app.rest(&bob).get("/api/inbox?timeout_s=50").await;
+    let question = &inbox["messages"][0];
+    assert_eq!(question["body"], "ready?");
+    app.rest(&bob)
+        .send(
+            "alice",
+            "yes",
+            json!({ "thread_id": question["thread_id"] }),
+        )
+        .await;
+    let answered = asking.await.unwrap();
+    assert_eq!(answered["id"], "a");
+    let task = &answered["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_COMPLETED",
+        "{answered}"
+    );
+    assert_eq!(task["status"]["message"]["parts"][0]["text"], "yes");
+}
+
+#[tokio::test]
+async fn refusals_keep_every_rule_a_message_passes() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    app.add_person("bob").await;
+    let before = app.count("SELECT count(*) FROM messages");
+
+    // A likely secret: rejected, and nothing stored or kept.
+    let key = ["AKIA", "J7Q2M5X9R3T8W4Z6"].concat();
+    let refused = result(
+        rpc(
+            &app,
+            "bob",
+            Some(&alice),
+            "SendMessage",
+            question(&format!("the key is {key}"), json!({})),
+        )
+        .await,
+    );
+    let task = &refused["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED");
+    let reason = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        reason.starts_with("refused: the message looks like it contains"),
+        "{reason}"
+    );
+    assert!(!refused.to_string().contains(&key));
+    let lookup = rpc(
+        &app,
+        "bob",
+        Some(&alice),
+        "GetTask",
+        json!({ "id": task["id"] }),
+    )
+    .await;
+    assert_eq!(error_code(lookup), -32001);
+
+    // Nobody by that handle; a part that is not text; no parts.
+    let nobody = rpc(
+        &app,
+        "zed",
+        Some(&alice),
+        "SendMessage",
+        question("hi", json!({})),
+    )
+    .await;
+    assert_eq!(
+        nobody.1["error"]["message"],
+        "there is nobody called zed on this relay"
+    );
+    assert_eq!(error_code(nobody), -32602);
+    let file = json!({ "message": { "messageId": "f", "role": "ROLE_USER",
+        "parts": [{ "url": "https://example.com/x", "mediaType": "text/plain" }] } });
+    assert_eq!(
+        error_code(rpc(&app, "bob", Some(&alice), "SendMessage", file).await),
+        -32005
+    );
+    let empty = json!({ "message": { "messageId": "e", "role": "ROLE_USER", "parts": [] } });
+    assert_eq!(
+        error_code(rpc(&app, "bob", Some(&alice), "SendMessage", empty).await),
+        -32602
+    );
+    assert_eq!(app.count("SELECT count(*) FROM messages"), before);
+
+    // What is not offered says so; what is not a method, too.
+    for (method, code) in [
+        ("SendStreamingMessage", -32004),
+        ("CreateTaskPushNotificationConfig", -32003),
+        ("GetExtendedAgentCard", -32007),
+        ("message/send", -32601),
+    ] {
+        let answer = rpc(&app, "bob", Some(&alice), method, json!({})).await;
+        assert_eq!(error_code(answer), code, "{method}");
+    }
+
+    // Another version, malformed JSON, not JSON-RPC.
+    let other_version = http()
+        .post(format!("{}/a2a/bob", app.url()))
+        .bearer_auth(&alice)
+        .header("A2A-Version", "0.3")
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": { "id": "1" } }))
+        .send()
+        .await
+        .unwrap();
+    let other_version: Value = other_version.json().await.unwrap();
+    assert_eq!(other_version["error"]["code"], -32009);
+    // Malformed JSON sent as JSON is refused before any edge, as on every
+    // route (400, the relay's error shape); untyped, it is JSON-RPC's
+    // parse error.
+    let send = |body: &'static str, json: bool| {
+        let mut request = http()
+            .post(format!("{}/a2a/bob", app.url()))
+            .bearer_auth(&alice)
+            .body(body);
+        if json {
+            request = request.header("content-type", "application/json");
+        }
+        request.send()
+    };
+    let typed = send("{not json", true).await.unwrap();
+    assert_eq!(typed.status(), 400);
+    let typed: Value = typed.json().await.unwrap();
+    assert_eq!(typed["error"]["code"], "bad_request");
+    for (body, code) in [("{not json", -32700), (r#"{"id": 1}"#, -32600)] {
+        let answer: Value = send(body, false).await.unwrap().json().await.unwrap();
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+        assert_eq!(answer["id"], Value::Null);
+    }
+}
