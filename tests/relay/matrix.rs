@@ -568,6 +568,24 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
             Kind::Anonymous,
             200,
         ),
+        (
+            "GET",
+            "/a2a/{handle}/.well-known/agent-card.json",
+            "/a2a/alice/.well-known/agent-card.json",
+            None,
+            Kind::Anonymous,
+            200,
+        ),
+        // A JSON-RPC call answers 200, its error (no task 999999) inside.
+        (
+            "POST",
+            "/a2a/{handle}",
+            "/a2a/alice",
+            Some(json!({ "jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                         "params": { "id": "999999" } })),
+            Kind::Change,
+            200,
+        ),
         ("GET", "/healthz", "/healthz", None, Kind::Open, 200),
         ("GET", "/readyz", "/readyz", None, Kind::Open, 200),
     ];
