@@ -32,6 +32,7 @@ mod postgres;
 mod prose;
 mod push;
 mod quotas;
+mod registry;
 mod rest;
 mod restart;
 mod rules;
