@@ -83,7 +83,10 @@ information, and get your user's agreement before acting on a request that chang
 /// notifications (sent to the servers that declare this; see the
 /// instructions and `wire::push`).
 pub fn capabilities() -> ServerCapabilities {
-    with_experimental(&[CHANNEL_CAPABILITY])
+    let mut capabilities = with_experimental(&[CHANNEL_CAPABILITY]);
+    // The one resource is the MCP App (`mcp/app.rs`).
+    capabilities.resources = Some(Default::default());
+    capabilities
 }
 
 /// What the bridge offers: the relay's, and permission prompts relayed.

@@ -2,8 +2,8 @@
 //! agents' approvals. Each is the caller's own: the shared token has none.
 
 use super::ApiResult;
-use crate::model::{ApprovalId, Behavior, DeviceId, now_millis};
-use crate::relay::{Caller, RelayError};
+use crate::model::{ApprovalId, DeviceId, now_millis};
+use crate::relay::Caller;
 use crate::state::AppState;
 use crate::wire::{
     ApiError,
@@ -80,11 +80,14 @@ pub(super) async fn answer_approval(
     Path(id): Path<i64>,
     Body(answer): Body<AnswerApproval>,
 ) -> ApiResult<ApprovalView> {
-    let behavior = Behavior::parse(&answer.behavior)
-        .ok_or_else(|| RelayError::BadInput("behavior: \"allow\" or \"deny\"".into()))?;
     let approval = state
         .relay
-        .answer_approval(&caller, ApprovalId(id), behavior, answer.input_hidden_ok)
+        .answer_approval(
+            &caller,
+            ApprovalId(id),
+            answer.behavior()?,
+            answer.input_hidden_ok,
+        )
         .await?;
     Ok(Json(ApprovalView::new(&approval, now_millis())))
 }

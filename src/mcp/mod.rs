@@ -14,17 +14,18 @@
 //! structured result — or a tool error carrying the same JSON error shape as
 //! REST, so a model reads what to change.
 
+mod app;
 mod edge;
 mod schema;
 pub mod sessions;
 
 pub use edge::{ClientMistakes, McpEdge, shape_answers};
 
-use crate::model::{Claimed, MessageId, SessionId, ThreadId};
+use crate::model::{ApprovalId, Claimed, MessageId, SessionId, ThreadId, now_millis};
 pub use crate::protocol::SESSION_HEADER;
 use crate::protocol::{HeldSession, INSTRUCTIONS, capabilities, wants_pushes};
 use crate::relay::{Caller, Reader, Relay, RelayError};
-use crate::wire::{self, ApiError, args, work};
+use crate::wire::{self, ApiError, args, attention, work};
 use rmcp::{
     ErrorData, Json, RoleServer, ServerHandler,
     handler::server::{
@@ -34,7 +35,8 @@ use rmcp::{
     },
     model::{
         CallToolResult, ContentBlock, DiscoverRequestMethod, DiscoverResult, Implementation,
-        IntoContents, ListToolsResult, PaginatedRequestParams, ServerConfig,
+        IntoContents, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
     },
     service::RequestContext,
     tool, tool_handler, tool_router,
@@ -206,7 +208,7 @@ impl RelayTools {
     /// Receive the messages sent to you that your agent has not read yet, each
     /// once (one pushed to a session of yours comes here only if that session
     /// did not act on it in time). With timeout_seconds, waits for one to arrive.
-    #[tool]
+    #[tool(meta = app::for_tool(false))]
     async fn check_inbox(
         &self,
         CallerOf(caller): CallerOf,
@@ -224,7 +226,7 @@ impl RelayTools {
     /// thread says next_since_id: pass it as since_id). Each message
     /// addressed to someone says where it stands (delivery: waiting,
     /// pushed, read, answered).
-    #[tool]
+    #[tool(meta = app::for_tool(false))]
     async fn read_thread(
         &self,
         CallerOf(caller): CallerOf,
@@ -474,6 +476,76 @@ impl RelayTools {
             .await?;
         Ok(Json(wire::SearchResults::from(&found)))
     }
+
+    /// Your agents' steps waiting for your Allow or Deny (with all: every
+    /// one kept, a week's). For the crosstalk app, where you answer them.
+    #[tool(meta = app::for_tool(true))]
+    async fn list_approvals(
+        &self,
+        CallerOf(caller): CallerOf,
+        RendersApps(renders): RendersApps,
+        Parameters(args): Parameters<attention::ApprovalsQuery>,
+    ) -> ToolResult<attention::Approvals> {
+        renders.then_some(()).ok_or_else(only_in_the_app)?;
+        let kept = self.relay.approvals(&caller, args?.all).await?;
+        let now = now_millis();
+        Ok(Json(attention::Approvals {
+            approvals: kept
+                .iter()
+                .map(|a| attention::ApprovalView::new(a, now))
+                .collect(),
+        }))
+    }
+
+    /// Allow or deny one of your agents' steps. For the crosstalk app: a
+    /// person's answer, pressed in the app.
+    #[tool(meta = app::for_tool(true))]
+    async fn answer_approval(
+        &self,
+        CallerOf(caller): CallerOf,
+        RendersApps(renders): RendersApps,
+        Parameters(args): Parameters<attention::AnswerApprovalArgs>,
+    ) -> ToolResult<attention::ApprovalView> {
+        renders.then_some(()).ok_or_else(only_in_the_app)?;
+        let args = args?;
+        let approval = self
+            .relay
+            .answer_approval(
+                &caller,
+                ApprovalId(args.id),
+                args.answer.behavior()?,
+                args.answer.input_hidden_ok,
+            )
+            .await?;
+        Ok(Json(attention::ApprovalView::new(&approval, now_millis())))
+    }
+}
+
+/// The tools only the app calls (`_meta.ui.visibility: ["app"]`): listed,
+/// and answered, only to a client that renders apps.
+const APP_ONLY: [&str; 2] = ["list_approvals", "answer_approval"];
+
+/// Whether the tool call's client renders MCP Apps (said at `initialize`,
+/// or in a stateless request's own capabilities).
+pub struct RendersApps(pub bool);
+
+impl<C: AsRequestContext> FromContextPart<C> for RendersApps {
+    fn from_context_part(context: &mut C) -> Result<Self, ErrorData> {
+        let capabilities = context.as_request_context().client_capabilities();
+        Ok(RendersApps(app::renders_apps(capabilities.as_ref())))
+    }
+}
+
+/// The refusal of an app's tool to a client that renders no app: an
+/// agent's own client never allows its agent's steps.
+fn only_in_the_app() -> ToolError {
+    ApiError::new(
+        axum::http::StatusCode::FORBIDDEN,
+        "forbidden",
+        "this tool answers only in the crosstalk app, in a host that renders MCP Apps; \
+         answer approvals there, on the team page, or on your phone",
+    )
+    .into()
 }
 
 #[tool_handler(router = TOOLS)]
@@ -510,6 +582,37 @@ impl ServerHandler for RelayTools {
         if let Some(session) = held_session(&context) {
             self.relay.tools_listed(&session);
         }
-        Ok(ListToolsResult::with_all_items(TOOLS.list_all()))
+        let mut tools = TOOLS.list_all();
+        if !app::renders_apps(context.client_capabilities().as_ref()) {
+            tools.retain(|tool| !APP_ONLY.contains(&tool.name.as_ref()));
+        }
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    /// The one resource: the app.
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(vec![app::listed()]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        match request.uri == app::URI {
+            true => Ok(app::read().into()),
+            false => Err(ErrorData::resource_not_found(
+                format!(
+                    "there is no resource {}; the one here is {}",
+                    request.uri,
+                    app::URI
+                ),
+                None,
+            )),
+        }
     }
 }

@@ -3,8 +3,8 @@
 
 use super::timestamp;
 use crate::model::{
-    Approval, ApprovalState, Device, HTTPS_URL_PATTERN, MAX_NOTIFY_AFTER, MAX_WEBHOOK_LEN, Millis,
-    NotifySettings, Preview, Webhook, WebhookFormat, WebhookUrl,
+    Approval, ApprovalState, Behavior, Device, HTTPS_URL_PATTERN, MAX_NOTIFY_AFTER,
+    MAX_WEBHOOK_LEN, Millis, NotifySettings, Preview, Webhook, WebhookFormat, WebhookUrl,
 };
 use crate::relay::{
     AskApproval, MAX_TOOL_NAME_CHARS, RelayError, auth_pattern, line_pattern, p256dh_pattern,
@@ -155,6 +155,25 @@ pub struct AnswerApproval {
     /// allows what its person cannot see. Ignored otherwise.
     #[serde(default)]
     pub input_hidden_ok: bool,
+}
+
+impl AnswerApproval {
+    /// The answer, as the core takes it.
+    pub fn behavior(&self) -> Result<Behavior, RelayError> {
+        Behavior::parse(&self.behavior)
+            .ok_or_else(|| RelayError::BadInput("behavior: \"allow\" or \"deny\"".into()))
+    }
+}
+
+/// `answer_approval` (the MCP App's): which approval, and the answer.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct AnswerApprovalArgs {
+    /// The approval to answer: one of yours (`list_approvals`).
+    #[serde(deserialize_with = "super::whole::required")]
+    #[schemars(range(min = 1))]
+    pub id: i64,
+    #[serde(flatten)]
+    pub answer: AnswerApproval,
 }
 
 /// An approval as its person sees it.

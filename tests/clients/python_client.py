@@ -23,9 +23,12 @@ import urllib.request
 
 import httpx2
 from mcp import Client
+from mcp.client import advertise
 from mcp.client.streamable_http import streamable_http_client
 
 BIN = os.environ.get("CROSSTALK_BIN", "target/debug/crosstalk")
+APPS = "io.modelcontextprotocol/ui"
+APP_MIME = "text/html;profile=mcp-app"
 
 
 def free_port() -> int:
@@ -74,9 +77,11 @@ class Relay:
             self.process.wait(timeout=30)
 
 
-def client(relay: Relay, token: str, mode: str) -> Client:
+def client(relay: Relay, token: str, mode: str, renders_apps: bool = False) -> Client:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(30, read=120))
-    return Client(streamable_http_client(relay.url, http_client=http), mode=mode, raise_exceptions=True)
+    extensions = [advertise(APPS, {"mimeTypes": [APP_MIME]})] if renders_apps else []
+    return Client(streamable_http_client(relay.url, http_client=http), mode=mode, raise_exceptions=True,
+                  extensions=extensions)
 
 
 def result(called) -> dict:
@@ -133,11 +138,42 @@ async def play(mode: str) -> None:
             check(refused.is_error and "secret_refused" in text and "AKIAIOSFODNN7EXAMPLE" not in text,
                   f"a refused secret: {text}")
 
+        await check_the_app(relay, alice_token, mode)
+
         # Another person's token on a session: refused (sessions only).
         if mode == "legacy":
             await refuse_another_token(relay, alice_token, bob_token)
     finally:
         relay.stop()
+
+
+async def check_the_app(relay: Relay, token: str, mode: str) -> None:
+    """The MCP App: its resource listed and read, held to a CSP that allows
+    no other origin; the tools that name it; and the app's own tools only
+    for a client that renders apps."""
+    async with client(relay, token, mode, renders_apps=True) as host, client(relay, token, mode) as agent:
+        listed = (await host.list_resources()).resources
+        apps = [r for r in listed if r.mime_type == APP_MIME]
+        check(len(apps) == 1 and str(apps[0].uri).startswith("ui://"), f"the app is listed: {listed}")
+        uri = str(apps[0].uri)
+        contents = (await host.read_resource(uri)).contents
+        page = contents[0]
+        check(page.mime_type == APP_MIME and page.text.startswith("<!DOCTYPE html>"), "the app reads as HTML")
+        csp = page.meta["ui"]["csp"]
+        check(all(csp.get(k) == [] for k in ("connectDomains", "resourceDomains", "frameDomains",
+                                             "baseUriDomains")), f"its CSP allows no other origin: {csp}")
+        tools = {t.name: t for t in (await host.list_tools()).tools}
+        for name, visibility in (("check_inbox", ["model", "app"]), ("read_thread", ["model", "app"]),
+                                 ("list_approvals", ["app"]), ("answer_approval", ["app"])):
+            ui = (tools[name].meta or {}).get("ui", {})
+            check(ui.get("resourceUri") == uri and ui.get("visibility") == visibility,
+                  f"{name} names the app, for {visibility}")
+        plain = {t.name for t in (await agent.list_tools()).tools}
+        check("check_inbox" in plain and not plain & {"list_approvals", "answer_approval"},
+              "a client that renders no app is not offered the app's own tools")
+        refused = await agent.call_tool("answer_approval", {"id": 1, "behavior": "allow"})
+        check(refused.is_error and "forbidden" in refused.content[0].text,
+              "nor may it answer an approval through them")
 
 
 async def refuse_another_token(relay: Relay, alice_token: str, bob_token: str) -> None:

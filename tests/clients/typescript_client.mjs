@@ -83,11 +83,15 @@ class Relay {
   }
 }
 
-async function connect(relay, token) {
+const APPS = "io.modelcontextprotocol/ui";
+const APP_MIME = "text/html;profile=mcp-app";
+
+async function connect(relay, token, rendersApps = false) {
   const transport = new StreamableHTTPClientTransport(relay.url, {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
   });
-  const client = new Client({ name: "crosstalk-typescript-check", version: "1.0.0" });
+  const capabilities = rendersApps ? { extensions: { [APPS]: { mimeTypes: [APP_MIME] } } } : {};
+  const client = new Client({ name: "crosstalk-typescript-check", version: "1.0.0" }, { capabilities });
   await client.connect(transport);
   return { client, transport };
 }
@@ -137,6 +141,25 @@ try {
   const refused = await alice.client.callTool({ name: "send_message", arguments: { to: "bob", body: "the key is AKIAIOSFODNN7EXAMPLE" } });
   const text = refused.content?.[0]?.text ?? "";
   check(refused.isError && text.includes("secret_refused") && !text.includes("AKIAIOSFODNN7EXAMPLE"), `a refused secret: ${text}`);
+
+  // The MCP App, for a host that renders apps: its resource listed and read
+  // under a CSP that allows no other origin, and the tools that name it.
+  const host = await connect(relay, aliceToken, true);
+  const { resources } = await host.client.listResources();
+  const apps = resources.filter((r) => r.mimeType === APP_MIME);
+  check(apps.length === 1 && apps[0].uri.startsWith("ui://"), `the app is listed: ${JSON.stringify(resources)}`);
+  const { contents } = await host.client.readResource({ uri: apps[0].uri });
+  check(contents[0].mimeType === APP_MIME && contents[0].text.startsWith("<!DOCTYPE html>"), "the app reads as HTML");
+  const csp = contents[0]._meta.ui.csp;
+  check(["connectDomains", "resourceDomains", "frameDomains", "baseUriDomains"].every((k) => Array.isArray(csp[k]) && csp[k].length === 0),
+    `its CSP allows no other origin: ${JSON.stringify(csp)}`);
+  const { tools } = await host.client.listTools();
+  const named = tools.filter((t) => t._meta?.ui?.resourceUri === apps[0].uri).map((t) => t.name).sort();
+  check(JSON.stringify(named) === JSON.stringify(["answer_approval", "check_inbox", "list_approvals", "read_thread"]),
+    `the tools that name it: ${named}`);
+  const plain = (await alice.client.listTools()).tools.map((t) => t.name);
+  check(!plain.includes("answer_approval") && !plain.includes("list_approvals"), "an agent's client is not offered the app's own tools");
+  await host.client.close();
 
   // Another person's token on alice's session: refused, in the relay's words.
   const thief = new StreamableHTTPClientTransport(relay.url, {

@@ -273,11 +273,49 @@ impl Chrome {
 
     /// The value of `expression` in the page (awaited if a promise).
     pub async fn eval(&self, expression: &str) -> Value {
+        self.eval_in(None, expression).await
+    }
+
+    /// Has every frame the page opens from now on attached as a target of
+    /// its own: a sandboxed frame runs in a process of its own (site
+    /// isolation), out of the page's reach. Call it before the frame is
+    /// made; [`Chrome::child_frame`] then finds it.
+    pub async fn attach_frames(&self) {
+        self.send(
+            "Target.setAutoAttach",
+            json!({ "autoAttach": true, "waitForDebuggerOnStart": false, "flatten": true }),
+        )
+        .await;
+    }
+
+    /// The session of the page's first child frame (after
+    /// [`Chrome::attach_frames`]), its console errors and CSP violations
+    /// counted among [`Chrome::problems`] from now on: what
+    /// [`Chrome::eval_in`] and [`Chrome::until_in`] take to run there, as
+    /// the frame's own script runs, under its own Content-Security-Policy.
+    pub async fn child_frame(&self) -> String {
+        let attached = self
+            .event("Target.attachedToTarget", |params| {
+                params["targetInfo"]["type"] == "iframe"
+            })
+            .await;
+        let session = attached["sessionId"].as_str().unwrap().to_owned();
+        for domain in ["Runtime.enable", "Log.enable"] {
+            self.command(json!({ "method": domain, "params": {}, "sessionId": session }))
+                .await;
+        }
+        session
+    }
+
+    /// The value of `expression` in the page, or in the child `frame`'s
+    /// session (awaited if a promise).
+    pub async fn eval_in(&self, frame: Option<&str>, expression: &str) -> Value {
         let result = self
-            .send(
-                "Runtime.evaluate",
-                json!({ "expression": expression, "returnByValue": true, "awaitPromise": true }),
-            )
+            .command(json!({
+                "method": "Runtime.evaluate",
+                "params": { "expression": expression, "returnByValue": true, "awaitPromise": true },
+                "sessionId": frame.unwrap_or(&self.session),
+            }))
             .await;
         assert!(
             result.get("exceptionDetails").is_none(),
@@ -289,6 +327,11 @@ impl Chrome {
     /// Waits until `condition` (an expression) holds in the page, checking
     /// it whenever the document changes; fails after a while.
     pub async fn until(&self, condition: &str) {
+        self.until_in(None, condition).await
+    }
+
+    /// [`Chrome::until`], in the page or in the child `frame`'s session.
+    pub async fn until_in(&self, frame: Option<&str>, condition: &str) {
         let expression = format!(
             "new Promise(resolve => {{ \
                const check = () => {{ if ({condition}) {{ observer.disconnect(); resolve(true); }} }}; \
@@ -296,7 +339,7 @@ impl Chrome {
                observer.observe(document, {{ subtree: true, childList: true, characterData: true, attributes: true }}); \
                check(); }})"
         );
-        tokio::time::timeout(STEP, self.eval(&expression))
+        tokio::time::timeout(STEP, self.eval_in(frame, &expression))
             .await
             .unwrap_or_else(|_| panic!("the page never showed {condition}"));
     }

@@ -21,6 +21,7 @@ mod inbox;
 mod instances;
 mod limits;
 mod matrix;
+mod mcp_app;
 mod metrics;
 mod oauth;
 mod oauth_clients;

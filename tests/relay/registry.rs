@@ -10,13 +10,21 @@ use std::path::PathBuf;
 fn the_registry_entry_fits_the_schema_and_this_build() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let python = root.join("tests/clients/.venv/bin/python");
-    assert!(python.exists(), "{} is missing (.ci/run makes it)", python.display());
+    assert!(
+        python.exists(),
+        "{} is missing (.ci/run makes it)",
+        python.display()
+    );
     let output = std::process::Command::new(python)
         .arg(root.join("tests/clients/server_json.py"))
         .arg(root.join("server.json"))
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let checked: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(checked["problems"], serde_json::json!([]), "{checked}");
     // The check can fail: a misspelt key and a missing field are caught.

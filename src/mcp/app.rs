@@ -1,0 +1,109 @@
+//! The MCP App (`io.modelcontextprotocol/ui`, 2026-01-26): one `ui://`
+//! resource, the person's inbox, a thread, and their pending approvals with
+//! Allow and Deny (`app.html`), which hosts that render apps (claude.ai,
+//! ChatGPT, VS Code) show beside the tools it goes with.
+//!
+//! - The page is whole in itself: its script and style inline, nothing
+//!   loaded, every text shown as text. Its CSP declares no other origin of
+//!   any kind, so a host lets it reach nothing; it calls the relay's tools
+//!   only through the host.
+//! - `check_inbox` and `read_thread` name it, for the model and the app.
+//! - `list_approvals` and `answer_approval` name it for the app alone, and
+//!   are listed, and answered, only on a session whose client said it
+//!   renders apps: an agent's own client (Claude Code, the bridge) never
+//!   sees a tool that allows its own steps.
+
+use rmcp::model::{ClientCapabilities, MetaObject, ReadResourceResult, Resource, ResourceContents};
+use serde_json::{Value, json};
+
+/// The resource's URI.
+pub const URI: &str = "ui://crosstalk/inbox.html";
+/// The media type hosts render as an app.
+pub const MIME_TYPE: &str = "text/html;profile=mcp-app";
+/// The extension a client declares when it renders apps.
+pub const EXTENSION: &str = "io.modelcontextprotocol/ui";
+
+const HTML: &str = include_str!("app.html");
+
+fn meta(value: Value) -> MetaObject {
+    match value {
+        Value::Object(object) => MetaObject(object),
+        _ => unreachable!("a literal object"),
+    }
+}
+
+/// The resource's `_meta.ui`: a CSP that allows no other origin, and a
+/// border.
+fn resource_meta() -> MetaObject {
+    meta(json!({ "ui": {
+        "csp": {
+            "connectDomains": [],
+            "resourceDomains": [],
+            "frameDomains": [],
+            "baseUriDomains": [],
+        },
+        "prefersBorder": true,
+    } }))
+}
+
+/// A tool's `_meta` naming the app, for the model and the app, or for the
+/// app alone (the legacy key too, for hosts that read only it).
+pub fn for_tool(app_only: bool) -> MetaObject {
+    let visibility = match app_only {
+        true => json!(["app"]),
+        false => json!(["model", "app"]),
+    };
+    meta(json!({
+        "ui": { "resourceUri": URI, "visibility": visibility },
+        "ui/resourceUri": URI,
+    }))
+}
+
+/// What `resources/list` lists.
+pub fn listed() -> Resource {
+    Resource::new(URI, "inbox")
+        .with_title("crosstalk: inbox, threads and approvals")
+        .with_description(
+            "Your messages, a thread, and your agents' steps waiting for your Allow or Deny",
+        )
+        .with_mime_type(MIME_TYPE)
+        .with_meta(resource_meta())
+}
+
+/// What `resources/read` of [`URI`] returns.
+pub fn read() -> ReadResourceResult {
+    ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
+        uri: URI.to_owned(),
+        mime_type: Some(MIME_TYPE.to_owned()),
+        text: HTML.to_owned(),
+        meta: Some(resource_meta()),
+    }])
+}
+
+/// Whether the client renders apps.
+pub fn renders_apps(capabilities: Option<&ClientCapabilities>) -> bool {
+    capabilities
+        .and_then(|c| c.extensions.as_ref())
+        .is_some_and(|e| e.contains_key(EXTENSION))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_loads_nothing_and_shows_text_as_text() {
+        for loading in [
+            "src=",
+            "href=",
+            "@import",
+            "url(",
+            "fetch(",
+            "XMLHttpRequest",
+            "innerHTML",
+        ] {
+            assert!(!HTML.contains(loading), "app.html has {loading}");
+        }
+        assert!(HTML.starts_with("<!DOCTYPE html>"));
+    }
+}
