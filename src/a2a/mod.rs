@@ -357,12 +357,11 @@ async fn send_message(
     let thread_id = match (&send.message.task_id, &send.message.context_id) {
         (Some(task), _) => {
             let id = number(task).ok_or_else(|| RpcError::task_not_found(task))?;
-            let (sent, _) = state
-                .relay
-                .sent_and_answer(caller, MessageId(id))
-                .await
-                .map_err(|_| RpcError::task_not_found(task))?;
-            sent.place.thread()
+            match state.relay.sent_by(caller, MessageId(id)).await {
+                Ok(sent) => sent.place.thread(),
+                Err(RelayError::NotFound(_)) => return Err(RpcError::task_not_found(task).into()),
+                Err(error) => return Err(error.into()),
+            }
         }
         (None, Some(context)) => Some(ThreadId(number(context).ok_or_else(|| {
             RpcError::invalid_params(format!(

@@ -162,34 +162,37 @@ impl Relay {
         Ok((sent, reply))
     }
 
-    /// Where a direct message the caller sent stands: the message with its
-    /// ledger, and its recipient's first reply in its thread after it, if
-    /// one came. A reply returned here is read by the caller's agent, as
-    /// one [`Relay::ask`] returns. Only the sender sees this: anyone else
-    /// (and a message that is not a direct one) is told there is no such
-    /// message, so nothing says whether it exists.
+    /// A direct message the caller sent, with its ledger. Only its sender
+    /// finds it: anyone else (and a message that is not a direct one) is
+    /// told there is no such message, so nothing says whether it exists.
+    pub async fn sent_by(&self, caller: &Caller, id: MessageId) -> RelayResult<Message> {
+        let sender = self.acting_as(caller, None)?;
+        self.store
+            .message(id, now_millis())
+            .await?
+            .filter(|m| m.from == sender && m.to.is_some() && m.place.thread().is_some())
+            .ok_or_else(|| RelayError::NotFound(format!("you sent no message {id}")))
+    }
+
+    /// Where a direct message the caller sent stands ([`Relay::sent_by`]),
+    /// and its recipient's first reply in its thread after it, if one came.
+    /// A reply returned here is read by the caller's agent, as one
+    /// [`Relay::ask`] returns.
     pub async fn sent_and_answer(
         &self,
         caller: &Caller,
         id: MessageId,
     ) -> RelayResult<(Message, Option<Message>)> {
-        let missing = || RelayError::NotFound(format!("you sent no message {id}"));
-        let sender = self.acting_as(caller, None)?;
-        let sent = self
-            .store
-            .message(id, now_millis())
-            .await?
-            .filter(|m| m.from == sender)
-            .ok_or_else(missing)?;
+        let sent = self.sent_by(caller, id).await?;
         let (Some(thread_id), Some(to)) = (sent.place.thread(), sent.to.clone()) else {
-            return Err(missing());
+            return Ok((sent, None));
         };
         let after = self
             .store
             .thread(thread_id, sent.id, super::MAX_PAGE, now_millis())
             .await?;
         let answer = match after.into_iter().find(|m| m.from == to) {
-            Some(answer) => Some(self.confirm_read(&sender, vec![answer]).await?.remove(0)),
+            Some(answer) => Some(self.confirm_read(&sent.from, vec![answer]).await?.remove(0)),
             None => None,
         };
         Ok((sent, answer))
