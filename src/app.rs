@@ -4,7 +4,7 @@
 
 use crate::host::Origin;
 use crate::layers::{
-    auth::{self, Accept, AddressQuota, Credentials},
+    auth::{self, Accept, AddressQuota, Audience, Credentials},
     edge,
     guard::{self, HostPolicy},
 };
@@ -193,7 +193,7 @@ fn health(state: &AppState, certificate: Certificate) -> Router<AppState> {
 fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
     let message_limit = message_body_limit(state.config.settings.max_body_bytes);
     let trusted_proxies: std::sync::Arc<[_]> = state.config.trusted_proxies.clone().into();
-    let credentials_with = |accept, challenge| {
+    let credentials_with = |accept, oauth, challenge| {
         middleware::from_fn_with_state(
             Credentials {
                 relay: state.relay.clone(),
@@ -201,12 +201,13 @@ fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
                 trusted_proxies: trusted_proxies.clone(),
                 forwarded_header: state.config.forwarded_header,
                 accept,
+                oauth,
                 challenge,
             },
             auth::require,
         )
     };
-    let credentials = |accept| credentials_with(accept, None);
+    let credentials = |accept| credentials_with(accept, None, None);
     let deadline = edge::Deadline {
         timeout: state.config.request_timeout,
         body_limit: message_limit,
@@ -230,15 +231,17 @@ fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
         ))
         .layer(credentials_with(
             Accept::Bearer,
+            Some(Audience::Mcp),
             Some(api::oauth::challenge(&state.config.public_url)),
         ));
     // | group          | credentials              | timeout |
     // |----------------|--------------------------|---------|
-    // | /mcp           | Bearer                   | body    |
+    // | /mcp           | Bearer, OAuth's for /mcp | body    |
+    // | A2A            | Bearer, OAuth's for /a2a | body    |
     // | api reads      | Bearer or Basic          | yes     |
     // | api waits      | Bearer or Basic          | no      |
     // | api writes     | Bearer                   | yes     |
-    // | api asks, A2A  | Bearer                   | body    |
+    // | api asks       | Bearer                   | body    |
     // | api inbox      | Bearer (claims change)   | no      |
     // | api streams    | Bearer, Basic, ?token=   | no      |
     // | pages          | Bearer or Basic          | yes     |
@@ -281,7 +284,7 @@ fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
                     deadline,
                     edge::read_body_in_time,
                 ))
-                .route_layer(credentials(Accept::Bearer)),
+                .route_layer(credentials_with(Accept::Bearer, Some(Audience::A2a), None)),
         )
         .merge(api::inbox().route_layer(credentials(Accept::Bearer)))
         .merge(

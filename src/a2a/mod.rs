@@ -9,6 +9,10 @@
 //! `GetTask` reads it again; only its sender finds it. A refused question
 //! is a `REJECTED` task that is not kept (nothing was stored).
 //!
+//! A caller presents their crosstalk token, or an OAuth access token the
+//! relay issued for its A2A resource (`{relay}/a2a`); one issued for its
+//! MCP endpoint is refused here (the credentials layer).
+//!
 //! What the relay cannot keep is not offered: no streaming, no push
 //! notifications (the card says so), no cancel (a message once sent
 //! stays; the recipient is asked in its thread instead).
@@ -16,7 +20,7 @@
 mod task;
 
 use crate::model::{Handle, MessageId, ThreadId};
-use crate::relay::{Caller, DirectMessage, MAX_WAIT, RelayError};
+use crate::relay::{Caller, DirectMessage, MAX_WAIT, RelayError, SCOPE};
 use crate::state::AppState;
 use crate::wire::ApiError;
 use axum::{
@@ -57,7 +61,8 @@ async fn card(
             "no agent card here: /a2a/{handle} takes a person's handle",
         )
     })?;
-    let url = format!("{}/a2a/{handle}", state.config.public_url);
+    let public = &state.config.public_url;
+    let url = format!("{public}/a2a/{handle}");
     Ok(Json(json!({
         "name": format!("{handle}'s agent"),
         "description": format!(
@@ -71,15 +76,33 @@ async fn card(
             "protocolBinding": "JSONRPC",
             "protocolVersion": VERSION,
         }],
-        "provider": { "organization": "crosstalk", "url": state.config.public_url },
+        "provider": { "organization": "crosstalk", "url": public },
         "capabilities": { "streaming": false, "pushNotifications": false },
         "securitySchemes": {
             "bearer": { "httpAuthSecurityScheme": {
                 "scheme": "Bearer",
                 "description": "The sender's crosstalk token (`crosstalk add` prints it).",
             } },
+            "oauth": { "oauth2SecurityScheme": {
+                "description": format!(
+                    "The relay's own OAuth: the sender signs in on its page as themselves. \
+                     Ask for the resource {public}/a2a; a token for another resource (its \
+                     MCP endpoint's) is not taken here."
+                ),
+                "flows": { "authorizationCode": {
+                    "authorizationUrl": format!("{public}/oauth/authorize"),
+                    "tokenUrl": format!("{public}/oauth/token"),
+                    "refreshUrl": format!("{public}/oauth/token"),
+                    "scopes": { SCOPE: "act as yourself on this relay" },
+                    "pkceRequired": true,
+                } },
+                "oauth2MetadataUrl": format!("{public}/.well-known/oauth-authorization-server"),
+            } },
         },
-        "securityRequirements": [{ "schemes": { "bearer": { "list": [] } } }],
+        "securityRequirements": [
+            { "schemes": { "bearer": { "list": [] } } },
+            { "schemes": { "oauth": { "list": [SCOPE] } } },
+        ],
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": [{

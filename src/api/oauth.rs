@@ -8,7 +8,7 @@
 
 use crate::host::ClientAddress;
 use crate::model::ClientMetadata;
-use crate::relay::{Issued, Relay, RelayError, SCOPE, TokenRefusal};
+use crate::relay::{Audience, Issued, Relay, RelayError, SCOPE, TokenRefusal};
 use crate::state::AppState;
 use crate::wire::ApiError;
 use crate::wire::challenge::Challenge;
@@ -32,6 +32,10 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/.well-known/oauth-protected-resource", get(resource))
         .route("/.well-known/oauth-protected-resource/mcp", get(resource))
+        .route(
+            "/.well-known/oauth-protected-resource/a2a",
+            get(|state| resource_for(state, Audience::A2a)),
+        )
         .route(
             "/.well-known/oauth-authorization-server",
             get(authorization_server),
@@ -106,10 +110,16 @@ fn no_store(response: &mut Response) {
 }
 
 /// `GET /.well-known/oauth-protected-resource` (and `…/mcp`).
-async fn resource(State(state): State<AppState>) -> Json<Value> {
+async fn resource(state: State<AppState>) -> Json<Value> {
+    resource_for(state, Audience::Mcp).await
+}
+
+/// The metadata of one of the relay's protected resources (RFC 9728): the
+/// MCP endpoint, or the A2A agents (`…/a2a`).
+async fn resource_for(State(state): State<AppState>, audience: Audience) -> Json<Value> {
     let public = &state.config.public_url;
     Json(json!({
-        "resource": state.relay.oauth_resource(),
+        "resource": state.relay.oauth_resource_of(audience),
         "authorization_servers": [public],
         "scopes_supported": [SCOPE],
         "bearer_methods_supported": ["header"],

@@ -14,6 +14,7 @@ use super::{
     limits::{Limited, RateLimits},
 };
 use crate::host::{Cidr, ClientAddress, ForwardedHeader};
+pub use crate::relay::Audience;
 use crate::relay::{Caller, Relay, RelayError};
 use crate::wire::ApiError;
 use crate::wire::challenge::{Challenge, Presented};
@@ -58,9 +59,12 @@ pub enum Refused {
     #[error("{0}")]
     Credential(&'static str),
     /// An OAuth access token where it is not taken: anywhere but the
-    /// resource it was issued for (`/mcp`), or outside the
+    /// resource it was issued for (`/mcp`, or `/a2a/…`), or outside the
     /// `Authorization: Bearer` header.
-    #[error("an OAuth access token is taken only on /mcp, and only in Authorization: Bearer")]
+    #[error(
+        "an OAuth access token is taken only on the resource it was issued for (/mcp, or the \
+         A2A agents under /a2a/), and only in Authorization: Bearer"
+    )]
     OAuthElsewhere,
     /// A browser sent the page's Basic credentials from another site.
     #[error(
@@ -191,9 +195,11 @@ pub struct Credentials {
     pub trusted_proxies: Arc<[Cidr]>,
     pub forwarded_header: ForwardedHeader,
     pub accept: Accept,
-    /// On the OAuth resource (`/mcp`) only: what a 401 says, which may
-    /// start a client's OAuth discovery; OAuth access tokens are taken only
-    /// where it is set.
+    /// On an OAuth resource only: which one it is. OAuth access tokens are
+    /// taken only where this is theirs.
+    pub oauth: Option<Audience>,
+    /// On the MCP resource: what a 401 says, which may start a client's
+    /// OAuth discovery.
     pub challenge: Option<Challenge>,
 }
 
@@ -221,8 +227,8 @@ pub async fn require(
     });
     let authenticated = match authenticate(&credentials, presented, address).await {
         Ok(caller)
-            if caller.grant().is_some()
-                && (credentials.challenge.is_none() || via != Some(Via::Bearer)) =>
+            if caller.audience().is_some()
+                && (caller.audience() != credentials.oauth || via != Some(Via::Bearer)) =>
         {
             Err(Refused::OAuthElsewhere)
         }

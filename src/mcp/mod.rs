@@ -8,6 +8,7 @@
 //! - `sessions.rs`: sessions bound to their openers, capped per person,
 //!   kept across restarts, with their standalone streams and pushes.
 //! - `schema.rs`: the tools' schemas, made portable.
+//! - `app.rs`: the MCP App, the one resource, and what its tools carry.
 //!
 //! Here, the tools: thin twins of the relay core's functions. Each parses its arguments, takes the [`Caller`] that the auth layer
 //! put on the HTTP request, calls one core function, and answers with a

@@ -27,7 +27,7 @@
 //! or a participant this relay is configured with): one of anyone else's
 //! (a participant removed from `RELAY_PARTICIPANTS`) is not held at all.
 
-use super::{Caller, Identity, RelayResult, Settings};
+use super::{Audience, Caller, Identity, RelayResult, Settings};
 use crate::model::{Grant, GrantId, Handle, LiveGrant, Millis, TokenHash, now_millis};
 use crate::store::{Store, StoreError, StoreResult};
 use futures::future::{BoxFuture, FutureExt};
@@ -62,9 +62,9 @@ struct Snapshot {
 struct Access {
     grant: GrantId,
     expires_at: Millis,
-    /// Whether it is for this relay's resource: one for another (the
-    /// relay's public URL changed since) is never taken.
-    for_us: bool,
+    /// Which of this relay's resources it is for; none for another (the
+    /// relay's public URL changed since), which is never taken.
+    audience: Option<Audience>,
 }
 
 /// A grant, as held in memory.
@@ -135,14 +135,15 @@ impl Credentials {
                 Identity::Person(handle.clone())
             } else {
                 let access = snapshot.access.get(&hash)?;
-                if !access.for_us || access.expires_at <= now_millis() {
+                let audience = access.audience?;
+                if access.expires_at <= now_millis() {
                     return None;
                 }
                 let held = snapshot.grants.get(&access.grant)?;
                 return Some(Caller {
                     identity: Identity::Person(held.handle.clone()),
                     token: Some(grant_key(access.grant)),
-                    grant: Some(access.grant),
+                    grant: Some((access.grant, audience)),
                 });
             }
         };
@@ -201,7 +202,7 @@ impl Credentials {
     /// Whether the credential `caller` was let in with still holds.
     pub(super) fn is_live(&self, caller: &Caller) -> bool {
         let snapshot = self.snapshot.read().expect("credentials lock");
-        if let Some(grant) = caller.grant {
+        if let Some(grant) = caller.grant() {
             return snapshot.grants.contains_key(&grant);
         }
         let Some(hash) = &caller.token else {
@@ -278,7 +279,7 @@ impl Credentials {
         Access {
             grant,
             expires_at,
-            for_us: resource == self.settings.oauth.resource,
+            audience: self.settings.oauth.audience_of(resource),
         }
     }
 

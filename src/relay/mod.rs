@@ -48,8 +48,8 @@ pub use files::{MAX_FILE_NAME_CHARS, Upload};
 pub use input::MAX_WAIT;
 pub use notify::{About, Arrivals, ESCALATE_EVERY, NOTICE_QUEUE, Notice, QUIET_PERIOD, first_line};
 pub use oauth::{
-    ACCESS_LIFETIME, CODE_LIFETIME, Client, Consent, GRANTS_PER_PERSON, Issued, OAuthSettings,
-    REFRESH_GRACE, REFRESH_LIFETIME, SCOPE, TokenRefusal,
+    ACCESS_LIFETIME, Audience, CODE_LIFETIME, Client, Consent, GRANTS_PER_PERSON, Issued,
+    OAuthSettings, REFRESH_GRACE, REFRESH_LIFETIME, SCOPE, TokenRefusal,
 };
 pub use push::{MAX_FOLLOWS, Push, PushFeed};
 pub use quota::{
@@ -145,8 +145,9 @@ pub struct Caller {
     /// token, its grant's key, which holds across refreshes (so a session
     /// opened with one token is its client's with the next).
     token: Option<TokenHash>,
-    /// The grant an OAuth access token belongs to.
-    grant: Option<crate::model::GrantId>,
+    /// The grant an OAuth access token belongs to, and what the token is
+    /// for.
+    grant: Option<(crate::model::GrantId, Audience)>,
 }
 
 impl Caller {
@@ -162,7 +163,13 @@ impl Caller {
     /// The OAuth grant the caller's access token belongs to, if it
     /// presented one.
     pub fn grant(&self) -> Option<crate::model::GrantId> {
-        self.grant
+        self.grant.map(|(grant, _)| grant)
+    }
+
+    /// What the caller's OAuth access token is for, if it presented one:
+    /// the edge that takes it must be that one.
+    pub fn audience(&self) -> Option<Audience> {
+        self.grant.map(|(_, audience)| audience)
     }
 
     /// Whose quotas and wait slots a call counts against: a person's own, or

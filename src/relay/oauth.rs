@@ -77,12 +77,73 @@ impl Client {
 /// What the authorization server's settings are.
 #[derive(Debug, Clone)]
 pub struct OAuthSettings {
-    /// The resource every token is for (RFC 8707): `{public URL}/mcp`.
+    /// The resource tokens are for by default (RFC 8707): `{public
+    /// URL}/mcp`; beside it, `{public URL}/a2a` ([`Audience`]).
     pub resource: String,
     /// Which clients may register and sign in.
     pub clients: ClientPolicy,
     /// How many clients may register an hour, and from where.
     pub registrations: RegistrationBudgets,
+}
+
+/// What an OAuth access token is for (its grant's resource, RFC 8707):
+/// the relay's MCP endpoint, or its A2A agents (every person's, at
+/// `/a2a/{handle}`). Each edge takes only the tokens for it, so a token a
+/// connector holds for MCP is not taken on A2A, nor the other way round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    Mcp,
+    A2a,
+}
+
+impl OAuthSettings {
+    /// The resource URL tokens for `audience` are issued for.
+    pub fn resource_of(&self, audience: Audience) -> String {
+        match audience {
+            Audience::Mcp => self.resource.clone(),
+            Audience::A2a => format!("{}/a2a", origin_of(&self.resource)),
+        }
+    }
+
+    /// The `resource` a request names (RFC 8707), which must be one of
+    /// this relay's: its MCP endpoint (none, or the origin alone, means it),
+    /// or its A2A agents (`/a2a`, or one agent's URL under it, which names
+    /// them all: a token acts as its person, whichever agent it asks).
+    pub fn check_resource(&self, requested: Option<&str>) -> Result<String, String> {
+        let (mcp, a2a) = (
+            self.resource_of(Audience::Mcp),
+            self.resource_of(Audience::A2a),
+        );
+        match requested {
+            None => Ok(mcp),
+            // The origin alone names this server too (a client that
+            // takes the resource from the server's URL without its path).
+            Some(named) if named == mcp || named.trim_end_matches('/') == origin_of(&mcp) => {
+                Ok(mcp)
+            }
+            Some(named)
+                if named == a2a
+                    || named
+                        .strip_prefix(&a2a)
+                        .and_then(|rest| rest.strip_prefix('/'))
+                        .is_some_and(|agent| {
+                            !agent.is_empty() && !agent.contains(['/', '?', '#'])
+                        }) =>
+            {
+                Ok(a2a)
+            }
+            Some(named) => Err(format!(
+                "resource {named:?} is not this server: tokens here are for {mcp:?} or {a2a:?}"
+            )),
+        }
+    }
+
+    /// Which of this relay's resources `resource` is, if any.
+    pub fn audience_of(&self, resource: &str) -> Option<Audience> {
+        [Audience::Mcp, Audience::A2a]
+            .into_iter()
+            .find(|audience| self.resource_of(*audience) == resource)
+    }
 }
 
 /// A token endpoint's refusal (RFC 6749 §5.2): its `error` code and a
@@ -135,21 +196,15 @@ impl Relay {
         &self.oauth().resource
     }
 
-    /// The `resource` a request names (RFC 8707), which must be this
-    /// relay's; none means this relay's.
+    /// The resource URL tokens for `audience` are issued for.
+    pub fn oauth_resource_of(&self, audience: Audience) -> String {
+        self.oauth().resource_of(audience)
+    }
+
+    /// The `resource` a request names (RFC 8707), as this relay keeps it
+    /// ([`OAuthSettings::check_resource`]).
     pub fn oauth_check_resource(&self, requested: Option<&str>) -> Result<String, String> {
-        let ours = self.oauth_resource();
-        match requested {
-            None => Ok(ours.to_owned()),
-            // The origin alone names this server too (a client that
-            // takes the resource from the server's URL without its path).
-            Some(named) if named == ours || named.trim_end_matches('/') == origin_of(ours) => {
-                Ok(ours.to_owned())
-            }
-            Some(named) => Err(format!(
-                "resource {named:?} is not this server: tokens here are for {ours:?}"
-            )),
-        }
+        self.oauth().check_resource(requested)
     }
 
     /// The `scope` a request names: this relay's one scope (none means it).
@@ -487,7 +542,42 @@ fn origin_of(url: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::origin_of;
+    use super::{Audience, OAuthSettings, origin_of};
+    use crate::model::ClientPolicy;
+    use crate::relay::RegistrationBudgets;
+
+    #[test]
+    fn a_resource_is_the_mcp_endpoint_or_the_agents_and_nothing_else() {
+        let settings = OAuthSettings {
+            resource: "https://relay.example/mcp".into(),
+            clients: ClientPolicy::parse("").unwrap(),
+            registrations: RegistrationBudgets::default(),
+        };
+        let (mcp, a2a) = ("https://relay.example/mcp", "https://relay.example/a2a");
+        for (named, is) in [
+            (None, Some(mcp)),
+            (Some(mcp), Some(mcp)),
+            (Some("https://relay.example"), Some(mcp)),
+            (Some("https://relay.example/"), Some(mcp)),
+            (Some(a2a), Some(a2a)),
+            (Some("https://relay.example/a2a/bob"), Some(a2a)),
+            (Some("https://relay.example/a2a/"), None),
+            (Some("https://relay.example/a2a/bob/more"), None),
+            (Some("https://relay.example/a2a/bob?x=1"), None),
+            (Some("https://relay.example/a2abob"), None),
+            (Some("https://other.example/a2a/bob"), None),
+            (Some("https://relay.example/api"), None),
+        ] {
+            assert_eq!(
+                settings.check_resource(named).ok().as_deref(),
+                is,
+                "{named:?}"
+            );
+        }
+        assert_eq!(settings.audience_of(mcp), Some(Audience::Mcp));
+        assert_eq!(settings.audience_of(a2a), Some(Audience::A2a));
+        assert_eq!(settings.audience_of("https://old.example/mcp"), None);
+    }
 
     #[test]
     fn the_origin_of_a_resource_is_its_scheme_and_authority() {

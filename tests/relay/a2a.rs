@@ -90,6 +90,20 @@ async fn the_card_says_where_and_how_to_ask_and_nothing_the_url_does_not() {
         card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
         "Bearer"
     );
+    let oauth = &card["securitySchemes"]["oauth"]["oauth2SecurityScheme"];
+    let flow = &oauth["flows"]["authorizationCode"];
+    assert_eq!(
+        flow["authorizationUrl"],
+        format!("{}/oauth/authorize", app.url())
+    );
+    assert_eq!(flow["tokenUrl"], format!("{}/oauth/token", app.url()));
+    assert_eq!(flow["pkceRequired"], true);
+    assert_eq!(flow["scopes"]["crosstalk"], "act as yourself on this relay");
+    assert_eq!(
+        card["securityRequirements"],
+        json!([{ "schemes": { "bearer": { "list": [] } } },
+               { "schemes": { "oauth": { "list": ["crosstalk"] } } }])
+    );
     assert_eq!(card["skills"][0]["name"], "ask bob's agent");
     for required in [
         "description",
@@ -536,4 +550,84 @@ async fn the_official_javascript_client_gets_its_answer() {
     assert_eq!(answered["state"], "TASK_STATE_COMPLETED", "{answered}");
     assert_eq!(answered["text"], "green");
     script.finished().await;
+}
+
+#[tokio::test]
+async fn an_oauth_token_for_the_agents_is_taken_there_and_only_there() {
+    use crate::oauth::Connector;
+    let app = spawn_app_with(crate::oauth::at_once).await;
+    let alice = app.add_person("alice").await;
+    app.add_person("bob").await;
+    let redirect = "http://127.0.0.1:4567/callback";
+
+    // Signed in for bob's agent's URL: a token for the relay's A2A agents.
+    let mut for_agents = Connector::register(&app, redirect).await;
+    for_agents.resource = Some(format!("{}/a2a/bob", app.url()));
+    let tokens = for_agents.sign_in(&alice).await;
+    let access = tokens["access_token"].as_str().unwrap();
+    let sent = result(
+        rpc(
+            &app,
+            "bob",
+            Some(access),
+            "SendMessage",
+            question("hi", json!({})),
+        )
+        .await,
+    );
+    let id: i64 = sent["task"]["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(app.rest(&alice).message(id).await["from"], "alice");
+    // Refreshed for the same resource, it goes on.
+    let (status, renewed) = for_agents
+        .refresh(tokens["refresh_token"].as_str().unwrap())
+        .await;
+    assert_eq!(status, 200, "{renewed}");
+    let access = renewed["access_token"].as_str().unwrap();
+    let get = json!({ "id": id.to_string() });
+    result(rpc(&app, "bob", Some(access), "GetTask", get.clone()).await);
+
+    // Not on /mcp, nor on the API.
+    let on_mcp = mcp_post(&format!("{}/mcp", app.url()), access, initialize())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(on_mcp.status(), 401);
+    let on_api = http()
+        .get(format!("{}/api/people", app.url()))
+        .bearer_auth(access)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(on_api.status(), 401);
+
+    // And a token for /mcp is not taken on the agents.
+    let for_mcp = Connector::register(&app, redirect).await;
+    let mcp_access = for_mcp.sign_in(&alice).await["access_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, refused) = rpc(&app, "bob", Some(&mcp_access), "GetTask", get).await;
+    assert_eq!(status, 401, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("only on the resource it was issued for"),
+        "{refused}"
+    );
+
+    // The agents' resource has its metadata (RFC 9728), as /mcp has.
+    let metadata: Value = http()
+        .get(format!(
+            "{}/.well-known/oauth-protected-resource/a2a",
+            app.url()
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(metadata["resource"], format!("{}/a2a", app.url()));
+    assert_eq!(metadata["authorization_servers"], json!([app.url()]));
 }

@@ -528,6 +528,14 @@ async fn every_route_answers_every_credential_and_origin_with_the_contract_statu
         ),
         (
             "GET",
+            "/.well-known/oauth-protected-resource/a2a",
+            "/.well-known/oauth-protected-resource/a2a",
+            None,
+            Kind::Anonymous,
+            200,
+        ),
+        (
+            "GET",
             "/.well-known/oauth-authorization-server",
             "/.well-known/oauth-authorization-server",
             None,

@@ -83,6 +83,8 @@ pub struct Connector {
     pub url: String,
     pub client_id: String,
     pub redirect: String,
+    /// The resource it signs in for (RFC 8707); none: the relay's `/mcp`.
+    pub resource: Option<String>,
 }
 
 impl Connector {
@@ -120,7 +122,15 @@ impl Connector {
             url: app.url(),
             client_id: registered["client_id"].as_str().unwrap().to_owned(),
             redirect: redirect.to_owned(),
+            resource: None,
         }
+    }
+
+    /// The resource it signs in for.
+    pub fn resource(&self) -> String {
+        self.resource
+            .clone()
+            .unwrap_or_else(|| format!("{}/mcp", self.url))
     }
 
     pub fn authorize_url(&self, challenge: &str, extra: &[(&str, &str)]) -> String {
@@ -134,7 +144,7 @@ impl Connector {
                 .append_pair("code_challenge", challenge)
                 .append_pair("code_challenge_method", "S256")
                 .append_pair("state", "st-42")
-                .append_pair("resource", &format!("{}/mcp", self.url))
+                .append_pair("resource", &self.resource())
                 .append_pair("scope", "crosstalk");
             for (name, value) in extra {
                 query.append_pair(name, value);
@@ -203,7 +213,7 @@ impl Connector {
     }
 
     pub async fn exchange(&self, code: &str, verifier: &str) -> (u16, Value) {
-        let resource = format!("{}/mcp", self.url);
+        let resource = self.resource();
         self.token(&[
             ("grant_type", "authorization_code"),
             ("code", code),
@@ -216,7 +226,7 @@ impl Connector {
     }
 
     pub async fn refresh(&self, refresh_token: &str) -> (u16, Value) {
-        let resource = format!("{}/mcp", self.url);
+        let resource = self.resource();
         self.token(&[
             ("grant_type", "refresh_token"),
             ("refresh_token", refresh_token),
@@ -857,6 +867,7 @@ async fn a_client_name_with_invisible_characters_is_refused() {
         url: app.url(),
         client_id: url,
         redirect: REDIRECT.into(),
+        resource: None,
     };
     let (_, challenge) = pkce();
     let page = connector
@@ -1291,6 +1302,7 @@ async fn a_metadata_document_is_kept_as_its_headers_say_and_a_huge_one_is_refuse
                 url,
                 client_id,
                 redirect: REDIRECT.into(),
+                resource: None,
             };
             let page = connector
                 .consent_page(&connector.authorize_url(&challenge, &[]), &bob)
@@ -1346,6 +1358,7 @@ async fn a_client_known_by_its_metadata_document_signs_in_and_a_false_one_does_n
         url: app.url(),
         client_id: url.clone(),
         redirect: REDIRECT.into(),
+        resource: None,
     };
     let (verifier, challenge) = pkce();
     let page = connector
@@ -1392,6 +1405,7 @@ async fn a_client_known_by_its_metadata_document_signs_in_and_a_false_one_does_n
             url: guarded.url(),
             client_id: client_id.to_owned(),
             redirect: REDIRECT.into(),
+            resource: None,
         };
         let refused = private
             .consent_page(&private.authorize_url(&challenge, &[]), &bob)
