@@ -13,24 +13,28 @@
 //! relay issued for its A2A resource (`{relay}/a2a`); one issued for its
 //! MCP endpoint is refused here (the credentials layer).
 //!
-//! What the relay cannot keep is not offered: no streaming, no push
+//! `SendStreamingMessage` and `SubscribeToTask` stream a task's changes
+//! (`stream.rs`). What the relay cannot keep is not offered: no push
 //! notifications (the card says so), no cancel (a message once sent
 //! stays; the recipient is asked in its thread instead).
 
+mod card;
+mod rpc;
+mod stream;
 mod task;
 
-use crate::model::{Handle, MessageId, ThreadId};
-use crate::relay::{Caller, DirectMessage, MAX_WAIT, RelayError, SCOPE};
+use crate::model::{MessageId, ThreadId};
+use crate::relay::{Caller, DirectMessage, MAX_WAIT, RelayError};
 use crate::state::AppState;
-use crate::wire::ApiError;
 use axum::{
     Extension, Json, Router,
     body::Bytes,
     extract::{Path, State},
-    http::{HeaderMap, StatusCode},
+    http::HeaderMap,
     response::{IntoResponse, Response},
     routing::{get, post},
 };
+use rpc::{Outcome, RpcError};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -41,80 +45,13 @@ pub const VERSION: &str = "1.0";
 /// for any well-formed handle, whether or not such a person is on the
 /// team), so it needs no credential.
 pub fn cards() -> Router<AppState> {
-    Router::new().route("/a2a/{handle}/.well-known/agent-card.json", get(card))
+    Router::new().route("/a2a/{handle}/.well-known/agent-card.json", get(card::card))
 }
 
 /// The JSON-RPC endpoint: Bearer only. `SendMessage` may wait for the
 /// answer, so it has no response timeout (as `POST /api/messages`).
 pub fn endpoint() -> Router<AppState> {
     Router::new().route("/a2a/{handle}", post(call))
-}
-
-async fn card(
-    State(state): State<AppState>,
-    Path(handle): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let handle = Handle::parse(&handle).map_err(|_| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            "no agent card here: /a2a/{handle} takes a person's handle",
-        )
-    })?;
-    let public = &state.config.public_url;
-    let url = format!("{public}/a2a/{handle}");
-    Ok(Json(json!({
-        "name": format!("{handle}'s agent"),
-        "description": format!(
-            "The coding agent of {handle}, on this team's crosstalk relay. A message sent \
-             here reaches {handle}'s agent (or {handle}, told when no agent is there) as a \
-             direct message; the task completes with their answer."
-        ),
-        "version": env!("CARGO_PKG_VERSION"),
-        "supportedInterfaces": [{
-            "url": url,
-            "protocolBinding": "JSONRPC",
-            "protocolVersion": VERSION,
-        }],
-        "provider": { "organization": "crosstalk", "url": public },
-        "capabilities": { "streaming": false, "pushNotifications": false },
-        "securitySchemes": {
-            "bearer": { "httpAuthSecurityScheme": {
-                "scheme": "Bearer",
-                "description": "The sender's crosstalk token (`crosstalk add` prints it).",
-            } },
-            "oauth": { "oauth2SecurityScheme": {
-                "description": format!(
-                    "The relay's own OAuth: the sender signs in on its page as themselves. \
-                     Ask for the resource {public}/a2a; a token for another resource (its \
-                     MCP endpoint's) is not taken here."
-                ),
-                "flows": { "authorizationCode": {
-                    "authorizationUrl": format!("{public}/oauth/authorize"),
-                    "tokenUrl": format!("{public}/oauth/token"),
-                    "refreshUrl": format!("{public}/oauth/token"),
-                    "scopes": { SCOPE: "act as yourself on this relay" },
-                    "pkceRequired": true,
-                } },
-                "oauth2MetadataUrl": format!("{public}/.well-known/oauth-authorization-server"),
-            } },
-        },
-        "securityRequirements": [
-            { "schemes": { "bearer": { "list": [] } } },
-            { "schemes": { "oauth": { "list": [SCOPE] } } },
-        ],
-        "defaultInputModes": ["text/plain"],
-        "defaultOutputModes": ["text/plain"],
-        "skills": [{
-            "id": "ask",
-            "name": format!("ask {handle}'s agent"),
-            "description": format!(
-                "Ask {handle}'s agent something only they know; the answer is theirs."
-            ),
-            "tags": ["question", "team"],
-            "examples": ["Which port does the staging database listen on?"],
-        }],
-    })))
 }
 
 /// A JSON-RPC 2.0 request, as far as this edge reads it.
@@ -126,87 +63,6 @@ struct Request {
     method: String,
     #[serde(default)]
     params: Value,
-}
-
-/// An A2A or JSON-RPC error: its code, and what to change.
-struct RpcError {
-    code: i64,
-    message: String,
-    /// A2A's name of it (`google.rpc.ErrorInfo`'s `reason`), for its own
-    /// codes.
-    reason: Option<&'static str>,
-}
-
-impl RpcError {
-    fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError {
-            code,
-            message: message.into(),
-            reason: None,
-        }
-    }
-
-    fn a2a(code: i64, reason: &'static str, message: impl Into<String>) -> RpcError {
-        RpcError {
-            reason: Some(reason),
-            ..RpcError::new(code, message)
-        }
-    }
-
-    fn invalid_params(message: impl Into<String>) -> RpcError {
-        RpcError::new(-32602, message)
-    }
-
-    fn task_not_found(id: &str) -> RpcError {
-        RpcError::a2a(
-            -32001,
-            "TASK_NOT_FOUND",
-            format!("there is no task {id} of yours"),
-        )
-    }
-
-    fn body(self) -> Value {
-        let mut error = json!({ "code": self.code, "message": self.message });
-        if let Some(reason) = self.reason {
-            error["data"] = json!([{
-                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                "reason": reason,
-                "domain": "a2a-protocol.org",
-            }]);
-        }
-        error
-    }
-}
-
-/// What a call comes to: a JSON-RPC result or error, or a refusal the
-/// relay gives every client alike (a quota's 429, an outage's 503), as
-/// HTTP.
-enum Outcome {
-    Result(Value),
-    Error(RpcError),
-    Http(ApiError),
-}
-
-impl From<RpcError> for Outcome {
-    fn from(error: RpcError) -> Outcome {
-        Outcome::Error(error)
-    }
-}
-
-/// The relay's refusal of a call: bad input is the caller's to change
-/// (invalid params); what every client is told the same way (quotas, waits,
-/// outages, the relay's own failures) stays HTTP.
-impl From<RelayError> for Outcome {
-    fn from(error: RelayError) -> Outcome {
-        match error {
-            RelayError::BadInput(_)
-            | RelayError::NotFound(_)
-            | RelayError::Forbidden(_)
-            | RelayError::Conflict(_)
-            | RelayError::TooLarge { .. } => RpcError::invalid_params(error.to_string()).into(),
-            other => Outcome::Http(ApiError::from(other)),
-        }
-    }
 }
 
 async fn call(
@@ -222,18 +78,21 @@ async fn call(
             return answer(
                 request.id,
                 RpcError::new(-32600, "jsonrpc must be \"2.0\"").into(),
+                false,
             );
         }
         Err(error) if serde_json::from_slice::<Value>(&body).is_ok() => {
             return answer(
                 Value::Null,
                 RpcError::new(-32600, format!("not a JSON-RPC request: {error}")).into(),
+                false,
             );
         }
         Err(error) => {
             return answer(
                 Value::Null,
                 RpcError::new(-32700, format!("not JSON: {error}")).into(),
+                false,
             );
         }
     };
@@ -241,15 +100,19 @@ async fn call(
         Some(refused) => refused.into(),
         None => dispatch(&state, &caller, &handle, &request).await,
     };
-    answer(request.id, outcome)
+    let streaming = matches!(
+        request.method.as_str(),
+        "SendStreamingMessage" | "SubscribeToTask"
+    );
+    answer(request.id, outcome, streaming)
 }
 
 /// `A2A-Version` names a version this edge does not speak (none sent is
 /// taken as this one).
 fn version_refused(headers: &HeaderMap) -> Option<RpcError> {
     let asked = headers.get("a2a-version")?.to_str().unwrap_or("");
-    let speaks = asked == "1" || asked.split('.').next() == Some("1");
-    (!speaks).then(|| {
+    let major = asked.split('.').next();
+    (major != Some("1")).then(|| {
         RpcError::a2a(
             -32009,
             "VERSION_NOT_SUPPORTED",
@@ -263,13 +126,10 @@ async fn dispatch(state: &AppState, caller: &Caller, handle: &str, request: &Req
         "SendMessage" => send_message(state, caller, handle, &request.params).await,
         "GetTask" => get_task(state, caller, &request.params).await,
         "CancelTask" => cancel_task(state, caller, &request.params).await,
-        "SendStreamingMessage" | "SubscribeToTask" => Err(RpcError::a2a(
-            -32004,
-            "UNSUPPORTED_OPERATION",
-            "streaming is not offered (the card's capabilities.streaming is false): \
-             use SendMessage and GetTask",
-        )
-        .into()),
+        "SendStreamingMessage" => {
+            send_streaming(state, caller, handle, &request.id, &request.params).await
+        }
+        "SubscribeToTask" => subscribe(state, caller, &request.id, &request.params).await,
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
@@ -291,14 +151,19 @@ async fn dispatch(state: &AppState, caller: &Caller, handle: &str, request: &Req
 }
 
 /// The answer to a call, always JSON-RPC's shape (HTTP 200) but for the
-/// relay's own refusals.
-fn answer(id: Value, outcome: Outcome) -> Response {
+/// relay's own refusals; to a streaming call, as a stream (of one event,
+/// when it comes to one answer), which is what its client reads.
+fn answer(id: Value, outcome: Outcome, streaming: bool) -> Response {
     let body = match outcome {
         Outcome::Result(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
         Outcome::Error(error) => json!({ "jsonrpc": "2.0", "id": id, "error": error.body() }),
         Outcome::Http(refused) => return refused.into_response(),
+        Outcome::Stream(events) => return *events,
     };
-    Json(body).into_response()
+    match streaming {
+        true => stream::once(body),
+        false => Json(body).into_response(),
+    }
 }
 
 #[derive(Deserialize)]
@@ -365,17 +230,23 @@ fn text_of(message: &IncomingMessage) -> Result<String, Outcome> {
     }
 }
 
-/// `SendMessage`: a question to the agent's person, in a new thread, or in
-/// the thread of `contextId` (or of the caller's task `taskId`). Unless
-/// `returnImmediately`, it waits for the answer (at most [`MAX_WAIT`]) and
-/// answers with the task as it then stands.
-async fn send_message(
+/// What sending a question came to.
+enum Sent {
+    Stored(crate::model::Message),
+    /// Refused (a likely secret): nothing was stored.
+    Rejected(task::Task),
+}
+
+/// Sends the question of `send` to the agent's person, in a new thread, or
+/// in the thread of `contextId` (or of the caller's task `taskId`); waits
+/// up to [`MAX_WAIT`] for the answer if `wait`.
+async fn send(
     state: &AppState,
     caller: &Caller,
     handle: &str,
-    params: &Value,
-) -> Result<Outcome, Outcome> {
-    let send: SendParams = self::params(params)?;
+    send: &SendParams,
+    wait: bool,
+) -> Result<Sent, Outcome> {
     let body = text_of(&send.message)?;
     let thread_id = match (&send.message.task_id, &send.message.context_id) {
         (Some(task), _) => {
@@ -393,32 +264,81 @@ async fn send_message(
         })?)),
         (None, None) => None,
     };
-    let wait = (!send.configuration.return_immediately).then_some(MAX_WAIT.as_secs_f64());
     let question = DirectMessage {
         to: handle.to_owned(),
         body,
         thread_id,
         kind: Some("QUESTION".to_owned()),
-        wait_for_reply_seconds: wait,
+        wait_for_reply_seconds: wait.then_some(MAX_WAIT.as_secs_f64()),
         ..DirectMessage::default()
     };
     // A client that goes away drops this future, which ends the wait.
-    let sent = match state
+    match state
         .relay
         .ask(caller, question, std::future::pending())
         .await
     {
-        Ok((sent, _)) => sent,
-        Err(refused @ RelayError::SecretRefused(_)) => {
-            let task = task::rejected(&send.message.message_id, refused.to_string());
-            return Ok(Outcome::Result(json!({ "task": task })));
-        }
-        Err(error) => return Err(error.into()),
+        Ok((sent, _)) => Ok(Sent::Stored(sent)),
+        Err(refused @ RelayError::SecretRefused(_)) => Ok(Sent::Rejected(task::rejected(
+            &send.message.message_id,
+            refused.to_string(),
+        ))),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `SendMessage`: the question ([`send`]), and the task it is. Unless
+/// `returnImmediately`, it waits for the answer (at most [`MAX_WAIT`]) and
+/// answers with the task as it then stands.
+async fn send_message(
+    state: &AppState,
+    caller: &Caller,
+    handle: &str,
+    params: &Value,
+) -> Result<Outcome, Outcome> {
+    let asked: SendParams = self::params(params)?;
+    let wait = !asked.configuration.return_immediately;
+    let sent = match send(state, caller, handle, &asked, wait).await? {
+        Sent::Stored(sent) => sent,
+        Sent::Rejected(task) => return Ok(Outcome::Result(json!({ "task": task }))),
     };
     // As it stands now: the wait may have ended with the answer.
     let (sent, answer) = state.relay.sent_and_answer(caller, sent.id).await?;
-    let task = task::task(&sent, answer.as_ref(), send.configuration.history_length);
+    let task = task::task(&sent, answer.as_ref(), asked.configuration.history_length);
     Ok(Outcome::Result(json!({ "task": task })))
+}
+
+/// `SendStreamingMessage`: the question ([`send`]), and its task as a
+/// stream of its changes (`stream.rs`).
+async fn send_streaming(
+    state: &AppState,
+    caller: &Caller,
+    handle: &str,
+    id: &Value,
+    params: &Value,
+) -> Result<Outcome, Outcome> {
+    let asked: SendParams = self::params(params)?;
+    match send(state, caller, handle, &asked, false).await? {
+        Sent::Stored(sent) => {
+            let history = asked.configuration.history_length;
+            let events = stream::follow(state, caller, id.clone(), &sent, history).await?;
+            Ok(Outcome::Stream(Box::new(events)))
+        }
+        Sent::Rejected(task) => Ok(Outcome::Result(json!({ "task": task }))),
+    }
+}
+
+/// `SubscribeToTask`: one of the caller's tasks as a stream of its changes.
+async fn subscribe(
+    state: &AppState,
+    caller: &Caller,
+    id: &Value,
+    params: &Value,
+) -> Result<Outcome, Outcome> {
+    let asked: TaskParams = self::params(params)?;
+    let (sent, _) = found(state, caller, &asked.id).await?;
+    let events = stream::follow(state, caller, id.clone(), &sent, asked.history_length).await?;
+    Ok(Outcome::Stream(Box::new(events)))
 }
 
 /// The caller's task (a question they sent), or `TASK_NOT_FOUND` for any

@@ -13,7 +13,15 @@
 //!   renders apps: an agent's own client (Claude Code, the bridge) never
 //!   sees a tool that allows its own steps.
 
-use rmcp::model::{ClientCapabilities, MetaObject, ReadResourceResult, Resource, ResourceContents};
+use super::{CallerOf, Parameters, RelayTools, ToolError, ToolResult};
+use crate::model::{ApprovalId, now_millis};
+use crate::wire::{ApiError, attention};
+use rmcp::{
+    ErrorData, Json,
+    handler::server::common::{AsRequestContext, FromContextPart},
+    model::{ClientCapabilities, MetaObject, ReadResourceResult, Resource, ResourceContents},
+    tool, tool_router,
+};
 use serde_json::{Value, json};
 
 /// The resource's URI.
@@ -85,6 +93,80 @@ pub fn renders_apps(capabilities: Option<&ClientCapabilities>) -> bool {
     capabilities
         .and_then(|c| c.extensions.as_ref())
         .is_some_and(|e| e.contains_key(EXTENSION))
+}
+
+/// The app's own tools.
+#[tool_router(router = app_tools, vis = "pub(super)")]
+impl RelayTools {
+    /// Your agents' steps waiting for your Allow or Deny (with all: every
+    /// one kept, a week's). For the crosstalk app, where you answer them.
+    #[tool(meta = for_tool(true))]
+    async fn list_approvals(
+        &self,
+        CallerOf(caller): CallerOf,
+        RendersApps(renders): RendersApps,
+        Parameters(args): Parameters<attention::ApprovalsQuery>,
+    ) -> ToolResult<attention::Approvals> {
+        renders.then_some(()).ok_or_else(only_in_the_app)?;
+        let kept = self.relay.approvals(&caller, args?.all).await?;
+        let now = now_millis();
+        Ok(Json(attention::Approvals {
+            approvals: kept
+                .iter()
+                .map(|a| attention::ApprovalView::new(a, now))
+                .collect(),
+        }))
+    }
+
+    /// Allow or deny one of your agents' steps. For the crosstalk app: a
+    /// person's answer, pressed in the app.
+    #[tool(meta = for_tool(true))]
+    async fn answer_approval(
+        &self,
+        CallerOf(caller): CallerOf,
+        RendersApps(renders): RendersApps,
+        Parameters(args): Parameters<attention::AnswerApprovalArgs>,
+    ) -> ToolResult<attention::ApprovalView> {
+        renders.then_some(()).ok_or_else(only_in_the_app)?;
+        let args = args?;
+        let approval = self
+            .relay
+            .answer_approval(
+                &caller,
+                ApprovalId(args.id),
+                args.answer.behavior()?,
+                args.answer.input_hidden_ok,
+            )
+            .await?;
+        Ok(Json(attention::ApprovalView::new(&approval, now_millis())))
+    }
+}
+
+/// The tools only the app calls (`_meta.ui.visibility: ["app"]`): listed,
+/// and answered, only to a client that renders apps.
+pub(super) const APP_ONLY: [&str; 2] = ["list_approvals", "answer_approval"];
+
+/// Whether the tool call's client renders MCP Apps (said at `initialize`,
+/// or in a stateless request's own capabilities).
+pub struct RendersApps(pub bool);
+
+impl<C: AsRequestContext> FromContextPart<C> for RendersApps {
+    fn from_context_part(context: &mut C) -> Result<Self, ErrorData> {
+        let capabilities = context.as_request_context().client_capabilities();
+        Ok(RendersApps(renders_apps(capabilities.as_ref())))
+    }
+}
+
+/// The refusal of an app's tool to a client that renders no app: an
+/// agent's own client never allows its agent's steps.
+fn only_in_the_app() -> ToolError {
+    ApiError::new(
+        axum::http::StatusCode::FORBIDDEN,
+        "forbidden",
+        "this tool answers only in the crosstalk app, in a host that renders MCP Apps; \
+         answer approvals there, on the team page, or on your phone",
+    )
+    .into()
 }
 
 #[cfg(test)]

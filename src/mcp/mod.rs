@@ -8,7 +8,8 @@
 //! - `sessions.rs`: sessions bound to their openers, capped per person,
 //!   kept across restarts, with their standalone streams and pushes.
 //! - `schema.rs`: the tools' schemas, made portable.
-//! - `app.rs`: the MCP App, the one resource, and what its tools carry.
+//! - `app.rs`: the MCP App: the one resource, what the tools that name it
+//!   carry, and its own tools (the approvals).
 //!
 //! Here, the tools: thin twins of the relay core's functions. Each parses its arguments, takes the [`Caller`] that the auth layer
 //! put on the HTTP request, calls one core function, and answers with a
@@ -22,11 +23,11 @@ pub mod sessions;
 
 pub use edge::{ClientMistakes, McpEdge, shape_answers};
 
-use crate::model::{ApprovalId, Claimed, MessageId, SessionId, ThreadId, now_millis};
+use crate::model::{Claimed, MessageId, SessionId, ThreadId};
 pub use crate::protocol::SESSION_HEADER;
 use crate::protocol::{HeldSession, INSTRUCTIONS, capabilities, wants_pushes};
 use crate::relay::{Caller, Reader, Relay, RelayError};
-use crate::wire::{self, ApiError, args, attention, work};
+use crate::wire::{self, ApiError, args, work};
 use rmcp::{
     ErrorData, Json, RoleServer, ServerHandler,
     handler::server::{
@@ -165,7 +166,7 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Paramet
 /// (a session is made per request when stateless: cloning the router was
 /// a map of tools copied and dropped per call).
 static TOOLS: std::sync::LazyLock<ToolRouter<RelayTools>> = std::sync::LazyLock::new(|| {
-    let mut tools = RelayTools::tool_router();
+    let mut tools = RelayTools::tool_router() + RelayTools::app_tools();
     for route in tools.map.values_mut() {
         let tool = &mut route.attr;
         tool.input_schema = Arc::new(schema::portable(&tool.input_schema));
@@ -477,76 +478,6 @@ impl RelayTools {
             .await?;
         Ok(Json(wire::SearchResults::from(&found)))
     }
-
-    /// Your agents' steps waiting for your Allow or Deny (with all: every
-    /// one kept, a week's). For the crosstalk app, where you answer them.
-    #[tool(meta = app::for_tool(true))]
-    async fn list_approvals(
-        &self,
-        CallerOf(caller): CallerOf,
-        RendersApps(renders): RendersApps,
-        Parameters(args): Parameters<attention::ApprovalsQuery>,
-    ) -> ToolResult<attention::Approvals> {
-        renders.then_some(()).ok_or_else(only_in_the_app)?;
-        let kept = self.relay.approvals(&caller, args?.all).await?;
-        let now = now_millis();
-        Ok(Json(attention::Approvals {
-            approvals: kept
-                .iter()
-                .map(|a| attention::ApprovalView::new(a, now))
-                .collect(),
-        }))
-    }
-
-    /// Allow or deny one of your agents' steps. For the crosstalk app: a
-    /// person's answer, pressed in the app.
-    #[tool(meta = app::for_tool(true))]
-    async fn answer_approval(
-        &self,
-        CallerOf(caller): CallerOf,
-        RendersApps(renders): RendersApps,
-        Parameters(args): Parameters<attention::AnswerApprovalArgs>,
-    ) -> ToolResult<attention::ApprovalView> {
-        renders.then_some(()).ok_or_else(only_in_the_app)?;
-        let args = args?;
-        let approval = self
-            .relay
-            .answer_approval(
-                &caller,
-                ApprovalId(args.id),
-                args.answer.behavior()?,
-                args.answer.input_hidden_ok,
-            )
-            .await?;
-        Ok(Json(attention::ApprovalView::new(&approval, now_millis())))
-    }
-}
-
-/// The tools only the app calls (`_meta.ui.visibility: ["app"]`): listed,
-/// and answered, only to a client that renders apps.
-const APP_ONLY: [&str; 2] = ["list_approvals", "answer_approval"];
-
-/// Whether the tool call's client renders MCP Apps (said at `initialize`,
-/// or in a stateless request's own capabilities).
-pub struct RendersApps(pub bool);
-
-impl<C: AsRequestContext> FromContextPart<C> for RendersApps {
-    fn from_context_part(context: &mut C) -> Result<Self, ErrorData> {
-        let capabilities = context.as_request_context().client_capabilities();
-        Ok(RendersApps(app::renders_apps(capabilities.as_ref())))
-    }
-}
-
-/// The refusal of an app's tool to a client that renders no app: an
-/// agent's own client never allows its agent's steps.
-fn only_in_the_app() -> ToolError {
-    ApiError::new(
-        axum::http::StatusCode::FORBIDDEN,
-        "forbidden",
-        "this tool answers only in the crosstalk app, in a host that renders MCP Apps; \
-         answer approvals there, on the team page, or on your phone",
-    )
-    .into()
 }
 
 #[tool_handler(router = TOOLS)]
@@ -585,7 +516,7 @@ impl ServerHandler for RelayTools {
         }
         let mut tools = TOOLS.list_all();
         if !app::renders_apps(context.client_capabilities().as_ref()) {
-            tools.retain(|tool| !APP_ONLY.contains(&tool.name.as_ref()));
+            tools.retain(|tool| !app::APP_ONLY.contains(&tool.name.as_ref()));
         }
         Ok(ListToolsResult::with_all_items(tools))
     }

@@ -1,7 +1,7 @@
 // The official A2A JavaScript SDK (@a2a-js/sdk, pinned in package.json)
-// against a relay, for `tests/relay/a2a.rs`: one blocking round trip. Prints
-// one JSON line when the question is on its way, and one with the task it
-// comes back as.
+// against a relay, for `tests/relay/a2a.rs`: one round trip, streamed as
+// the card offers. Prints one JSON line when the question is on its way,
+// and one with the task it came to.
 //
 //   node a2a_javascript.mjs AGENT_URL SENDER_TOKEN
 import { randomUUID } from 'node:crypto';
@@ -28,19 +28,35 @@ const client = await factory.createFromUrl(url.endsWith('/') ? url : `${url}/`);
 const text = (message) =>
   (message?.parts ?? []).map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('');
 
-console.log(JSON.stringify({ step: 'asking' }));
-const task = await client.sendMessage({
+const card = await client.getAgentCard();
+console.log(JSON.stringify({ step: 'asking', streaming: card.capabilities?.streaming === true }));
+// As the card offers: a stream of the task's changes, to the answer.
+const question = {
   message: {
     messageId: randomUUID(),
     role: Role.ROLE_USER,
     parts: [{ content: { $case: 'text', value: 'is the build green?' } }],
   },
-});
+};
+let task;
+const states = [];
+for await (const event of client.sendMessageStream(question)) {
+  const { $case, value } = event.payload ?? {};
+  if ($case === 'task') {
+    task = { id: value.id, status: value.status };
+  } else if ($case === 'statusUpdate') {
+    task.status = value.status;
+  } else {
+    throw new Error(`an event of kind ${$case}`);
+  }
+  states.push(TaskState[task.status?.state]);
+}
 console.log(
   JSON.stringify({
     step: 'answered',
     id: task.id,
     state: TaskState[task.status?.state],
+    states,
     text: text(task.status?.message),
   }),
 );

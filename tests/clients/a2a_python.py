@@ -30,8 +30,9 @@ def bearer(token):
     return httpx.AsyncClient(headers=headers, timeout=60)
 
 
-async def client_for(url, token, polling):
-    config = ClientConfig(httpx_client=bearer(token), polling=polling)
+async def client_for(url, token, streaming):
+    """Streaming (the card offers it), or SendMessage returning at once."""
+    config = ClientConfig(httpx_client=bearer(token), streaming=streaming, polling=not streaming)
     return await ClientFactory(config).create_from_url(url)
 
 
@@ -39,13 +40,6 @@ def question(text):
     return SendMessageRequest(
         message=Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
     )
-
-
-async def send(client, text):
-    async for event in client.send_message(question(text)):
-        if event.WhichOneof("payload") == "task":
-            return event.task
-    raise RuntimeError("SendMessage answered with no task")
 
 
 def standing(task):
@@ -58,33 +52,50 @@ def standing(task):
     }
 
 
+async def send(client, text):
+    """The task the question became, as the last event left it, and the
+    states the events went through."""
+    task, states = None, []
+    async for event in client.send_message(question(text)):
+        kind = event.WhichOneof("payload")
+        if kind == "task":
+            task = standing(event.task)
+        elif kind == "status_update":
+            update = event.status_update
+            task.update(state=TaskState.Name(update.status.state), text=get_message_text(update.status.message))
+        else:
+            raise RuntimeError(f"an event of kind {kind}")
+        states.append(task["state"])
+    return dict(task, states=states)
+
+
 async def main():
     url, token, other = sys.argv[1:4]
     card = await A2ACardResolver(bearer(None), url).get_agent_card()
     say(step="card", name=card.name, url=card.supported_interfaces[0].url,
         binding=card.supported_interfaces[0].protocol_binding)
 
-    sender = await client_for(url, token, polling=True)
+    sender = await client_for(url, token, streaming=False)
     task = await send(sender, "which port does staging use?")
-    say(step="sent", **standing(task))
+    say(step="sent", **task)
     wait_for_the_test()
-    say(step="read", **standing(await sender.get_task(GetTaskRequest(id=task.id))))
+    say(step="read", **standing(await sender.get_task(GetTaskRequest(id=task["id"]))))
     wait_for_the_test()
-    say(step="answered", **standing(await sender.get_task(GetTaskRequest(id=task.id))))
+    say(step="answered", **standing(await sender.get_task(GetTaskRequest(id=task["id"]))))
 
     # Someone else, and nobody: the same card, but not the task.
     for who, credential in (("other", other), ("nobody", None)):
-        client = await client_for(url, credential, polling=True)
+        client = await client_for(url, credential, streaming=False)
         try:
-            found = await client.get_task(GetTaskRequest(id=task.id))
+            found = await client.get_task(GetTaskRequest(id=task["id"]))
             say(step=who, found=standing(found))
         except Exception as refused:  # the SDK's own error types, named below
             say(step=who, error=type(refused).__name__, message=str(refused))
 
-    # Blocking (no returnImmediately): the send waits for the answer.
-    blocking = await client_for(url, token, polling=False)
+    # Streaming, as the card offers: each change, until the answer.
+    streaming = await client_for(url, token, streaming=True)
     say(step="asking")
-    say(step="blocked", **standing(await send(blocking, "ready to deploy?")))
+    say(step="streamed", **await send(streaming, "ready to deploy?"))
 
 
 asyncio.run(main())

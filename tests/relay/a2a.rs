@@ -84,7 +84,7 @@ async fn the_card_says_where_and_how_to_ask_and_nothing_the_url_does_not() {
     );
     assert_eq!(
         card["capabilities"],
-        json!({ "streaming": false, "pushNotifications": false })
+        json!({ "streaming": true, "pushNotifications": false })
     );
     assert_eq!(
         card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
@@ -347,7 +347,6 @@ async fn refusals_keep_every_rule_a_message_passes() {
 
     // What is not offered says so; what is not a method, too.
     for (method, code) in [
-        ("SendStreamingMessage", -32004),
         ("CreateTaskPushNotificationConfig", -32003),
         ("GetExtendedAgentCard", -32007),
         ("message/send", -32601),
@@ -526,9 +525,28 @@ async fn the_official_python_client_asks_and_follows_the_task() {
 
     script.step("asking").await;
     bob_answers(&app, &bob, "ready to deploy?", "yes, go").await;
-    let blocked = script.step("blocked").await;
-    assert_eq!(blocked["state"], "TASK_STATE_COMPLETED", "{blocked}");
-    assert_eq!(blocked["text"], "yes, go");
+    let streamed = script.step("streamed").await;
+    // Each change once, in the ledger's order, to the answer (how many the
+    // stream saw depends on how soon bob's agent took the question).
+    let order = [
+        "TASK_STATE_SUBMITTED",
+        "TASK_STATE_WORKING",
+        "TASK_STATE_COMPLETED",
+    ];
+    let states: Vec<usize> = streamed["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            order
+                .iter()
+                .position(|o| s == o)
+                .expect("a state of the ledger")
+        })
+        .collect();
+    assert!(states.windows(2).all(|w| w[0] < w[1]), "{streamed}");
+    assert_eq!(states.last(), Some(&2), "{streamed}");
+    assert_eq!(streamed["text"], "yes, go");
     script.finished().await;
 }
 
@@ -544,10 +562,14 @@ async fn the_official_javascript_client_gets_its_answer() {
         "a2a_javascript.mjs",
         &[&agent, &alice],
     );
-    script.step("asking").await;
+    assert_eq!(script.step("asking").await["streaming"], true);
     bob_answers(&app, &bob, "is the build green?", "green").await;
     let answered = script.step("answered").await;
     assert_eq!(answered["state"], "TASK_STATE_COMPLETED", "{answered}");
+    assert_eq!(
+        answered["states"].as_array().unwrap().last().unwrap(),
+        "TASK_STATE_COMPLETED"
+    );
     assert_eq!(answered["text"], "green");
     script.finished().await;
 }
@@ -630,4 +652,77 @@ async fn an_oauth_token_for_the_agents_is_taken_there_and_only_there() {
         .unwrap();
     assert_eq!(metadata["resource"], format!("{}/a2a", app.url()));
     assert_eq!(metadata["authorization_servers"], json!([app.url()]));
+}
+
+/// A streaming call (`SendStreamingMessage`, `SubscribeToTask`) by
+/// `token`: its events, each a JSON-RPC response.
+async fn stream(app: &TestApp, token: &str, method: &str, params: Value) -> SseReader {
+    let response = http()
+        .post(format!("{}/a2a/bob", app.url()))
+        .bearer_auth(token)
+        .header("A2A-Version", "1.0")
+        .header("accept", "text/event-stream")
+        .json(&json!({ "jsonrpc": "2.0", "id": 9, "method": method, "params": params }))
+        .send()
+        .await
+        .unwrap();
+    SseReader::new(response)
+}
+
+/// The next event's result (the call's id on it).
+async fn streamed(events: &mut SseReader) -> Value {
+    let event: Value = serde_json::from_str(&events.next().await.data).unwrap();
+    assert_eq!(event["id"], 9, "{event}");
+    assert!(event.get("error").is_none(), "{event}");
+    event["result"].clone()
+}
+
+#[tokio::test]
+async fn a_streamed_question_says_each_change_until_it_is_answered() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let carol = app.add_person("carol").await;
+    let ask = json!({ "message": { "messageId": "s-1", "role": "ROLE_USER",
+                                   "parts": [{ "text": "is the release tagged?" }] } });
+    let mut events = stream(&app, &alice, "SendStreamingMessage", ask).await;
+    let task = streamed(&mut events).await["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_SUBMITTED", "{task}");
+    let id = task["id"].as_str().unwrap().to_owned();
+
+    // Someone else may not follow it.
+    let mut theirs = stream(&app, &carol, "SubscribeToTask", json!({ "id": id })).await;
+    let refused: Value = serde_json::from_str(&theirs.next().await.data).unwrap();
+    assert_eq!(refused["error"]["code"], -32001, "{refused}");
+
+    // Bob's agent reads it: working.
+    let (_, inbox) = app.rest(&bob).get("/api/inbox").await;
+    assert_eq!(inbox["messages"][0]["body"], "is the release tagged?");
+    let working = streamed(&mut events).await["statusUpdate"].clone();
+    assert_eq!(working["taskId"], id.as_str());
+    assert_eq!(
+        working["status"]["state"], "TASK_STATE_WORKING",
+        "{working}"
+    );
+    assert_eq!(working["final"], false);
+
+    // Alice follows it from elsewhere too (SubscribeToTask): as it stands.
+    let mut again = stream(&app, &alice, "SubscribeToTask", json!({ "id": id })).await;
+    assert_eq!(
+        streamed(&mut again).await["task"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+
+    // Bob answers: completed, the last event; both streams end.
+    let thread = inbox["messages"][0]["thread_id"].clone();
+    app.rest(&bob)
+        .send("alice", "v2.4.0, yes", json!({ "thread_id": thread }))
+        .await;
+    for events in [&mut events, &mut again] {
+        let done = streamed(events).await["statusUpdate"].clone();
+        assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+        assert_eq!(done["status"]["message"]["parts"][0]["text"], "v2.4.0, yes");
+        assert_eq!(done["final"], true);
+        assert!(events.until_closed().await.is_empty());
+    }
 }
