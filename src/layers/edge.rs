@@ -190,7 +190,9 @@ pub async fn request_timeout(
 /// to 50 s and so has no request timeout, but whose body must arrive as
 /// promptly as anywhere else. A body sent as JSON that is not JSON is
 /// refused here with 400 and the parser's words (rmcp would answer 415, as
-/// if the media type were wrong).
+/// if the media type were wrong); no body at all is not a body, whatever
+/// the request says its type is (the Python SDK 2.3 says JSON on the GET
+/// of a session's stream and on its DELETE).
 pub async fn read_body_in_time(
     State(deadline): State<Deadline>,
     request: Request,
@@ -204,7 +206,9 @@ pub async fn read_body_in_time(
                 .headers
                 .get(header::CONTENT_TYPE)
                 .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
-            if says_json && let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
+            if says_json
+                && !bytes.is_empty()
+                && let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
             {
                 return ApiError::bad_request(format!("the body is not valid JSON: {error}"))
                     .into_response();

@@ -399,3 +399,48 @@ async fn standalone_mcp_streams_count_against_the_persons_waits() {
     assert_eq!(wait.status(), 429, "the streams hold both of alice's slots");
     drop(streams);
 }
+
+/// The Python SDK (2.3) sends `Content-Type: application/json` with no body
+/// on a session's GET (its stream, where pushes come) and on its DELETE:
+/// no body is not malformed JSON. Both were refused with 400, so that
+/// SDK's sessions had no stream and were never ended.
+#[tokio::test]
+async fn a_session_s_stream_and_its_end_say_json_with_no_body() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let session = RawSession::open(&format!("{}/mcp", app.url()), &alice).await;
+    let stream = session
+        .listen()
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(
+        stream.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    drop(stream);
+    let ended = http()
+        .delete(format!("{}/mcp", app.url()))
+        .bearer_auth(&alice)
+        .header("content-type", "application/json")
+        .header("mcp-session-id", &session.id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 204);
+    // Malformed JSON is still refused in the relay's words.
+    let malformed = http()
+        .post(format!("{}/mcp", app.url()))
+        .bearer_auth(&alice)
+        .header("content-type", "application/json")
+        .body("{")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(malformed.status(), 400);
+}
