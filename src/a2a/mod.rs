@@ -24,7 +24,7 @@ mod stream;
 mod task;
 
 use crate::model::{MessageId, ThreadId};
-use crate::relay::{Caller, DirectMessage, MAX_WAIT, RelayError};
+use crate::relay::{Caller, DirectMessage, RelayError};
 use crate::state::AppState;
 use axum::{
     Extension, Json, Router,
@@ -40,6 +40,9 @@ use serde_json::{Value, json};
 
 /// The protocol version this edge speaks (`A2A-Version`).
 pub const VERSION: &str = "1.0";
+
+/// The methods whose answer is a stream of events.
+const STREAMING: [&str; 2] = ["SendStreamingMessage", "SubscribeToTask"];
 
 /// The card, for anyone: it says no more than its URL does (the same card
 /// for any well-formed handle, whether or not such a person is on the
@@ -100,23 +103,26 @@ async fn call(
         Some(refused) => refused.into(),
         None => dispatch(&state, &caller, &handle, &request).await,
     };
-    let streaming = matches!(
-        request.method.as_str(),
-        "SendStreamingMessage" | "SubscribeToTask"
-    );
+    let streaming = STREAMING.contains(&request.method.as_str());
     answer(request.id, outcome, streaming)
 }
 
-/// `A2A-Version` names a version this edge does not speak (none sent is
-/// taken as this one).
+/// `A2A-Version` names a version this edge does not speak; none sent means
+/// 0.3, as A2A 1.0 says.
 fn version_refused(headers: &HeaderMap) -> Option<RpcError> {
-    let asked = headers.get("a2a-version")?.to_str().unwrap_or("");
-    let major = asked.split('.').next();
+    let asked = match headers.get("a2a-version") {
+        Some(value) => value.to_str().unwrap_or(""),
+        None => "0.3",
+    };
+    let major = asked.trim().split('.').next();
     (major != Some("1")).then(|| {
         RpcError::a2a(
             -32009,
             "VERSION_NOT_SUPPORTED",
-            format!("A2A-Version {asked:?} is not spoken here; this agent speaks {VERSION}"),
+            format!(
+                "A2A-Version {asked:?} is not spoken here (none sent means 0.3); this agent \
+                 speaks {VERSION}: send A2A-Version: {VERSION}"
+            ),
         )
     })
 }
@@ -124,12 +130,12 @@ fn version_refused(headers: &HeaderMap) -> Option<RpcError> {
 async fn dispatch(state: &AppState, caller: &Caller, handle: &str, request: &Request) -> Outcome {
     let result = match request.method.as_str() {
         "SendMessage" => send_message(state, caller, handle, &request.params).await,
-        "GetTask" => get_task(state, caller, &request.params).await,
-        "CancelTask" => cancel_task(state, caller, &request.params).await,
+        "GetTask" => get_task(state, caller, handle, &request.params).await,
+        "CancelTask" => cancel_task(state, caller, handle, &request.params).await,
         "SendStreamingMessage" => {
             send_streaming(state, caller, handle, &request.id, &request.params).await
         }
-        "SubscribeToTask" => subscribe(state, caller, &request.id, &request.params).await,
+        "SubscribeToTask" => subscribe(state, caller, handle, &request.id, &request.params).await,
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
@@ -238,25 +244,16 @@ enum Sent {
 }
 
 /// Sends the question of `send` to the agent's person, in a new thread, or
-/// in the thread of `contextId` (or of the caller's task `taskId`); waits
-/// up to [`MAX_WAIT`] for the answer if `wait`.
+/// in the thread of `contextId` (or of the caller's task `taskId`).
 async fn send(
     state: &AppState,
     caller: &Caller,
     handle: &str,
     send: &SendParams,
-    wait: bool,
 ) -> Result<Sent, Outcome> {
     let body = text_of(&send.message)?;
     let thread_id = match (&send.message.task_id, &send.message.context_id) {
-        (Some(task), _) => {
-            let id = number(task).ok_or_else(|| RpcError::task_not_found(task))?;
-            match state.relay.sent_by(caller, MessageId(id)).await {
-                Ok(sent) => sent.place.thread(),
-                Err(RelayError::NotFound(_)) => return Err(RpcError::task_not_found(task).into()),
-                Err(error) => return Err(error.into()),
-            }
-        }
+        (Some(task), _) => found(state, caller, handle, task).await?.place.thread(),
         (None, Some(context)) => Some(ThreadId(number(context).ok_or_else(|| {
             RpcError::invalid_params(format!(
                 "contextId {context:?}: not a context of this relay"
@@ -269,16 +266,10 @@ async fn send(
         body,
         thread_id,
         kind: Some("QUESTION".to_owned()),
-        wait_for_reply_seconds: wait.then_some(MAX_WAIT.as_secs_f64()),
         ..DirectMessage::default()
     };
-    // A client that goes away drops this future, which ends the wait.
-    match state
-        .relay
-        .ask(caller, question, std::future::pending())
-        .await
-    {
-        Ok((sent, _)) => Ok(Sent::Stored(sent)),
+    match state.relay.send_direct(caller, question).await {
+        Ok(sent) => Ok(Sent::Stored(sent)),
         Err(refused @ RelayError::SecretRefused(_)) => Ok(Sent::Rejected(task::rejected(
             &send.message.message_id,
             refused.to_string(),
@@ -288,8 +279,9 @@ async fn send(
 }
 
 /// `SendMessage`: the question ([`send`]), and the task it is. Unless
-/// `returnImmediately`, it waits for the answer (at most [`MAX_WAIT`]) and
-/// answers with the task as it then stands.
+/// `returnImmediately`, it waits for the task to settle (answered,
+/// acknowledged, asking back), at most [`crate::relay::MAX_WAIT`], and answers with it
+/// as it then stands. A client that goes away drops the wait.
 async fn send_message(
     state: &AppState,
     caller: &Caller,
@@ -297,14 +289,16 @@ async fn send_message(
     params: &Value,
 ) -> Result<Outcome, Outcome> {
     let asked: SendParams = self::params(params)?;
-    let wait = !asked.configuration.return_immediately;
-    let sent = match send(state, caller, handle, &asked, wait).await? {
+    let sent = match send(state, caller, handle, &asked).await? {
         Sent::Stored(sent) => sent,
         Sent::Rejected(task) => return Ok(Outcome::Result(json!({ "task": task }))),
     };
-    // As it stands now: the wait may have ended with the answer.
-    let (sent, answer) = state.relay.sent_and_answer(caller, sent.id).await?;
-    let task = task::task(&sent, answer.as_ref(), asked.configuration.history_length);
+    let history = asked.configuration.history_length;
+    let (task, following) = stream::follow(state, caller, &sent, history).await?;
+    let task = match asked.configuration.return_immediately {
+        true => task,
+        false => following.settle(task).await,
+    };
     Ok(Outcome::Result(json!({ "task": task })))
 }
 
@@ -318,11 +312,15 @@ async fn send_streaming(
     params: &Value,
 ) -> Result<Outcome, Outcome> {
     let asked: SendParams = self::params(params)?;
-    match send(state, caller, handle, &asked, false).await? {
+    match send(state, caller, handle, &asked).await? {
         Sent::Stored(sent) => {
             let history = asked.configuration.history_length;
-            let events = stream::follow(state, caller, id.clone(), &sent, history).await?;
-            Ok(Outcome::Stream(Box::new(events)))
+            let (task, following) = stream::follow(state, caller, &sent, history).await?;
+            Ok(Outcome::Stream(Box::new(stream::events(
+                id.clone(),
+                task,
+                following,
+            ))))
         }
         Sent::Rejected(task) => Ok(Outcome::Result(json!({ "task": task }))),
     }
@@ -332,33 +330,45 @@ async fn send_streaming(
 async fn subscribe(
     state: &AppState,
     caller: &Caller,
+    handle: &str,
     id: &Value,
     params: &Value,
 ) -> Result<Outcome, Outcome> {
     let asked: TaskParams = self::params(params)?;
-    let (sent, _) = found(state, caller, &asked.id).await?;
-    let events = stream::follow(state, caller, id.clone(), &sent, asked.history_length).await?;
-    Ok(Outcome::Stream(Box::new(events)))
+    let sent = found(state, caller, handle, &asked.id).await?;
+    let (task, following) = stream::follow(state, caller, &sent, asked.history_length).await?;
+    Ok(Outcome::Stream(Box::new(stream::events(
+        id.clone(),
+        task,
+        following,
+    ))))
 }
 
-/// The caller's task (a question they sent), or `TASK_NOT_FOUND` for any
-/// other id.
+/// The caller's task `id`: a question they sent to this agent's person;
+/// `TASK_NOT_FOUND` for any other id, whether or not it exists.
 async fn found(
     state: &AppState,
     caller: &Caller,
+    handle: &str,
     id: &str,
-) -> Result<(crate::model::Message, Option<crate::model::Message>), Outcome> {
+) -> Result<crate::model::Message, Outcome> {
     let number = number(id).ok_or_else(|| RpcError::task_not_found(id))?;
-    match state.relay.sent_and_answer(caller, MessageId(number)).await {
-        Ok(found) => Ok(found),
-        Err(RelayError::NotFound(_)) => Err(RpcError::task_not_found(id).into()),
+    match state.relay.sent_by(caller, MessageId(number)).await {
+        Ok(sent) if sent.to.as_ref().is_some_and(|to| to.as_str() == handle) => Ok(sent),
+        Ok(_) | Err(RelayError::NotFound(_)) => Err(RpcError::task_not_found(id).into()),
         Err(error) => Err(error.into()),
     }
 }
 
-async fn get_task(state: &AppState, caller: &Caller, params: &Value) -> Result<Outcome, Outcome> {
+async fn get_task(
+    state: &AppState,
+    caller: &Caller,
+    handle: &str,
+    params: &Value,
+) -> Result<Outcome, Outcome> {
     let asked: TaskParams = self::params(params)?;
-    let (sent, answer) = found(state, caller, &asked.id).await?;
+    let sent = found(state, caller, handle, &asked.id).await?;
+    let (sent, answer) = state.relay.sent_and_answer(caller, sent.id).await?;
     let task = task::task(&sent, answer.as_ref(), asked.history_length);
     Ok(Outcome::Result(json!(task)))
 }
@@ -366,10 +376,11 @@ async fn get_task(state: &AppState, caller: &Caller, params: &Value) -> Result<O
 async fn cancel_task(
     state: &AppState,
     caller: &Caller,
+    handle: &str,
     params: &Value,
 ) -> Result<Outcome, Outcome> {
     let asked: TaskParams = self::params(params)?;
-    found(state, caller, &asked.id).await?;
+    found(state, caller, handle, &asked.id).await?;
     Err(RpcError::a2a(
         -32002,
         "TASK_NOT_CANCELABLE",

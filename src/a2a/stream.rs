@@ -1,18 +1,22 @@
-//! Streaming (`SendStreamingMessage`, `SubscribeToTask`): a task as
-//! Server-Sent Events, each a JSON-RPC response to the call. First the task
-//! as it stands, then each change of its state as the ledger moves (read,
-//! answered, acknowledged), until it ends (`COMPLETED`, `REJECTED`), asks
-//! for input, or the caller goes away.
+//! Following a task: its state as the ledger moves (read, answered,
+//! acknowledged), until it settles (`COMPLETED`, `REJECTED`,
+//! `INPUT_REQUIRED`). A streaming call (`SendStreamingMessage`,
+//! `SubscribeToTask`) sends each change as a Server-Sent Event, a JSON-RPC
+//! response to the call; a blocking `SendMessage` waits for the task to
+//! settle, at most [`MAX_WAIT`].
 //!
-//! The stream follows the question's thread (`Relay::thread_feed`), which
-//! it subscribes to before it first reads the task, so no change between
-//! the read and the subscription is missed; each wake-up that could change
-//! the task (the recipient's message, the question's ledger published
-//! again) reads it again, and only a changed state is sent.
+//! A task is followed through its thread's feed (`Relay::thread_feed`),
+//! subscribed to before the task is first read, so no change between the
+//! read and the subscription is missed. Each wake-up that could change the
+//! task (the recipient's message, the question's ledger published again)
+//! reads it again, and so does a look every [`RECHECK`] (for what a feed
+//! that fell behind skipped, or a question gone with its time): only a
+//! changed state is sent. The feed holds one of the caller's wait slots;
+//! when none is free, the task is answered as it stands, not followed.
 
 use super::task::{Task, TaskState, task};
-use crate::model::Message;
-use crate::relay::{Caller, Feed, RelayResult, Update};
+use crate::model::{Handle, Message, MessageId};
+use crate::relay::{Caller, Feed, MAX_WAIT, RelayError, RelayResult, Update};
 use crate::state::AppState;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -22,93 +26,74 @@ use std::{convert::Infallible, time::Duration};
 
 /// A comment this often keeps an idle stream's connection open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How often a followed task is read again without a wake-up.
+const RECHECK: Duration = Duration::from_secs(10);
 
-/// A streaming call's one answer (its result or its error), as a stream
-/// of one event: what the call's client reads.
-pub(super) fn once(answer: Value) -> Response {
-    let event = Event::default().data(answer.to_string());
-    Sse::new(futures::stream::once(async { Ok::<_, Infallible>(event) })).into_response()
-}
-
-/// Whether a task in `state` has nothing more to say on a stream.
+/// Whether a task in `state` has nothing more to say.
 fn settled(state: TaskState) -> bool {
     !matches!(state, TaskState::Submitted | TaskState::Working)
 }
 
-/// The stream of the caller's sent message `sent`, answering the call `id`.
-pub(super) async fn follow(
-    state: &AppState,
-    caller: &Caller,
-    id: Value,
-    sent: &Message,
-    history_length: Option<u32>,
-) -> RelayResult<Response> {
-    let thread_id = sent.place.thread().expect("a task is a direct message");
-    let feed = state
-        .relay
-        .thread_feed(caller, thread_id, Some(sent.id))
-        .await?;
-    let (sent, answer) = state.relay.sent_and_answer(caller, sent.id).await?;
-    let first = task(&sent, answer.as_ref(), history_length);
-    let opening = event(&id, json!({ "task": first }));
-    let changes = Changes {
-        feed,
-        state: state.clone(),
-        caller: caller.clone(),
-        sent,
-        last: first.status.state,
-    };
-    let rest = futures::stream::unfold(changes, |mut changes| async move {
-        let changed = changes.next().await?;
-        Some((changed, changes))
-    })
-    .map(move |changed| {
-        let update = json!({
-            "taskId": changed.id,
-            "contextId": changed.context_id,
-            "status": changed.status,
-            "final": settled(changed.status.state),
-        });
-        event(&id, json!({ "statusUpdate": update }))
-    });
-    let events = match settled(first.status.state) {
-        true => futures::stream::once(async { opening }).left_stream(),
-        false => futures::stream::once(async { opening })
-            .chain(rest)
-            .right_stream(),
-    };
-    let events = events.map(Ok::<_, Infallible>);
-    Ok(Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response())
-}
-
-/// One JSON-RPC response to the call `id`, as an event.
-fn event(id: &Value, result: Value) -> Event {
-    Event::default().data(json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string())
-}
-
-/// What follows a task: its thread's feed, and the state last sent.
-struct Changes {
-    feed: Feed,
+/// A followed task: what its thread's feed says, and the state last told.
+pub(super) struct Following {
+    feed: Option<Feed>,
     state: AppState,
     caller: Caller,
-    sent: Message,
+    id: MessageId,
+    /// Whom the question is to: a message of theirs may answer it.
+    recipient: Option<Handle>,
     last: TaskState,
 }
 
-impl Changes {
-    /// The task once its state changed; `None` once it settled, or when
-    /// the feed ends (the relay stops, the caller's token is revoked) or
-    /// the task cannot be read.
-    async fn next(&mut self) -> Option<Task> {
+/// The caller's sent message `sent` as a task, and what follows it (none
+/// once settled, or when the caller has no wait slot free).
+pub(super) async fn follow(
+    state: &AppState,
+    caller: &Caller,
+    sent: &Message,
+    history_length: Option<u32>,
+) -> RelayResult<(Task, Following)> {
+    let Some(thread_id) = sent.place.thread() else {
+        return Err(RelayError::NotFound(format!("{} is no task", sent.id)));
+    };
+    let feed = match state
+        .relay
+        .thread_feed(caller, thread_id, Some(sent.id))
+        .await
+    {
+        Ok(feed) => Some(feed),
+        Err(RelayError::TooManyWaits(_) | RelayError::Overloaded(_)) => None,
+        Err(error) => return Err(error),
+    };
+    let (sent, answer) = state.relay.sent_and_answer(caller, sent.id).await?;
+    let first = task(&sent, answer.as_ref(), history_length);
+    let following = Following {
+        feed,
+        state: state.clone(),
+        caller: caller.clone(),
+        id: sent.id,
+        recipient: sent.to.clone(),
+        last: first.status.state,
+    };
+    Ok((first, following))
+}
+
+impl Following {
+    /// The task once its state changed; `None` once it settled, when it
+    /// is not followed, when the feed ends (the relay stops, the caller's
+    /// token is revoked) or the task is gone.
+    pub(super) async fn next(&mut self) -> Option<Task> {
         if settled(self.last) {
             return None;
         }
+        let feed = self.feed.as_mut()?;
         loop {
-            let could_change = match self.feed.next().await? {
-                Update::New(message) => Some(&message.from) == self.sent.to.as_ref(),
-                Update::Delivery(message) => message.id == self.sent.id,
+            let could_change = tokio::select! {
+                update = feed.next() => match update? {
+                    Update::New(message) => Some(&message.from) == self.recipient.as_ref(),
+                    Update::Delivery(message) => message.id == self.id,
+                },
+                () = tokio::time::sleep(RECHECK) => true,
             };
             if !could_change {
                 continue;
@@ -116,7 +101,7 @@ impl Changes {
             let (sent, answer) = self
                 .state
                 .relay
-                .sent_and_answer(&self.caller, self.sent.id)
+                .sent_and_answer(&self.caller, self.id)
                 .await
                 .ok()?;
             let now = task(&sent, answer.as_ref(), Some(0));
@@ -126,4 +111,53 @@ impl Changes {
             }
         }
     }
+
+    /// The task once it settled, or as it stands after [`MAX_WAIT`].
+    pub(super) async fn settle(mut self, mut task: Task) -> Task {
+        let _ = tokio::time::timeout(MAX_WAIT, async {
+            while let Some(changed) = self.next().await {
+                task.status = changed.status;
+                task.artifacts = changed.artifacts;
+                task.metadata = changed.metadata;
+            }
+        })
+        .await;
+        task
+    }
+}
+
+/// `first`, then each change `following` finds, as Server-Sent Events
+/// answering the call `id`.
+pub(super) fn events(id: Value, first: Task, following: Following) -> Response {
+    let opening = event(&id, json!({ "task": first }));
+    let changes = futures::stream::unfold(following, |mut following| async move {
+        let changed = following.next().await?;
+        Some((changed, following))
+    })
+    .map(move |changed| {
+        let update = json!({
+            "taskId": changed.id,
+            "contextId": changed.context_id,
+            "status": changed.status,
+        });
+        event(&id, json!({ "statusUpdate": update }))
+    });
+    let events = futures::stream::once(async { opening })
+        .chain(changes)
+        .map(Ok::<_, Infallible>);
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
+}
+
+/// A streaming call's one answer (its result or its error), as a stream
+/// of one event: what the call's client reads.
+pub(super) fn once(answer: Value) -> Response {
+    let event = Event::default().data(answer.to_string());
+    Sse::new(futures::stream::once(async { Ok::<_, Infallible>(event) })).into_response()
+}
+
+/// One JSON-RPC response to the call `id`, as an event.
+fn event(id: &Value, result: Value) -> Event {
+    Event::default().data(json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string())
 }

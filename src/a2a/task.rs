@@ -193,8 +193,9 @@ pub fn task(sent: &Message, answer: Option<&Message>, history_length: Option<u32
     }
 }
 
-/// The task a refused question is: `REJECTED`, saying why. Nothing was
-/// stored, so it is not kept either: `GetTask` does not find it.
+/// The task a refused question is: `REJECTED`, saying why, in a context of
+/// its own. Nothing was stored, so it is not kept either: `GetTask` does
+/// not find it.
 pub fn rejected(message_id: &str, reason: String) -> Task {
     let id = format!("rejected-{message_id}");
     Task {
@@ -211,7 +212,7 @@ pub fn rejected(message_id: &str, reason: String) -> Task {
         artifacts: Vec::new(),
         history: Vec::new(),
         metadata: None,
-        context_id: String::new(),
+        context_id: id.clone(),
         id,
     }
 }

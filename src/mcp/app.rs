@@ -1,7 +1,7 @@
 //! The MCP App (`io.modelcontextprotocol/ui`, 2026-01-26): one `ui://`
 //! resource, the person's inbox, a thread, and their pending approvals with
-//! Allow and Deny (`app.html`), which hosts that render apps (claude.ai,
-//! ChatGPT, VS Code) show beside the tools it goes with.
+//! Allow and Deny (`app.html`), which hosts that render apps show beside
+//! the tools it goes with.
 //!
 //! - The page is whole in itself: its script and style inline, nothing
 //!   loaded, every text shown as text. Its CSP declares no other origin of
@@ -9,9 +9,12 @@
 //!   only through the host.
 //! - `check_inbox` and `read_thread` name it, for the model and the app.
 //! - `list_approvals` and `answer_approval` name it for the app alone, and
-//!   are listed, and answered, only on a session whose client said it
-//!   renders apps: an agent's own client (Claude Code, the bridge) never
-//!   sees a tool that allows its own steps.
+//!   are listed, and answered, only on a session whose client says it
+//!   renders apps. That keeps them out of an agent's tool list (Claude
+//!   Code's, the bridge's), so no model is offered a tool that allows its
+//!   own steps; it is not a security boundary: a client may say what it
+//!   likes, and the person's token answers approvals through the API
+//!   (`POST /api/approvals/{id}`) as it always could.
 
 use super::{CallerOf, Parameters, RelayTools, ToolError, ToolResult};
 use crate::model::{ApprovalId, now_millis};
@@ -54,17 +57,18 @@ fn resource_meta() -> MetaObject {
     } }))
 }
 
-/// A tool's `_meta` naming the app, for the model and the app, or for the
-/// app alone (the legacy key too, for hosts that read only it).
+/// A tool's `_meta` naming the app, for the model and the app (with the
+/// legacy key too, for hosts that read only it), or for the app alone
+/// (without it: a host that reads only the legacy key knows no visibility,
+/// and would offer the tool to its model).
 pub fn for_tool(app_only: bool) -> MetaObject {
-    let visibility = match app_only {
-        true => json!(["app"]),
-        false => json!(["model", "app"]),
-    };
-    meta(json!({
-        "ui": { "resourceUri": URI, "visibility": visibility },
-        "ui/resourceUri": URI,
-    }))
+    match app_only {
+        true => meta(json!({ "ui": { "resourceUri": URI, "visibility": ["app"] } })),
+        false => meta(json!({
+            "ui": { "resourceUri": URI, "visibility": ["model", "app"] },
+            "ui/resourceUri": URI,
+        })),
+    }
 }
 
 /// What `resources/list` lists.
@@ -177,12 +181,22 @@ mod tests {
     fn the_page_loads_nothing_and_shows_text_as_text() {
         for loading in [
             "src=",
+            ".src",
             "href=",
             "@import",
             "url(",
             "fetch(",
             "XMLHttpRequest",
+            "WebSocket",
+            "EventSource",
+            "sendBeacon",
             "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+            "Function(",
+            "import(",
         ] {
             assert!(!HTML.contains(loading), "app.html has {loading}");
         }

@@ -101,7 +101,12 @@ impl OAuthSettings {
     pub fn resource_of(&self, audience: Audience) -> String {
         match audience {
             Audience::Mcp => self.resource.clone(),
-            Audience::A2a => format!("{}/a2a", origin_of(&self.resource)),
+            Audience::A2a => format!(
+                "{}/a2a",
+                self.resource
+                    .strip_suffix("/mcp")
+                    .unwrap_or(origin_of(&self.resource))
+            ),
         }
     }
 
@@ -388,9 +393,11 @@ impl Relay {
                 "code_verifier does not match the code_challenge",
             );
         }
-        match self.oauth_check_resource(resource) {
-            Ok(named) if named == authorization.resource => {}
-            Ok(_) | Err(_) => {
+        // None names the code's own resource, as at a refresh.
+        match resource.map(|named| self.oauth_check_resource(Some(named))) {
+            None => {}
+            Some(Ok(named)) if named == authorization.resource => {}
+            Some(_) => {
                 return refused(
                     "invalid_target",
                     format!(
@@ -440,9 +447,12 @@ impl Relay {
         client_id: &str,
         resource: Option<&str>,
     ) -> Result<Issued, TokenRefusal> {
-        let resource = match self.oauth_check_resource(resource) {
-            Ok(resource) => resource,
-            Err(why) => return refused("invalid_target", why),
+        // None names the grant's own resource (RFC 8707 lets a refresh
+        // leave it out): a grant for the A2A agents is refreshed as one.
+        let resource = match resource.map(|named| self.oauth_check_resource(Some(named))) {
+            None => None,
+            Some(Ok(resource)) => Some(resource),
+            Some(Err(why)) => return refused("invalid_target", why),
         };
         let Some(family) = refresh_family(refresh_token) else {
             return refused("invalid_grant", "unknown, expired or revoked refresh token");
@@ -481,7 +491,7 @@ impl Relay {
                 return refused("invalid_grant", "unknown, expired or revoked refresh token");
             }
         };
-        if grant.resource != resource {
+        if resource.is_some_and(|named| named != grant.resource) {
             return refused("invalid_target", "the grant is for another resource");
         }
         if !self.credentials.on_team(&grant.handle).await? {

@@ -29,7 +29,6 @@ const text = (message) =>
   (message?.parts ?? []).map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('');
 
 const card = await client.getAgentCard();
-console.log(JSON.stringify({ step: 'asking', streaming: card.capabilities?.streaming === true }));
 // As the card offers: a stream of the task's changes, to the answer.
 const question = {
   message: {
@@ -50,6 +49,10 @@ for await (const event of client.sendMessageStream(question)) {
     throw new Error(`an event of kind ${$case}`);
   }
   states.push(TaskState[task.status?.state]);
+  // The test answers once the stream has said where the task stands.
+  if (states.length === 1) {
+    console.log(JSON.stringify({ step: 'asking', streaming: card.capabilities?.streaming === true, state: states[0] }));
+  }
 }
 console.log(
   JSON.stringify({

@@ -52,9 +52,9 @@ def standing(task):
     }
 
 
-async def send(client, text):
+async def send(client, text, first=lambda task: None):
     """The task the question became, as the last event left it, and the
-    states the events went through."""
+    states the events went through; `first` is told of the first."""
     task, states = None, []
     async for event in client.send_message(question(text)):
         kind = event.WhichOneof("payload")
@@ -66,6 +66,8 @@ async def send(client, text):
         else:
             raise RuntimeError(f"an event of kind {kind}")
         states.append(task["state"])
+        if len(states) == 1:
+            first(task)
     return dict(task, states=states)
 
 
@@ -93,9 +95,10 @@ async def main():
             say(step=who, error=type(refused).__name__, message=str(refused))
 
     # Streaming, as the card offers: each change, until the answer.
+    # The test answers once the stream has said where the task stands.
     streaming = await client_for(url, token, streaming=True)
-    say(step="asking")
-    say(step="streamed", **await send(streaming, "ready to deploy?"))
+    asked = await send(streaming, "ready to deploy?", first=lambda task: say(step="asking", **task))
+    say(step="streamed", **asked)
 
 
 asyncio.run(main())

@@ -162,6 +162,12 @@ async fn a_question_is_a_direct_message_whose_task_follows_the_ledger() {
     assert_eq!(error_code(as_carol), -32001);
     let as_bob = rpc(&app, "bob", Some(&bob), "GetTask", json!({ "id": id })).await;
     assert_eq!(error_code(as_bob), -32001);
+    let elsewhere = rpc(&app, "carol", Some(&alice), "GetTask", json!({ "id": id })).await;
+    assert_eq!(
+        error_code(elsewhere),
+        -32001,
+        "a task of bob's agent, asked of carol's"
+    );
     let (status, _) = rpc(&app, "bob", None, "GetTask", json!({ "id": id })).await;
     assert_eq!(status, 401);
 
@@ -250,6 +256,7 @@ async fn a_blocking_send_answers_with_the_reply() {
             http()
                 .post(format!("{app_url}/a2a/bob"))
                 .bearer_auth(alice)
+                .header("A2A-Version", "1.0")
                 .json(&json!({ "jsonrpc": "2.0", "id": "a", "method": "SendMessage", "params": blocking }))
                 .send()
                 .await
@@ -366,6 +373,18 @@ async fn refusals_keep_every_rule_a_message_passes() {
         .unwrap();
     let other_version: Value = other_version.json().await.unwrap();
     assert_eq!(other_version["error"]["code"], -32009);
+    // None sent means 0.3, as A2A 1.0 says.
+    let unversioned: Value = http()
+        .post(format!("{}/a2a/bob", app.url()))
+        .bearer_auth(&alice)
+        .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": { "id": "1" } }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(unversioned["error"]["code"], -32009, "{unversioned}");
     // Malformed JSON sent as JSON is refused before any edge, as on every
     // route (400, the relay's error shape); untyped, it is JSON-RPC's
     // parse error.
@@ -523,29 +542,20 @@ async fn the_official_python_client_asks_and_follows_the_task() {
         "{nobody}"
     );
 
-    script.step("asking").await;
+    // The stream's first event comes before bob does anything.
+    assert_eq!(script.step("asking").await["state"], "TASK_STATE_SUBMITTED");
     bob_answers(&app, &bob, "ready to deploy?", "yes, go").await;
     let streamed = script.step("streamed").await;
-    // Each change once, in the ledger's order, to the answer (how many the
-    // stream saw depends on how soon bob's agent took the question).
-    let order = [
-        "TASK_STATE_SUBMITTED",
-        "TASK_STATE_WORKING",
-        "TASK_STATE_COMPLETED",
-    ];
-    let states: Vec<usize> = streamed["states"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            order
-                .iter()
-                .position(|o| s == o)
-                .expect("a state of the ledger")
-        })
-        .collect();
-    assert!(states.windows(2).all(|w| w[0] < w[1]), "{streamed}");
-    assert_eq!(states.last(), Some(&2), "{streamed}");
+    // Each change once, in the ledger's order, to the answer.
+    assert_eq!(
+        streamed["states"],
+        json!([
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ]),
+        "{streamed}"
+    );
     assert_eq!(streamed["text"], "yes, go");
     script.finished().await;
 }
@@ -562,13 +572,19 @@ async fn the_official_javascript_client_gets_its_answer() {
         "a2a_javascript.mjs",
         &[&agent, &alice],
     );
-    assert_eq!(script.step("asking").await["streaming"], true);
+    let asking = script.step("asking").await;
+    assert_eq!(asking["streaming"], true);
+    assert_eq!(asking["state"], "TASK_STATE_SUBMITTED");
     bob_answers(&app, &bob, "is the build green?", "green").await;
     let answered = script.step("answered").await;
     assert_eq!(answered["state"], "TASK_STATE_COMPLETED", "{answered}");
     assert_eq!(
-        answered["states"].as_array().unwrap().last().unwrap(),
-        "TASK_STATE_COMPLETED"
+        answered["states"],
+        json!([
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ])
     );
     assert_eq!(answered["text"], "green");
     script.finished().await;
@@ -599,9 +615,14 @@ async fn an_oauth_token_for_the_agents_is_taken_there_and_only_there() {
     );
     let id: i64 = sent["task"]["id"].as_str().unwrap().parse().unwrap();
     assert_eq!(app.rest(&alice).message(id).await["from"], "alice");
-    // Refreshed for the same resource, it goes on.
+    // Refreshed without naming the resource (RFC 8707 lets a client leave
+    // it out): still the agents' token, and it goes on.
     let (status, renewed) = for_agents
-        .refresh(tokens["refresh_token"].as_str().unwrap())
+        .token(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", tokens["refresh_token"].as_str().unwrap()),
+            ("client_id", &for_agents.client_id),
+        ])
         .await;
     assert_eq!(status, 200, "{renewed}");
     let access = renewed["access_token"].as_str().unwrap();
@@ -704,7 +725,6 @@ async fn a_streamed_question_says_each_change_until_it_is_answered() {
         working["status"]["state"], "TASK_STATE_WORKING",
         "{working}"
     );
-    assert_eq!(working["final"], false);
 
     // Alice follows it from elsewhere too (SubscribeToTask): as it stands.
     let mut again = stream(&app, &alice, "SubscribeToTask", json!({ "id": id })).await;
@@ -722,7 +742,48 @@ async fn a_streamed_question_says_each_change_until_it_is_answered() {
         let done = streamed(events).await["statusUpdate"].clone();
         assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
         assert_eq!(done["status"]["message"]["parts"][0]["text"], "v2.4.0, yes");
-        assert_eq!(done["final"], true);
         assert!(events.until_closed().await.is_empty());
     }
+}
+
+#[tokio::test]
+async fn a_blocking_send_settles_on_an_acknowledgement_too() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let asking = tokio::spawn({
+        let (url, alice) = (app.url(), alice.clone());
+        async move {
+            let question = json!({ "message": { "messageId": "b-1", "role": "ROLE_USER",
+                                                "parts": [{ "text": "rotate the keys?" }] } });
+            http()
+                .post(format!("{url}/a2a/bob"))
+                .bearer_auth(alice)
+                .header("A2A-Version", "1.0")
+                .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": question }))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    });
+    let (_, inbox) = app.rest(&bob).get("/api/inbox?timeout_s=50").await;
+    let id = inbox["messages"][0]["id"].as_i64().unwrap();
+    let (status, acked) = app
+        .rest(&bob)
+        .post(
+            &format!("/api/messages/{id}/ack"),
+            json!({ "result": "rejected", "note": "not this week" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{acked}");
+    let answered = asking.await.unwrap();
+    let task = &answered["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{answered}");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "not this week"
+    );
 }

@@ -158,6 +158,23 @@ async fn a_person_allows_a_step_in_the_app_inside_a_host() {
         .await;
     assert_eq!(status, 201, "{asked}");
     let id = asked["id"].as_i64().unwrap();
+    // A step whose input is withheld whole: allowed only deliberately.
+    let body = format!("b3BlbnNzaC1rZXktdjEAAAAA{}", "Qm9iJ3Mga2V5".repeat(4));
+    let key = format!(
+        "cat > ~/.ssh/id_ed25519 <<EOF\n-----BEGIN OPENSSH PRIVATE KEY-----\n{body}\n\
+         -----END OPENSSH PRIVATE KEY-----\nEOF"
+    );
+    let (status, hidden) = app
+        .rest(&alice)
+        .post(
+            "/api/approvals",
+            json!({ "request_id": "key01", "tool_name": "Bash",
+                    "description": "install the deploy key", "input_preview": key }),
+        )
+        .await;
+    assert_eq!(status, 201, "{hidden}");
+    assert_eq!(hidden["input_preview"], Value::Null, "{hidden}");
+    let hidden_id = hidden["id"].as_i64().unwrap();
 
     let chrome = Chrome::start().await;
     chrome.attach_frames().await;
@@ -179,20 +196,47 @@ async fn a_person_allows_a_step_in_the_app_inside_a_host() {
         .await;
 
     // Allow, pressed in the frame.
+    let shown = format!("li[data-approval=\"{id}\"]");
     chrome
         .eval_in(
             frame,
-            "document.querySelector('button[data-answer=allow]').click()",
+            &format!("document.querySelector('{shown} button[data-answer=allow]').click()"),
         )
         .await;
     chrome
         .until_in(
             frame,
-            "document.querySelector('.answered')?.textContent === 'allowed'",
+            &format!("document.querySelector('{shown} .answered')?.textContent === 'allowed'"),
         )
         .await;
     let (status, answered) = app.rest(&alice).get(&format!("/api/approvals/{id}")).await;
     assert_eq!(status, 200, "{answered}");
+    assert_eq!(answered["state"], "allowed");
+
+    // The hidden one: Allow waits for the box, then allows it.
+    let item = format!("li[data-approval=\"{hidden_id}\"]");
+    let allow = format!("document.querySelector('{item} button[data-answer=allow]')");
+    assert_eq!(
+        chrome.eval_in(frame, &format!("{allow}.disabled")).await,
+        true
+    );
+    let tick = format!("document.querySelector('{item} input[data-hidden-ok]').click()");
+    chrome.eval_in(frame, &tick).await;
+    assert_eq!(
+        chrome.eval_in(frame, &format!("{allow}.disabled")).await,
+        false
+    );
+    chrome.eval_in(frame, &format!("{allow}.click()")).await;
+    chrome
+        .until_in(
+            frame,
+            &format!("document.querySelector('{item} .answered')?.textContent === 'allowed'"),
+        )
+        .await;
+    let (_, answered) = app
+        .rest(&alice)
+        .get(&format!("/api/approvals/{hidden_id}"))
+        .await;
     assert_eq!(answered["state"], "allowed");
     assert!(
         chrome.problems.lock().unwrap().is_empty(),
@@ -221,9 +265,11 @@ async fn a_person_allows_a_step_in_the_app_inside_a_host() {
         )
         .await;
     assert_eq!(reached, "blocked");
-    let problems = chrome.problems.lock().unwrap().clone();
-    assert!(
-        problems.iter().any(|p| p.contains("connect-src")),
-        "the CSP, not anything else, stopped it: {problems:?}"
-    );
+    // The CSP, not anything else, stopped it: the frame says so.
+    chrome
+        .event("Log.entryAdded", |params| {
+            let text = params["entry"]["text"].as_str().unwrap_or("");
+            text.contains("Content Security Policy") && text.contains("connect-src")
+        })
+        .await;
 }
