@@ -129,12 +129,10 @@ fn version_refused(headers: &HeaderMap) -> Option<RpcError> {
 
 async fn dispatch(state: &AppState, caller: &Caller, handle: &str, request: &Request) -> Outcome {
     let result = match request.method.as_str() {
-        "SendMessage" => send_message(state, caller, handle, &request.params).await,
+        "SendMessage" => send_message(state, caller, handle, request, false).await,
         "GetTask" => get_task(state, caller, handle, &request.params).await,
         "CancelTask" => cancel_task(state, caller, handle, &request.params).await,
-        "SendStreamingMessage" => {
-            send_streaming(state, caller, handle, &request.id, &request.params).await
-        }
+        "SendStreamingMessage" => send_message(state, caller, handle, request, true).await,
         "SubscribeToTask" => subscribe(state, caller, handle, &request.id, &request.params).await,
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
@@ -278,52 +276,35 @@ async fn send(
     }
 }
 
-/// `SendMessage`: the question ([`send`]), and the task it is. Unless
-/// `returnImmediately`, it waits for the task to settle (answered,
-/// acknowledged, asking back), at most [`crate::relay::MAX_WAIT`], and answers with it
-/// as it then stands. A client that goes away drops the wait.
+/// `SendMessage` and `SendStreamingMessage`: the question ([`send`]), and
+/// the task it is. Streamed, as a stream of its changes (`stream.rs`);
+/// otherwise at once with `returnImmediately`, or once it settles
+/// (answered, acknowledged, asking back), at most
+/// [`crate::relay::MAX_WAIT`], as it then stands. A client that goes away
+/// drops the wait.
 async fn send_message(
     state: &AppState,
     caller: &Caller,
     handle: &str,
-    params: &Value,
+    request: &Request,
+    streaming: bool,
 ) -> Result<Outcome, Outcome> {
-    let asked: SendParams = self::params(params)?;
+    let asked: SendParams = params(&request.params)?;
     let sent = match send(state, caller, handle, &asked).await? {
         Sent::Stored(sent) => sent,
         Sent::Rejected(task) => return Ok(Outcome::Result(json!({ "task": task }))),
     };
     let history = asked.configuration.history_length;
     let (task, following) = stream::follow(state, caller, &sent, history).await?;
-    let task = match asked.configuration.return_immediately {
-        true => task,
-        false => following.settle(task).await,
-    };
-    Ok(Outcome::Result(json!({ "task": task })))
-}
-
-/// `SendStreamingMessage`: the question ([`send`]), and its task as a
-/// stream of its changes (`stream.rs`).
-async fn send_streaming(
-    state: &AppState,
-    caller: &Caller,
-    handle: &str,
-    id: &Value,
-    params: &Value,
-) -> Result<Outcome, Outcome> {
-    let asked: SendParams = self::params(params)?;
-    match send(state, caller, handle, &asked).await? {
-        Sent::Stored(sent) => {
-            let history = asked.configuration.history_length;
-            let (task, following) = stream::follow(state, caller, &sent, history).await?;
-            Ok(Outcome::Stream(Box::new(stream::events(
-                id.clone(),
-                task,
-                following,
-            ))))
-        }
-        Sent::Rejected(task) => Ok(Outcome::Result(json!({ "task": task }))),
-    }
+    Ok(match (streaming, asked.configuration.return_immediately) {
+        (true, _) => Outcome::Stream(Box::new(stream::events(
+            request.id.clone(),
+            task,
+            following,
+        ))),
+        (false, true) => Outcome::Result(json!({ "task": task })),
+        (false, false) => Outcome::Result(json!({ "task": following.settle(task).await })),
+    })
 }
 
 /// `SubscribeToTask`: one of the caller's tasks as a stream of its changes.
