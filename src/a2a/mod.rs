@@ -315,8 +315,7 @@ async fn subscribe(
     id: &Value,
     params: &Value,
 ) -> Result<Outcome, Outcome> {
-    let asked: TaskParams = self::params(params)?;
-    let sent = found(state, caller, handle, &asked.id).await?;
+    let (asked, sent) = task_asked(state, caller, handle, params).await?;
     let (task, following) = stream::follow(state, caller, &sent, asked.history_length).await?;
     Ok(Outcome::Stream(Box::new(stream::events(
         id.clone(),
@@ -341,14 +340,26 @@ async fn found(
     }
 }
 
+/// The caller's task a call's `params` name (`{id, historyLength?}`), and
+/// what they ask.
+async fn task_asked(
+    state: &AppState,
+    caller: &Caller,
+    handle: &str,
+    params: &Value,
+) -> Result<(TaskParams, crate::model::Message), Outcome> {
+    let asked: TaskParams = self::params(params)?;
+    let sent = found(state, caller, handle, &asked.id).await?;
+    Ok((asked, sent))
+}
+
 async fn get_task(
     state: &AppState,
     caller: &Caller,
     handle: &str,
     params: &Value,
 ) -> Result<Outcome, Outcome> {
-    let asked: TaskParams = self::params(params)?;
-    let sent = found(state, caller, handle, &asked.id).await?;
+    let (asked, sent) = task_asked(state, caller, handle, params).await?;
     let (sent, answer) = state.relay.sent_and_answer(caller, sent.id).await?;
     let task = task::task(&sent, answer.as_ref(), asked.history_length);
     Ok(Outcome::Result(json!(task)))
@@ -360,8 +371,7 @@ async fn cancel_task(
     handle: &str,
     params: &Value,
 ) -> Result<Outcome, Outcome> {
-    let asked: TaskParams = self::params(params)?;
-    found(state, caller, handle, &asked.id).await?;
+    task_asked(state, caller, handle, params).await?;
     Err(RpcError::a2a(
         -32002,
         "TASK_NOT_CANCELABLE",
