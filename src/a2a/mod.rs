@@ -149,6 +149,12 @@ async fn dispatch(state: &AppState, caller: &Caller, handle: &str, request: &Req
             "this agent has no extended card",
         )
         .into()),
+        "ListTasks" => Err(RpcError::a2a(
+            -32004,
+            "UNSUPPORTED_OPERATION",
+            "tasks are not listed here: GetTask or SubscribeToTask the ones you sent",
+        )
+        .into()),
         other => Err(RpcError::new(-32601, format!("no method {other:?} here")).into()),
     };
     result.unwrap_or_else(|outcome| outcome)

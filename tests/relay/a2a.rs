@@ -356,6 +356,7 @@ async fn refusals_keep_every_rule_a_message_passes() {
     for (method, code) in [
         ("CreateTaskPushNotificationConfig", -32003),
         ("GetExtendedAgentCard", -32007),
+        ("ListTasks", -32004),
         ("message/send", -32601),
     ] {
         let answer = rpc(&app, "bob", Some(&alice), method, json!({})).await;
