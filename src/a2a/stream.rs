@@ -18,14 +18,13 @@ use super::task::{Task, TaskState, task};
 use crate::model::{Handle, Message, MessageId};
 use crate::relay::{Caller, Feed, MAX_WAIT, RelayError, RelayResult, Update};
 use crate::state::AppState;
+use crate::wire::SSE_KEEP_ALIVE;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::{convert::Infallible, time::Duration};
 
-/// A comment this often keeps an idle stream's connection open.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How often a followed task is read again without a wake-up.
 const RECHECK: Duration = Duration::from_secs(10);
 
@@ -42,6 +41,7 @@ pub(super) struct Following {
     id: MessageId,
     /// Whom the question is to: a message of theirs may answer it.
     recipient: Option<Handle>,
+    history_length: Option<u32>,
     last: TaskState,
 }
 
@@ -73,6 +73,7 @@ pub(super) async fn follow(
         caller: caller.clone(),
         id: sent.id,
         recipient: sent.to.clone(),
+        history_length,
         last: first.status.state,
     };
     Ok((first, following))
@@ -104,7 +105,7 @@ impl Following {
                 .sent_and_answer(&self.caller, self.id)
                 .await
                 .ok()?;
-            let now = task(&sent, answer.as_ref(), Some(0));
+            let now = task(&sent, answer.as_ref(), self.history_length);
             if now.status.state != self.last {
                 self.last = now.status.state;
                 return Some(now);
@@ -116,9 +117,7 @@ impl Following {
     pub(super) async fn settle(mut self, mut task: Task) -> Task {
         let _ = tokio::time::timeout(MAX_WAIT, async {
             while let Some(changed) = self.next().await {
-                task.status = changed.status;
-                task.artifacts = changed.artifacts;
-                task.metadata = changed.metadata;
+                task = changed;
             }
         })
         .await;
@@ -146,7 +145,7 @@ pub(super) fn events(id: Value, first: Task, following: Following) -> Response {
         .chain(changes)
         .map(Ok::<_, Infallible>);
     Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE))
         .into_response()
 }
 

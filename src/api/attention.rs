@@ -41,10 +41,7 @@ pub(super) async fn approvals(
     Query(query): Query<ApprovalsQuery>,
 ) -> ApiResult<Approvals> {
     let kept = state.relay.approvals(&caller, query.all).await?;
-    let now = now_millis();
-    Ok(Json(Approvals {
-        approvals: kept.iter().map(|a| ApprovalView::new(a, now)).collect(),
-    }))
+    Ok(Json(Approvals::new(&kept, now_millis())))
 }
 
 pub(super) async fn ask_approval(

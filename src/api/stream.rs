@@ -23,10 +23,7 @@ use axum::{
 };
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
-use std::{convert::Infallible, time::Duration};
-
-/// How often an idle stream sends a comment, so proxies and clients keep it open.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+use std::convert::Infallible;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct StreamQuery {
@@ -165,7 +162,7 @@ fn sse(
     let events = futures::stream::once(async { greeting })
         .chain(messages)
         .map(Ok);
-    Sse::new(events).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+    Sse::new(events).keep_alive(KeepAlive::new().interval(crate::wire::SSE_KEEP_ALIVE))
 }
 
 /// An inbox stream's event: the message, and for a message of the inbox

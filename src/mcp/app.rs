@@ -113,13 +113,7 @@ impl RelayTools {
     ) -> ToolResult<attention::Approvals> {
         renders.then_some(()).ok_or_else(only_in_the_app)?;
         let kept = self.relay.approvals(&caller, args?.all).await?;
-        let now = now_millis();
-        Ok(Json(attention::Approvals {
-            approvals: kept
-                .iter()
-                .map(|a| attention::ApprovalView::new(a, now))
-                .collect(),
-        }))
+        Ok(Json(attention::Approvals::new(&kept, now_millis())))
     }
 
     /// Allow or deny one of your agents' steps. For the crosstalk app: a

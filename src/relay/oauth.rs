@@ -110,34 +110,36 @@ impl OAuthSettings {
         }
     }
 
-    /// The `resource` a request names (RFC 8707), which must be one of
-    /// this relay's: its MCP endpoint (none, or the origin alone, means it),
-    /// or its A2A agents (`/a2a`, or one agent's URL under it, which names
-    /// them all: a token acts as its person, whichever agent it asks).
+    /// The `resource` an authorization request names (RFC 8707): none
+    /// means the MCP endpoint; a named one, [`OAuthSettings::named_resource`].
     pub fn check_resource(&self, requested: Option<&str>) -> Result<String, String> {
+        match requested {
+            None => Ok(self.resource_of(Audience::Mcp)),
+            Some(named) => self.named_resource(named),
+        }
+    }
+
+    /// A resource a request names, which must be one of this relay's: its
+    /// MCP endpoint (or the origin alone), or its A2A agents (`/a2a`, or one
+    /// agent's URL under it, which names them all: a token acts as its
+    /// person, whichever agent it asks).
+    pub fn named_resource(&self, named: &str) -> Result<String, String> {
         let (mcp, a2a) = (
             self.resource_of(Audience::Mcp),
             self.resource_of(Audience::A2a),
         );
-        match requested {
-            None => Ok(mcp),
-            // The origin alone names this server too (a client that
-            // takes the resource from the server's URL without its path).
-            Some(named) if named == mcp || named.trim_end_matches('/') == origin_of(&mcp) => {
-                Ok(mcp)
-            }
-            Some(named)
-                if named == a2a
-                    || named
-                        .strip_prefix(&a2a)
-                        .and_then(|rest| rest.strip_prefix('/'))
-                        .is_some_and(|agent| {
-                            !agent.is_empty() && !agent.contains(['/', '?', '#'])
-                        }) =>
-            {
-                Ok(a2a)
-            }
-            Some(named) => Err(format!(
+        // The origin alone names this server too (a client that takes the
+        // resource from the server's URL without its path).
+        if named == mcp || named.trim_end_matches('/') == origin_of(&mcp) {
+            return Ok(mcp);
+        }
+        let one_agent = named
+            .strip_prefix(&a2a)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .is_some_and(|agent| !agent.is_empty() && !agent.contains(['/', '?', '#']));
+        match named == a2a || one_agent {
+            true => Ok(a2a),
+            false => Err(format!(
                 "resource {named:?} is not this server: tokens here are for {mcp:?} or {a2a:?}"
             )),
         }
@@ -206,8 +208,8 @@ impl Relay {
         self.oauth().resource_of(audience)
     }
 
-    /// The `resource` a request names (RFC 8707), as this relay keeps it
-    /// ([`OAuthSettings::check_resource`]).
+    /// The `resource` an authorization request names (RFC 8707), as this
+    /// relay keeps it ([`OAuthSettings::check_resource`]).
     pub fn oauth_check_resource(&self, requested: Option<&str>) -> Result<String, String> {
         self.oauth().check_resource(requested)
     }
@@ -394,7 +396,7 @@ impl Relay {
             );
         }
         // None names the code's own resource, as at a refresh.
-        match resource.map(|named| self.oauth_check_resource(Some(named))) {
+        match resource.map(|named| self.oauth().named_resource(named)) {
             None => {}
             Some(Ok(named)) if named == authorization.resource => {}
             Some(_) => {
@@ -449,7 +451,7 @@ impl Relay {
     ) -> Result<Issued, TokenRefusal> {
         // None names the grant's own resource (RFC 8707 lets a refresh
         // leave it out): a grant for the A2A agents is refreshed as one.
-        let resource = match resource.map(|named| self.oauth_check_resource(Some(named))) {
+        let resource = match resource.map(|named| self.oauth().named_resource(named)) {
             None => None,
             Some(Ok(resource)) => Some(resource),
             Some(Err(why)) => return refused("invalid_target", why),

@@ -136,21 +136,10 @@ impl Relay {
         );
         let seen = AtomicI64::new(sent.id.0);
         let look = || async {
-            loop {
-                let after = MessageId(seen.load(Ordering::Relaxed));
-                let read = self
-                    .store
-                    .thread(thread_id, after, super::MAX_PAGE, now_millis())
-                    .await?;
-                let whole_page = read.len() >= super::MAX_PAGE as usize;
-                if let Some(last) = read.last() {
-                    seen.store(last.id.0, Ordering::Relaxed);
-                }
-                let reply = read.into_iter().find(|m| m.from == to);
-                if reply.is_some() || !whole_page {
-                    return Ok((reply, None));
-                }
-            }
+            let after = MessageId(seen.load(Ordering::Relaxed));
+            let (reply, looked) = self.first_from(thread_id, after, &to).await?;
+            seen.store(looked.0, Ordering::Relaxed);
+            Ok((reply, None))
         };
         let reply = self
             .wait_for(caller, news, timeout, cancelled, look, Option::is_none)
@@ -187,15 +176,36 @@ impl Relay {
         let (Some(thread_id), Some(to)) = (sent.place.thread(), sent.to.clone()) else {
             return Ok((sent, None));
         };
-        let after = self
-            .store
-            .thread(thread_id, sent.id, super::MAX_PAGE, now_millis())
-            .await?;
-        let answer = match after.into_iter().find(|m| m.from == to) {
+        let answer = match self.first_from(thread_id, sent.id, &to).await?.0 {
             Some(answer) => Some(self.confirm_read(&sent.from, vec![answer]).await?.remove(0)),
             None => None,
         };
         Ok((sent, answer))
+    }
+
+    /// `from`'s first live message in a thread after `after` (a reply to
+    /// what `after` asked), read page by page in the store's order; and the
+    /// id of the last message looked at, where a later look starts.
+    async fn first_from(
+        &self,
+        thread_id: ThreadId,
+        mut after: MessageId,
+        from: &Handle,
+    ) -> RelayResult<(Option<Message>, MessageId)> {
+        loop {
+            let read = self
+                .store
+                .thread(thread_id, after, super::MAX_PAGE, now_millis())
+                .await?;
+            let whole_page = read.len() >= super::MAX_PAGE as usize;
+            if let Some(last) = read.last() {
+                after = last.id;
+            }
+            let found = read.into_iter().find(|m| &m.from == from);
+            if found.is_some() || !whole_page {
+                return Ok((found, after));
+            }
+        }
     }
 
     /// Posts to a channel; a named recipient also finds it in their inbox.

@@ -237,6 +237,15 @@ pub struct Approvals {
     pub approvals: Vec<ApprovalView>,
 }
 
+impl Approvals {
+    /// The approvals `kept`, as their person sees them at `now`.
+    pub fn new(kept: &[Approval], now: Millis) -> Approvals {
+        Approvals {
+            approvals: kept.iter().map(|a| ApprovalView::new(a, now)).collect(),
+        }
+    }
+}
+
 /// `GET /api/approvals`'s query.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct ApprovalsQuery {

@@ -35,6 +35,10 @@ use crate::relay::{Listing, NOTICE, Page, Peer, ThreadPage};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// How often an idle Server-Sent Events stream sends a comment, so proxies
+/// and clients keep it open (the API's streams, the A2A edge's).
+pub const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T22:20:07.123Z`.
 pub fn timestamp(millis: Millis) -> String {
     chrono::DateTime::from_timestamp_millis(millis)
