@@ -243,12 +243,12 @@ macro_rules! store_methods {
 
             // OAuth (relay/oauth.rs): clients registered by DCR, authorization
             // codes, grants and their tokens, all tokens and codes as hashes.
-            write register_client(client: RegisteredClient) -> () =
+            write_rule register_client(client: RegisteredClient) -> () =
                 |db| oauth::register_client(db, &client);
-            read registered_client(client_id: &str) -> Option<RegisteredClient> =
+            read_rule registered_client(client_id: &str) -> Option<RegisteredClient> =
                 |db| oauth::registered_client(db, &client_id);
             /// Keeps an authorization code (its hash) until `expires_at`.
-            write add_code(code: TokenHash, authorization: Authorization, expires_at: Millis)
+            write_rule add_code(code: TokenHash, authorization: Authorization, expires_at: Millis)
                 -> () = |db| oauth::add_code(db, code, &authorization, expires_at);
             /// Uses a code up. A code presented again ends the grant made from it,
             /// or, if none is made yet, voids the code so that none will be.
@@ -282,20 +282,20 @@ macro_rules! store_methods {
             ) -> Refreshed =
                 |db| rules::refresh_grant(db, refresh, &client_id, &tokens, now, retry_until);
             /// A person's grants, newest first.
-            read grants(handle: &Handle) -> Vec<Grant> = |db| oauth::grants(db, &handle);
+            read_rule grants(handle: &Handle) -> Vec<Grant> = |db| oauth::grants(db, &handle);
             /// Ends a grant (`handle`'s only, when given) and every token it
             /// holds; whether there was one.
-            atomic end_grant(id: GrantId, handle: Option<&Handle>) -> bool =
+            atomic_rule end_grant(id: GrantId, handle: Option<&Handle>) -> bool =
                 |db| oauth::end_grant(db, id, handle.as_ref());
             /// Ends the grant that holds the access or refresh token `token` (its
             /// current ones, or the refresh token they replaced).
-            atomic end_grant_holding(token: TokenHash) -> bool =
+            atomic_rule end_grant_holding(token: TokenHash) -> bool =
                 |db| oauth::end_grant_holding(db, token);
             /// Every grant, with its access token if live at `now`: a row a grant.
-            read live_grants(now: Millis) -> Vec<LiveGrant> = |db| oauth::live_grants(db, now);
+            read_rule live_grants(now: Millis) -> Vec<LiveGrant> = |db| oauth::live_grants(db, now);
             /// Forgets expired codes, grants whose refresh token expired, and
             /// registrations no grant was ever made for since `unused_since`.
-            atomic forget_oauth(now: Millis, unused_since: Millis) -> () =
+            atomic_rule forget_oauth(now: Millis, unused_since: Millis) -> () =
                 |db| oauth::forget(db, now, unused_since);
         }
     };

@@ -21,7 +21,6 @@
 mod attention;
 mod listen;
 mod messages;
-mod oauth;
 mod people;
 mod schema;
 mod search;
@@ -33,11 +32,9 @@ mod writer;
 
 pub use schema::MIGRATIONS;
 
+use super::sql::{Dialect, Executor, Param, dollars, pg_params};
 use super::{StoreError, StoreResult, StoreStats};
-use crate::model::{
-    ApprovalId, Channel, DeviceId, GrantId, Handle, MessageId, Millis, SessionId, ThreadId,
-    TokenHash,
-};
+use crate::model::{MessageId, Millis, TokenHash};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Transaction};
 use std::{
     future::Future,
@@ -214,64 +211,35 @@ pub(super) async fn credentials_revision(db: &impl Db) -> StoreResult<u64> {
     Ok(value as u64)
 }
 
-// Handles, channel names and session ids go in as the text they are, and
-// handles and channels are parsed on the way out, so a row that does not
-// hold one is an error, never a malformed value; ids go in and come out as
-// the `bigint`s they are.
-macro_rules! to_sql_as {
-    ($($type:ty => $inner:ty, |$value:ident| $as_inner:expr);* $(;)?) => {$(
-        impl ToSql for $type {
-            fn to_sql(
-                &self,
-                ty: &tokio_postgres::types::Type,
-                out: &mut bytes::BytesMut,
-            ) -> Result<tokio_postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
-                let $value = self;
-                $as_inner.to_sql(ty, out)
-            }
+impl<D: Db> Executor for Sql<'_, D> {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
 
-            fn accepts(ty: &tokio_postgres::types::Type) -> bool {
-                <$inner as ToSql>::accepts(ty)
-            }
+    async fn exec(&self, sql: &str, params: &[&dyn Param]) -> StoreResult<u64> {
+        self.0.exec(&dollars(sql), &pg_params(params)).await
+    }
 
-            tokio_postgres::types::to_sql_checked!();
-        }
-    )*};
+    async fn write(&self, sql: &str, params: &[&dyn Param]) -> StoreResult<()> {
+        self.0.write(&dollars(sql), &pg_params(params)).await
+    }
+
+    async fn rows<T>(
+        &self,
+        sql: &str,
+        params: &[&dyn Param],
+        mut read: impl FnMut(super::sql::Row<'_>) -> StoreResult<T> + Send,
+    ) -> StoreResult<Vec<T>> {
+        let rows = self.0.rows(&dollars(sql), &pg_params(params)).await?;
+        rows.iter()
+            .map(|row| read(super::sql::Row::Postgres(row)))
+            .collect()
+    }
+
+    async fn next_message_id(&self) -> StoreResult<MessageId> {
+        self.0.next_message_id().await
+    }
 }
-to_sql_as!(
-    Handle => &str, |h| h.as_str();
-    Channel => &str, |c| c.as_str();
-    SessionId => &str, |s| s.as_str();
-    MessageId => i64, |id| id.0;
-    ThreadId => i64, |id| id.0;
-);
-
-macro_rules! from_sql_as {
-    ($($type:ty => $inner:ty, |$value:ident| $from_inner:expr);* $(;)?) => {$(
-        impl<'a> tokio_postgres::types::FromSql<'a> for $type {
-            fn from_sql(
-                ty: &tokio_postgres::types::Type,
-                raw: &'a [u8],
-            ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
-                let $value = <$inner>::from_sql(ty, raw)?;
-                Ok($from_inner)
-            }
-
-            fn accepts(ty: &tokio_postgres::types::Type) -> bool {
-                <$inner as tokio_postgres::types::FromSql>::accepts(ty)
-            }
-        }
-    )*};
-}
-from_sql_as!(
-    Handle => &str, |h| Handle::parse(h)?;
-    Channel => &str, |c| Channel::parse(c)?;
-    MessageId => i64, |id| MessageId(id);
-    ThreadId => i64, |id| ThreadId(id);
-    GrantId => i64, |id| GrantId(id);
-    ApprovalId => i64, |id| ApprovalId(id);
-    DeviceId => i64, |id| DeviceId(id);
-);
 
 /// Runs `$body` in a transaction on a pooled connection, as `$tx`, and
 /// commits; an error rolls it back (the transaction is dropped).

@@ -84,7 +84,7 @@ async fn update_live(
 
 /// A rotated or revoked token ends the person's OAuth grants too.
 pub(super) async fn rotate(db: &impl Db, handle: &Handle, hash: TokenHash) -> StoreResult<()> {
-    super::oauth::end_grants_of(db, handle).await?;
+    crate::store::statements::oauth::end_grants_of(&super::Sql(db), handle).await?;
     update_live(
         db,
         handle,
@@ -95,7 +95,7 @@ pub(super) async fn rotate(db: &impl Db, handle: &Handle, hash: TokenHash) -> St
 }
 
 pub(super) async fn revoke(db: &impl Db, handle: &Handle, now: Millis) -> StoreResult<()> {
-    super::oauth::end_grants_of(db, handle).await?;
+    crate::store::statements::oauth::end_grants_of(&super::Sql(db), handle).await?;
     update_live(
         db,
         handle,

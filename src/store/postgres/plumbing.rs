@@ -5,10 +5,11 @@
 
 use super::Sql;
 use super::{
-    GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, attention, listen, messages, oauth, people,
-    search, sessions, summaries, work,
+    GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, attention, listen, messages, people, search,
+    sessions, summaries, work,
 };
 use crate::store::methods::signatures::*;
+use crate::store::statements::oauth;
 use crate::store::{NewMessage, PoolState, Store, StoreError, StoreStats, StoredSession};
 use tokio::sync::mpsc;
 

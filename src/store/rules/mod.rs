@@ -22,7 +22,7 @@ use std::future::Future;
 mod claims;
 mod grants;
 pub(super) use claims::{ClaimStatements, claim};
-pub(super) use grants::{GrantStatements, open_grant, redeem_code, refresh_grant};
+pub(super) use grants::{open_grant, redeem_code, refresh_grant};
 
 /// One backend's statements. Each method is one SQL statement (a few
 /// run one or two for each item of a short list), and decides nothing:

@@ -15,7 +15,6 @@
 mod attention;
 mod copy;
 mod messages;
-mod oauth;
 mod people;
 mod plumbing;
 mod schema;
@@ -31,14 +30,10 @@ pub use copy::{ServingLock, backup, lock_for_serving, restore};
 pub use schema::MIGRATIONS;
 pub use search::GENERATION as SEARCH_GENERATION;
 
+use super::sql::{Dialect, Executor, Param, Row, bind_sqlite};
 use super::{StoreError, StoreFuture, StoreResult, StoreStats};
-use crate::model::{
-    ApprovalId, Channel, DeviceId, GrantId, Handle, MessageId, SessionId, ThreadId,
-};
-use rusqlite::{
-    Connection,
-    types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef},
-};
+use crate::model::MessageId;
+use rusqlite::Connection;
 use std::{
     path::{Path, PathBuf},
     sync::{Arc, Mutex, mpsc},
@@ -227,53 +222,42 @@ fn create_folder(path: &Path) -> StoreResult<()> {
     Ok(())
 }
 
-// Handles and channel names are stored as text and parsed on the way out,
-// so a row that does not hold one is an error, never a malformed value.
-impl ToSql for Handle {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::from(self.as_str()))
+impl Executor for Sql<'_> {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
     }
-}
 
-impl FromSql for Handle {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        Handle::parse(value.as_str()?).map_err(|e| FromSqlError::Other(Box::new(e)))
+    async fn exec(&self, sql: &str, params: &[&dyn Param]) -> StoreResult<u64> {
+        let mut statement = self.0.prepare_cached(sql)?;
+        bind_sqlite(&mut statement, params)?;
+        Ok(statement.raw_execute()? as u64)
     }
-}
 
-// Ids go in and come out as the numbers they are.
-macro_rules! id_sql {
-    ($($id:ident),*) => {$(
-        impl ToSql for $id {
-            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-                Ok(ToSqlOutput::from(self.0))
-            }
+    async fn rows<T>(
+        &self,
+        sql: &str,
+        params: &[&dyn Param],
+        mut read: impl FnMut(Row<'_>) -> StoreResult<T> + Send,
+    ) -> StoreResult<Vec<T>> {
+        let mut statement = self.0.prepare_cached(sql)?;
+        bind_sqlite(&mut statement, params)?;
+        let mut rows = statement.raw_query();
+        let mut read_rows = Vec::new();
+        while let Some(row) = rows.next()? {
+            read_rows.push(read(Row::Sqlite(row))?);
         }
-
-        impl FromSql for $id {
-            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-                i64::column_result(value).map($id)
-            }
-        }
-    )*};
-}
-id_sql!(MessageId, ThreadId, GrantId, ApprovalId, DeviceId);
-
-impl ToSql for SessionId {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::from(self.as_str()))
+        Ok(read_rows)
     }
-}
 
-impl ToSql for Channel {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::from(self.as_str()))
-    }
-}
-
-impl FromSql for Channel {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        Channel::parse(value.as_str()?).map_err(|e| FromSqlError::Other(Box::new(e)))
+    /// Above the highest id ever given, even to a message since deleted.
+    async fn next_message_id(&self) -> StoreResult<MessageId> {
+        Ok(self
+            .0
+            .prepare_cached(
+                "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'messages'), 0), \
+                            coalesce((SELECT max(id) FROM messages), 0)) + 1",
+            )?
+            .query_row([], |row| row.get(0))?)
     }
 }
 

@@ -84,7 +84,10 @@ fn update_live(
 
 /// A rotated or revoked token ends the person's OAuth grants too.
 pub(super) fn rotate(conn: &Connection, handle: &Handle, hash: TokenHash) -> StoreResult<()> {
-    super::oauth::end_grants_of(conn, handle)?;
+    crate::store::rules::at_once(crate::store::statements::oauth::end_grants_of(
+        &super::Sql(conn),
+        handle,
+    ))?;
     update_live(
         conn,
         handle,
@@ -94,7 +97,10 @@ pub(super) fn rotate(conn: &Connection, handle: &Handle, hash: TokenHash) -> Sto
 }
 
 pub(super) fn revoke(conn: &Connection, handle: &Handle, now: Millis) -> StoreResult<()> {
-    super::oauth::end_grants_of(conn, handle)?;
+    crate::store::rules::at_once(crate::store::statements::oauth::end_grants_of(
+        &super::Sql(conn),
+        handle,
+    ))?;
     update_live(
         conn,
         handle,

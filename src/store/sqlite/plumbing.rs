@@ -5,8 +5,9 @@
 //! are more than one query here.
 
 use super::Sql;
-use super::{SqliteStore, attention, messages, oauth, people, search, sessions, summaries, work};
+use super::{SqliteStore, attention, messages, people, search, sessions, summaries, work};
 use crate::store::methods::signatures::*;
+use crate::store::statements::oauth;
 use crate::store::{NewMessage, PURGE_BATCH, Store, StoreStats, StoredSession};
 
 /// How each kind of the table's lines runs on [`SqliteStore`] (see

@@ -1,0 +1,6 @@
+//! Every statement the store runs, written once for both backends over
+//! an [`Executor`](super::sql::Executor): one function a statement (a few
+//! run one for each item of a short list), deciding nothing; the rules
+//! (`../rules/`) and the table of methods (`../methods.rs`) decide.
+
+pub(super) mod oauth;
