@@ -45,31 +45,31 @@ macro_rules! store_methods {
         $then! { $($backend;)?
             // People and tokens.
             /// The live (not revoked) person holding this token, if any.
-            read person_by_token(hash: TokenHash) -> Option<Person> =
+            read_rule person_by_token(hash: TokenHash) -> Option<Person> =
                 |db| people::by_token(db, hash);
             /// Whether anyone, revoked or not, was ever added.
-            read has_people() -> bool = |db| people::any(db);
+            read_rule has_people() -> bool = |db| people::any(db);
             /// Every live person's token hash, for holding in memory.
-            read live_tokens() -> Vec<(TokenHash, Handle)> = |db| people::live_tokens(db);
+            read_rule live_tokens() -> Vec<(TokenHash, Handle)> = |db| people::live_tokens(db);
             /// Everyone, revoked or not, oldest first.
-            read people() -> Vec<Person> = |db| people::all(db);
+            read_rule people() -> Vec<Person> = |db| people::all(db);
             /// Adds a person; `Conflict` if the handle was ever taken.
-            atomic add_person(handle: &Handle, name: &str, hash: TokenHash, now: Millis) -> () =
+            atomic_rule add_person(handle: &Handle, name: &str, hash: TokenHash, now: Millis) -> () =
                 |db| people::add(db, &handle, &name, hash, now);
             /// Replaces a live person's token; the old one stops working at once.
-            atomic rotate_token(handle: &Handle, hash: TokenHash) -> () =
+            atomic_rule rotate_token(handle: &Handle, hash: TokenHash) -> () =
                 |db| people::rotate(db, &handle, hash);
             /// Cuts a person off; returns `NotFound` for an unknown or revoked handle.
-            atomic revoke_person(handle: &Handle, now: Millis) -> () =
+            atomic_rule revoke_person(handle: &Handle, now: Millis) -> () =
                 |db| people::revoke(db, &handle, now);
 
             // Presence.
-            write set_status(handle: &Handle, status: &str, now: Millis) -> () =
+            write_rule set_status(handle: &Handle, status: &str, now: Millis) -> () =
                 |db| people::set_status(db, &handle, &status, now);
             /// Records last-seen times gathered in memory, keeping the later of two.
-            atomic record_seen(seen: Vec<(Handle, Millis)>) -> () =
+            atomic_rule record_seen(seen: Vec<(Handle, Millis)>) -> () =
                 |db| people::record_seen(db, seen);
-            read presence() -> Vec<Presence> = |db| people::presence(db);
+            read_rule presence() -> Vec<Presence> = |db| people::presence(db);
 
             // The inbox.
             /// Claims up to `limit` of `recipient`'s live messages that are unread
@@ -146,22 +146,22 @@ macro_rules! store_methods {
             // The relay's own.
             /// The relay's own key named `name`: `fresh`, kept, when none is kept
             /// yet (the first of processes making one at once wins).
-            write key_or(name: &str, fresh: Vec<u8>) -> Vec<u8> =
+            write_rule key_or(name: &str, fresh: Vec<u8>) -> Vec<u8> =
                 |db| people::key(db, &name, &fresh);
             /// Bytes the relay keeps under `name` for all its processes (the ACME
             /// account and certificates, when several relays share the store).
-            read kept(name: &str) -> Option<Vec<u8>> = |db| people::kept(db, &name);
+            read_rule kept(name: &str) -> Option<Vec<u8>> = |db| people::kept(db, &name);
             /// Keeps `value` under `name`, replacing what was there.
-            write keep(name: &str, value: Vec<u8>) -> () = |db| people::keep(db, &name, &value);
+            write_rule keep(name: &str, value: Vec<u8>) -> () = |db| people::keep(db, &name, &value);
 
             // MCP sessions.
             /// Records that sessions were used at `now`.
-            write touch_sessions(ids: Vec<SessionId>, now: Millis) -> () =
+            write_rule touch_sessions(ids: Vec<SessionId>, now: Millis) -> () =
                 |db| sessions::touch(db, &ids, now);
             /// Forgets sessions that ended.
-            write end_sessions(ids: Vec<SessionId>) -> () = |db| sessions::end(db, &ids);
+            write_rule end_sessions(ids: Vec<SessionId>) -> () = |db| sessions::end(db, &ids);
             /// Forgets sessions not used since `before`.
-            write forget_idle_sessions(before: Millis) -> () =
+            write_rule forget_idle_sessions(before: Millis) -> () =
                 |db| sessions::forget_idle(db, before);
 
             // What needs a person's attention.

@@ -117,6 +117,55 @@ pub(in crate::store) trait Executor {
     }
 }
 
+/// A list bound as one parameter: on SQLite a JSON array, read with
+/// `json_each(?N)`; on PostgreSQL an array, read with `ANY(?N)` or
+/// `unnest`. One statement however long the list, on both.
+pub(in crate::store) struct List<T>(pub Vec<T>);
+
+impl<T: SqliteTo> SqliteTo for List<T> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        let mut items = Vec::with_capacity(self.0.len());
+        for item in &self.0 {
+            let item = match item.to_sql()? {
+                ToSqlOutput::Borrowed(value) => value.into(),
+                ToSqlOutput::Owned(value) => value,
+                _ => rusqlite::types::Value::Null,
+            };
+            items.push(match item {
+                rusqlite::types::Value::Integer(n) => serde_json::Value::from(n),
+                rusqlite::types::Value::Text(text) => serde_json::Value::from(text),
+                rusqlite::types::Value::Real(x) => serde_json::Value::from(x),
+                _ => serde_json::Value::Null,
+            });
+        }
+        Ok(ToSqlOutput::from(
+            serde_json::Value::Array(items).to_string(),
+        ))
+    }
+}
+
+impl<T: PgTo> PgTo for List<T> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        PgTo::to_sql(&self.0.as_slice(), ty, out)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <&[T] as PgTo>::accepts(ty)
+    }
+
+    tokio_postgres::types::to_sql_checked!();
+}
+
+impl<T> std::fmt::Debug for List<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a list of {}", self.0.len())
+    }
+}
+
 /// A statement's text as PostgreSQL reads it: `?N` as `$N`. A `?` not
 /// before a digit (jsonb's `?` operator) stays.
 pub(in crate::store) fn dollars(sql: &str) -> Cow<'_, str> {

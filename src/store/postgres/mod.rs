@@ -21,7 +21,6 @@
 mod attention;
 mod listen;
 mod messages;
-mod people;
 mod schema;
 mod search;
 mod sessions;

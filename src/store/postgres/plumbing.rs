@@ -5,11 +5,11 @@
 
 use super::Sql;
 use super::{
-    GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, attention, listen, messages, people, search,
-    sessions, summaries, work,
+    GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, attention, listen, messages, search,
+    summaries, work,
 };
 use crate::store::methods::signatures::*;
-use crate::store::statements::oauth;
+use crate::store::statements::{oauth, people, sessions};
 use crate::store::{NewMessage, PoolState, Store, StoreError, StoreStats, StoredSession};
 use tokio::sync::mpsc;
 
@@ -136,7 +136,7 @@ impl Store for PostgresStore {
         let (id, state) = (id.clone(), state.to_owned());
         Box::pin(async move {
             self.hold_sessions().await?;
-            sessions::save(&*self.client().await?, &self.instance, &id, &state, now).await
+            super::sessions::save(&*self.client().await?, &self.instance, &id, &state, now).await
         })
     }
 
@@ -144,7 +144,7 @@ impl Store for PostgresStore {
         let id = id.clone();
         Box::pin(async move {
             self.hold_sessions().await?;
-            sessions::bind(&*self.client().await?, &self.instance, &id, owner, now).await
+            super::sessions::bind(&*self.client().await?, &self.instance, &id, owner, now).await
         })
     }
 
@@ -152,7 +152,7 @@ impl Store for PostgresStore {
         let id = id.clone();
         Box::pin(async move {
             let alive_since = crate::model::now_millis() - GONE_AFTER;
-            sessions::get(&*self.client().await?, &self.instance, &id, alive_since).await
+            super::sessions::get(&*self.client().await?, &self.instance, &id, alive_since).await
         })
     }
 
@@ -162,7 +162,7 @@ impl Store for PostgresStore {
         }
         let gone = crate::model::now_millis() - 86_400_000;
         Box::pin(async move {
-            sessions::forget_relays(&*self.client().await?, &self.instance, gone).await
+            super::sessions::forget_relays(&*self.client().await?, &self.instance, gone).await
         })
     }
 
@@ -174,7 +174,7 @@ impl Store for PostgresStore {
     fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let mut client = self.client().await?;
-            people::forget_quiet_presence(&*client, quiet_since).await?;
+            people::forget_quiet_presence(&Sql(&*client), quiet_since).await?;
             // One instance purges at a time: the lock is this connection's
             // until the end (or until the instance dies, with its session).
             let purging: bool = client

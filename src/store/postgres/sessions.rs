@@ -1,5 +1,5 @@
-//! MCP sessions kept across restarts (`../sqlite/sessions.rs`, in
-//! PostgreSQL), and the relay processes that hold them: a session held by
+//! MCP sessions kept across restarts as PostgreSQL keeps them (the rest
+//! is `../statements/sessions.rs`), and the relay processes that hold them: a session held by
 //! a process that is alive is answered elsewhere as lost.
 
 use super::token_hash;
@@ -64,27 +64,6 @@ pub(super) async fn get(
         last_used: row.try_get(2)?,
         elsewhere: row.try_get(3)?,
     }))
-}
-
-pub(super) async fn touch(db: &impl Db, ids: &[SessionId], now: Millis) -> StoreResult<()> {
-    db.exec(
-        "UPDATE mcp_sessions SET last_used = $2 WHERE id = ANY($1)",
-        &[&ids, &now],
-    )
-    .await?;
-    Ok(())
-}
-
-pub(super) async fn end(db: &impl Db, ids: &[SessionId]) -> StoreResult<()> {
-    db.exec("DELETE FROM mcp_sessions WHERE id = ANY($1)", &[&ids])
-        .await?;
-    Ok(())
-}
-
-pub(super) async fn forget_idle(db: &impl Db, before: Millis) -> StoreResult<()> {
-    db.exec("DELETE FROM mcp_sessions WHERE last_used < $1", &[&before])
-        .await?;
-    Ok(())
 }
 
 /// Says that relay process `instance` is alive at `now`.

@@ -15,7 +15,6 @@
 mod attention;
 mod copy;
 mod messages;
-mod people;
 mod plumbing;
 mod schema;
 mod search;

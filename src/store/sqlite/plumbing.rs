@@ -5,9 +5,9 @@
 //! are more than one query here.
 
 use super::Sql;
-use super::{SqliteStore, attention, messages, people, search, sessions, summaries, work};
+use super::{SqliteStore, attention, messages, search, summaries, work};
 use crate::store::methods::signatures::*;
-use crate::store::statements::oauth;
+use crate::store::statements::{oauth, people, sessions};
 use crate::store::{NewMessage, PURGE_BATCH, Store, StoreStats, StoredSession};
 
 /// How each kind of the table's lines runs on [`SqliteStore`] (see
@@ -62,17 +62,17 @@ impl Store for SqliteStore {
 
     fn save_session(&self, id: &SessionId, state: &str, now: Millis) -> StoreFuture<'_, ()> {
         let (id, state) = (id.clone(), state.to_owned());
-        self.write(move |conn| sessions::save(conn, &id, &state, now))
+        self.write(move |conn| super::sessions::save(conn, &id, &state, now))
     }
 
     fn bind_session(&self, id: &SessionId, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
         let id = id.clone();
-        self.write(move |conn| sessions::bind(conn, &id, owner, now))
+        self.write(move |conn| super::sessions::bind(conn, &id, owner, now))
     }
 
     fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<StoredSession>> {
         let id = id.clone();
-        self.read(move |conn| sessions::get(conn, &id))
+        self.read(move |conn| super::sessions::get(conn, &id))
     }
 
     fn tidy(&self) -> StoreFuture<'_, ()> {
@@ -85,8 +85,10 @@ impl Store for SqliteStore {
 
     fn purge_expired(&self, now: Millis, quiet_since: Millis) -> StoreFuture<'_, u64> {
         Box::pin(async move {
-            self.write(move |conn| people::forget_quiet_presence(conn, quiet_since))
-                .await?;
+            self.write(move |conn| {
+                rules::at_once(people::forget_quiet_presence(&Sql(conn), quiet_since))
+            })
+            .await?;
             // In batches, each its own write: other writes wait for one
             // batch at most, never for the whole purge.
             let mut total = 0;

@@ -1,5 +1,5 @@
-//! MCP sessions kept across restarts: what the protocol library needs to
-//! take a session up again, and whose it is.
+//! MCP sessions kept across restarts: saving, binding and reading one
+//! (the rest is `../statements/sessions.rs`).
 
 use crate::model::{Millis, SessionId, TokenHash};
 use crate::store::{StoreResult, StoredSession};
@@ -41,26 +41,4 @@ pub(super) fn get(conn: &Connection, id: &SessionId) -> StoreResult<Option<Store
             })
         })
         .optional()?)
-}
-
-pub(super) fn touch(conn: &Connection, ids: &[SessionId], now: Millis) -> StoreResult<()> {
-    let mut touch = conn.prepare_cached("UPDATE mcp_sessions SET last_used = ?2 WHERE id = ?1")?;
-    for id in ids {
-        touch.execute(params![id, now])?;
-    }
-    Ok(())
-}
-
-pub(super) fn end(conn: &Connection, ids: &[SessionId]) -> StoreResult<()> {
-    let mut end = conn.prepare_cached("DELETE FROM mcp_sessions WHERE id = ?1")?;
-    for id in ids {
-        end.execute([id])?;
-    }
-    Ok(())
-}
-
-pub(super) fn forget_idle(conn: &Connection, before: Millis) -> StoreResult<()> {
-    conn.prepare_cached("DELETE FROM mcp_sessions WHERE last_used < ?1")?
-        .execute([before])?;
-    Ok(())
 }

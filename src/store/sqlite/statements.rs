@@ -62,7 +62,7 @@ impl Statements for Sql<'_> {
             "SELECT 1 FROM people WHERE handle = ?1 AND revoked_at IS NULL",
             params![handle],
         )?;
-        Ok(live || (or_empty_store && !super::people::any(self.0)?))
+        Ok(live || (or_empty_store && !crate::store::statements::people::any(self).await?))
     }
 
     async fn thread_is_live(&self, thread: ThreadId, now: Millis) -> StoreResult<bool> {

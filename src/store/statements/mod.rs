@@ -4,3 +4,5 @@
 //! (`../rules/`) and the table of methods (`../methods.rs`) decide.
 
 pub(super) mod oauth;
+pub(super) mod people;
+pub(super) mod sessions;
