@@ -25,16 +25,13 @@
 //!   PostgreSQL, the writer on SQLite);
 //! - `read_indexed`: a read of what an index holds, which sees every
 //!   commit before it (SQLite brings its search index up to date first;
-//!   PostgreSQL's is kept in the commit);
-//! - `read_rule`, `write_rule`, `atomic_rule`: the same, for a rule of
-//!   `rules/`, which runs over the backend's [`Statements`](super::rules::Statements)
-//!   (`db` is them).
+//!   PostgreSQL's is kept in the commit).
 //!
-//! What `module::function` names is the backend's own: both keep the same
-//! modules (`people`, `messages`, `summaries`, `attention`, `oauth`,
-//! `sessions`), with one function a statement. Arguments the caller lends
-//! are taken as owned values first ([`IntoOwned`]): the query runs after
-//! the call returns, on another thread (SQLite) or task.
+//! `db` is the backend's [`Executor`](super::sql::Executor), and
+//! `module::function` a statement of `statements/` or a rule of `rules/`,
+//! written once for both; only `search` is each backend's own. Arguments
+//! the caller lends are taken as owned values first ([`IntoOwned`]): the
+//! query runs after the call returns, on another thread (SQLite) or task.
 //!
 //! Why a macro, and not one generic body or an enum of backends: see
 //! ARCHITECTURE.md, "The store written once".
@@ -45,45 +42,45 @@ macro_rules! store_methods {
         $then! { $($backend;)?
             // People and tokens.
             /// The live (not revoked) person holding this token, if any.
-            read_rule person_by_token(hash: TokenHash) -> Option<Person> =
+            read person_by_token(hash: TokenHash) -> Option<Person> =
                 |db| people::by_token(db, hash);
             /// Whether anyone, revoked or not, was ever added.
-            read_rule has_people() -> bool = |db| people::any(db);
+            read has_people() -> bool = |db| people::any(db);
             /// Every live person's token hash, for holding in memory.
-            read_rule live_tokens() -> Vec<(TokenHash, Handle)> = |db| people::live_tokens(db);
+            read live_tokens() -> Vec<(TokenHash, Handle)> = |db| people::live_tokens(db);
             /// Everyone, revoked or not, oldest first.
-            read_rule people() -> Vec<Person> = |db| people::all(db);
+            read people() -> Vec<Person> = |db| people::all(db);
             /// Adds a person; `Conflict` if the handle was ever taken.
-            atomic_rule add_person(handle: &Handle, name: &str, hash: TokenHash, now: Millis) -> () =
+            atomic add_person(handle: &Handle, name: &str, hash: TokenHash, now: Millis) -> () =
                 |db| people::add(db, &handle, &name, hash, now);
             /// Replaces a live person's token; the old one stops working at once.
-            atomic_rule rotate_token(handle: &Handle, hash: TokenHash) -> () =
+            atomic rotate_token(handle: &Handle, hash: TokenHash) -> () =
                 |db| people::rotate(db, &handle, hash);
             /// Cuts a person off; returns `NotFound` for an unknown or revoked handle.
-            atomic_rule revoke_person(handle: &Handle, now: Millis) -> () =
+            atomic revoke_person(handle: &Handle, now: Millis) -> () =
                 |db| people::revoke(db, &handle, now);
 
             // Presence.
-            write_rule set_status(handle: &Handle, status: &str, now: Millis) -> () =
+            write set_status(handle: &Handle, status: &str, now: Millis) -> () =
                 |db| people::set_status(db, &handle, &status, now);
             /// Records last-seen times gathered in memory, keeping the later of two.
-            atomic_rule record_seen(seen: Vec<(Handle, Millis)>) -> () =
+            atomic record_seen(seen: Vec<(Handle, Millis)>) -> () =
                 |db| people::record_seen(db, seen);
-            read_rule presence() -> Vec<Presence> = |db| people::presence(db);
+            read presence() -> Vec<Presence> = |db| people::presence(db);
 
             // The inbox.
             /// Claims up to `limit` of `recipient`'s live messages that are unread
             /// and under no running lease, oldest first, and marks them read at
             /// `now` (an inbox check). Atomic: no message is ever returned by two
             /// claims, nor by a claim and an offer whose lease runs.
-            atomic_rule claim_inbox(recipient: &Handle, now: Millis, limit: u32) -> Vec<Message> =
+            atomic claim_inbox(recipient: &Handle, now: Millis, limit: u32) -> Vec<Message> =
                 |db| rules::claim_inbox(db, &recipient, now, limit);
             /// Offers up to `limit` of the same messages to the stream
             /// `offer.holder` (a push), leasing each to it until `offer.until`;
             /// never one whose last offer was to that same stream, nor one offered
             /// [`MAX_OFFERS`](crate::model::MAX_OFFERS) times already (it waits
             /// for a claim). Atomic with claims.
-            atomic_rule offer_inbox(recipient: &Handle, offer: Offer, limit: u32) -> Vec<Message> =
+            atomic offer_inbox(recipient: &Handle, offer: Offer, limit: u32) -> Vec<Message> =
                 |db| rules::offer_inbox(db, &recipient, offer, limit);
             /// Ends `holder`'s leases on those of `ids` still unread (its stream
             /// ended): they may be offered or claimed again at once.
@@ -107,18 +104,18 @@ macro_rules! store_methods {
                 |db| messages::attachment(db, id, n, now);
             /// Live messages of a thread with an id above `since_id`, oldest
             /// first, at most `limit`; `NotFound` if the thread has no live message.
-            read_rule thread(thread_id: ThreadId, since_id: MessageId, limit: u32, now: Millis)
+            read thread(thread_id: ThreadId, since_id: MessageId, limit: u32, now: Millis)
                 -> Vec<Message> = |db| rules::thread(db, thread_id, since_id, limit, now);
             /// The newest `limit` live messages of a thread, oldest first;
             /// `NotFound` if it has none.
-            read_rule thread_recent(thread_id: ThreadId, limit: u32, now: Millis) -> Vec<Message> =
+            read thread_recent(thread_id: ThreadId, limit: u32, now: Millis) -> Vec<Message> =
                 |db| rules::recent(db, &Place::Thread(thread_id), limit, now);
             /// Live messages of a channel with an id above `since_id`, oldest first.
-            read_rule channel_messages(channel: &Channel, since_id: MessageId, limit: u32, now: Millis)
+            read channel_messages(channel: &Channel, since_id: MessageId, limit: u32, now: Millis)
                 -> Vec<Message> =
-                |db| db.messages_in(&Place::Channel(channel), since_id, limit, now);
+                |db| inbox::messages_in(db, &Place::Channel(channel), since_id, limit, now);
             /// The newest `limit` live messages of a channel, oldest first.
-            read_rule channel_recent(channel: &Channel, limit: u32, now: Millis) -> Vec<Message> =
+            read channel_recent(channel: &Channel, limit: u32, now: Millis) -> Vec<Message> =
                 |db| rules::recent(db, &Place::Channel(channel), limit, now);
             /// Channels with live messages, latest activity first: at most `limit`,
             /// with a last id below `before` (the previous page's last). An index
@@ -130,11 +127,11 @@ macro_rules! store_methods {
                 -> Vec<ThreadSummary> = |db| summaries::threads(db, now, before, limit);
             /// Records that `reader` has read `place` up to `last_id` (never
             /// backwards).
-            write_rule mark_read(reader: &Handle, place: &Place, last_id: MessageId) -> () =
+            write mark_read(reader: &Handle, place: &Place, last_id: MessageId) -> () =
                 |db| rules::mark_read(db, &reader, &place, last_id);
             /// For each place, how many live messages came after `reader` last
             /// read it, counting at most `cap`.
-            read_rule unread(reader: &Handle, places: Vec<Place>, cap: u64) -> Vec<u64> =
+            read unread(reader: &Handle, places: Vec<Place>, cap: u64) -> Vec<u64> =
                 |db| rules::unread(db, &reader, places, cap, crate::model::now_millis());
 
             /// Live messages whose body holds every word of `typed` (the last also
@@ -146,22 +143,22 @@ macro_rules! store_methods {
             // The relay's own.
             /// The relay's own key named `name`: `fresh`, kept, when none is kept
             /// yet (the first of processes making one at once wins).
-            write_rule key_or(name: &str, fresh: Vec<u8>) -> Vec<u8> =
+            write key_or(name: &str, fresh: Vec<u8>) -> Vec<u8> =
                 |db| people::key(db, &name, &fresh);
             /// Bytes the relay keeps under `name` for all its processes (the ACME
             /// account and certificates, when several relays share the store).
-            read_rule kept(name: &str) -> Option<Vec<u8>> = |db| people::kept(db, &name);
+            read kept(name: &str) -> Option<Vec<u8>> = |db| people::kept(db, &name);
             /// Keeps `value` under `name`, replacing what was there.
-            write_rule keep(name: &str, value: Vec<u8>) -> () = |db| people::keep(db, &name, &value);
+            write keep(name: &str, value: Vec<u8>) -> () = |db| people::keep(db, &name, &value);
 
             // MCP sessions.
             /// Records that sessions were used at `now`.
-            write_rule touch_sessions(ids: Vec<SessionId>, now: Millis) -> () =
+            write touch_sessions(ids: Vec<SessionId>, now: Millis) -> () =
                 |db| sessions::touch(db, &ids, now);
             /// Forgets sessions that ended.
-            write_rule end_sessions(ids: Vec<SessionId>) -> () = |db| sessions::end(db, &ids);
+            write end_sessions(ids: Vec<SessionId>) -> () = |db| sessions::end(db, &ids);
             /// Forgets sessions not used since `before`.
-            write_rule forget_idle_sessions(before: Millis) -> () =
+            write forget_idle_sessions(before: Millis) -> () =
                 |db| sessions::forget_idle(db, before);
 
             // What needs a person's attention.
@@ -223,12 +220,12 @@ macro_rules! store_methods {
             /// Marks up to `limit` live messages due by `now` and still owed as
             /// overdue at `now`, and returns them. Atomic: of the relays serving
             /// a store, one takes each, once.
-            atomic_rule take_overdue(now: Millis, limit: u32) -> Vec<Message> =
+            atomic take_overdue(now: Millis, limit: u32) -> Vec<Message> =
                 |db| rules::take_overdue(db, now, limit);
             /// Makes a claim, or renews its holder's on the same `what`; refused
             /// with the claim in the way when another person's live claim in the
             /// same repository overlaps it. Atomic across relays.
-            atomic_rule claim(new: NewClaim, now: Millis) -> Claimed =
+            atomic claim(new: NewClaim, now: Millis) -> Claimed =
                 |db| rules::claim(db, &new, now);
             /// Claims live at `now` (in `repo` only, when named), oldest first.
             read claims(repo: Option<&str>, now: Millis) -> Vec<Claim> =
@@ -243,23 +240,23 @@ macro_rules! store_methods {
 
             // OAuth (relay/oauth.rs): clients registered by DCR, authorization
             // codes, grants and their tokens, all tokens and codes as hashes.
-            write_rule register_client(client: RegisteredClient) -> () =
+            write register_client(client: RegisteredClient) -> () =
                 |db| oauth::register_client(db, &client);
-            read_rule registered_client(client_id: &str) -> Option<RegisteredClient> =
+            read registered_client(client_id: &str) -> Option<RegisteredClient> =
                 |db| oauth::registered_client(db, &client_id);
             /// Keeps an authorization code (its hash) until `expires_at`.
-            write_rule add_code(code: TokenHash, authorization: Authorization, expires_at: Millis)
+            write add_code(code: TokenHash, authorization: Authorization, expires_at: Millis)
                 -> () = |db| oauth::add_code(db, code, &authorization, expires_at);
             /// Uses a code up. A code presented again ends the grant made from it,
             /// or, if none is made yet, voids the code so that none will be.
-            atomic_rule redeem_code(code: TokenHash, now: Millis) -> Redeemed =
+            atomic redeem_code(code: TokenHash, now: Millis) -> Redeemed =
                 |db| rules::redeem_code(db, code, now);
             /// Makes a grant from the code `code` was redeemed as, with its first
             /// tokens; marks its client used. The person keeps at most `most`
             /// grants: their least recently used beyond that are ended first.
             /// `None` if the code was presented again since it was redeemed (void:
             /// no grant is made from it).
-            atomic_rule open_grant(
+            atomic open_grant(
                 code: TokenHash,
                 authorization: Authorization,
                 tokens: GrantTokens,
@@ -273,7 +270,7 @@ macro_rules! store_methods {
             /// retry of the same refresh. Any other refresh token of the grant's
             /// family presented ends the grant. A grant is one row whatever its
             /// history: no used token is kept.
-            atomic_rule refresh_grant(
+            atomic refresh_grant(
                 refresh: TokenHash,
                 client_id: &str,
                 tokens: GrantTokens,
@@ -282,20 +279,20 @@ macro_rules! store_methods {
             ) -> Refreshed =
                 |db| rules::refresh_grant(db, refresh, &client_id, &tokens, now, retry_until);
             /// A person's grants, newest first.
-            read_rule grants(handle: &Handle) -> Vec<Grant> = |db| oauth::grants(db, &handle);
+            read grants(handle: &Handle) -> Vec<Grant> = |db| oauth::grants(db, &handle);
             /// Ends a grant (`handle`'s only, when given) and every token it
             /// holds; whether there was one.
-            atomic_rule end_grant(id: GrantId, handle: Option<&Handle>) -> bool =
+            atomic end_grant(id: GrantId, handle: Option<&Handle>) -> bool =
                 |db| oauth::end_grant(db, id, handle.as_ref());
             /// Ends the grant that holds the access or refresh token `token` (its
             /// current ones, or the refresh token they replaced).
-            atomic_rule end_grant_holding(token: TokenHash) -> bool =
+            atomic end_grant_holding(token: TokenHash) -> bool =
                 |db| oauth::end_grant_holding(db, token);
             /// Every grant, with its access token if live at `now`: a row a grant.
-            read_rule live_grants(now: Millis) -> Vec<LiveGrant> = |db| oauth::live_grants(db, now);
+            read live_grants(now: Millis) -> Vec<LiveGrant> = |db| oauth::live_grants(db, now);
             /// Forgets expired codes, grants whose refresh token expired, and
             /// registrations no grant was ever made for since `unused_since`.
-            atomic_rule forget_oauth(now: Millis, unused_since: Millis) -> () =
+            atomic forget_oauth(now: Millis, unused_since: Millis) -> () =
                 |db| oauth::forget(db, now, unused_since);
         }
     };
@@ -337,7 +334,7 @@ pub(super) mod signatures {
         Message, MessageId, Millis, NewApproval, NewClaim, NotifySettings, Person, Place, Presence,
         Redeemed, Refreshed, RegisteredClient, SessionId, ThreadId, ThreadSummary, TokenHash,
     };
-    pub(in crate::store) use crate::store::rules::{self, Statements};
+    pub(in crate::store) use crate::store::rules;
     pub(in crate::store) use crate::store::{Offer, StoreFuture};
 }
 

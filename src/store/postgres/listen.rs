@@ -8,8 +8,9 @@
 //! above the last seen id the same way: a notification lost meanwhile
 //! loses no wake-up.
 
-use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, message_from_row};
 use crate::model::{Message, MessageId, now_millis};
+use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS};
+use crate::store::statements::messages::message_from_row;
 use crate::store::{StoreResult, StoreStats};
 use futures::StreamExt;
 use std::collections::BTreeSet;
@@ -170,7 +171,7 @@ async fn catch_up(
     loop {
         let rows = client.query(after, &[&*last_seen, &READ_BATCH]).await?;
         for row in &rows {
-            let message = message_from_row(row)?;
+            let message = message_from_row(&crate::store::sql::Row::Postgres(row))?;
             *last_seen = message.id;
             let mine = own.lock().expect("own ids lock").remove(&message.id);
             if mine {

@@ -18,15 +18,10 @@
 //! What survives a crash is PostgreSQL's: a write is acknowledged after
 //! its commit, durable as the server's `synchronous_commit` says.
 
-mod attention;
 mod listen;
-mod messages;
 mod schema;
 mod search;
 mod sessions;
-mod statements;
-mod summaries;
-mod work;
 mod writer;
 
 pub use schema::MIGRATIONS;

@@ -4,13 +4,15 @@
 //! methods that are more than one query here.
 
 use super::Sql;
-use super::{
-    GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, attention, listen, messages, search,
-    summaries, work,
-};
+use super::WRITE_LOCK;
+use super::{GONE_AFTER, Listener, PURGE_LOCK, PostgresStore, listen, search};
 use crate::store::methods::signatures::*;
-use crate::store::statements::{oauth, people, sessions};
-use crate::store::{NewMessage, PoolState, Store, StoreError, StoreStats, StoredSession};
+use crate::store::statements::{
+    attention, inbox, messages, oauth, people, sessions, summaries, work,
+};
+use crate::store::{
+    NewMessage, PURGE_BATCH, PoolState, Store, StoreError, StoreResult, StoreStats, StoredSession,
+};
 use tokio::sync::mpsc;
 
 /// How each kind of the table's lines runs on [`PostgresStore`] (see
@@ -19,7 +21,7 @@ macro_rules! on_postgres {
     (@read $store:ident, |$db:ident| $call:expr) => {
         Box::pin(async move {
             let client = $store.client().await?;
-            let $db = &*client;
+            let $db = &Sql(&*client);
             $call.await
         })
     };
@@ -28,24 +30,6 @@ macro_rules! on_postgres {
         on_postgres!(@read $store, |$db| $call)
     };
     (@atomic $store:ident, |$db:ident| $call:expr) => {
-        Box::pin(async move {
-            transaction!($store, |tx| {
-                let $db = &tx;
-                $call.await?
-            })
-        })
-    };
-    (@read_rule $store:ident, |$db:ident| $call:expr) => {
-        Box::pin(async move {
-            let client = $store.client().await?;
-            let $db = &Sql(&*client);
-            $call.await
-        })
-    };
-    (@write_rule $store:ident, |$db:ident| $call:expr) => {
-        on_postgres!(@read_rule $store, |$db| $call)
-    };
-    (@atomic_rule $store:ident, |$db:ident| $call:expr) => {
         Box::pin(async move {
             transaction!($store, |tx| {
                 let $db = &Sql(&tx);
@@ -184,11 +168,29 @@ impl Store for PostgresStore {
             if !purging {
                 return Ok(0);
             }
-            let purged = summaries::purge(&mut client, now).await;
+            let purged = purge(&mut client, now).await;
             client
                 .execute("SELECT pg_advisory_unlock($1)", &[&PURGE_LOCK])
                 .await?;
             purged
         })
+    }
+}
+
+/// Deletes expired messages in batches, each its own transaction under the
+/// write lock, with their inbox rows, keeping the summaries true; returns
+/// how many went. The caller holds the purge lock.
+async fn purge(client: &mut deadpool_postgres::Client, now: Millis) -> StoreResult<u64> {
+    let mut total = 0;
+    loop {
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])
+            .await?;
+        let gone = rules::purge_batch(&Sql(&tx), now, PURGE_BATCH).await?;
+        tx.commit().await?;
+        total += gone;
+        if gone < u64::from(PURGE_BATCH) {
+            return Ok(total);
+        }
     }
 }

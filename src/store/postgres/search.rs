@@ -1,10 +1,11 @@
 //! Search (`../sqlite/search.rs`, in PostgreSQL): a `tsvector` of each
 //! body, kept by the database, and a `tsquery` of what was typed.
 
-use super::Db;
-use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN, message_from_row};
 use crate::model::{Found, MessageId, Millis};
 use crate::store::StoreResult;
+use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
+use crate::store::sql::{Executor, Param};
+use crate::store::statements::messages::message_from_row;
 use crate::store::text::{CLOSE, OPEN, excerpt, words};
 
 /// What a person typed, as a `tsquery`: every word must match, each quoted
@@ -21,7 +22,7 @@ fn ts_query(typed: &str) -> Option<String> {
 
 /// Live messages matching `typed`, newest first, with ids below `before`.
 pub(super) async fn search(
-    db: &impl Db,
+    db: &impl Executor,
     typed: &str,
     before: Option<MessageId>,
     limit: u32,
@@ -31,31 +32,21 @@ pub(super) async fn search(
         return Ok(Vec::new());
     };
     let marks = format!("StartSel={OPEN}, StopSel={CLOSE}, MaxWords=24, MinWords=12, ShortWord=0");
-    let rows = db
-        .rows(
-            &format!(
-                "SELECT {MESSAGE_COLUMNS}, ts_headline('simple', m.body, q, $5) \
-                 FROM to_tsquery('simple', $1) q, messages m {INBOX_JOIN} \
-                 WHERE m.words @@ q AND m.id < $2 AND m.expires_at > $3 \
-                 ORDER BY m.id DESC LIMIT $4"
-            ),
-            &[
-                &query,
-                &before.unwrap_or(MessageId(i64::MAX)),
-                &now,
-                &i64::from(limit),
-                &marks,
-            ],
-        )
-        .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Found {
-                message: message_from_row(row)?,
-                excerpt: excerpt(row.try_get(MESSAGE_COLUMNS_LEN)?),
-            })
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS}, ts_headline('simple', m.body, q, ?5) \
+         FROM to_tsquery('simple', ?1) q, messages m {INBOX_JOIN} \
+         WHERE m.words @@ q AND m.id < ?2 AND m.expires_at > ?3 \
+         ORDER BY m.id DESC LIMIT ?4"
+    );
+    let before = before.unwrap_or(MessageId(i64::MAX));
+    let params: [&dyn Param; 5] = [&query, &before, &now, &i64::from(limit), &marks];
+    db.rows(&sql, &params, |row| {
+        Ok(Found {
+            message: message_from_row(&row)?,
+            excerpt: excerpt(&row.get::<String>(MESSAGE_COLUMNS_LEN)?),
         })
-        .collect()
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -12,16 +12,11 @@
 //! presence and keys, `sessions.rs` and `search.rs` theirs; the schema and
 //! what survives a crash are in `schema.rs`.
 
-mod attention;
 mod copy;
-mod messages;
 mod plumbing;
 mod schema;
 mod search;
 mod sessions;
-mod statements;
-mod summaries;
-mod work;
 mod writer;
 
 use crate::store::Durability;

@@ -1,42 +1,39 @@
 //! How the table's methods (`../methods.rs`) run on SQLite: reads on a
 //! reader connection in the blocking pool, writes (every kind of them) on
-//! the writer thread, which commits them in groups; a rule's statements
-//! all complete at once there ([`rules::at_once`]). Then the methods that
-//! are more than one query here.
+//! the writer thread, which commits them in groups; their statements all
+//! complete at once there ([`rules::at_once`]). Then the methods that are
+//! more than one query here.
 
 use super::Sql;
-use super::{SqliteStore, attention, messages, search, summaries, work};
+use super::{SqliteStore, search};
 use crate::store::methods::signatures::*;
-use crate::store::statements::{oauth, people, sessions};
+use crate::store::statements::{
+    attention, inbox, messages, oauth, people, sessions, summaries, work,
+};
 use crate::store::{NewMessage, PURGE_BATCH, Store, StoreStats, StoredSession};
 
 /// How each kind of the table's lines runs on [`SqliteStore`] (see
 /// `define!` in `../methods.rs`).
 macro_rules! on_sqlite {
-    (@read $store:ident, |$db:ident| $call:expr) => { $store.read(move |$db| $call) };
-    (@write $store:ident, |$db:ident| $call:expr) => { $store.write(move |$db| $call) };
-    (@atomic $store:ident, |$db:ident| $call:expr) => { $store.write(move |$db| $call) };
-    (@read_indexed $store:ident, |$db:ident| $call:expr) => {
-        Box::pin(async move {
-            // What committed before the read is in the index it reads.
-            $store.index_pending().await?;
-            $store.read(move |$db| $call).await
-        })
-    };
-    (@read_rule $store:ident, |$db:ident| $call:expr) => {
+    (@read $store:ident, |$db:ident| $call:expr) => {
         $store.read(move |conn| {
             let $db = &Sql(conn);
             rules::at_once($call)
         })
     };
-    (@write_rule $store:ident, |$db:ident| $call:expr) => {
+    (@write $store:ident, |$db:ident| $call:expr) => {
         $store.write(move |conn| {
             let $db = &Sql(conn);
             rules::at_once($call)
         })
     };
-    (@atomic_rule $store:ident, |$db:ident| $call:expr) => {
-        on_sqlite!(@write_rule $store, |$db| $call)
+    (@atomic $store:ident, |$db:ident| $call:expr) => { on_sqlite!(@write $store, |$db| $call) };
+    (@read_indexed $store:ident, |$db:ident| $call:expr) => {
+        Box::pin(async move {
+            // What committed before the read is in the index it reads.
+            $store.index_pending().await?;
+            on_sqlite!(@read $store, |$db| $call).await
+        })
     };
 }
 

@@ -1,8 +1,11 @@
 //! Full-text search over message bodies (SQLite's FTS5).
 
-use super::messages::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN, message_from_row};
+use super::Sql;
 use crate::model::{Found, MessageId, Millis};
 use crate::store::StoreResult;
+use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, MESSAGE_COLUMNS_LEN};
+use crate::store::sql::{Executor, Param};
+use crate::store::statements::messages::message_from_row;
 use crate::store::text::{excerpt, words};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -113,8 +116,8 @@ pub(super) fn drop_emptied_generation(conn: &Connection) -> StoreResult<bool> {
 
 /// Live messages matching `typed`, newest first, with ids below `before`:
 /// generation by generation from the newest, until `limit` are found.
-pub(super) fn search(
-    conn: &Connection,
+pub(super) async fn search(
+    db: &Sql<'_>,
     typed: &str,
     before: Option<MessageId>,
     limit: u32,
@@ -124,12 +127,12 @@ pub(super) fn search(
         return Ok(Vec::new());
     };
     let before = before.unwrap_or(MessageId(i64::MAX)).0;
-    let generations: Vec<i64> = conn
-        .prepare_cached(
+    let generations: Vec<i64> = db
+        .column(
             "SELECT number FROM search_generations WHERE number <= ?1 ORDER BY number DESC",
-        )?
-        .query_map([before / GENERATION], |row| row.get(0))?
-        .collect::<Result<_, _>>()?;
+            &[&(before / GENERATION)],
+        )
+        .await?;
     let mut found = Vec::new();
     for n in generations {
         let wanted = limit as usize - found.len();
@@ -143,15 +146,15 @@ pub(super) fn search(
              WHERE {table} MATCH ?1 AND f.rowid < ?2 AND m.expires_at > ?3 \
              ORDER BY f.rowid DESC LIMIT ?4"
         );
-        let rows = conn
-            .prepare_cached(&sql)?
-            .query_map(params![query, before, now, wanted as i64], |row| {
+        let params: [&dyn Param; 4] = [&query, &before, &now, &(wanted as i64)];
+        let rows = db
+            .rows(&sql, &params, |row| {
                 Ok(Found {
-                    message: message_from_row(row)?,
-                    excerpt: excerpt(&row.get::<_, String>(MESSAGE_COLUMNS_LEN)?),
+                    message: message_from_row(&row)?,
+                    excerpt: excerpt(&row.get::<String>(MESSAGE_COLUMNS_LEN)?),
                 })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+            })
+            .await?;
         found.extend(rows);
     }
     Ok(found)

@@ -1,0 +1,154 @@
+//! Message rows as every read selects them, and the ledger's writes
+//! outside the message rules; the overviews are `summaries.rs`'s.
+
+use crate::model::{Attachment, Delivery, Handle, Message, MessageId, Millis, Place};
+use crate::store::columns::{
+    FILES_AT, INBOX_JOIN, LEDGER_FROM, Ledger, MESSAGE_COLUMNS, file_with, files_from_column,
+};
+use crate::store::sql::{Executor, List, Param, Row};
+use crate::store::{StoreError, StoreResult};
+
+/// A message from a row of [`MESSAGE_COLUMNS`].
+pub(in crate::store) fn message_from_row(row: &Row<'_>) -> StoreResult<Message> {
+    let to: Option<Handle> = row.get(4)?;
+    let delivery = match to {
+        Some(_) => {
+            let at = |i: usize| LEDGER_FROM + i;
+            Some(Delivery::from(Ledger {
+                pushed_at: row.get(at(0))?,
+                read_at: row.get(at(1))?,
+                answered_at: row.get(at(2))?,
+                offers: row
+                    .get::<Option<i32>>(at(3))?
+                    .map_or(0, |n| n.max(0) as u32),
+                lease_until: row.get(at(4))?,
+                via: row.get(at(5))?,
+                expects: row.get(at(6))?,
+                due_at: row.get(at(7))?,
+                ack_result: row.get(at(8))?,
+                ack_note: row.get(at(9))?,
+                acked_at: row.get(at(10))?,
+                overdue_at: row.get(at(11))?,
+            }))
+        }
+        None => None,
+    };
+    let place = Place::from_columns(row.get(1)?, row.get(2)?).ok_or_else(|| {
+        StoreError::backend(
+            "a stored message",
+            "in no channel and no thread, or in both",
+        )
+    })?;
+    Ok(Message {
+        id: row.get(0)?,
+        place,
+        from: row.get(3)?,
+        to,
+        kind: row.get(5)?,
+        body: row.get(6)?,
+        reply_to: row.get(7)?,
+        created_at: row.get(8)?,
+        expires_at: row.get(9)?,
+        delivery,
+        attachments: files_from_column(row.get::<Option<String>>(FILES_AT)?.as_deref()),
+    })
+}
+
+/// The messages a statement selecting [`MESSAGE_COLUMNS`] returns, in its
+/// order.
+pub(in crate::store) async fn messages(
+    db: &impl Executor,
+    sql: &str,
+    params: &[&dyn Param],
+) -> StoreResult<Vec<Message>> {
+    db.rows(sql, params, |row| message_from_row(&row)).await
+}
+
+pub(in crate::store) async fn release_offers(
+    db: &impl Executor,
+    recipient: &Handle,
+    holder: i64,
+    ids: &[MessageId],
+) -> StoreResult<()> {
+    let sql = db.pick(
+        "UPDATE inbox SET lease_until = NULL WHERE recipient = ?1 \
+         AND message_id IN (SELECT value FROM json_each(?2)) AND push_holder = ?3 \
+         AND read_at IS NULL",
+        "UPDATE inbox SET lease_until = NULL WHERE recipient = ?1 \
+         AND message_id = ANY(?2) AND push_holder = ?3 AND read_at IS NULL",
+    );
+    db.write(sql, &[recipient, &List(ids.to_vec()), &holder])
+        .await
+}
+
+pub(in crate::store) async fn next_lease_end(
+    db: &impl Executor,
+    recipient: &Handle,
+    now: Millis,
+) -> StoreResult<Option<Millis>> {
+    let end: Option<Option<Millis>> = db
+        .value(
+            "SELECT min(lease_until) FROM inbox \
+             WHERE recipient = ?1 AND read_at IS NULL AND lease_until > ?2",
+            &[recipient, &now],
+        )
+        .await?;
+    Ok(end.flatten())
+}
+
+/// Marks those of `ids` that `recipient` had not read as read at `now`:
+/// those, in id order.
+pub(in crate::store) async fn confirm_read(
+    db: &impl Executor,
+    recipient: &Handle,
+    ids: &[MessageId],
+    now: Millis,
+) -> StoreResult<Vec<MessageId>> {
+    let sql = db.pick(
+        "UPDATE inbox SET read_at = ?3, lease_until = NULL WHERE recipient = ?1 \
+         AND message_id IN (SELECT value FROM json_each(?2)) AND read_at IS NULL \
+         RETURNING message_id",
+        "UPDATE inbox SET read_at = ?3, lease_until = NULL WHERE recipient = ?1 \
+         AND message_id = ANY(?2) AND read_at IS NULL RETURNING message_id",
+    );
+    let mut confirmed: Vec<MessageId> = db
+        .column(sql, &[recipient, &List(ids.to_vec()), &now])
+        .await?;
+    confirmed.sort_unstable();
+    Ok(confirmed)
+}
+
+pub(in crate::store) async fn message(
+    db: &impl Executor,
+    id: MessageId,
+    now: Millis,
+) -> StoreResult<Option<Message>> {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
+         WHERE m.id = ?1 AND m.expires_at > ?2"
+    );
+    db.row(&sql, &[&id, &now], |row| message_from_row(&row))
+        .await
+}
+
+pub(in crate::store) async fn attachment(
+    db: &impl Executor,
+    id: MessageId,
+    n: u32,
+    now: Millis,
+) -> StoreResult<Option<(Attachment, Vec<u8>)>> {
+    let found: Option<(Option<String>, Vec<u8>)> = db
+        .row(
+            "SELECT m.attachments, a.data FROM attachments a JOIN messages m ON m.id = a.message_id \
+             WHERE a.message_id = ?1 AND a.n = ?2 AND m.expires_at > ?3",
+            &[&id, &attachment_number(n), &now],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .await?;
+    Ok(found.and_then(|(listed, bytes)| file_with(listed.as_deref(), n, bytes)))
+}
+
+/// A file's number as its `integer` column keeps it.
+pub(in crate::store) fn attachment_number(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}

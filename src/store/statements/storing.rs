@@ -1,0 +1,233 @@
+//! What storing a message checks and writes (`rules::insert`): its row,
+//! its files, its inbox row, the answers it gives, and its count in the
+//! summaries. On PostgreSQL these run side by side in a group commit,
+//! their writes queued to go together, so a summary's newest message is
+//! the one with the highest id, whichever write comes first; SQLite's
+//! writer runs them in id order.
+
+use crate::model::{Channel, Expects, Handle, Message, MessageId, Millis, Place, ThreadId};
+use crate::store::StoreResult;
+use crate::store::columns::files_column;
+use crate::store::sql::{Dialect, Executor, Param};
+
+/// A place's column in `messages m`, and its value.
+pub(in crate::store) fn column(place: &Place) -> (&'static str, &dyn Param) {
+    match place {
+        Place::Channel(name) => ("m.channel", name),
+        Place::Thread(id) => ("m.thread_id", id),
+    }
+}
+
+/// Whether `handle` is a live person, or, with `or_empty_store`, nobody
+/// was ever added. One statement, whatever the answer.
+pub(in crate::store) async fn may_receive(
+    db: &impl Executor,
+    handle: &Handle,
+    or_empty_store: bool,
+) -> StoreResult<bool> {
+    let may: Option<bool> = db
+        .value(
+            "SELECT EXISTS (SELECT 1 FROM people WHERE handle = ?1 AND revoked_at IS NULL) \
+             OR (?2 AND NOT EXISTS (SELECT 1 FROM people))",
+            &[handle, &or_empty_store],
+        )
+        .await?;
+    Ok(may.unwrap_or(false))
+}
+
+/// Whether the thread has a live message.
+pub(in crate::store) async fn thread_is_live(
+    db: &impl Executor,
+    thread: ThreadId,
+    now: Millis,
+) -> StoreResult<bool> {
+    db.exists(
+        "SELECT 1 FROM messages WHERE thread_id = ?1 AND expires_at > ?2 LIMIT 1",
+        &[&thread, &now],
+    )
+    .await
+}
+
+/// Whether message `id` is live and lives in `place`.
+pub(in crate::store) async fn is_live_in(
+    db: &impl Executor,
+    id: MessageId,
+    place: &Place,
+    now: Millis,
+) -> StoreResult<bool> {
+    let sql = match place {
+        Place::Channel(_) => {
+            "SELECT 1 FROM messages WHERE id = ?1 AND expires_at > ?2 AND channel = ?3"
+        }
+        Place::Thread(_) => {
+            "SELECT 1 FROM messages WHERE id = ?1 AND expires_at > ?2 AND thread_id = ?3"
+        }
+    };
+    db.exists(sql, &[&id, &now, column(place).1]).await
+}
+
+/// Writes a new thread's row whole, summary and all, for its first
+/// message `first_id`; returns the thread's id.
+pub(in crate::store) async fn open_thread(
+    db: &impl Executor,
+    first_id: MessageId,
+    people: &str,
+    at: Millis,
+) -> StoreResult<ThreadId> {
+    let sql = db.pick(
+        "INSERT INTO threads (created_at, message_count, first_id, last_id, last_activity, \
+         people) VALUES (?1, 1, ?2, ?2, ?1, ?3) RETURNING id",
+        "INSERT INTO threads (created_at, message_count, first_id, last_id, last_activity, \
+         people) VALUES (?1, 1, ?2, ?2, ?1, CAST(?3 AS TEXT)::jsonb) RETURNING id",
+    );
+    let id = db.value(sql, &[&at, &first_id, &people]).await?;
+    Ok(id.expect("INSERT … RETURNING returns a row"))
+}
+
+/// Writes the message's row, its files listed (`messages.attachments`).
+pub(in crate::store) async fn insert_message(db: &impl Executor, m: &Message) -> StoreResult<()> {
+    let params: [&dyn Param; 11] = [
+        &m.id,
+        &m.place.thread(),
+        &m.place.channel(),
+        &m.from,
+        &m.to,
+        &m.kind,
+        &m.body,
+        &m.reply_to,
+        &m.created_at,
+        &m.expires_at,
+        &files_column(&m.attachments),
+    ];
+    db.write(
+        "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, \
+         reply_to, created_at, expires_at, attachments) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        &params,
+    )
+    .await
+}
+
+/// Keeps the bytes of a message's file `n`.
+pub(in crate::store) async fn insert_attachment(
+    db: &impl Executor,
+    id: MessageId,
+    n: u32,
+    bytes: &[u8],
+) -> StoreResult<()> {
+    db.write(
+        "INSERT INTO attachments (message_id, n, data) VALUES (?1, ?2, ?3)",
+        &[&id, &super::messages::attachment_number(n), &bytes],
+    )
+    .await
+}
+
+/// The message's inbox row, with what it expects of its recipient.
+pub(in crate::store) async fn insert_inbox(
+    db: &impl Executor,
+    recipient: &Handle,
+    id: MessageId,
+    expects: Expects,
+    due_at: Option<Millis>,
+) -> StoreResult<()> {
+    let expects = expects.is_owed().then(|| expects.as_str());
+    db.write(
+        "INSERT INTO inbox (recipient, message_id, expects, due_at) VALUES (?1, ?2, ?3, ?4)",
+        &[recipient, &id, &expects, &due_at],
+    )
+    .await
+}
+
+/// Marks every message of `thread` to `replier` that was pushed or read,
+/// and not answered yet, as answered at `at` (and read).
+pub(in crate::store) async fn answer_thread(
+    db: &impl Executor,
+    replier: &Handle,
+    thread: ThreadId,
+    at: Millis,
+) -> StoreResult<()> {
+    db.write(
+        "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
+         WHERE recipient = ?1 AND answered_at IS NULL \
+         AND (pushed_at IS NOT NULL OR read_at IS NOT NULL) AND message_id IN \
+             (SELECT id FROM messages WHERE thread_id = ?2)",
+        &[replier, &thread, &at],
+    )
+    .await
+}
+
+/// Marks message `id`, if it was to `replier` and is not answered yet, as
+/// answered at `at` (and read).
+pub(in crate::store) async fn answer_message(
+    db: &impl Executor,
+    replier: &Handle,
+    id: MessageId,
+    at: Millis,
+) -> StoreResult<()> {
+    db.write(
+        "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
+         WHERE recipient = ?1 AND message_id = ?2 AND answered_at IS NULL",
+        &[replier, &id, &at],
+    )
+    .await
+}
+
+/// Counts message `id` in its channel's summary, creating it.
+pub(in crate::store) async fn count_in_channel(
+    db: &impl Executor,
+    channel: &Channel,
+    id: MessageId,
+    at: Millis,
+) -> StoreResult<()> {
+    let sql = db.pick(
+        "INSERT INTO channel_summaries (channel, message_count, last_id, last_activity) \
+         VALUES (?1, 1, ?2, ?3) ON CONFLICT (channel) DO UPDATE SET \
+         message_count = message_count + 1, last_id = ?2, last_activity = ?3",
+        "INSERT INTO channel_summaries (channel, message_count, last_id, last_activity) \
+         VALUES (?1, 1, ?2, ?3) ON CONFLICT (channel) DO UPDATE SET \
+         message_count = channel_summaries.message_count + 1, \
+         last_id = greatest(channel_summaries.last_id, ?2), \
+         last_activity = CASE WHEN ?2 > channel_summaries.last_id THEN ?3 \
+             ELSE channel_summaries.last_activity END",
+    );
+    db.write(sql, &[channel, &id, &at]).await
+}
+
+/// Counts message `id` in a thread opened before it: one more message,
+/// one more for its sender and for its recipient (the sender again when
+/// there is none), both counted from the row before the update.
+pub(in crate::store) async fn count_in_thread(
+    db: &impl Executor,
+    thread: ThreadId,
+    id: MessageId,
+    sender: &Handle,
+    recipient: &Handle,
+    at: Millis,
+) -> StoreResult<()> {
+    let (sql, sender, recipient) = match db.dialect() {
+        // A person's count in `people` by its JSON path (handles are
+        // lowercase letters, digits, `.`, `_` and `-`: nothing to escape).
+        Dialect::Sqlite => (
+            "UPDATE threads SET message_count = message_count + 1, last_id = ?2, \
+             last_activity = ?3, \
+             people = json_set(people, ?4, coalesce(people ->> ?4, 0) + 1, \
+                                       ?5, coalesce(people ->> ?5, 0) + 1) \
+             WHERE id = ?1",
+            format!("$.\"{sender}\""),
+            format!("$.\"{recipient}\""),
+        ),
+        Dialect::Postgres => (
+            "UPDATE threads SET message_count = message_count + 1, \
+             last_id = greatest(last_id, ?2), \
+             last_activity = CASE WHEN ?2 > last_id THEN ?3 ELSE last_activity END, \
+             people = people \
+                 || jsonb_build_object(?4::text, coalesce((people ->> ?4::text)::bigint, 0) + 1) \
+                 || jsonb_build_object(?5::text, coalesce((people ->> ?5::text)::bigint, 0) + 1) \
+             WHERE id = ?1",
+            sender.to_string(),
+            recipient.to_string(),
+        ),
+    };
+    let params: [&dyn Param; 5] = [&thread, &id, &at, &sender, &recipient];
+    db.write(sql, &params).await
+}
