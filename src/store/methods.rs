@@ -113,7 +113,7 @@ macro_rules! store_methods {
             /// Live messages of a channel with an id above `since_id`, oldest first.
             read channel_messages(channel: &Channel, since_id: MessageId, limit: u32, now: Millis)
                 -> Vec<Message> =
-                |db| inbox::messages_in(db, &Place::Channel(channel), since_id, limit, now);
+                |db| inbox::messages_in(db, &Place::Channel(channel), Some(since_id), limit, now);
             /// The newest `limit` live messages of a channel, oldest first.
             read channel_recent(channel: &Channel, limit: u32, now: Millis) -> Vec<Message> =
                 |db| rules::recent(db, &Place::Channel(channel), limit, now);

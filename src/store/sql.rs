@@ -27,21 +27,21 @@ use tokio_postgres::types::{FromSql as PgFrom, IsNull, ToSql as PgTo, Type};
 
 /// Which SQL an executor speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::store) enum Dialect {
+pub enum Dialect {
     Sqlite,
     Postgres,
 }
 
 /// A value a statement binds, on either backend.
-pub(in crate::store) trait Param: SqliteTo + PgTo + Sync {}
+pub trait Param: SqliteTo + PgTo + Sync {}
 impl<T: SqliteTo + PgTo + Sync> Param for T {}
 
 /// A value a column is read as, on either backend.
-pub(in crate::store) trait Column: SqliteFrom + for<'a> PgFrom<'a> {}
+pub trait Column: SqliteFrom + for<'a> PgFrom<'a> {}
 impl<T: SqliteFrom + for<'a> PgFrom<'a>> Column for T {}
 
 /// One row of a result, as its backend gives it.
-pub(in crate::store) enum Row<'r> {
+pub enum Row<'r> {
     Sqlite(&'r rusqlite::Row<'r>),
     Postgres(&'r tokio_postgres::Row),
 }
@@ -58,7 +58,7 @@ impl Row<'_> {
 
 /// Where statements run: one connection (or transaction) of one backend.
 /// Every statement of `statements/` runs over this and nothing else.
-pub(in crate::store) trait Executor {
+pub trait Executor {
     fn dialect(&self) -> Dialect;
 
     /// Runs a statement that returns no rows: how many rows it changed.
@@ -108,6 +108,14 @@ pub(in crate::store) trait Executor {
         self.row(sql, params, |row| row.get(0)).await
     }
 
+    /// `column` is one of the [`List`] bound as parameter `n`.
+    fn is_in(&self, column: &str, n: usize) -> String {
+        match self.dialect() {
+            Dialect::Sqlite => format!("{column} IN (SELECT value FROM json_each(?{n}))"),
+            Dialect::Postgres => format!("{column} = ANY(?{n})"),
+        }
+    }
+
     /// The text of this executor's dialect.
     fn pick<'s>(&self, sqlite: &'s str, postgres: &'s str) -> &'s str {
         match self.dialect() {
@@ -120,7 +128,7 @@ pub(in crate::store) trait Executor {
 /// A list bound as one parameter: on SQLite a JSON array, read with
 /// `json_each(?N)`; on PostgreSQL an array, read with `ANY(?N)` or
 /// `unnest`. One statement however long the list, on both.
-pub(in crate::store) struct List<T>(pub Vec<T>);
+pub struct List<T>(pub Vec<T>);
 
 impl<T: SqliteTo> SqliteTo for List<T> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
@@ -168,7 +176,7 @@ impl<T> std::fmt::Debug for List<T> {
 
 /// A statement's text as PostgreSQL reads it: `?N` as `$N`. A `?` not
 /// before a digit (jsonb's `?` operator) stays.
-pub(in crate::store) fn dollars(sql: &str) -> Cow<'_, str> {
+pub fn dollars(sql: &str) -> Cow<'_, str> {
     let bytes = sql.as_bytes();
     let numbered =
         |at: usize| bytes[at] == b'?' && bytes.get(at + 1).is_some_and(u8::is_ascii_digit);
@@ -183,7 +191,7 @@ pub(in crate::store) fn dollars(sql: &str) -> Cow<'_, str> {
 }
 
 /// The parameters as PostgreSQL's driver takes them.
-pub(in crate::store) fn pg_params<'p>(params: &[&'p dyn Param]) -> Vec<&'p (dyn PgTo + Sync)> {
+pub fn pg_params<'p>(params: &[&'p dyn Param]) -> Vec<&'p (dyn PgTo + Sync)> {
     params
         .iter()
         .map(|param| *param as &(dyn PgTo + Sync))
@@ -192,7 +200,7 @@ pub(in crate::store) fn pg_params<'p>(params: &[&'p dyn Param]) -> Vec<&'p (dyn 
 
 /// Binds `params` to a prepared SQLite statement, in order; a count that
 /// does not match the statement's is an error, never a silent null.
-pub(in crate::store) fn bind_sqlite(
+pub fn bind_sqlite(
     statement: &mut rusqlite::Statement<'_>,
     params: &[&dyn Param],
 ) -> StoreResult<()> {

@@ -12,6 +12,7 @@
 //! group commit on one transaction.
 
 use super::sql::Executor;
+use super::statements::storing::Answered;
 use super::statements::{inbox, purge, storing};
 use super::summary::{Removed, first_people, losses};
 use super::{Conversation, Missing, NewMessage, Offer, RecipientCheck, StoreError, StoreResult};
@@ -83,13 +84,13 @@ pub(super) async fn insert(db: &impl Executor, new: NewMessage) -> StoreResult<M
     match (&place, opened) {
         (Place::Thread(_), true) => {}
         (&Place::Thread(thread), false) => {
-            storing::answer_thread(db, from, thread, now).await?;
+            storing::answer(db, from, Answered::Thread(thread), now).await?;
             let recipient = message.to.as_ref().unwrap_or(from);
             storing::count_in_thread(db, thread, id, from, recipient, now).await?;
         }
         (Place::Channel(name), _) => {
             if let Some(reply_to) = message.reply_to {
-                storing::answer_message(db, from, reply_to, now).await?;
+                storing::answer(db, from, Answered::Message(reply_to), now).await?;
             }
             storing::count_in_channel(db, name, id, now).await?;
         }
@@ -156,7 +157,8 @@ pub(super) async fn thread(
     limit: u32,
     now: Millis,
 ) -> StoreResult<Vec<Message>> {
-    let messages = inbox::messages_in(db, &Place::Thread(thread), since_id, limit, now).await?;
+    let messages =
+        inbox::messages_in(db, &Place::Thread(thread), Some(since_id), limit, now).await?;
     live_thread(db, thread, now, messages).await
 }
 
@@ -168,7 +170,7 @@ pub(super) async fn recent(
     limit: u32,
     now: Millis,
 ) -> StoreResult<Vec<Message>> {
-    let mut messages = inbox::newest_in(db, place, limit, now).await?;
+    let mut messages = inbox::messages_in(db, place, None, limit, now).await?;
     messages.reverse();
     match place {
         &Place::Thread(thread) => live_thread(db, thread, now, messages).await,
@@ -242,9 +244,7 @@ pub(super) async fn purge_batch(db: &impl Executor, now: Millis, batch: u32) -> 
 async fn uncount(db: &impl Executor, removed: &[Removed]) -> StoreResult<()> {
     let (channels, threads) = losses(removed);
     for (channel, loss) in channels {
-        purge::subtract_from_channel(db, channel, loss.gone).await?;
-        purge::drop_channel_if_empty(db, channel).await?;
-        purge::refind_channel_newest(db, channel, loss.newest).await?;
+        purge::uncount_channel(db, channel, loss.gone, loss.newest).await?;
     }
     for (thread, loss) in threads {
         let Some((count, people)) = purge::thread_counts(db, thread).await? else {
@@ -256,9 +256,8 @@ async fn uncount(db: &impl Executor, removed: &[Removed]) -> StoreResult<()> {
             continue;
         }
         // Who is in it: those who sent or received what is left.
-        purge::set_thread_counts(db, thread, left, &loss.people_after(&people)?).await?;
-        purge::refind_thread_opening(db, thread, loss.oldest).await?;
-        purge::refind_thread_newest(db, thread, loss.newest).await?;
+        let people = loss.people_after(&people)?;
+        purge::recount_thread(db, thread, left, &people, loss.oldest, loss.newest).await?;
     }
     Ok(())
 }

@@ -2,16 +2,16 @@
 //! unread messages not yet brought to them, their agents' approvals, and
 //! their devices for push notifications.
 
-use super::messages::messages;
+use super::messages::{mark_listed, messages};
 use crate::model::{
     Approval, ApprovalId, Behavior, Device, DeviceId, Handle, Message, MessageId, Millis,
     NewApproval, NotifySettings, Preview, WebhookFormat,
 };
 use crate::store::columns::{MESSAGE_COLUMNS, from_row};
-use crate::store::sql::{Executor, List, Param, Row};
+use crate::store::sql::{Executor, Param, Row};
 use crate::store::{StoreResult, settings_from_columns};
 
-pub(in crate::store) async fn notify_settings(
+pub async fn notify_settings(
     db: &impl Executor,
     handle: &Handle,
 ) -> StoreResult<Option<NotifySettings>> {
@@ -30,7 +30,7 @@ pub(in crate::store) async fn notify_settings(
         .transpose()
 }
 
-pub(in crate::store) async fn set_notify_settings(
+pub async fn set_notify_settings(
     db: &impl Executor,
     handle: &Handle,
     settings: &NotifySettings,
@@ -58,7 +58,7 @@ pub(in crate::store) async fn set_notify_settings(
 
 /// Messages after `after` that nobody has read, answered or been told of
 /// yet, in no conversation read past them, oldest first.
-pub(in crate::store) async fn unnotified(
+pub async fn unnotified(
     db: &impl Executor,
     after: MessageId,
     now: Millis,
@@ -79,25 +79,14 @@ pub(in crate::store) async fn unnotified(
 
 /// Marks those of `ids` still unread, unanswered and untold as told at
 /// `now`: those, in id order.
-pub(in crate::store) async fn mark_notified(
+pub async fn mark_notified(
     db: &impl Executor,
     recipient: &Handle,
     ids: &[MessageId],
     now: Millis,
 ) -> StoreResult<Vec<MessageId>> {
-    let sql = db.pick(
-        "UPDATE inbox SET notified_at = ?3 WHERE recipient = ?1 \
-         AND message_id IN (SELECT value FROM json_each(?2)) AND notified_at IS NULL \
-         AND read_at IS NULL AND answered_at IS NULL RETURNING message_id",
-        "UPDATE inbox SET notified_at = ?3 WHERE recipient = ?1 \
-         AND message_id = ANY(?2) AND notified_at IS NULL \
-         AND read_at IS NULL AND answered_at IS NULL RETURNING message_id",
-    );
-    let mut marked: Vec<MessageId> = db
-        .column(sql, &[recipient, &List(ids.to_vec()), &now])
-        .await?;
-    marked.sort_unstable();
-    Ok(marked)
+    let still = "notified_at IS NULL AND read_at IS NULL AND answered_at IS NULL";
+    mark_listed(db, "notified_at = ?3", still, recipient, ids, now).await
 }
 
 /// An approval's columns, as [`approval_from_row`] reads them.
@@ -128,10 +117,7 @@ fn approval_from_row(row: Row<'_>) -> StoreResult<Approval> {
     })
 }
 
-pub(in crate::store) async fn add_approval(
-    db: &impl Executor,
-    new: &NewApproval,
-) -> StoreResult<Approval> {
+pub async fn add_approval(db: &impl Executor, new: &NewApproval) -> StoreResult<Approval> {
     let (preview, withheld) = new.preview.to_columns();
     let sql = concat!(
         "INSERT INTO approvals (handle, request_id, tool_name, description, input_preview, \
@@ -152,10 +138,7 @@ pub(in crate::store) async fn add_approval(
     Ok(added.expect("INSERT … RETURNING returns the row"))
 }
 
-pub(in crate::store) async fn approval(
-    db: &impl Executor,
-    id: ApprovalId,
-) -> StoreResult<Option<Approval>> {
+pub async fn approval(db: &impl Executor, id: ApprovalId) -> StoreResult<Option<Approval>> {
     let sql = concat!(
         "SELECT ",
         approval_columns!(),
@@ -164,7 +147,7 @@ pub(in crate::store) async fn approval(
     db.row(sql, &[&id], approval_from_row).await
 }
 
-pub(in crate::store) async fn approvals(
+pub async fn approvals(
     db: &impl Executor,
     handle: &Handle,
     since: Millis,
@@ -179,7 +162,7 @@ pub(in crate::store) async fn approvals(
         .await
 }
 
-pub(in crate::store) async fn answer_approval(
+pub async fn answer_approval(
     db: &impl Executor,
     id: ApprovalId,
     handle: &Handle,
@@ -195,10 +178,7 @@ pub(in crate::store) async fn answer_approval(
     db.row(sql, &params, approval_from_row).await
 }
 
-pub(in crate::store) async fn forget_approvals(
-    db: &impl Executor,
-    before: Millis,
-) -> StoreResult<u64> {
+pub async fn forget_approvals(db: &impl Executor, before: Millis) -> StoreResult<u64> {
     db.exec("DELETE FROM approvals WHERE created_at < ?1", &[&before])
         .await
 }
@@ -214,10 +194,7 @@ fn device_from_row(row: Row<'_>) -> StoreResult<Device> {
     Ok(from_row!(row.get, Device: id, handle, endpoint, p256dh, auth, created_at))
 }
 
-pub(in crate::store) async fn add_device(
-    db: &impl Executor,
-    device: &Device,
-) -> StoreResult<Device> {
+pub async fn add_device(db: &impl Executor, device: &Device) -> StoreResult<Device> {
     let sql = concat!(
         "INSERT INTO push_devices (handle, endpoint, p256dh, auth, created_at) \
          VALUES (?1, ?2, ?3, ?4, ?5) \
@@ -236,10 +213,7 @@ pub(in crate::store) async fn add_device(
     Ok(added.expect("INSERT … RETURNING returns the row"))
 }
 
-pub(in crate::store) async fn devices(
-    db: &impl Executor,
-    handle: &Handle,
-) -> StoreResult<Vec<Device>> {
+pub async fn devices(db: &impl Executor, handle: &Handle) -> StoreResult<Vec<Device>> {
     let sql = concat!(
         "SELECT ",
         device_columns!(),
@@ -248,7 +222,7 @@ pub(in crate::store) async fn devices(
     db.rows(sql, &[handle], device_from_row).await
 }
 
-pub(in crate::store) async fn remove_device(
+pub async fn remove_device(
     db: &impl Executor,
     id: DeviceId,
     handle: Option<&Handle>,

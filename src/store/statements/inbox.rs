@@ -37,7 +37,7 @@ macro_rules! still_takeable {
 
 /// Marks up to `limit` of `recipient`'s takeable rows (unread, live, under
 /// no running lease) read at `now`, oldest first; their ids.
-pub(in crate::store) async fn take_for_claim(
+pub async fn take_for_claim(
     db: &impl Executor,
     recipient: &Handle,
     now: Millis,
@@ -66,7 +66,7 @@ pub(in crate::store) async fn take_for_claim(
 /// Leases up to `limit` of the same rows, never one last offered to
 /// `offer.holder` nor one offered `most` times already, to that holder;
 /// their ids.
-pub(in crate::store) async fn take_for_offer(
+pub async fn take_for_offer(
     db: &impl Executor,
     recipient: &Handle,
     offer: Offer,
@@ -112,7 +112,7 @@ pub(in crate::store) async fn take_for_offer(
 /// messages, overdue at `now`, soonest due first; their ids. A row
 /// another relay is marking is skipped, and each is checked again as it
 /// is marked.
-pub(in crate::store) async fn mark_overdue(
+pub async fn mark_overdue(
     db: &impl Executor,
     now: Millis,
     limit: u32,
@@ -140,56 +140,40 @@ pub(in crate::store) async fn mark_overdue(
 }
 
 /// Messages by id, oldest first, with their ledgers as they are now.
-pub(in crate::store) async fn messages_by_id(
-    db: &impl Executor,
-    ids: &[MessageId],
-) -> StoreResult<Vec<Message>> {
+pub async fn messages_by_id(db: &impl Executor, ids: &[MessageId]) -> StoreResult<Vec<Message>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let listed = db.pick(
-        "m.id IN (SELECT value FROM json_each(?1))",
-        "m.id = ANY(?1)",
-    );
+    let listed = db.is_in("m.id", 1);
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} WHERE {listed} ORDER BY m.id"
     );
     messages(db, &sql, &[&List(ids.to_vec())]).await
 }
 
-/// Live messages of `place` with an id above `since_id`, oldest first.
-pub(in crate::store) async fn messages_in(
+/// Live messages of `place`: with `after`, those with a higher id, oldest
+/// first; without, the newest, newest first.
+pub async fn messages_in(
     db: &impl Executor,
     place: &Place,
-    since_id: MessageId,
+    after: Option<MessageId>,
     limit: u32,
     now: Millis,
 ) -> StoreResult<Vec<Message>> {
     let (column, value) = column(place);
+    let (after, order) = match after {
+        Some(id) => (id, "ASC"),
+        None => (MessageId(0), "DESC"),
+    };
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
-         WHERE {column} = ?1 AND m.id > ?2 AND m.expires_at > ?3 ORDER BY m.id LIMIT ?4"
+         WHERE {column} = ?1 AND m.id > ?2 AND m.expires_at > ?3 ORDER BY m.id {order} LIMIT ?4"
     );
-    messages(db, &sql, &[value, &since_id, &now, &i64::from(limit)]).await
-}
-
-/// The newest `limit` live messages of `place`, newest first.
-pub(in crate::store) async fn newest_in(
-    db: &impl Executor,
-    place: &Place,
-    limit: u32,
-    now: Millis,
-) -> StoreResult<Vec<Message>> {
-    let (column, value) = column(place);
-    let sql = format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} \
-         WHERE {column} = ?1 AND m.expires_at > ?2 ORDER BY m.id DESC LIMIT ?3"
-    );
-    messages(db, &sql, &[value, &now, &i64::from(limit)]).await
+    messages(db, &sql, &[value, &after, &now, &i64::from(limit)]).await
 }
 
 /// Raises `reader`'s read mark kept under `key` to `last_id`, never lower.
-pub(in crate::store) async fn raise_read_mark(
+pub async fn raise_read_mark(
     db: &impl Executor,
     reader: &Handle,
     key: &str,
@@ -209,7 +193,7 @@ pub(in crate::store) async fn raise_read_mark(
 /// `reader`'s mark (all, without one), counting at most `cap`. SQLite
 /// reads an index range of the unread messages only, a place at a time;
 /// PostgreSQL takes every place in one statement (a page asks for dozens).
-pub(in crate::store) async fn unread_after_marks(
+pub async fn unread_after_marks(
     db: &impl Executor,
     reader: &Handle,
     places: &[(Place, String)],

@@ -9,7 +9,7 @@ use crate::store::sql::{Executor, List, Param, Row};
 use crate::store::{StoreError, StoreResult};
 
 /// A message from a row of [`MESSAGE_COLUMNS`].
-pub(in crate::store) fn message_from_row(row: &Row<'_>) -> StoreResult<Message> {
+pub fn message_from_row(row: &Row<'_>) -> StoreResult<Message> {
     let to: Option<Handle> = row.get(4)?;
     let delivery = match to {
         Some(_) => {
@@ -56,7 +56,7 @@ pub(in crate::store) fn message_from_row(row: &Row<'_>) -> StoreResult<Message> 
 
 /// The messages a statement selecting [`MESSAGE_COLUMNS`] returns, in its
 /// order.
-pub(in crate::store) async fn messages(
+pub async fn messages(
     db: &impl Executor,
     sql: &str,
     params: &[&dyn Param],
@@ -64,24 +64,22 @@ pub(in crate::store) async fn messages(
     db.rows(sql, params, |row| message_from_row(&row)).await
 }
 
-pub(in crate::store) async fn release_offers(
+pub async fn release_offers(
     db: &impl Executor,
     recipient: &Handle,
     holder: i64,
     ids: &[MessageId],
 ) -> StoreResult<()> {
-    let sql = db.pick(
-        "UPDATE inbox SET lease_until = NULL WHERE recipient = ?1 \
-         AND message_id IN (SELECT value FROM json_each(?2)) AND push_holder = ?3 \
+    let sql = format!(
+        "UPDATE inbox SET lease_until = NULL WHERE recipient = ?1 AND {} AND push_holder = ?3 \
          AND read_at IS NULL",
-        "UPDATE inbox SET lease_until = NULL WHERE recipient = ?1 \
-         AND message_id = ANY(?2) AND push_holder = ?3 AND read_at IS NULL",
+        db.is_in("message_id", 2)
     );
-    db.write(sql, &[recipient, &List(ids.to_vec()), &holder])
+    db.write(&sql, &[recipient, &List(ids.to_vec()), &holder])
         .await
 }
 
-pub(in crate::store) async fn next_lease_end(
+pub async fn next_lease_end(
     db: &impl Executor,
     recipient: &Handle,
     now: Millis,
@@ -98,27 +96,39 @@ pub(in crate::store) async fn next_lease_end(
 
 /// Marks those of `ids` that `recipient` had not read as read at `now`:
 /// those, in id order.
-pub(in crate::store) async fn confirm_read(
+pub async fn confirm_read(
     db: &impl Executor,
     recipient: &Handle,
     ids: &[MessageId],
     now: Millis,
 ) -> StoreResult<Vec<MessageId>> {
-    let sql = db.pick(
-        "UPDATE inbox SET read_at = ?3, lease_until = NULL WHERE recipient = ?1 \
-         AND message_id IN (SELECT value FROM json_each(?2)) AND read_at IS NULL \
-         RETURNING message_id",
-        "UPDATE inbox SET read_at = ?3, lease_until = NULL WHERE recipient = ?1 \
-         AND message_id = ANY(?2) AND read_at IS NULL RETURNING message_id",
-    );
-    let mut confirmed: Vec<MessageId> = db
-        .column(sql, &[recipient, &List(ids.to_vec()), &now])
-        .await?;
-    confirmed.sort_unstable();
-    Ok(confirmed)
+    let set = "read_at = ?3, lease_until = NULL";
+    mark_listed(db, set, "read_at IS NULL", recipient, ids, now).await
 }
 
-pub(in crate::store) async fn message(
+/// Sets `set` (with `now` as `?3`) on those inbox rows of `recipient`'s
+/// among `ids` that are still as `still` says: their ids, in order.
+pub async fn mark_listed(
+    db: &impl Executor,
+    set: &str,
+    still: &str,
+    recipient: &Handle,
+    ids: &[MessageId],
+    now: Millis,
+) -> StoreResult<Vec<MessageId>> {
+    let listed = db.is_in("message_id", 2);
+    let sql = format!(
+        "UPDATE inbox SET {set} WHERE recipient = ?1 AND {listed} AND {still} \
+         RETURNING message_id"
+    );
+    let mut marked: Vec<MessageId> = db
+        .column(&sql, &[recipient, &List(ids.to_vec()), &now])
+        .await?;
+    marked.sort_unstable();
+    Ok(marked)
+}
+
+pub async fn message(
     db: &impl Executor,
     id: MessageId,
     now: Millis,
@@ -131,7 +141,7 @@ pub(in crate::store) async fn message(
         .await
 }
 
-pub(in crate::store) async fn attachment(
+pub async fn attachment(
     db: &impl Executor,
     id: MessageId,
     n: u32,
@@ -149,6 +159,6 @@ pub(in crate::store) async fn attachment(
 }
 
 /// A file's number as its `integer` column keeps it.
-pub(in crate::store) fn attachment_number(n: u32) -> i32 {
+pub fn attachment_number(n: u32) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }

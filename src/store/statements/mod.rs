@@ -3,13 +3,13 @@
 //! run one for each item of a short list), deciding nothing; the rules
 //! (`../rules/`) and the table of methods (`../methods.rs`) decide.
 
-pub(super) mod attention;
-pub(super) mod inbox;
-pub(super) mod messages;
-pub(super) mod oauth;
-pub(super) mod people;
-pub(super) mod purge;
-pub(super) mod sessions;
-pub(super) mod storing;
-pub(super) mod summaries;
-pub(super) mod work;
+pub mod attention;
+pub mod inbox;
+pub mod messages;
+pub mod oauth;
+pub mod people;
+pub mod purge;
+pub mod sessions;
+pub mod storing;
+pub mod summaries;
+pub mod work;

@@ -26,10 +26,7 @@ macro_rules! grant_columns {
     };
 }
 
-pub(in crate::store) async fn register_client(
-    db: &impl Executor,
-    client: &RegisteredClient,
-) -> StoreResult<()> {
+pub async fn register_client(db: &impl Executor, client: &RegisteredClient) -> StoreResult<()> {
     let uris = client.redirect_uris.join("\n");
     db.write(
         "INSERT INTO oauth_clients (client_id, name, redirect_uris, registered_at) \
@@ -44,7 +41,7 @@ pub(in crate::store) async fn register_client(
     .await
 }
 
-pub(in crate::store) async fn registered_client(
+pub async fn registered_client(
     db: &impl Executor,
     client_id: &str,
 ) -> StoreResult<Option<RegisteredClient>> {
@@ -65,7 +62,7 @@ pub(in crate::store) async fn registered_client(
     .await
 }
 
-pub(in crate::store) async fn add_code(
+pub async fn add_code(
     db: &impl Executor,
     code: TokenHash,
     a: &Authorization,
@@ -98,7 +95,7 @@ pub(in crate::store) async fn add_code(
 /// refresh token is `presented`: `tokens` replace its tokens, the sibling
 /// is forgotten, and `presented` becomes the previous one, taken again as
 /// a retry until `retry_until`. The grant and its generation after.
-pub(in crate::store) async fn rotate_current(
+pub async fn rotate_current(
     db: &impl Executor,
     presented: TokenHash,
     client_id: &str,
@@ -130,7 +127,7 @@ pub(in crate::store) async fn rotate_current(
 /// `presented`, within its grace: `tokens` replace the ones issued for it
 /// moments ago, whose refresh token becomes the sibling (good until it or
 /// the new one is used), and `presented` stays the previous one.
-pub(in crate::store) async fn rotate_previous(
+pub async fn rotate_previous(
     db: &impl Executor,
     presented: TokenHash,
     client_id: &str,
@@ -179,7 +176,7 @@ async fn rotate(
 /// previous one past the grace, or another of `family`'s (never its
 /// current one, nor its previous one within the grace, which another
 /// client presented: those are unknown to it).
-pub(in crate::store) async fn grant_reused(
+pub async fn grant_reused(
     db: &impl Executor,
     presented: TokenHash,
     family: TokenHash,
@@ -196,7 +193,7 @@ pub(in crate::store) async fn grant_reused(
 
 /// Marks `code`, unused and unexpired, used at `now`: what it authorized;
 /// none for any other code.
-pub(in crate::store) async fn use_code(
+pub async fn use_code(
     db: &impl Executor,
     code: TokenHash,
     now: Millis,
@@ -219,7 +216,7 @@ pub(in crate::store) async fn use_code(
 /// (`None` when no used code is `code`). On PostgreSQL the update waits
 /// for a grant being made from the code (which holds its row:
 /// [`code_awaits_grant`]), and then sees that grant.
-pub(in crate::store) async fn void_used_code(
+pub async fn void_used_code(
     db: &impl Executor,
     code: TokenHash,
 ) -> StoreResult<Option<Option<GrantId>>> {
@@ -235,10 +232,7 @@ pub(in crate::store) async fn void_used_code(
 /// yet). On PostgreSQL the code's row is locked until the transaction
 /// ends: a second redemption voids the code either before this (no
 /// grant) or after (it ends the grant).
-pub(in crate::store) async fn code_awaits_grant(
-    db: &impl Executor,
-    code: TokenHash,
-) -> StoreResult<bool> {
+pub async fn code_awaits_grant(db: &impl Executor, code: TokenHash) -> StoreResult<bool> {
     let sql = "SELECT 1 FROM oauth_codes WHERE hash = ?1 AND grant_id IS NULL AND expires_at > 0";
     let locked = concat!(
         "SELECT 1 FROM oauth_codes WHERE hash = ?1 AND grant_id IS NULL AND expires_at > 0 ",
@@ -248,7 +242,7 @@ pub(in crate::store) async fn code_awaits_grant(
 }
 
 /// `handle`'s grants beyond their `keep` most recently used.
-pub(in crate::store) async fn grants_beyond(
+pub async fn grants_beyond(
     db: &impl Executor,
     handle: &Handle,
     keep: u32,
@@ -263,7 +257,7 @@ pub(in crate::store) async fn grants_beyond(
 }
 
 /// Writes a new grant of `a` with `tokens`, made and used `now`.
-pub(in crate::store) async fn insert_grant(
+pub async fn insert_grant(
     db: &impl Executor,
     a: &Authorization,
     tokens: &GrantTokens,
@@ -296,7 +290,7 @@ pub(in crate::store) async fn insert_grant(
 
 /// Notes that `grant` was made from `code`, and that its client was used
 /// `now`.
-pub(in crate::store) async fn grant_made(
+pub async fn grant_made(
     db: &impl Executor,
     code: TokenHash,
     grant: GrantId,
@@ -315,10 +309,7 @@ fn grant_from_row(row: &Row<'_>) -> StoreResult<Grant> {
     ))
 }
 
-pub(in crate::store) async fn grants(
-    db: &impl Executor,
-    handle: &Handle,
-) -> StoreResult<Vec<Grant>> {
+pub async fn grants(db: &impl Executor, handle: &Handle) -> StoreResult<Vec<Grant>> {
     let sql = concat!(
         "SELECT ",
         grant_columns!(),
@@ -329,7 +320,7 @@ pub(in crate::store) async fn grants(
 
 /// Ends a grant and its tokens (only `handle`'s, if named): whether one
 /// ended.
-pub(in crate::store) async fn end_grant(
+pub async fn end_grant(
     db: &impl Executor,
     id: GrantId,
     handle: Option<&Handle>,
@@ -343,10 +334,7 @@ pub(in crate::store) async fn end_grant(
     Ok(ended > 0)
 }
 
-pub(in crate::store) async fn end_grant_holding(
-    db: &impl Executor,
-    token: TokenHash,
-) -> StoreResult<bool> {
+pub async fn end_grant_holding(db: &impl Executor, token: TokenHash) -> StoreResult<bool> {
     let grant: Option<GrantId> = db
         .value(
             "SELECT id FROM oauth_grants \
@@ -362,10 +350,7 @@ pub(in crate::store) async fn end_grant_holding(
 }
 
 /// Ends every grant of `handle`'s (their token was rotated or revoked).
-pub(in crate::store) async fn end_grants_of(
-    db: &impl Executor,
-    handle: &Handle,
-) -> StoreResult<()> {
+pub async fn end_grants_of(db: &impl Executor, handle: &Handle) -> StoreResult<()> {
     db.write("DELETE FROM oauth_grants WHERE handle = ?1", &[handle])
         .await?;
     db.write("DELETE FROM oauth_codes WHERE handle = ?1", &[handle])
@@ -373,10 +358,7 @@ pub(in crate::store) async fn end_grants_of(
 }
 
 /// One row a grant: the grants, with their one access token each.
-pub(in crate::store) async fn live_grants(
-    db: &impl Executor,
-    now: Millis,
-) -> StoreResult<Vec<LiveGrant>> {
+pub async fn live_grants(db: &impl Executor, now: Millis) -> StoreResult<Vec<LiveGrant>> {
     db.rows(
         "SELECT id, handle, resource, access_hash, access_expires FROM oauth_grants ORDER BY id",
         &[],
@@ -394,11 +376,7 @@ pub(in crate::store) async fn live_grants(
     .await
 }
 
-pub(in crate::store) async fn forget(
-    db: &impl Executor,
-    now: Millis,
-    unused_since: Millis,
-) -> StoreResult<()> {
+pub async fn forget(db: &impl Executor, now: Millis, unused_since: Millis) -> StoreResult<()> {
     // A used code is kept until it would have expired, so that presenting
     // it again is known for what it is; then a while longer.
     db.write(
@@ -421,7 +399,7 @@ pub(in crate::store) async fn forget(
 }
 
 /// The credentials revision, as this transaction (or connection) sees it.
-pub(in crate::store) async fn credentials_revision(db: &impl Executor) -> StoreResult<u64> {
+pub async fn credentials_revision(db: &impl Executor) -> StoreResult<u64> {
     let value: Option<i64> = db
         .value(
             "SELECT value FROM revisions WHERE name = 'credentials'",

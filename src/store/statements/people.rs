@@ -19,10 +19,7 @@ fn person_from_row(row: Row<'_>) -> StoreResult<Person> {
     Ok(from_row!(row.get, Person: handle, name, created_at, last_seen_at, revoked_at))
 }
 
-pub(in crate::store) async fn by_token(
-    db: &impl Executor,
-    hash: TokenHash,
-) -> StoreResult<Option<Person>> {
+pub async fn by_token(db: &impl Executor, hash: TokenHash) -> StoreResult<Option<Person>> {
     let sql = concat!(
         person_columns!(),
         " WHERE p.token_hash = ?1 AND p.revoked_at IS NULL"
@@ -31,9 +28,7 @@ pub(in crate::store) async fn by_token(
 }
 
 /// The token hashes of everyone live, with whose they are.
-pub(in crate::store) async fn live_tokens(
-    db: &impl Executor,
-) -> StoreResult<Vec<(TokenHash, Handle)>> {
+pub async fn live_tokens(db: &impl Executor) -> StoreResult<Vec<(TokenHash, Handle)>> {
     db.rows(
         "SELECT token_hash, handle FROM people WHERE revoked_at IS NULL",
         &[],
@@ -43,16 +38,16 @@ pub(in crate::store) async fn live_tokens(
 }
 
 /// Whether anyone, revoked or not, was ever added.
-pub(in crate::store) async fn any(db: &impl Executor) -> StoreResult<bool> {
+pub async fn any(db: &impl Executor) -> StoreResult<bool> {
     db.exists("SELECT 1 FROM people LIMIT 1", &[]).await
 }
 
-pub(in crate::store) async fn all(db: &impl Executor) -> StoreResult<Vec<Person>> {
+pub async fn all(db: &impl Executor) -> StoreResult<Vec<Person>> {
     let sql = concat!(person_columns!(), " ORDER BY p.id");
     db.rows(sql, &[], person_from_row).await
 }
 
-pub(in crate::store) async fn add(
+pub async fn add(
     db: &impl Executor,
     handle: &Handle,
     name: &str,
@@ -87,27 +82,19 @@ async fn update_live(
 }
 
 /// A rotated or revoked token ends the person's OAuth grants too.
-pub(in crate::store) async fn rotate(
-    db: &impl Executor,
-    handle: &Handle,
-    hash: TokenHash,
-) -> StoreResult<()> {
+pub async fn rotate(db: &impl Executor, handle: &Handle, hash: TokenHash) -> StoreResult<()> {
     oauth::end_grants_of(db, handle).await?;
     let sql = "UPDATE people SET token_hash = ?2 WHERE handle = ?1 AND revoked_at IS NULL";
     update_live(db, handle, sql, &hash).await
 }
 
-pub(in crate::store) async fn revoke(
-    db: &impl Executor,
-    handle: &Handle,
-    now: Millis,
-) -> StoreResult<()> {
+pub async fn revoke(db: &impl Executor, handle: &Handle, now: Millis) -> StoreResult<()> {
     oauth::end_grants_of(db, handle).await?;
     let sql = "UPDATE people SET revoked_at = ?2 WHERE handle = ?1 AND revoked_at IS NULL";
     update_live(db, handle, sql, &now).await
 }
 
-pub(in crate::store) async fn set_status(
+pub async fn set_status(
     db: &impl Executor,
     handle: &Handle,
     status: &str,
@@ -122,10 +109,7 @@ pub(in crate::store) async fn set_status(
 }
 
 /// Records last-seen times, keeping the later of two.
-pub(in crate::store) async fn record_seen(
-    db: &impl Executor,
-    seen: Vec<(Handle, Millis)>,
-) -> StoreResult<()> {
+pub async fn record_seen(db: &impl Executor, seen: Vec<(Handle, Millis)>) -> StoreResult<()> {
     let sql = db.pick(
         "INSERT INTO presence (handle, last_seen_at) VALUES (?1, ?2) ON CONFLICT (handle) \
          DO UPDATE SET last_seen_at = max(coalesce(last_seen_at, 0), ?2)",
@@ -138,7 +122,7 @@ pub(in crate::store) async fn record_seen(
     Ok(())
 }
 
-pub(in crate::store) async fn presence(db: &impl Executor) -> StoreResult<Vec<Presence>> {
+pub async fn presence(db: &impl Executor) -> StoreResult<Vec<Presence>> {
     db.rows(
         "SELECT handle, status, last_seen_at FROM presence",
         &[],
@@ -149,10 +133,7 @@ pub(in crate::store) async fn presence(db: &impl Executor) -> StoreResult<Vec<Pr
 
 /// Forgets the presence of handles that are no person's and have been
 /// quiet since `quiet_since`.
-pub(in crate::store) async fn forget_quiet_presence(
-    db: &impl Executor,
-    quiet_since: Millis,
-) -> StoreResult<()> {
+pub async fn forget_quiet_presence(db: &impl Executor, quiet_since: Millis) -> StoreResult<()> {
     let sql = db.pick(
         "DELETE FROM presence WHERE handle NOT IN (SELECT handle FROM people) \
          AND max(coalesce(last_seen_at, 0), coalesce(status_at, 0)) < ?1",
@@ -164,11 +145,7 @@ pub(in crate::store) async fn forget_quiet_presence(
 
 /// The relay's key named `name`, made of `fresh` by whichever relay asks
 /// first, and the same for all.
-pub(in crate::store) async fn key(
-    db: &impl Executor,
-    name: &str,
-    fresh: &[u8],
-) -> StoreResult<Vec<u8>> {
+pub async fn key(db: &impl Executor, name: &str, fresh: &[u8]) -> StoreResult<Vec<u8>> {
     db.exec(
         "INSERT INTO keys (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING",
         &[&name, &fresh],
@@ -180,16 +157,12 @@ pub(in crate::store) async fn key(
     Ok(value.unwrap_or_else(|| fresh.to_vec()))
 }
 
-pub(in crate::store) async fn kept(db: &impl Executor, name: &str) -> StoreResult<Option<Vec<u8>>> {
+pub async fn kept(db: &impl Executor, name: &str) -> StoreResult<Option<Vec<u8>>> {
     db.value("SELECT value FROM kept WHERE name = ?1", &[&name])
         .await
 }
 
-pub(in crate::store) async fn keep(
-    db: &impl Executor,
-    name: &str,
-    value: &[u8],
-) -> StoreResult<()> {
+pub async fn keep(db: &impl Executor, name: &str, value: &[u8]) -> StoreResult<()> {
     db.write(
         "INSERT INTO kept (name, value) VALUES (?1, ?2) \
          ON CONFLICT (name) DO UPDATE SET value = ?2",

@@ -8,7 +8,7 @@ use crate::store::sql::{Dialect, Executor, List};
 use crate::store::summary::Removed;
 
 /// Deletes up to `batch` messages expired at `now`, soonest expired first.
-pub(in crate::store) async fn delete_expired(
+pub async fn delete_expired(
     db: &impl Executor,
     now: Millis,
     batch: u32,
@@ -27,10 +27,7 @@ pub(in crate::store) async fn delete_expired(
 /// recipient is the key's first part), not the scan a foreign key's
 /// cascade would need an index of its own for; on PostgreSQL all in one
 /// statement.
-pub(in crate::store) async fn delete_inbox_rows(
-    db: &impl Executor,
-    removed: &[Removed],
-) -> StoreResult<()> {
+pub async fn delete_inbox_rows(db: &impl Executor, removed: &[Removed]) -> StoreResult<()> {
     let addressed = removed
         .iter()
         .filter_map(|m| Some((m.recipient.as_deref()?, m.id)));
@@ -54,36 +51,20 @@ pub(in crate::store) async fn delete_inbox_rows(
     }
 }
 
-pub(in crate::store) async fn subtract_from_channel(
+/// Takes `gone` messages out of the channel's summary, dropping it if none
+/// is left, and finds its newest message again if the one it named
+/// (`newest` or below) went.
+pub async fn uncount_channel(
     db: &impl Executor,
     channel: &str,
     gone: i64,
-) -> StoreResult<()> {
-    db.write(
-        "UPDATE channel_summaries SET message_count = message_count - ?2 WHERE channel = ?1",
-        &[&channel, &gone],
-    )
-    .await
-}
-
-pub(in crate::store) async fn drop_channel_if_empty(
-    db: &impl Executor,
-    channel: &str,
-) -> StoreResult<()> {
-    db.write(
-        "DELETE FROM channel_summaries WHERE channel = ?1 AND message_count <= 0",
-        &[&channel],
-    )
-    .await
-}
-
-/// Finds the channel's newest message again, if the one it named
-/// (`newest` or below) went.
-pub(in crate::store) async fn refind_channel_newest(
-    db: &impl Executor,
-    channel: &str,
     newest: MessageId,
 ) -> StoreResult<()> {
+    let subtract =
+        "UPDATE channel_summaries SET message_count = message_count - ?2 WHERE channel = ?1";
+    db.write(subtract, &[&channel, &gone]).await?;
+    let drop = "DELETE FROM channel_summaries WHERE channel = ?1 AND message_count <= 0";
+    db.write(drop, &[&channel]).await?;
     db.write(
         "UPDATE channel_summaries SET (last_id, last_activity) = \
          (SELECT id, created_at FROM messages WHERE channel = ?1 ORDER BY id DESC LIMIT 1) \
@@ -94,7 +75,7 @@ pub(in crate::store) async fn refind_channel_newest(
 }
 
 /// A thread's message count and people, as stored.
-pub(in crate::store) async fn thread_counts(
+pub async fn thread_counts(
     db: &impl Executor,
     thread: ThreadId,
 ) -> StoreResult<Option<(i64, String)>> {
@@ -107,10 +88,7 @@ pub(in crate::store) async fn thread_counts(
 }
 
 /// Deletes the thread's row if no message is left in it; whether it did.
-pub(in crate::store) async fn drop_thread_if_empty(
-    db: &impl Executor,
-    thread: ThreadId,
-) -> StoreResult<bool> {
+pub async fn drop_thread_if_empty(db: &impl Executor, thread: ThreadId) -> StoreResult<bool> {
     let dropped = db
         .exec(
             "DELETE FROM threads WHERE id = ?1 \
@@ -121,42 +99,29 @@ pub(in crate::store) async fn drop_thread_if_empty(
     Ok(dropped == 1)
 }
 
-pub(in crate::store) async fn set_thread_counts(
+/// Sets the thread's message count and people, and finds its opening
+/// again if the one it named (`oldest` or above) went, and its newest
+/// message if the one it named (`newest` or below) went.
+pub async fn recount_thread(
     db: &impl Executor,
     thread: ThreadId,
     count: i64,
     people: &str,
+    oldest: MessageId,
+    newest: MessageId,
 ) -> StoreResult<()> {
-    let sql = db.pick(
+    let set = db.pick(
         "UPDATE threads SET message_count = ?2, people = ?3 WHERE id = ?1",
         "UPDATE threads SET message_count = ?2, people = CAST(?3 AS TEXT)::jsonb WHERE id = ?1",
     );
-    db.write(sql, &[&thread, &count, &people]).await
-}
-
-/// Finds the thread's opening again, if the one it named (`oldest` or
-/// above) went.
-pub(in crate::store) async fn refind_thread_opening(
-    db: &impl Executor,
-    thread: ThreadId,
-    oldest: MessageId,
-) -> StoreResult<()> {
+    db.write(set, &[&thread, &count, &people]).await?;
     db.write(
         "UPDATE threads SET first_id = \
          (SELECT id FROM messages WHERE thread_id = ?1 ORDER BY id LIMIT 1) \
          WHERE id = ?1 AND first_id >= ?2",
         &[&thread, &oldest],
     )
-    .await
-}
-
-/// Finds the thread's newest message again, if the one it named
-/// (`newest` or below) went.
-pub(in crate::store) async fn refind_thread_newest(
-    db: &impl Executor,
-    thread: ThreadId,
-    newest: MessageId,
-) -> StoreResult<()> {
+    .await?;
     db.write(
         "UPDATE threads SET (last_id, last_activity) = \
          (SELECT id, created_at FROM messages WHERE thread_id = ?1 ORDER BY id DESC LIMIT 1) \

@@ -11,7 +11,7 @@ use crate::store::columns::files_column;
 use crate::store::sql::{Dialect, Executor, Param};
 
 /// A place's column in `messages m`, and its value.
-pub(in crate::store) fn column(place: &Place) -> (&'static str, &dyn Param) {
+pub fn column(place: &Place) -> (&'static str, &dyn Param) {
     match place {
         Place::Channel(name) => ("m.channel", name),
         Place::Thread(id) => ("m.thread_id", id),
@@ -20,7 +20,7 @@ pub(in crate::store) fn column(place: &Place) -> (&'static str, &dyn Param) {
 
 /// Whether `handle` is a live person, or, with `or_empty_store`, nobody
 /// was ever added. One statement, whatever the answer.
-pub(in crate::store) async fn may_receive(
+pub async fn may_receive(
     db: &impl Executor,
     handle: &Handle,
     or_empty_store: bool,
@@ -36,7 +36,7 @@ pub(in crate::store) async fn may_receive(
 }
 
 /// Whether the thread has a live message.
-pub(in crate::store) async fn thread_is_live(
+pub async fn thread_is_live(
     db: &impl Executor,
     thread: ThreadId,
     now: Millis,
@@ -49,7 +49,7 @@ pub(in crate::store) async fn thread_is_live(
 }
 
 /// Whether message `id` is live and lives in `place`.
-pub(in crate::store) async fn is_live_in(
+pub async fn is_live_in(
     db: &impl Executor,
     id: MessageId,
     place: &Place,
@@ -68,7 +68,7 @@ pub(in crate::store) async fn is_live_in(
 
 /// Writes a new thread's row whole, summary and all, for its first
 /// message `first_id`; returns the thread's id.
-pub(in crate::store) async fn open_thread(
+pub async fn open_thread(
     db: &impl Executor,
     first_id: MessageId,
     people: &str,
@@ -85,7 +85,7 @@ pub(in crate::store) async fn open_thread(
 }
 
 /// Writes the message's row, its files listed (`messages.attachments`).
-pub(in crate::store) async fn insert_message(db: &impl Executor, m: &Message) -> StoreResult<()> {
+pub async fn insert_message(db: &impl Executor, m: &Message) -> StoreResult<()> {
     let params: [&dyn Param; 11] = [
         &m.id,
         &m.place.thread(),
@@ -109,7 +109,7 @@ pub(in crate::store) async fn insert_message(db: &impl Executor, m: &Message) ->
 }
 
 /// Keeps the bytes of a message's file `n`.
-pub(in crate::store) async fn insert_attachment(
+pub async fn insert_attachment(
     db: &impl Executor,
     id: MessageId,
     n: u32,
@@ -123,7 +123,7 @@ pub(in crate::store) async fn insert_attachment(
 }
 
 /// The message's inbox row, with what it expects of its recipient.
-pub(in crate::store) async fn insert_inbox(
+pub async fn insert_inbox(
     db: &impl Executor,
     recipient: &Handle,
     id: MessageId,
@@ -138,42 +138,40 @@ pub(in crate::store) async fn insert_inbox(
     .await
 }
 
-/// Marks every message of `thread` to `replier` that was pushed or read,
-/// and not answered yet, as answered at `at` (and read).
-pub(in crate::store) async fn answer_thread(
-    db: &impl Executor,
-    replier: &Handle,
-    thread: ThreadId,
-    at: Millis,
-) -> StoreResult<()> {
-    db.write(
-        "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
-         WHERE recipient = ?1 AND answered_at IS NULL \
-         AND (pushed_at IS NOT NULL OR read_at IS NOT NULL) AND message_id IN \
-             (SELECT id FROM messages WHERE thread_id = ?2)",
-        &[replier, &thread, &at],
-    )
-    .await
+/// What a reply answers: every message of its thread to the replier that
+/// was pushed or read, or the one message it replies to in a channel.
+pub enum Answered {
+    Thread(ThreadId),
+    Message(MessageId),
 }
 
-/// Marks message `id`, if it was to `replier` and is not answered yet, as
-/// answered at `at` (and read).
-pub(in crate::store) async fn answer_message(
+/// Marks what `replier` answered, if not answered yet, as answered at
+/// `at` (and read).
+pub async fn answer(
     db: &impl Executor,
     replier: &Handle,
-    id: MessageId,
+    answered: Answered,
     at: Millis,
 ) -> StoreResult<()> {
-    db.write(
-        "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
-         WHERE recipient = ?1 AND message_id = ?2 AND answered_at IS NULL",
-        &[replier, &id, &at],
-    )
-    .await
+    let (sql, id): (_, &dyn Param) = match &answered {
+        Answered::Thread(thread) => (
+            "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
+             WHERE recipient = ?1 AND answered_at IS NULL \
+             AND (pushed_at IS NOT NULL OR read_at IS NOT NULL) \
+             AND message_id IN (SELECT id FROM messages WHERE thread_id = ?2)",
+            thread,
+        ),
+        Answered::Message(id) => (
+            "UPDATE inbox SET answered_at = ?3, read_at = coalesce(read_at, ?3) \
+             WHERE recipient = ?1 AND answered_at IS NULL AND message_id = ?2",
+            id,
+        ),
+    };
+    db.write(sql, &[replier, id, &at]).await
 }
 
 /// Counts message `id` in its channel's summary, creating it.
-pub(in crate::store) async fn count_in_channel(
+pub async fn count_in_channel(
     db: &impl Executor,
     channel: &Channel,
     id: MessageId,
@@ -196,7 +194,7 @@ pub(in crate::store) async fn count_in_channel(
 /// Counts message `id` in a thread opened before it: one more message,
 /// one more for its sender and for its recipient (the sender again when
 /// there is none), both counted from the row before the update.
-pub(in crate::store) async fn count_in_thread(
+pub async fn count_in_thread(
     db: &impl Executor,
     thread: ThreadId,
     id: MessageId,

@@ -15,7 +15,7 @@ use crate::store::sql::Executor;
 use crate::store::summary::handles_of;
 
 /// Channels whose newest message is live, newest first, after the cursor.
-pub(in crate::store) async fn channels(
+pub async fn channels(
     db: &impl Executor,
     now: Millis,
     before: Option<MessageId>,
@@ -41,7 +41,7 @@ pub(in crate::store) async fn channels(
 }
 
 /// Threads whose newest message is live, newest first, after the cursor.
-pub(in crate::store) async fn threads(
+pub async fn threads(
     db: &impl Executor,
     now: Millis,
     before: Option<MessageId>,

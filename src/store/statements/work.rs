@@ -18,12 +18,7 @@ fn claim_from_row(row: Row<'_>) -> StoreResult<Claim> {
     Ok(from_row!(row.get, Claim: id, what, repo, holder, note, created_at, expires_at))
 }
 
-pub(in crate::store) async fn ack(
-    db: &impl Executor,
-    to: &Handle,
-    id: MessageId,
-    ack: &Ack,
-) -> StoreResult<bool> {
+pub async fn ack(db: &impl Executor, to: &Handle, id: MessageId, ack: &Ack) -> StoreResult<bool> {
     let changed = db
         .exec(
             "UPDATE inbox SET ack_result = ?3, ack_note = ?4, acked_at = ?5, \
@@ -37,7 +32,7 @@ pub(in crate::store) async fn ack(
 
 /// Live messages still owed whose `party` (`i.recipient`, or `m.sender`)
 /// is `who`, oldest first.
-pub(in crate::store) async fn owed(
+pub async fn owed(
     db: &impl Executor,
     party: &'static str,
     who: &Handle,
@@ -53,7 +48,7 @@ pub(in crate::store) async fn owed(
 }
 
 /// The claims live at `now`, in `repo` if named, oldest first.
-pub(in crate::store) async fn claims(
+pub async fn claims(
     db: &impl Executor,
     repo: Option<&str>,
     now: Millis,
@@ -67,11 +62,7 @@ pub(in crate::store) async fn claims(
     db.rows(sql, &[&now, &repo], claim_from_row).await
 }
 
-pub(in crate::store) async fn claim(
-    db: &impl Executor,
-    id: i64,
-    now: Millis,
-) -> StoreResult<Option<Claim>> {
+pub async fn claim(db: &impl Executor, id: i64, now: Millis) -> StoreResult<Option<Claim>> {
     let sql = concat!(
         "SELECT ",
         claim_columns!(),
@@ -80,11 +71,7 @@ pub(in crate::store) async fn claim(
     db.row(sql, &[&id, &now], claim_from_row).await
 }
 
-pub(in crate::store) async fn release(
-    db: &impl Executor,
-    id: i64,
-    holder: &Handle,
-) -> StoreResult<bool> {
+pub async fn release(db: &impl Executor, id: i64, holder: &Handle) -> StoreResult<bool> {
     let deleted = db
         .exec(
             "DELETE FROM claims WHERE id = ?1 AND holder = ?2",
@@ -94,7 +81,7 @@ pub(in crate::store) async fn release(
     Ok(deleted > 0)
 }
 
-pub(in crate::store) async fn forget_claims(db: &impl Executor, now: Millis) -> StoreResult<u64> {
+pub async fn forget_claims(db: &impl Executor, now: Millis) -> StoreResult<u64> {
     db.exec("DELETE FROM claims WHERE expires_at <= ?1", &[&now])
         .await
 }
@@ -102,7 +89,7 @@ pub(in crate::store) async fn forget_claims(db: &impl Executor, now: Millis) -> 
 /// Holds every other writer of claims off until the transaction ends:
 /// of two relays claiming overlapping work at once, exactly one wins.
 /// SQLite's writer is alone already.
-pub(in crate::store) async fn lock_claims(db: &impl Executor) -> StoreResult<()> {
+pub async fn lock_claims(db: &impl Executor) -> StoreResult<()> {
     match db.dialect() {
         Dialect::Sqlite => Ok(()),
         Dialect::Postgres => {
@@ -112,11 +99,7 @@ pub(in crate::store) async fn lock_claims(db: &impl Executor) -> StoreResult<()>
     }
 }
 
-pub(in crate::store) async fn insert_claim(
-    db: &impl Executor,
-    claim: &NewClaim,
-    now: Millis,
-) -> StoreResult<Claim> {
+pub async fn insert_claim(db: &impl Executor, claim: &NewClaim, now: Millis) -> StoreResult<Claim> {
     let sql = concat!(
         "INSERT INTO claims (what, repo, holder, note, created_at, expires_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING ",
@@ -134,7 +117,7 @@ pub(in crate::store) async fn insert_claim(
 }
 
 /// Gives claim `id` a new note and end; the claim as it is now.
-pub(in crate::store) async fn renew_claim(
+pub async fn renew_claim(
     db: &impl Executor,
     id: i64,
     note: Option<&str>,
