@@ -28,7 +28,7 @@ pub use schema::MIGRATIONS;
 
 use super::sql::{Dialect, Executor, Param, dollars, pg_params};
 use super::{StoreError, StoreResult, StoreStats};
-use crate::model::{MessageId, Millis, TokenHash};
+use crate::model::{MessageId, Millis};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Transaction};
 use std::{
     future::Future,
@@ -155,10 +155,9 @@ pub(super) trait Db: Sync + Sized {
     /// hands them out from the sequence's value it read under the lock.
     fn next_message_id(&self) -> impl Future<Output = StoreResult<MessageId>> + Send + '_ {
         async move {
-            Ok(row(self, "SELECT nextval('message_ids')", &[])
-                .await?
-                .expect("nextval returns a row")
-                .try_get(0)?)
+            let rows = self.rows("SELECT nextval('message_ids')", &[]).await?;
+            let row = rows.first().expect("nextval returns a row");
+            Ok(row.try_get(0)?)
         }
     }
 }
@@ -179,31 +178,6 @@ macro_rules! db_over {
     )*};
 }
 db_over!(deadpool_postgres::ClientWrapper, Transaction<'_>);
-
-/// The first row of a query, if any.
-async fn row(db: &impl Db, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Option<Row>> {
-    Ok(db.rows(sql, params).await?.into_iter().next())
-}
-
-/// A column as a token hash (people's, sessions' and OAuth's).
-pub(super) fn token_hash(bytes: &[u8]) -> StoreResult<TokenHash> {
-    <[u8; 32]>::try_from(bytes)
-        .map(TokenHash::from_bytes)
-        .map_err(|e| StoreError::backend("a stored token hash", e))
-}
-
-/// The credentials' revision: bumped by every change of a live token
-/// (people's and OAuth's), which every relay follows.
-pub(super) async fn credentials_revision(db: &impl Db) -> StoreResult<u64> {
-    let value: i64 = row(
-        db,
-        "SELECT value FROM revisions WHERE name = 'credentials'",
-        &[],
-    )
-    .await?
-    .map_or(Ok(0), |row| row.try_get(0))?;
-    Ok(value as u64)
-}
 
 impl<D: Db> Executor for Sql<'_, D> {
     fn dialect(&self) -> Dialect {
@@ -306,7 +280,7 @@ impl PostgresStore {
             return Ok(());
         }
         sessions::beat(
-            &*self.client().await?,
+            &Sql(&*self.client().await?),
             &self.instance,
             crate::model::now_millis(),
         )
@@ -320,8 +294,12 @@ impl PostgresStore {
                 loop {
                     every.tick().await;
                     let beat = async {
-                        sessions::beat(&*pool.get().await?, &instance, crate::model::now_millis())
-                            .await
+                        sessions::beat(
+                            &Sql(&*pool.get().await?),
+                            &instance,
+                            crate::model::now_millis(),
+                        )
+                        .await
                     };
                     if let Err(error) = beat.await {
                         tracing::warn!(

@@ -57,7 +57,7 @@ impl Store for PostgresStore {
     }
 
     fn credentials_revision(&self) -> StoreFuture<'_, u64> {
-        Box::pin(async move { super::credentials_revision(&*self.client().await?).await })
+        Box::pin(async move { oauth::credentials_revision(&Sql(&*self.client().await?)).await })
     }
 
     fn insert_message(&self, message: NewMessage) -> StoreFuture<'_, Message> {
@@ -120,7 +120,14 @@ impl Store for PostgresStore {
         let (id, state) = (id.clone(), state.to_owned());
         Box::pin(async move {
             self.hold_sessions().await?;
-            super::sessions::save(&*self.client().await?, &self.instance, &id, &state, now).await
+            super::sessions::save(
+                &Sql(&*self.client().await?),
+                &self.instance,
+                &id,
+                &state,
+                now,
+            )
+            .await
         })
     }
 
@@ -128,7 +135,14 @@ impl Store for PostgresStore {
         let id = id.clone();
         Box::pin(async move {
             self.hold_sessions().await?;
-            super::sessions::bind(&*self.client().await?, &self.instance, &id, owner, now).await
+            super::sessions::bind(
+                &Sql(&*self.client().await?),
+                &self.instance,
+                &id,
+                owner,
+                now,
+            )
+            .await
         })
     }
 
@@ -136,7 +150,13 @@ impl Store for PostgresStore {
         let id = id.clone();
         Box::pin(async move {
             let alive_since = crate::model::now_millis() - GONE_AFTER;
-            super::sessions::get(&*self.client().await?, &self.instance, &id, alive_since).await
+            super::sessions::get(
+                &Sql(&*self.client().await?),
+                &self.instance,
+                &id,
+                alive_since,
+            )
+            .await
         })
     }
 
@@ -146,7 +166,7 @@ impl Store for PostgresStore {
         }
         let gone = crate::model::now_millis() - 86_400_000;
         Box::pin(async move {
-            super::sessions::forget_relays(&*self.client().await?, &self.instance, gone).await
+            super::sessions::forget_relays(&Sql(&*self.client().await?), &self.instance, gone).await
         })
     }
 

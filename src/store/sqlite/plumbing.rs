@@ -59,17 +59,17 @@ impl Store for SqliteStore {
 
     fn save_session(&self, id: &SessionId, state: &str, now: Millis) -> StoreFuture<'_, ()> {
         let (id, state) = (id.clone(), state.to_owned());
-        self.write(move |conn| super::sessions::save(conn, &id, &state, now))
+        self.write(move |conn| rules::at_once(super::sessions::save(&Sql(conn), &id, &state, now)))
     }
 
     fn bind_session(&self, id: &SessionId, owner: TokenHash, now: Millis) -> StoreFuture<'_, ()> {
         let id = id.clone();
-        self.write(move |conn| super::sessions::bind(conn, &id, owner, now))
+        self.write(move |conn| rules::at_once(super::sessions::bind(&Sql(conn), &id, owner, now)))
     }
 
     fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<StoredSession>> {
         let id = id.clone();
-        self.read(move |conn| super::sessions::get(conn, &id))
+        self.read(move |conn| rules::at_once(super::sessions::get(&Sql(conn), &id)))
     }
 
     fn tidy(&self) -> StoreFuture<'_, ()> {

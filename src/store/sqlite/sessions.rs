@@ -1,44 +1,44 @@
 //! MCP sessions kept across restarts: saving, binding and reading one
-//! (the rest is `../statements/sessions.rs`).
+//! (the rest is `../statements/sessions.rs`). One relay serves a SQLite
+//! file, so no session is ever held elsewhere.
 
 use crate::model::{Millis, SessionId, TokenHash};
+use crate::store::sql::Executor;
 use crate::store::{StoreResult, StoredSession};
-use rusqlite::{Connection, OptionalExtension, params};
 
-pub(super) fn save(conn: &Connection, id: &SessionId, state: &str, now: Millis) -> StoreResult<()> {
-    conn.prepare_cached(
+pub(super) async fn save(
+    db: &impl Executor,
+    id: &SessionId,
+    state: &str,
+    now: Millis,
+) -> StoreResult<()> {
+    db.write(
         "INSERT INTO mcp_sessions (id, state, last_used) VALUES (?1, ?2, ?3) \
          ON CONFLICT (id) DO UPDATE SET state = ?2, last_used = ?3",
-    )?
-    .execute(params![id, state, now])?;
-    Ok(())
+        &[id, &state, &now],
+    )
+    .await
 }
 
-pub(super) fn bind(
-    conn: &Connection,
+pub(super) async fn bind(
+    db: &impl Executor,
     id: &SessionId,
     owner: TokenHash,
     now: Millis,
 ) -> StoreResult<()> {
-    conn.prepare_cached("UPDATE mcp_sessions SET owner = ?2, last_used = ?3 WHERE id = ?1")?
-        .execute(params![id, &owner.as_bytes()[..], now])?;
-    Ok(())
+    let sql = "UPDATE mcp_sessions SET owner = ?2, last_used = ?3 WHERE id = ?1";
+    db.write(sql, &[id, &owner, &now]).await
 }
 
-pub(super) fn get(conn: &Connection, id: &SessionId) -> StoreResult<Option<StoredSession>> {
-    Ok(conn
-        .prepare_cached("SELECT owner, state, last_used FROM mcp_sessions WHERE id = ?1")?
-        .query_row([id], |row| {
-            let owner: Option<Vec<u8>> = row.get(0)?;
-            Ok(StoredSession {
-                owner: owner
-                    .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
-                    .map(TokenHash::from_bytes),
-                state: row.get(1)?,
-                last_used: row.get(2)?,
-                // One relay per SQLite file.
-                elsewhere: false,
-            })
+pub(super) async fn get(db: &impl Executor, id: &SessionId) -> StoreResult<Option<StoredSession>> {
+    let sql = "SELECT owner, state, last_used FROM mcp_sessions WHERE id = ?1";
+    db.row(sql, &[id], |row| {
+        Ok(StoredSession {
+            owner: row.get(0).ok().flatten(),
+            state: row.get(1)?,
+            last_used: row.get(2)?,
+            elsewhere: false,
         })
-        .optional()?)
+    })
+    .await
 }
