@@ -11,6 +11,12 @@
 //! - a write's future resolves only after the write is committed, so a
 //!   reader that starts afterwards sees it.
 //!
+//! How it is written once for both backends: `sql.rs` runs a statement on
+//! either, `statements/` holds every statement, `rules/` the rules that
+//! take several, and `methods.rs` the table that makes the trait and each
+//! backend's methods; each backend keeps its connections, writer, schema
+//! and search.
+//!
 //! What survives a crash is the backend's to say; for SQLite see
 //! `sqlite/schema.rs`: a process crash loses no acknowledged write, a power loss may
 //! lose the last moments of them but never leaves the file inconsistent.

@@ -15,6 +15,13 @@
 //! is its own transaction and does not take it; claims lock the rows they
 //! take. Other relays' commits arrive through `listen.rs`.
 //!
+//! Every statement is written once for both backends (`../statements/`),
+//! run here on [`Sql`]. What is PostgreSQL's own: `plumbing.rs` says how
+//! the methods of `../methods.rs` run here; `writer.rs` the group commit;
+//! `schema.rs` the schema and its migrations; `search.rs` the search
+//! (`tsvector`); `sessions.rs` the MCP sessions and the relay processes
+//! that hold them; `listen.rs` the other relays' commits.
+//!
 //! What survives a crash is PostgreSQL's: a write is acknowledged after
 //! its commit, durable as the server's `synchronous_commit` says.
 
@@ -45,7 +52,8 @@ pub(in crate::store) const WRITE_LOCK: i64 = 0x6372_6f73_7374_0002;
 /// Held by the instance that purges, for the whole purge.
 const PURGE_LOCK: i64 = 0x6372_6f73_7374_0003;
 
-/// Where the rules (`../rules/`) run: a transaction, or a pooled connection for reads.
+/// This backend's executor (`../sql.rs`) over a [`Db`]: a pooled
+/// connection, a transaction, or a group commit's batch.
 pub(super) struct Sql<'d, D>(pub &'d D);
 
 /// How often a relay process says it is alive, and how long after its

@@ -5,12 +5,13 @@
 //! one row, read at once on a connection of its own, which goes to the pool
 //! instead whenever it would wait for a lock (`read_now`).
 //!
-//! The layout is PostgreSQL's too: `plumbing.rs` says how the methods of
-//! `../methods.rs` run here; `statements.rs` has the statements of the message rules
-//! (`../rules/`); `messages.rs` the message rows and the ledger's other
-//! writes, `summaries.rs` the overviews, `people.rs` people, tokens,
-//! presence and keys, `sessions.rs` and `search.rs` theirs; the schema and
-//! what survives a crash are in `schema.rs`.
+//! Every statement is written once for both backends (`../statements/`),
+//! run here on [`Sql`], this backend's executor. What is SQLite's own:
+//! `plumbing.rs` says how the methods of `../methods.rs` run here;
+//! `writer.rs` the writer thread; `schema.rs` the schema, its migrations
+//! and what survives a crash; `search.rs` the search index (FTS5 in
+//! generations); `sessions.rs` saving and reading an MCP session; `copy.rs`
+//! backup, restore and the serving lock.
 
 mod copy;
 mod plumbing;
@@ -33,7 +34,8 @@ use std::{
     sync::{Arc, Mutex, mpsc},
 };
 
-/// A connection the rules (`../rules/`) run on: the writer's, or a reader's.
+/// This backend's executor (`../sql.rs`): the writer's connection, or a
+/// reader's, where every statement completes at once.
 pub(super) struct Sql<'c>(pub &'c Connection);
 
 /// Reader connections kept open between reads.
