@@ -8,6 +8,8 @@
 //! - `sessions.rs`: sessions bound to their openers, capped per person,
 //!   kept across restarts, with their standalone streams and pushes.
 //! - `schema.rs`: the tools' schemas, made portable.
+//! - `context.rs`: what a tool takes from its call (its caller, its
+//!   session, its arguments) and how it fails, in REST's error shape.
 //! - `app.rs`: the MCP App: the one resource, what the tools that name it
 //!   carry, and its own tools (the approvals).
 //!
@@ -17,150 +19,34 @@
 //! REST, so a model reads what to change.
 
 mod app;
+mod context;
 mod edge;
 mod schema;
 pub mod sessions;
 
+pub use context::{CallerOf, Parameters, SessionOf, ToolError};
 pub use edge::{ClientMistakes, McpEdge, shape_answers};
 
-use crate::model::{Claimed, MessageId, SessionId, ThreadId};
+use context::{ToolResult, asks_for_pushes, base64_of, held_session};
+
+use crate::model::{Claimed, MessageId, ThreadId};
 pub use crate::protocol::SESSION_HEADER;
-use crate::protocol::{HeldSession, INSTRUCTIONS, capabilities, wants_pushes};
-use crate::relay::{Caller, Reader, Relay, RelayError};
-use crate::wire::{self, ApiError, args, work};
+use crate::protocol::{INSTRUCTIONS, capabilities};
+use crate::relay::{Reader, Relay};
+use crate::wire::{self, args, work};
 use rmcp::{
     ErrorData, Json, RoleServer, ServerHandler,
-    handler::server::{
-        common::{AsRequestContext, FromContextPart},
-        router::tool::ToolRouter,
-        tool::ToolCallContext,
-    },
+    handler::server::router::tool::ToolRouter,
     model::{
         CallToolResult, ContentBlock, DiscoverRequestMethod, DiscoverResult, Implementation,
-        IntoContents, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-        ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
+        ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+        ReadResourceResponse, ServerConfig,
     },
     service::RequestContext,
     tool, tool_handler, tool_router,
 };
-use schemars::JsonSchema;
-use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-
-/// The caller of a tool, as proven by the request's credential.
-pub struct CallerOf(pub Caller);
-
-impl<C: AsRequestContext> FromContextPart<C> for CallerOf {
-    fn from_context_part(context: &mut C) -> Result<Self, ErrorData> {
-        context
-            .as_request_context()
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Caller>())
-            .cloned()
-            .map(CallerOf)
-            .ok_or_else(|| ErrorData::internal_error("the request carries no caller", None))
-    }
-}
-
-/// The MCP session a tool call comes in on, as the session layer verified
-/// the caller holds it. A stateless call (2026-07-28) has none.
-pub struct SessionOf(pub SessionId);
-
-impl<C: AsRequestContext> FromContextPart<C> for SessionOf {
-    fn from_context_part(context: &mut C) -> Result<Self, ErrorData> {
-        held_session(context.as_request_context())
-            .map(SessionOf)
-            .ok_or_else(|| {
-                ErrorData::invalid_request(
-                    "this call needs an MCP session that listens for channel events: connect \
-                     to /mcp?push=1 with the initialize handshake (or use the inbox stream's \
-                     ?follow=)",
-                    None,
-                )
-            })
-    }
-}
-
-/// The session the caller holds, if the request came on one.
-fn held_session(context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Option<SessionId> {
-    context
-        .extensions
-        .get::<axum::http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<HeldSession>())
-        .map(|held| SessionId::new(held.0.as_str()))
-}
-
-/// Whether the request asked for pushes (`?push=1`).
-fn asks_for_pushes(context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> bool {
-    context
-        .extensions
-        .get::<axum::http::request::Parts>()
-        .is_some_and(|parts| wants_pushes(&parts.uri))
-}
-
-/// Bytes as an MCP image's `data`: base64, standard alphabet.
-fn base64_of(bytes: &[u8]) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// A failed tool call: the REST error body, as text a model can read.
-pub struct ToolError(serde_json::Value);
-
-impl IntoContents for ToolError {
-    fn into_contents(self) -> Vec<ContentBlock> {
-        vec![ContentBlock::text(self.0.to_string())]
-    }
-}
-
-impl From<ApiError> for ToolError {
-    fn from(error: ApiError) -> Self {
-        ToolError(error.body())
-    }
-}
-
-impl From<RelayError> for ToolError {
-    fn from(error: RelayError) -> Self {
-        ApiError::from(error).into()
-    }
-}
-
-type ToolResult<T> = Result<Json<T>, ToolError>;
-
-/// A tool's arguments, or the reason they could not be read.
-///
-/// rmcp's own `Parameters` answers arguments of the wrong shape with a plain
-/// text error; this one lets the tool answer with the same JSON error shape
-/// as every other refusal (`bad_request`). rmcp's `#[tool]` finds the input
-/// schema by this type's name, and the schema is `T`'s.
-pub struct Parameters<T>(pub Result<T, ToolError>);
-
-impl<T: JsonSchema> JsonSchema for Parameters<T> {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        T::schema_name()
-    }
-
-    fn schema_id() -> std::borrow::Cow<'static, str> {
-        T::schema_id()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        T::json_schema(generator)
-    }
-}
-
-impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Parameters<T> {
-    fn from_context_part(context: &mut ToolCallContext<'_, S>) -> Result<Self, ErrorData> {
-        let arguments = context.arguments.take().unwrap_or_default();
-        Ok(Parameters(
-            serde_json::from_value(serde_json::Value::Object(arguments)).map_err(|error| {
-                ApiError::bad_request(format!("invalid arguments: {error}")).into()
-            }),
-        ))
-    }
-}
 
 /// The tools with portable schemas, made once and shared by every session
 /// (a session is made per request when stateless: cloning the router was

@@ -128,12 +128,12 @@ pub trait Executor {
 /// A list bound as one parameter: on SQLite a JSON array, read with
 /// `json_each(?N)`; on PostgreSQL an array, read with `ANY(?N)` or
 /// `unnest`. One statement however long the list, on both.
-pub struct List<T>(pub Vec<T>);
+pub struct List<'a, T>(pub &'a [T]);
 
-impl<T: SqliteTo> SqliteTo for List<T> {
+impl<T: SqliteTo> SqliteTo for List<'_, T> {
     fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
         let mut items = Vec::with_capacity(self.0.len());
-        for item in &self.0 {
+        for item in self.0 {
             let item = match item.to_sql()? {
                 ToSqlOutput::Borrowed(value) => value.into(),
                 ToSqlOutput::Owned(value) => value,
@@ -143,7 +143,11 @@ impl<T: SqliteTo> SqliteTo for List<T> {
                 rusqlite::types::Value::Integer(n) => serde_json::Value::from(n),
                 rusqlite::types::Value::Text(text) => serde_json::Value::from(text),
                 rusqlite::types::Value::Real(x) => serde_json::Value::from(x),
-                _ => serde_json::Value::Null,
+                rusqlite::types::Value::Null => serde_json::Value::Null,
+                rusqlite::types::Value::Blob(_) => {
+                    let refused = "a list holds numbers and text, not bytes";
+                    return Err(rusqlite::Error::ToSqlConversionFailure(refused.into()));
+                }
             });
         }
         Ok(ToSqlOutput::from(
@@ -152,13 +156,13 @@ impl<T: SqliteTo> SqliteTo for List<T> {
     }
 }
 
-impl<T: PgTo> PgTo for List<T> {
+impl<T: PgTo + Sync> PgTo for List<'_, T> {
     fn to_sql(
         &self,
         ty: &Type,
         out: &mut bytes::BytesMut,
     ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
-        PgTo::to_sql(&self.0.as_slice(), ty, out)
+        PgTo::to_sql(&self.0, ty, out)
     }
 
     fn accepts(ty: &Type) -> bool {
@@ -168,7 +172,7 @@ impl<T: PgTo> PgTo for List<T> {
     tokio_postgres::types::to_sql_checked!();
 }
 
-impl<T> std::fmt::Debug for List<T> {
+impl<T> std::fmt::Debug for List<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "a list of {}", self.0.len())
     }

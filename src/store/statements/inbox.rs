@@ -148,7 +148,7 @@ pub async fn messages_by_id(db: &impl Executor, ids: &[MessageId]) -> StoreResul
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} WHERE {listed} ORDER BY m.id"
     );
-    messages(db, &sql, &[&List(ids.to_vec())]).await
+    messages(db, &sql, &[&List(ids)]).await
 }
 
 /// Live messages of `place`: with `after`, those with a higher id, oldest
@@ -203,12 +203,19 @@ pub async fn unread_after_marks(
     let cap = cap.min(i64::MAX as u64) as i64;
     let count = |row: Row<'_>| Ok(row.get::<i64>(0)?.max(0) as u64);
     if db.dialect() == Dialect::Postgres {
-        let keys = List(places.iter().map(|(_, key)| key.as_str()).collect());
+        let keys: Vec<&str> = places.iter().map(|(_, key)| key.as_str()).collect();
         let (channels, threads): (Vec<_>, Vec<_>) = places
             .iter()
             .map(|(place, _)| (place.channel(), place.thread()))
             .unzip();
-        let params: [&dyn Param; 6] = [reader, &keys, &List(channels), &List(threads), &now, &cap];
+        let params: [&dyn Param; 6] = [
+            reader,
+            &List(&keys),
+            &List(&channels),
+            &List(&threads),
+            &now,
+            &cap,
+        ];
         return db
             .rows(
                 "SELECT CASE \

@@ -75,8 +75,7 @@ pub async fn release_offers(
          AND read_at IS NULL",
         db.is_in("message_id", 2)
     );
-    db.write(&sql, &[recipient, &List(ids.to_vec()), &holder])
-        .await
+    db.write(&sql, &[recipient, &List(ids), &holder]).await
 }
 
 pub async fn next_lease_end(
@@ -121,9 +120,7 @@ pub async fn mark_listed(
         "UPDATE inbox SET {set} WHERE recipient = ?1 AND {listed} AND {still} \
          RETURNING message_id"
     );
-    let mut marked: Vec<MessageId> = db
-        .column(&sql, &[recipient, &List(ids.to_vec()), &now])
-        .await?;
+    let mut marked: Vec<MessageId> = db.column(&sql, &[recipient, &List(ids), &now]).await?;
     marked.sort_unstable();
     Ok(marked)
 }

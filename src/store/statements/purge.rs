@@ -44,7 +44,7 @@ pub async fn delete_inbox_rows(db: &impl Executor, removed: &[Removed]) -> Store
             db.write(
                 "DELETE FROM inbox WHERE (recipient, message_id) IN \
                  (SELECT * FROM unnest(?1::text[], ?2::bigint[]))",
-                &[&List(recipients), &List(ids)],
+                &[&List(&recipients), &List(&ids)],
             )
             .await
         }

@@ -11,12 +11,12 @@ pub async fn touch(db: &impl Executor, ids: &[SessionId], now: Millis) -> StoreR
         "UPDATE mcp_sessions SET last_used = ?2 WHERE {}",
         db.is_in("id", 1)
     );
-    db.write(&sql, &[&List(ids.to_vec()), &now]).await
+    db.write(&sql, &[&List(ids), &now]).await
 }
 
 pub async fn end(db: &impl Executor, ids: &[SessionId]) -> StoreResult<()> {
     let sql = format!("DELETE FROM mcp_sessions WHERE {}", db.is_in("id", 1));
-    db.write(&sql, &[&List(ids.to_vec())]).await
+    db.write(&sql, &[&List(ids)]).await
 }
 
 pub async fn forget_idle(db: &impl Executor, before: Millis) -> StoreResult<()> {
