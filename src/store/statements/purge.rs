@@ -4,7 +4,7 @@
 use crate::model::{MessageId, Millis, ThreadId};
 use crate::store::StoreResult;
 use crate::store::columns::from_row;
-use crate::store::sql::{Dialect, Executor, List};
+use crate::store::sql::{Dialect, Executor, List, Param};
 use crate::store::summary::Removed;
 
 /// Deletes up to `batch` messages expired at `now`, soonest expired first.
@@ -65,13 +65,8 @@ pub async fn uncount_channel(
     db.write(subtract, &[&channel, &gone]).await?;
     let drop = "DELETE FROM channel_summaries WHERE channel = ?1 AND message_count <= 0";
     db.write(drop, &[&channel]).await?;
-    db.write(
-        "UPDATE channel_summaries SET (last_id, last_activity) = \
-         (SELECT id, created_at FROM messages WHERE channel = ?1 ORDER BY id DESC LIMIT 1) \
-         WHERE channel = ?1 AND last_id <= ?2",
-        &[&channel, &newest],
-    )
-    .await
+    let summary = ("channel_summaries", "channel", "channel");
+    refind_newest(db, summary, &channel, newest).await
 }
 
 /// A thread's message count and people, as stored.
@@ -122,11 +117,22 @@ pub async fn recount_thread(
         &[&thread, &oldest],
     )
     .await?;
-    db.write(
-        "UPDATE threads SET (last_id, last_activity) = \
-         (SELECT id, created_at FROM messages WHERE thread_id = ?1 ORDER BY id DESC LIMIT 1) \
-         WHERE id = ?1 AND last_id <= ?2",
-        &[&thread, &newest],
-    )
-    .await
+    refind_newest(db, ("threads", "id", "thread_id"), &thread, newest).await
+}
+
+/// Finds a summary's newest message again, if the one it named (`newest`
+/// or below) went: the row of `table` whose `key` is `conversation`, from
+/// the messages whose `column` is.
+async fn refind_newest(
+    db: &impl Executor,
+    (table, key, column): (&str, &str, &str),
+    conversation: &dyn Param,
+    newest: MessageId,
+) -> StoreResult<()> {
+    let sql = format!(
+        "UPDATE {table} SET (last_id, last_activity) = \
+         (SELECT id, created_at FROM messages WHERE {column} = ?1 ORDER BY id DESC LIMIT 1) \
+         WHERE {key} = ?1 AND last_id <= ?2"
+    );
+    db.write(&sql, &[conversation, &newest]).await
 }
