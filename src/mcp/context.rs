@@ -71,12 +71,6 @@ pub(super) fn asks_for_pushes(context: &rmcp::service::RequestContext<rmcp::Role
         .is_some_and(|parts| wants_pushes(&parts.uri))
 }
 
-/// Bytes as an MCP image's `data`: base64, standard alphabet.
-pub(super) fn base64_of(bytes: &[u8]) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
 /// A failed tool call: the REST error body, as text a model can read.
 pub struct ToolError(pub(super) serde_json::Value);
 

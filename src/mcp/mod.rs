@@ -27,7 +27,7 @@ pub mod sessions;
 pub use context::{CallerOf, Parameters, SessionOf, ToolError};
 pub use edge::{ClientMistakes, McpEdge, shape_answers};
 
-use context::{ToolResult, asks_for_pushes, base64_of, held_session};
+use context::{ToolResult, asks_for_pushes, held_session};
 
 use crate::model::{Claimed, MessageId, ThreadId};
 pub use crate::protocol::SESSION_HEADER;
@@ -47,6 +47,12 @@ use rmcp::{
 };
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+
+/// Bytes as an MCP image's `data`: base64, standard alphabet.
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
 
 /// The tools with portable schemas, made once and shared by every session
 /// (a session is made per request when stateless: cloning the router was

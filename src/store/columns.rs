@@ -1,7 +1,7 @@
-//! SQL both backends write alike: a message's columns as every read
-//! selects them, and the join to its inbox row. Each backend reads a row
-//! of them in its own `messages.rs`, the ledger's as a [`Ledger`]; any row
-//! whose columns are a struct's fields in order, with [`from_row!`].
+//! A message's columns as every read selects them, and the join to its
+//! inbox row; `../statements/messages.rs` reads a row of them, the
+//! ledger's as a [`Ledger`]. Any row whose columns are a struct's fields
+//! in order is read with [`from_row!`].
 
 use crate::model::{Ack, AckResult, Attachment, Delivery, Expects, Millis, Via};
 use serde_json::{Value, json};

@@ -238,7 +238,7 @@ macro_rules! store_methods {
             /// Forgets claims that ended by `now`; how many.
             write forget_claims(now: Millis) -> u64 = |db| work::forget_claims(db, now);
 
-            // OAuth (relay/oauth.rs): clients registered by DCR, authorization
+            // OAuth (relay/oauth/): clients registered by DCR, authorization
             // codes, grants and their tokens, all tokens and codes as hashes.
             write register_client(client: RegisteredClient) -> () =
                 |db| oauth::register_client(db, &client);

@@ -83,7 +83,8 @@ pub trait Executor {
         self.exec(sql, params).await.map(drop)
     }
 
-    /// The first row of a statement, if any.
+    /// The first row of a statement, if any. Every row is read: give it a
+    /// statement that returns one (a key, `LIMIT 1`, `RETURNING`).
     async fn row<T>(
         &self,
         sql: &str,
@@ -108,14 +109,6 @@ pub trait Executor {
         self.row(sql, params, |row| row.get(0)).await
     }
 
-    /// `column` is one of the [`List`] bound as parameter `n`.
-    fn is_in(&self, column: &str, n: usize) -> String {
-        match self.dialect() {
-            Dialect::Sqlite => format!("{column} IN (SELECT value FROM json_each(?{n}))"),
-            Dialect::Postgres => format!("{column} = ANY(?{n})"),
-        }
-    }
-
     /// The text of this executor's dialect.
     fn pick<'s>(&self, sqlite: &'s str, postgres: &'s str) -> &'s str {
         match self.dialect() {
@@ -127,7 +120,8 @@ pub trait Executor {
 
 /// A list bound as one parameter: on SQLite a JSON array, read with
 /// `json_each(?N)`; on PostgreSQL an array, read with `ANY(?N)` or
-/// `unnest`. One statement however long the list, on both.
+/// `unnest` ([`in_list!`] writes the phrase). One statement however long
+/// the list, on both.
 pub struct List<'a, T>(pub &'a [T]);
 
 impl<T: SqliteTo> SqliteTo for List<'_, T> {
@@ -137,17 +131,14 @@ impl<T: SqliteTo> SqliteTo for List<'_, T> {
             let item = match item.to_sql()? {
                 ToSqlOutput::Borrowed(value) => value.into(),
                 ToSqlOutput::Owned(value) => value,
-                _ => rusqlite::types::Value::Null,
+                _ => return Err(not_listed()),
             };
             items.push(match item {
                 rusqlite::types::Value::Integer(n) => serde_json::Value::from(n),
                 rusqlite::types::Value::Text(text) => serde_json::Value::from(text),
                 rusqlite::types::Value::Real(x) => serde_json::Value::from(x),
                 rusqlite::types::Value::Null => serde_json::Value::Null,
-                rusqlite::types::Value::Blob(_) => {
-                    let refused = "a list holds numbers and text, not bytes";
-                    return Err(rusqlite::Error::ToSqlConversionFailure(refused.into()));
-                }
+                rusqlite::types::Value::Blob(_) => return Err(not_listed()),
             });
         }
         Ok(ToSqlOutput::from(
@@ -155,6 +146,30 @@ impl<T: SqliteTo> SqliteTo for List<'_, T> {
         ))
     }
 }
+
+fn not_listed() -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure("a list holds numbers and text only".into())
+}
+
+/// A statement with a [`List`] parameter, in its executor's dialect:
+/// `$column IN (SELECT value FROM json_each($n))` on SQLite, `$column =
+/// ANY($n)` on PostgreSQL, between the literals `$before` and `$after`.
+macro_rules! in_list {
+    ($db:expr, $before:literal, $column:literal, $n:literal, $after:literal) => {
+        $db.pick(
+            concat!(
+                $before,
+                $column,
+                " IN (SELECT value FROM json_each(",
+                $n,
+                "))",
+                $after
+            ),
+            concat!($before, $column, " = ANY(", $n, ")", $after),
+        )
+    };
+}
+pub(crate) use in_list;
 
 impl<T: PgTo + Sync> PgTo for List<'_, T> {
     fn to_sql(
@@ -179,7 +194,8 @@ impl<T> std::fmt::Debug for List<'_, T> {
 }
 
 /// A statement's text as PostgreSQL reads it: `?N` as `$N`. A `?` not
-/// before a digit (jsonb's `?` operator) stays.
+/// before a digit (jsonb's `?` operator) stays; one before a digit inside
+/// a string literal would be turned too, so no statement writes one.
 pub fn dollars(sql: &str) -> Cow<'_, str> {
     let bytes = sql.as_bytes();
     let numbered =

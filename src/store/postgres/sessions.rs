@@ -52,7 +52,7 @@ pub(super) async fn get(
         &params,
         |row| {
             Ok(StoredSession {
-                owner: row.get(0).ok().flatten(),
+                owner: row.get(0)?,
                 state: row.get(1)?,
                 last_used: row.get(2)?,
                 elsewhere: row.get(3)?,

@@ -353,7 +353,7 @@ CREATE TABLE push_devices (
 CREATE INDEX push_devices_by_person ON push_devices(handle);
 "#,
     r#"
--- OAuth (relay/oauth.rs). Codes and tokens are kept only as SHA-256
+-- OAuth (relay/oauth/). Codes and tokens are kept only as SHA-256
 -- hashes. A client registered by DCR; one known by its metadata document
 -- is fetched, never kept. used_at: when a grant was last made for it.
 CREATE TABLE oauth_clients (

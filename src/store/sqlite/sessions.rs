@@ -34,7 +34,7 @@ pub(super) async fn get(db: &impl Executor, id: &SessionId) -> StoreResult<Optio
     let sql = "SELECT owner, state, last_used FROM mcp_sessions WHERE id = ?1";
     db.row(sql, &[id], |row| {
         Ok(StoredSession {
-            owner: row.get(0).ok().flatten(),
+            owner: row.get(0)?,
             state: row.get(1)?,
             last_used: row.get(2)?,
             elsewhere: false,

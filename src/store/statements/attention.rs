@@ -2,13 +2,13 @@
 //! unread messages not yet brought to them, their agents' approvals, and
 //! their devices for push notifications.
 
-use super::messages::{mark_listed, messages};
+use super::messages::{marked, messages};
 use crate::model::{
     Approval, ApprovalId, Behavior, Device, DeviceId, Handle, Message, MessageId, Millis,
     NewApproval, NotifySettings, Preview, WebhookFormat,
 };
 use crate::store::columns::{MESSAGE_COLUMNS, from_row};
-use crate::store::sql::{Executor, Param, Row};
+use crate::store::sql::{Executor, Param, Row, in_list};
 use crate::store::{StoreResult, settings_from_columns};
 
 pub async fn notify_settings(
@@ -85,8 +85,15 @@ pub async fn mark_notified(
     ids: &[MessageId],
     now: Millis,
 ) -> StoreResult<Vec<MessageId>> {
-    let still = "notified_at IS NULL AND read_at IS NULL AND answered_at IS NULL";
-    mark_listed(db, "notified_at = ?3", still, recipient, ids, now).await
+    let sql = in_list!(
+        db,
+        "UPDATE inbox SET notified_at = ?3 WHERE recipient = ?1 AND ",
+        "message_id",
+        "?2",
+        " AND notified_at IS NULL AND read_at IS NULL AND answered_at IS NULL \
+         RETURNING message_id"
+    );
+    marked(db, sql, recipient, ids, now).await
 }
 
 /// An approval's columns, as [`approval_from_row`] reads them.

@@ -12,10 +12,10 @@
 use super::messages::messages;
 use super::storing::column;
 use crate::model::{Handle, Message, MessageId, Millis, Place};
-use crate::store::StoreResult;
 use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS, OWED};
-use crate::store::sql::{Dialect, Executor, List, Param};
+use crate::store::sql::{Dialect, Executor, List, Param, in_list};
 use crate::store::{Offer, sql::Row};
+use crate::store::{StoreError, StoreResult};
 
 /// What an inbox row must be for a claim or an offer to take it: unread,
 /// its message live, and no stream's lease on it running.
@@ -144,7 +144,7 @@ pub async fn messages_by_id(db: &impl Executor, ids: &[MessageId]) -> StoreResul
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let listed = db.is_in("m.id", 1);
+    let listed = in_list!(db, "", "m.id", "?1", "");
     let sql = format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages m {INBOX_JOIN} WHERE {listed} ORDER BY m.id"
     );
@@ -254,7 +254,8 @@ pub async fn unread_after_marks(
             }
         };
         let params: [&dyn Param; 4] = [column(place).1, &since.unwrap_or(0), &now, &cap];
-        counts.extend(db.row(sql, &params, count).await?);
+        let counted = db.row(sql, &params, count).await?;
+        counts.push(counted.ok_or_else(|| StoreError::backend("counting unread", "no count"))?);
     }
     Ok(counts)
 }

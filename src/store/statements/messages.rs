@@ -5,7 +5,7 @@ use crate::model::{Attachment, Delivery, Handle, Message, MessageId, Millis, Pla
 use crate::store::columns::{
     FILES_AT, INBOX_JOIN, LEDGER_FROM, Ledger, MESSAGE_COLUMNS, file_with, files_from_column,
 };
-use crate::store::sql::{Executor, List, Param, Row};
+use crate::store::sql::{Executor, List, Param, Row, in_list};
 use crate::store::{StoreError, StoreResult};
 
 /// A message from a row of [`MESSAGE_COLUMNS`].
@@ -70,12 +70,14 @@ pub async fn release_offers(
     holder: i64,
     ids: &[MessageId],
 ) -> StoreResult<()> {
-    let sql = format!(
-        "UPDATE inbox SET lease_until = NULL WHERE recipient = ?1 AND {} AND push_holder = ?3 \
-         AND read_at IS NULL",
-        db.is_in("message_id", 2)
+    let sql = in_list!(
+        db,
+        "UPDATE inbox SET lease_until = NULL WHERE recipient = ?1 AND ",
+        "message_id",
+        "?2",
+        " AND push_holder = ?3 AND read_at IS NULL"
     );
-    db.write(&sql, &[recipient, &List(ids), &holder]).await
+    db.write(sql, &[recipient, &List(ids), &holder]).await
 }
 
 pub async fn next_lease_end(
@@ -101,26 +103,27 @@ pub async fn confirm_read(
     ids: &[MessageId],
     now: Millis,
 ) -> StoreResult<Vec<MessageId>> {
-    let set = "read_at = ?3, lease_until = NULL";
-    mark_listed(db, set, "read_at IS NULL", recipient, ids, now).await
+    let sql = in_list!(
+        db,
+        "UPDATE inbox SET read_at = ?3, lease_until = NULL WHERE recipient = ?1 AND ",
+        "message_id",
+        "?2",
+        " AND read_at IS NULL RETURNING message_id"
+    );
+    marked(db, sql, recipient, ids, now).await
 }
 
-/// Sets `set` (with `now` as `?3`) on those inbox rows of `recipient`'s
-/// among `ids` that are still as `still` says: their ids, in order.
-pub async fn mark_listed(
+/// Runs `sql`, which marks those of `recipient`'s inbox rows among `ids`
+/// (`?2`) that it finds still unmarked at `now` (`?3`): their ids, in
+/// order.
+pub async fn marked(
     db: &impl Executor,
-    set: &str,
-    still: &str,
+    sql: &str,
     recipient: &Handle,
     ids: &[MessageId],
     now: Millis,
 ) -> StoreResult<Vec<MessageId>> {
-    let listed = db.is_in("message_id", 2);
-    let sql = format!(
-        "UPDATE inbox SET {set} WHERE recipient = ?1 AND {listed} AND {still} \
-         RETURNING message_id"
-    );
-    let mut marked: Vec<MessageId> = db.column(&sql, &[recipient, &List(ids), &now]).await?;
+    let mut marked: Vec<MessageId> = db.column(sql, &[recipient, &List(ids), &now]).await?;
     marked.sort_unstable();
     Ok(marked)
 }

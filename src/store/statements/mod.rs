@@ -1,7 +1,9 @@
-//! Every statement the store runs, written once for both backends over
-//! an [`Executor`](super::sql::Executor): one function a statement (a few
-//! run one for each item of a short list), deciding nothing; the rules
-//! (`../rules/`) and the table of methods (`../methods.rs`) decide.
+//! Every statement both backends run, written once over an
+//! [`Executor`](super::sql::Executor): one function a statement, or a few
+//! that always go together (what a purge takes from one conversation, a
+//! token's grants ended with it). The rules that weigh what statements
+//! find are in `../rules/`; the table of methods (`../methods.rs`) calls
+//! both.
 
 pub mod attention;
 pub mod inbox;

@@ -19,6 +19,13 @@ macro_rules! rotated {
     };
 }
 
+/// A used code that awaits its grant.
+macro_rules! awaiting_grant {
+    () => {
+        "SELECT 1 FROM oauth_codes WHERE hash = ?1 AND grant_id IS NULL AND expires_at > 0"
+    };
+}
+
 /// A grant's columns, in [`Grant`]'s order.
 macro_rules! grant_columns {
     () => {
@@ -233,12 +240,8 @@ pub async fn void_used_code(
 /// ends: a second redemption voids the code either before this (no
 /// grant) or after (it ends the grant).
 pub async fn code_awaits_grant(db: &impl Executor, code: TokenHash) -> StoreResult<bool> {
-    let sql = "SELECT 1 FROM oauth_codes WHERE hash = ?1 AND grant_id IS NULL AND expires_at > 0";
-    let locked = concat!(
-        "SELECT 1 FROM oauth_codes WHERE hash = ?1 AND grant_id IS NULL AND expires_at > 0 ",
-        "FOR UPDATE"
-    );
-    db.exists(db.pick(sql, locked), &[&code]).await
+    let sql = db.pick(awaiting_grant!(), concat!(awaiting_grant!(), " FOR UPDATE"));
+    db.exists(sql, &[&code]).await
 }
 
 /// `handle`'s grants beyond their `keep` most recently used.
@@ -247,13 +250,10 @@ pub async fn grants_beyond(
     handle: &Handle,
     keep: u32,
 ) -> StoreResult<Vec<GrantId>> {
-    let sql = db.pick(
-        "SELECT id FROM oauth_grants WHERE handle = ?1 ORDER BY used_at DESC, id DESC \
-         LIMIT -1 OFFSET ?2",
-        "SELECT id FROM oauth_grants WHERE handle = ?1 ORDER BY used_at DESC, id DESC \
-         OFFSET ?2",
-    );
-    db.column(sql, &[handle, &i64::from(keep)]).await
+    // No dialect reads an offset alone the same way: a limit nothing reaches.
+    let sql = "SELECT id FROM oauth_grants WHERE handle = ?1 ORDER BY used_at DESC, id DESC \
+               LIMIT ?3 OFFSET ?2";
+    db.column(sql, &[handle, &i64::from(keep), &i64::MAX]).await
 }
 
 /// Writes a new grant of `a` with `tokens`, made and used `now`.

@@ -74,10 +74,7 @@ pub async fn thread_counts(
     db: &impl Executor,
     thread: ThreadId,
 ) -> StoreResult<Option<(i64, String)>> {
-    let sql = db.pick(
-        "SELECT message_count, people FROM threads WHERE id = ?1",
-        "SELECT message_count, people::text FROM threads WHERE id = ?1",
-    );
+    let sql = "SELECT message_count, CAST(people AS TEXT) FROM threads WHERE id = ?1";
     db.row(sql, &[&thread], |row| Ok((row.get(0)?, row.get(1)?)))
         .await
 }

@@ -4,19 +4,22 @@
 
 use crate::model::{Millis, SessionId};
 use crate::store::StoreResult;
-use crate::store::sql::{Executor, List};
+use crate::store::sql::{Executor, List, in_list};
 
 pub async fn touch(db: &impl Executor, ids: &[SessionId], now: Millis) -> StoreResult<()> {
-    let sql = format!(
-        "UPDATE mcp_sessions SET last_used = ?2 WHERE {}",
-        db.is_in("id", 1)
+    let sql = in_list!(
+        db,
+        "UPDATE mcp_sessions SET last_used = ?2 WHERE ",
+        "id",
+        "?1",
+        ""
     );
-    db.write(&sql, &[&List(ids), &now]).await
+    db.write(sql, &[&List(ids), &now]).await
 }
 
 pub async fn end(db: &impl Executor, ids: &[SessionId]) -> StoreResult<()> {
-    let sql = format!("DELETE FROM mcp_sessions WHERE {}", db.is_in("id", 1));
-    db.write(&sql, &[&List(ids)]).await
+    let sql = in_list!(db, "DELETE FROM mcp_sessions WHERE ", "id", "?1", "");
+    db.write(sql, &[&List(ids)]).await
 }
 
 pub async fn forget_idle(db: &impl Executor, before: Millis) -> StoreResult<()> {

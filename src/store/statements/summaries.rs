@@ -48,18 +48,12 @@ pub async fn threads(
     limit: u32,
 ) -> StoreResult<Vec<ThreadSummary>> {
     let before = before.unwrap_or(MessageId(i64::MAX));
-    let sql = db.pick(
-        "SELECT t.id, t.message_count, f.body, t.last_id, t.last_activity, t.people \
+    let sql = "SELECT t.id, t.message_count, f.body, t.last_id, t.last_activity, \
+               CAST(t.people AS TEXT) \
          FROM threads t JOIN messages m ON m.id = t.last_id \
          JOIN messages f ON f.id = t.first_id \
          WHERE m.expires_at > ?1 AND t.last_id < ?2 \
-         ORDER BY t.last_id DESC LIMIT ?3",
-        "SELECT t.id, t.message_count, f.body, t.last_id, t.last_activity, t.people::text \
-         FROM threads t JOIN messages m ON m.id = t.last_id \
-         JOIN messages f ON f.id = t.first_id \
-         WHERE m.expires_at > ?1 AND t.last_id < ?2 \
-         ORDER BY t.last_id DESC LIMIT ?3",
-    );
+         ORDER BY t.last_id DESC LIMIT ?3";
     db.rows(sql, &[&now, &before, &i64::from(limit)], |row| {
         Ok(ThreadSummary {
             id: row.get(0)?,

@@ -93,8 +93,9 @@ pub async fn lock_claims(db: &impl Executor) -> StoreResult<()> {
     match db.dialect() {
         Dialect::Sqlite => Ok(()),
         Dialect::Postgres => {
+            // Run now, never queued behind what it must come before.
             let lock = "LOCK TABLE claims IN SHARE ROW EXCLUSIVE MODE";
-            db.write(lock, &[]).await
+            db.exec(lock, &[]).await.map(drop)
         }
     }
 }
