@@ -93,7 +93,7 @@ macro_rules! store_methods {
             /// Marks those of `ids` addressed to `recipient` and not read yet as
             /// read at `now`; returns which were.
             write confirm_read(recipient: &Handle, ids: Vec<MessageId>, now: Millis)
-                -> Vec<MessageId> = |db| messages::confirm_read(db, &recipient, &ids, now);
+                -> Vec<MessageId> = |db| messages::mark(db, Mark::Read, &recipient, &ids, now);
 
             // Reading.
             /// One live message, with its ledger.
@@ -177,7 +177,7 @@ macro_rules! store_methods {
             /// unanswered and unmarked as brought to them at `now`; returns which
             /// were. Atomic: of the relays serving a store, one takes each.
             write mark_notified(recipient: &Handle, ids: Vec<MessageId>, now: Millis)
-                -> Vec<MessageId> = |db| attention::mark_notified(db, &recipient, &ids, now);
+                -> Vec<MessageId> = |db| messages::mark(db, Mark::Notified, &recipient, &ids, now);
             /// Keeps a step a person's agent asks them to allow.
             write add_approval(approval: NewApproval) -> Approval =
                 |db| attention::add_approval(db, &approval);

@@ -7,6 +7,7 @@
 use super::Sql;
 use super::{SqliteStore, search};
 use crate::store::methods::signatures::*;
+use crate::store::statements::messages::Mark;
 use crate::store::statements::{
     attention, inbox, messages, oauth, people, sessions, summaries, work,
 };

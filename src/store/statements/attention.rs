@@ -2,13 +2,13 @@
 //! unread messages not yet brought to them, their agents' approvals, and
 //! their devices for push notifications.
 
-use super::messages::{marked, messages};
+use super::messages::messages;
 use crate::model::{
     Approval, ApprovalId, Behavior, Device, DeviceId, Handle, Message, MessageId, Millis,
     NewApproval, NotifySettings, Preview, WebhookFormat,
 };
 use crate::store::columns::{MESSAGE_COLUMNS, from_row};
-use crate::store::sql::{Executor, Param, Row, in_list};
+use crate::store::sql::{Executor, Param, Row};
 use crate::store::{StoreResult, settings_from_columns};
 
 pub async fn notify_settings(
@@ -75,25 +75,6 @@ pub async fn unnotified(
          ORDER BY i.message_id LIMIT ?3"
     );
     messages(db, &sql, &[&after, &now, &i64::from(limit)]).await
-}
-
-/// Marks those of `ids` still unread, unanswered and untold as told at
-/// `now`: those, in id order.
-pub async fn mark_notified(
-    db: &impl Executor,
-    recipient: &Handle,
-    ids: &[MessageId],
-    now: Millis,
-) -> StoreResult<Vec<MessageId>> {
-    let sql = in_list!(
-        db,
-        "UPDATE inbox SET notified_at = ?3 WHERE recipient = ?1 AND ",
-        "message_id",
-        "?2",
-        " AND notified_at IS NULL AND read_at IS NULL AND answered_at IS NULL \
-         RETURNING message_id"
-    );
-    marked(db, sql, recipient, ids, now).await
 }
 
 /// An approval's columns, as [`approval_from_row`] reads them.

@@ -95,34 +95,41 @@ pub async fn next_lease_end(
     Ok(end.flatten())
 }
 
-/// Marks those of `ids` that `recipient` had not read as read at `now`:
-/// those, in id order.
-pub async fn confirm_read(
-    db: &impl Executor,
-    recipient: &Handle,
-    ids: &[MessageId],
-    now: Millis,
-) -> StoreResult<Vec<MessageId>> {
-    let sql = in_list!(
-        db,
-        "UPDATE inbox SET read_at = ?3, lease_until = NULL WHERE recipient = ?1 AND ",
-        "message_id",
-        "?2",
-        " AND read_at IS NULL RETURNING message_id"
-    );
-    marked(db, sql, recipient, ids, now).await
+/// What [`mark`] marks an inbox row.
+pub enum Mark {
+    /// Read (and its lease over), if it was not.
+    Read,
+    /// Brought to its person's notice, if it is still unread, unanswered
+    /// and untold.
+    Notified,
 }
 
-/// Runs `sql`, which marks those of `recipient`'s inbox rows among `ids`
-/// (`?2`) that it finds still unmarked at `now` (`?3`): their ids, in
-/// order.
-pub async fn marked(
+/// Marks those of `recipient`'s inbox rows among `ids` that are still
+/// unmarked so at `now`: their ids, in order.
+pub async fn mark(
     db: &impl Executor,
-    sql: &str,
+    mark: Mark,
     recipient: &Handle,
     ids: &[MessageId],
     now: Millis,
 ) -> StoreResult<Vec<MessageId>> {
+    let sql = match mark {
+        Mark::Read => in_list!(
+            db,
+            "UPDATE inbox SET read_at = ?3, lease_until = NULL WHERE recipient = ?1 AND ",
+            "message_id",
+            "?2",
+            " AND read_at IS NULL RETURNING message_id"
+        ),
+        Mark::Notified => in_list!(
+            db,
+            "UPDATE inbox SET notified_at = ?3 WHERE recipient = ?1 AND ",
+            "message_id",
+            "?2",
+            " AND notified_at IS NULL AND read_at IS NULL AND answered_at IS NULL \
+             RETURNING message_id"
+        ),
+    };
     let mut marked: Vec<MessageId> = db.column(sql, &[recipient, &List(ids), &now]).await?;
     marked.sort_unstable();
     Ok(marked)
