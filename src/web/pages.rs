@@ -3,8 +3,8 @@
 use super::assets::Assets;
 use super::views::{self, ClaimLine, Frame, MessageLine, OwedLine, When, plural, unread_label};
 use super::{ASSETS, ConversationPage, Draft, Refusal, frame, markdown, render};
-use crate::model::{Message, MessageId, Place, ThreadId};
-use crate::relay::{Caller, ClaimFilter, Identity, NOTICE, Open, Relay};
+use crate::model::{ChannelSummary, Message, MessageId, Place, ThreadId, ThreadSummary};
+use crate::relay::{Caller, ClaimFilter, Identity, Listing, NOTICE, Open, Relay};
 use crate::state::AppState;
 use crate::wire::{
     ApiError,
@@ -106,6 +106,58 @@ async fn render_overview(
         .await?;
     let places = threads.items.iter().map(|t| Place::Thread(t.id)).collect();
     let thread_unread = relay.unread(caller, places).await?;
+    let lines = conversation_lines(
+        &frame,
+        (&channels, channel_unread),
+        (&threads, thread_unread),
+    );
+    let open = match caller.identity() {
+        Identity::Person(me) => relay.open_of(me).await?,
+        Identity::Unbound => Open::default(),
+    };
+    let names = &frame.names;
+    let owed_by_me = open
+        .owed_by_me
+        .iter()
+        .map(|m| OwedLine::new(m, &m.from, names))
+        .collect();
+    let owed_to_me = open
+        .owed_to_me
+        .iter()
+        .filter_map(|m| Some(OwedLine::new(m, m.to.as_ref()?, names)))
+        .collect();
+    let claims = relay
+        .claims(caller, ClaimFilter::default())
+        .await?
+        .iter()
+        .map(|c| ClaimLine::new(c, names))
+        .collect();
+    render(move |_| OverviewPage {
+        assets: &ASSETS,
+        frame,
+        conversations: lines,
+        more_channels: channels
+            .next_before
+            .map(|before| format!("/?channels_before={before}")),
+        more_threads: threads
+            .next_before
+            .map(|before| format!("/?threads_before={before}")),
+        owed_by_me,
+        owed_to_me,
+        claims,
+        error,
+        draft,
+    })
+    .await
+}
+
+/// Channels and threads with how many of their messages the caller has
+/// not read, as the overview lists them: together, by latest activity.
+fn conversation_lines(
+    frame: &Frame,
+    (channels, channel_unread): (&Listing<ChannelSummary>, Vec<u64>),
+    (threads, thread_unread): (&Listing<ThreadSummary>, Vec<u64>),
+) -> Vec<ConversationLine> {
     let mut lines: Vec<(MessageId, ConversationLine)> = channels
         .items
         .iter()
@@ -135,46 +187,8 @@ async fn render_overview(
         };
         (t.last_id, line)
     }));
-    // Channels and threads together, by latest activity.
     lines.sort_by_key(|(last_id, _)| std::cmp::Reverse(*last_id));
-    let open = match caller.identity() {
-        Identity::Person(me) => relay.open_of(me).await?,
-        Identity::Unbound => Open::default(),
-    };
-    let names = &frame.names;
-    let owed_by_me = open
-        .owed_by_me
-        .iter()
-        .map(|m| OwedLine::new(m, &m.from, names))
-        .collect();
-    let owed_to_me = open
-        .owed_to_me
-        .iter()
-        .filter_map(|m| Some(OwedLine::new(m, m.to.as_ref()?, names)))
-        .collect();
-    let claims = relay
-        .claims(caller, ClaimFilter::default())
-        .await?
-        .iter()
-        .map(|c| ClaimLine::new(c, names))
-        .collect();
-    render(move |_| OverviewPage {
-        assets: &ASSETS,
-        frame,
-        conversations: lines.into_iter().map(|(_, line)| line).collect(),
-        more_channels: channels
-            .next_before
-            .map(|before| format!("/?channels_before={before}")),
-        more_threads: threads
-            .next_before
-            .map(|before| format!("/?threads_before={before}")),
-        owed_by_me,
-        owed_to_me,
-        claims,
-        error,
-        draft,
-    })
-    .await
+    lines.into_iter().map(|(_, line)| line).collect()
 }
 
 pub(super) async fn thread(
