@@ -54,62 +54,14 @@ impl Bridge {
     /// Asks the relay, waits for the person's answer, and passes it on.
     async fn relay_permission(&self, request: PermissionRequest, client: Peer<RoleServer>) {
         let http = reqwest::Client::new();
-        let asked = json!({
-            "request_id": request.request_id,
-            "tool_name": request.tool_name,
-            "description": request.description,
-            "input_preview": request.input_preview,
-        });
-        let approval: ApprovalView = match http
-            .post(format!("{}/api/approvals", self.url))
-            .bearer_auth(&self.token)
-            .json(&asked)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-        {
-            Ok(response) => match response.json().await {
-                Ok(approval) => approval,
-                Err(error) => {
-                    tracing::warn!(%error, "the relay's answer to a permission request was not understood");
-                    return;
-                }
-            },
-            Err(error) => {
-                tracing::warn!(%error, "cannot relay a permission request; answer it in the terminal");
-                return;
-            }
+        let Some(approval) = self.ask(&http, &request).await else {
+            return;
         };
         tracing::info!(
             id = approval.id,
             "a permission request waits for its person on the relay"
         );
-        let url = format!(
-            "{}/api/approvals/{}?wait_seconds={WAIT_SECONDS}",
-            self.url, approval.id
-        );
-        let mut backoff = FIRST_BACKOFF;
-        let answered = loop {
-            let outcome = http
-                .get(&url)
-                .bearer_auth(&self.token)
-                .send()
-                .await
-                .and_then(reqwest::Response::error_for_status);
-            let view = match outcome {
-                Ok(response) => response.json::<ApprovalView>().await,
-                Err(error) => Err(error),
-            };
-            match view {
-                Ok(view) if view.is_pending() => backoff = FIRST_BACKOFF,
-                Ok(view) => break view,
-                Err(error) => {
-                    tracing::warn!(%error, "waiting for a permission answer failed; trying again in {backoff:?}");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                }
-            }
-        };
+        let answered = self.answer_to(&http, approval.id).await;
         let behavior = match answered.state.as_str() {
             "allowed" => "allow",
             "denied" => "deny",
@@ -135,6 +87,72 @@ impl Bridge {
                 "passed the person's answer to Claude Code"
             ),
             Err(error) => tracing::warn!(%error, "cannot pass the person's answer to Claude Code"),
+        }
+    }
+
+    /// Puts the request on the relay for its person: the approval made, or
+    /// none when the relay cannot be asked (the terminal asks instead).
+    async fn ask(
+        &self,
+        http: &reqwest::Client,
+        request: &PermissionRequest,
+    ) -> Option<ApprovalView> {
+        let asked = json!({
+            "request_id": request.request_id,
+            "tool_name": request.tool_name,
+            "description": request.description,
+            "input_preview": request.input_preview,
+        });
+        let sent = http
+            .post(format!("{}/api/approvals", self.url))
+            .bearer_auth(&self.token)
+            .json(&asked)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status);
+        match sent {
+            Ok(response) => match response.json().await {
+                Ok(approval) => Some(approval),
+                Err(error) => {
+                    tracing::warn!(%error, "the relay's answer to a permission request was not understood");
+                    None
+                }
+            },
+            Err(error) => {
+                tracing::warn!(%error, "cannot relay a permission request; answer it in the terminal");
+                None
+            }
+        }
+    }
+
+    /// Waits on the relay until approval `id` is answered or expires,
+    /// trying again with a growing pause while the relay cannot be reached.
+    async fn answer_to(&self, http: &reqwest::Client, id: i64) -> ApprovalView {
+        let url = format!(
+            "{}/api/approvals/{id}?wait_seconds={WAIT_SECONDS}",
+            self.url
+        );
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let outcome = http
+                .get(&url)
+                .bearer_auth(&self.token)
+                .send()
+                .await
+                .and_then(reqwest::Response::error_for_status);
+            let view = match outcome {
+                Ok(response) => response.json::<ApprovalView>().await,
+                Err(error) => Err(error),
+            };
+            match view {
+                Ok(view) if view.is_pending() => backoff = FIRST_BACKOFF,
+                Ok(view) => return view,
+                Err(error) => {
+                    tracing::warn!(%error, "waiting for a permission answer failed; trying again in {backoff:?}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
         }
     }
 }
