@@ -94,6 +94,19 @@ pub trait Executor {
         Ok(self.rows(sql, params, read).await?.into_iter().next())
     }
 
+    /// The one row a statement always returns (`RETURNING` of a write that
+    /// cannot miss, a `SELECT` without `FROM`); none is an error, never a
+    /// panic.
+    async fn one<T>(
+        &self,
+        sql: &str,
+        params: &[&dyn Param],
+        read: impl FnMut(Row<'_>) -> StoreResult<T> + Send,
+    ) -> StoreResult<T> {
+        let row = self.row(sql, params, read).await?;
+        row.ok_or_else(|| StoreError::backend("a statement that returns a row", "none came back"))
+    }
+
     /// Whether a statement returns any row.
     async fn exists(&self, sql: &str, params: &[&dyn Param]) -> StoreResult<bool> {
         Ok(self.row(sql, params, |_| Ok(())).await?.is_some())

@@ -752,35 +752,24 @@ async fn a_blocking_send_settles_on_an_acknowledgement_too() {
     let app = spawn_app().await;
     let alice = app.add_person("alice").await;
     let bob = app.add_person("bob").await;
-    let asking = tokio::spawn({
-        let (url, alice) = (app.url(), alice.clone());
-        async move {
-            let question = json!({ "message": { "messageId": "b-1", "role": "ROLE_USER",
-                                                "parts": [{ "text": "rotate the keys?" }] } });
-            http()
-                .post(format!("{url}/a2a/bob"))
-                .bearer_auth(alice)
-                .header("A2A-Version", "1.0")
-                .json(&json!({ "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": question }))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        }
-    });
-    let (_, inbox) = app.rest(&bob).get("/api/inbox?timeout_s=50").await;
-    let id = inbox["messages"][0]["id"].as_i64().unwrap();
-    let (status, acked) = app
-        .rest(&bob)
-        .post(
-            &format!("/api/messages/{id}/ack"),
-            json!({ "result": "rejected", "note": "not this week" }),
-        )
-        .await;
-    assert_eq!(status, 200, "{acked}");
-    let answered = asking.await.unwrap();
+    let question = json!({ "message": { "messageId": "b-1", "role": "ROLE_USER",
+                                        "parts": [{ "text": "rotate the keys?" }] } });
+    let bob_rejects = async {
+        let (_, inbox) = app.rest(&bob).get("/api/inbox?timeout_s=50").await;
+        let id = inbox["messages"][0]["id"].as_i64().unwrap();
+        let (status, acked) = app
+            .rest(&bob)
+            .post(
+                &format!("/api/messages/{id}/ack"),
+                json!({ "result": "rejected", "note": "not this week" }),
+            )
+            .await;
+        assert_eq!(status, 200, "{acked}");
+    };
+    let ((_, answered), ()) = tokio::join!(
+        rpc(&app, "bob", Some(&alice), "SendMessage", question),
+        bob_rejects
+    );
     let task = &answered["result"]["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED", "{answered}");
     assert_eq!(

@@ -179,7 +179,10 @@ impl SqliteStore {
 }
 
 /// The credentials' revision: bumped by every change of a live token
-/// (people's and OAuth's), which the relay follows.
+/// (people's and OAuth's), which the relay follows. The statement is
+/// `statements::oauth::credentials_revision`'s, run here on the bare
+/// connection: `read_now` must see SQLite's own busy error to fall back to
+/// the pool.
 fn credentials_revision(conn: &Connection) -> rusqlite::Result<u64> {
     Ok(conn
         .prepare_cached("SELECT value FROM revisions WHERE name = 'credentials'")?

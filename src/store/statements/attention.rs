@@ -122,8 +122,7 @@ pub async fn add_approval(db: &impl Executor, new: &NewApproval) -> StoreResult<
         &new.created_at,
         &new.expires_at,
     ];
-    let added = db.row(sql, &params, approval_from_row).await?;
-    Ok(added.expect("INSERT … RETURNING returns the row"))
+    db.one(sql, &params, approval_from_row).await
 }
 
 pub async fn approval(db: &impl Executor, id: ApprovalId) -> StoreResult<Option<Approval>> {
@@ -197,8 +196,7 @@ pub async fn add_device(db: &impl Executor, device: &Device) -> StoreResult<Devi
         &device.auth,
         &device.created_at,
     ];
-    let added = db.row(sql, &params, device_from_row).await?;
-    Ok(added.expect("INSERT … RETURNING returns the row"))
+    db.one(sql, &params, device_from_row).await
 }
 
 pub async fn devices(db: &impl Executor, handle: &Handle) -> StoreResult<Vec<Device>> {

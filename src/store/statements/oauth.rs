@@ -263,29 +263,28 @@ pub async fn insert_grant(
     tokens: &GrantTokens,
     now: Millis,
 ) -> StoreResult<GrantId> {
-    let id = db
-        .value(
-            "INSERT INTO oauth_grants (handle, client_id, client_name, redirect_uri, scope, \
+    db.one(
+        "INSERT INTO oauth_grants (handle, client_id, client_name, redirect_uri, scope, \
              resource, created_at, used_at, family, generation, refresh_hash, refresh_expires, \
              access_hash, access_expires) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, 0, ?9, ?10, ?11, ?12) RETURNING id",
-            &[
-                &a.handle,
-                &a.client_id,
-                &a.client_name,
-                &a.redirect_uri,
-                &a.scope,
-                &a.resource,
-                &now,
-                &tokens.family,
-                &tokens.refresh,
-                &tokens.refresh_expires,
-                &tokens.access,
-                &tokens.access_expires,
-            ],
-        )
-        .await?;
-    Ok(id.expect("INSERT … RETURNING returns a row"))
+        &[
+            &a.handle,
+            &a.client_id,
+            &a.client_name,
+            &a.redirect_uri,
+            &a.scope,
+            &a.resource,
+            &now,
+            &tokens.family,
+            &tokens.refresh,
+            &tokens.refresh_expires,
+            &tokens.access,
+            &tokens.access_expires,
+        ],
+        |row| row.get(0),
+    )
+    .await
 }
 
 /// Notes that `grant` was made from `code`, and that its client was used

@@ -9,6 +9,7 @@ use crate::model::{Channel, Expects, Handle, Message, MessageId, Millis, Place, 
 use crate::store::StoreResult;
 use crate::store::columns::files_column;
 use crate::store::sql::{Dialect, Executor, Param};
+use std::borrow::Cow;
 
 /// A place's column in `messages m`, and its value.
 pub fn column(place: &Place) -> (&'static str, &dyn Param) {
@@ -25,14 +26,13 @@ pub async fn may_receive(
     handle: &Handle,
     or_empty_store: bool,
 ) -> StoreResult<bool> {
-    let may: Option<bool> = db
-        .value(
-            "SELECT EXISTS (SELECT 1 FROM people WHERE handle = ?1 AND revoked_at IS NULL) \
-             OR (?2 AND NOT EXISTS (SELECT 1 FROM people))",
-            &[handle, &or_empty_store],
-        )
-        .await?;
-    Ok(may.unwrap_or(false))
+    db.one(
+        "SELECT EXISTS (SELECT 1 FROM people WHERE handle = ?1 AND revoked_at IS NULL) \
+         OR (?2 AND NOT EXISTS (SELECT 1 FROM people))",
+        &[handle, &or_empty_store],
+        |row| row.get(0),
+    )
+    .await
 }
 
 /// Whether the thread has a live message.
@@ -80,8 +80,8 @@ pub async fn open_thread(
         "INSERT INTO threads (created_at, message_count, first_id, last_id, last_activity, \
          people) VALUES (?1, 1, ?2, ?2, ?1, CAST(?3 AS TEXT)::jsonb) RETURNING id",
     );
-    let id = db.value(sql, &[&at, &first_id, &people]).await?;
-    Ok(id.expect("INSERT … RETURNING returns a row"))
+    db.one(sql, &[&at, &first_id, &people], |row| row.get(0))
+        .await
 }
 
 /// Writes the message's row, its files listed (`messages.attachments`).
@@ -211,8 +211,8 @@ pub async fn count_in_thread(
              people = json_set(people, ?4, coalesce(people ->> ?4, 0) + 1, \
                                        ?5, coalesce(people ->> ?5, 0) + 1) \
              WHERE id = ?1",
-            format!("$.\"{sender}\""),
-            format!("$.\"{recipient}\""),
+            Cow::Owned(format!("$.\"{sender}\"")),
+            Cow::Owned(format!("$.\"{recipient}\"")),
         ),
         Dialect::Postgres => (
             "UPDATE threads SET message_count = message_count + 1, \
@@ -222,8 +222,8 @@ pub async fn count_in_thread(
                  || jsonb_build_object(?4::text, coalesce((people ->> ?4::text)::bigint, 0) + 1) \
                  || jsonb_build_object(?5::text, coalesce((people ->> ?5::text)::bigint, 0) + 1) \
              WHERE id = ?1",
-            sender.to_string(),
-            recipient.to_string(),
+            Cow::Borrowed(sender.as_str()),
+            Cow::Borrowed(recipient.as_str()),
         ),
     };
     let params: [&dyn Param; 5] = [&thread, &id, &at, &sender, &recipient];

@@ -114,7 +114,7 @@ pub async fn insert_claim(db: &impl Executor, claim: &NewClaim, now: Millis) -> 
         &now,
         &claim.expires_at,
     ];
-    one(db.row(sql, &params, claim_from_row).await?)
+    db.one(sql, &params, claim_from_row).await
 }
 
 /// Gives claim `id` a new note and end; the claim as it is now.
@@ -128,12 +128,6 @@ pub async fn renew_claim(
         "UPDATE claims SET note = ?2, expires_at = ?3 WHERE id = ?1 RETURNING ",
         claim_columns!()
     );
-    one(db
-        .row(sql, &[&id, &note, &expires_at], claim_from_row)
-        .await?)
-}
-
-/// The one row a write returns.
-fn one(claim: Option<Claim>) -> StoreResult<Claim> {
-    claim.ok_or_else(|| crate::store::StoreError::backend("writing a claim", "no row came back"))
+    db.one(sql, &[&id, &note, &expires_at], claim_from_row)
+        .await
 }
