@@ -222,12 +222,12 @@ fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
         .nest_service("/mcp", mcp.service(state, message_limit))
         .layer(middleware::from_fn(mcp::shape_answers))
         .layer(middleware::from_fn_with_state(
-            deadline,
-            edge::read_body_in_time,
-        ))
-        .layer(middleware::from_fn_with_state(
             mcp.sessions(),
             mcp::sessions::bind,
+        ))
+        .layer(middleware::from_fn_with_state(
+            deadline,
+            edge::read_body_in_time,
         ))
         .layer(credentials_with(
             Accept::Bearer,

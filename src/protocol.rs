@@ -38,11 +38,6 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 /// Code registers its channel handler only on such a connection).
 pub const PUSH_REVISION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 
-/// The MCP session a request comes in on, verified to be its caller's: put
-/// on the request by the session layer for the tools (`follow_channel`).
-#[derive(Debug, Clone)]
-pub struct HeldSession(pub String);
-
 /// Whether the client asked for pushes: `?push=1` on the MCP URL. A push
 /// is a lease, so one a client ignores is offered again, but only a
 /// client that shows `notifications/claude/channel` to its model should

@@ -150,8 +150,9 @@ pub struct RendersApps(pub bool);
 
 impl<C: AsRequestContext> FromContextPart<C> for RendersApps {
     fn from_context_part(context: &mut C) -> Result<Self, ErrorData> {
-        let capabilities = context.as_request_context().client_capabilities();
-        Ok(RendersApps(renders_apps(capabilities.as_ref())))
+        Ok(RendersApps(super::context::renders_apps(
+            context.as_request_context(),
+        )))
     }
 }
 

@@ -2,8 +2,9 @@
 //! session it runs in, its arguments — and how it fails: with the same JSON
 //! error shape as REST, so a model reads what to change.
 
+use super::sessions::HeldSession;
 use crate::model::SessionId;
-use crate::protocol::{HeldSession, wants_pushes};
+use crate::protocol::wants_pushes;
 use crate::relay::{Caller, RelayError};
 use crate::wire::ApiError;
 use rmcp::{
@@ -60,7 +61,18 @@ pub(super) fn held_session(
         .extensions
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<HeldSession>())
-        .map(|held| SessionId::new(held.0.as_str()))
+        .map(|held| held.id.clone())
+}
+
+/// Whether the request's client renders MCP Apps: said in a stateless
+/// request's own capabilities, or at its session's `initialize`.
+pub(super) fn renders_apps(context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> bool {
+    super::app::renders_apps(context.client_capabilities().as_ref())
+        || context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<HeldSession>())
+            .is_some_and(|held| held.renders_apps)
 }
 
 /// Whether the request asked for pushes (`?push=1`).

@@ -7,26 +7,18 @@ use crate::state::AppState;
 use crate::wire::{AnsweredInBand, ApiError};
 use axum::{extract::Request, http::StatusCode, middleware::Next, response::Response};
 use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
 };
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// rmcp's answers, shaped: its refusals, which it answers in plain text,
-/// in the API's JSON shape (an unknown session (404) and a body that is not
-/// JSON (415) in MCP's words, a missing `Accept` (406) in rmcp's own, which
-/// say what it checked); and its streams' priming events kept from the
-/// clients that send no protocol version (see [`knows_priming`]). The app
-/// puts this right in front of the service.
+/// in the API's JSON shape (a body that is not JSON (415) in MCP's words, a
+/// missing `Accept` (406) in rmcp's own, which say what it checked). The
+/// app puts this right in front of the service.
 pub async fn shape_answers(request: Request, next: Next) -> Response {
-    let primes = knows_priming(&request);
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
     if !ApiError::is_plain_refusal(&response) {
-        let mut response = if primes {
-            response
-        } else {
-            without_priming(response)
-        };
         // rmcp answers "method not found" in JSON-RPC, with a 404: an
         // answer as designed (a client probing for what it may ask), not a
         // failure. Any other 404 is logged as one.
@@ -40,10 +32,6 @@ pub async fn shape_answers(request: Request, next: Next) -> Response {
         return response;
     }
     let (code, default) = match response.status() {
-        StatusCode::NOT_FOUND => (
-            "not_found",
-            "this MCP session does not exist: it ended or went idle; start a new one",
-        ),
         StatusCode::NOT_ACCEPTABLE => (
             "not_acceptable",
             "send Accept: application/json, text/event-stream",
@@ -62,46 +50,6 @@ pub async fn shape_answers(request: Request, next: Next) -> Response {
         _ => default.to_owned(),
     };
     ApiError::new(parts.status, code, message).replacing(&parts)
-}
-
-/// Whether the client can be sent priming events (an event with an id and
-/// no data, which opens an SSE stream so that a client can resume it,
-/// since revision 2025-11-25): one that names its revision in
-/// `MCP-Protocol-Version`, as every revision since 2025-06-18 requires. The
-/// clients that send no header are the ones that choke on them: Gemini CLI
-/// 0.61 speaks 2025-06-18 without the header. (The conformance suite's
-/// priming check names 2025-03-26 in its header, so the revision it names
-/// is not what decides.) An `initialize` carries no header: its answer,
-/// which comes at once, loses nothing without one.
-fn knows_priming(request: &Request) -> bool {
-    request.headers().contains_key("mcp-protocol-version")
-}
-
-/// The response with each priming event of its stream made a comment. A
-/// client that reads an event with no data as a JSON message fails to
-/// parse it and may drop the connection: Gemini CLI 0.61 did, so its
-/// sessions had no crosstalk tools while `gemini mcp list` (which only
-/// lists them) said Connected.
-fn without_priming(response: Response) -> Response {
-    use http_body_util::BodyExt;
-    let is_stream = response
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    if !is_stream {
-        return response;
-    }
-    response.map(|body| {
-        axum::body::Body::new(body.map_frame(|frame| match frame.into_data() {
-            // rmcp writes each event as one frame; a priming event's data
-            // is empty.
-            Ok(data) if data.starts_with(b"data: \n") || data.starts_with(b"data:\n") => {
-                http_body::Frame::data(bytes::Bytes::from_static(b":\n\n"))
-            }
-            Ok(data) => http_body::Frame::data(data),
-            Err(frame) => frame,
-        }))
-    })
 }
 
 /// The MCP edge of one relay: its sessions, and the service over them.
@@ -126,25 +74,25 @@ impl McpEdge {
         self.sessions.clone()
     }
 
-    /// The streamable HTTP service at `/mcp`: one [`RelayTools`] per
-    /// session, over the sessions the binding layer watches.
+    /// The streamable HTTP service at `/mcp`: a [`RelayTools`] per call,
+    /// every call served statelessly; the sessions are [`sessions::bind`]'s,
+    /// in front of it.
     pub fn service(
         &self,
         state: &AppState,
         request_limit: usize,
-    ) -> StreamableHttpService<RelayTools, LocalSessionManager> {
+    ) -> StreamableHttpService<RelayTools, NeverSessionManager> {
         // rmcp's own Host check is off: the host layer applies the same rule
         // to every route, so the two can never disagree.
-        let mut config = StreamableHttpServerConfig::default()
+        let config = StreamableHttpServerConfig::default()
             .with_cancellation_token(state.relay.shutdown_token().child_token())
             .with_max_request_body_bytes(request_limit)
+            .with_legacy_session_mode(false)
             .disable_allowed_hosts();
-        // Sessions outlive a restart: kept in the store, bound to their opener.
-        config.session_store = Some(self.sessions.kept());
         let relay = state.relay.clone();
         StreamableHttpService::new(
             move || Ok(RelayTools::new(relay.clone())),
-            self.sessions.manager(),
+            Arc::new(NeverSessionManager::default()),
             config,
         )
     }
@@ -162,7 +110,7 @@ impl McpEdge {
 
     /// Sessions open now.
     pub fn open_sessions(&self) -> usize {
-        self.sessions.open()
+        self.sessions.open_now()
     }
 }
 

@@ -407,7 +407,7 @@ impl ServerHandler for RelayTools {
             self.relay.tools_listed(&session);
         }
         let mut tools = TOOLS.list_all();
-        if !app::renders_apps(context.client_capabilities().as_ref()) {
+        if !context::renders_apps(&context) {
             tools.retain(|tool| !app::APP_ONLY.contains(&tool.name.as_ref()));
         }
         Ok(ListToolsResult::with_all_items(tools))

@@ -1,51 +1,58 @@
-//! MCP sessions: bound to the caller that opened them, capped per person,
-//! and ended when their credential is revoked or replaced.
+//! MCP sessions, the relay's own: opened at a client's `initialize`,
+//! bound to the caller that opened it, capped per person, kept across
+//! restarts, with their standalone streams and pushes.
 //!
-//! rmcp checks credentials per request, not per session, so without this a
-//! person could send requests on someone else's `Mcp-Session-Id`. The layer
-//! sits behind the credentials layer, which put the [`Caller`] on the
-//! request.
+//! rmcp serves every call statelessly, as it serves revision 2026-07-28:
+//! one handler per call, in the call's own task. A session is therefore no
+//! more than this module's record of it (who opened it, when it was last
+//! used, what its client declared), not a running service with its own
+//! tasks and channels: rmcp's session manager cost four task hops a call
+//! and about 70 KiB a session (`docs/rmcp-session-memory.md`), and the
+//! relay sends nothing on a session that a record cannot (pushes are its
+//! own, written into the standalone stream here).
 //!
-//! - **Owners**: every session opened is recorded with its caller; a
-//!   request on it with another person's token gets 403.
+//! - **Opening**: an `initialize` that rmcp answers opens a session; its
+//!   id goes back in `Mcp-Session-Id`.
+//! - **Owners**: a request on a session with another person's token gets
+//!   403; on a session that is neither open nor kept, 404, which tells the
+//!   client to start anew.
 //! - **A cap per person**: past [`Sessions::max_per_person`] sessions,
 //!   opening one more ends that person's least recently used session. A
 //!   429 would lock out a person whose crashed clients left sessions behind
 //!   until they expired; ending the stalest one costs at most a client that
-//!   was not using it a re-initialise (it gets 404, which MCP clients answer
-//!   by opening a new session).
-//! - **Idle expiry**: a session unused for [`Sessions::idle`] is ended
-//!   (rmcp's own keep-alive is set to the same).
-//! - **Standalone streams** (`GET /mcp`) hold one of the person's wait
-//!   slots while open, like every other stream.
+//!   was not using it a re-initialise.
+//! - **Idle expiry**: a session unused for [`Sessions::idle`], with no
+//!   stream open, is ended.
+//! - **Standalone streams** (`GET /mcp`) carry the pushes of a client that
+//!   asked for them, and hold one of the person's wait slots while open,
+//!   like every other stream. `DELETE /mcp` ends a session.
 //! - **Revocation**: [`end_revoked`] ends the sessions of a token that was
 //!   revoked or replaced, with their streams, within a second.
-//! - **Restarts**: sessions are kept in the store (rmcp's `SessionStore`
-//!   over the core, [`SessionOwners::kept`]), bound to the token that
+//! - **Restarts**: sessions are kept in the store, bound to the token that
 //!   opened them. After a restart, a request on a kept session from that
-//!   token takes it up again (rmcp replays the handshake); from another
-//!   token it gets 403; an idle or unknown one gets rmcp's 404, which tells
-//!   the client to start anew. [`upkeep`] records which sessions were used
-//!   and forgets idle ones.
+//!   token takes it up again; from another token it gets 403; an idle or
+//!   unknown one gets 404. [`upkeep`] records which sessions were used and
+//!   forgets idle ones.
 
+use super::app;
 use crate::config::Sessions;
 use crate::model::SessionId;
-use crate::protocol::{HeldSession, SESSION_HEADER, wants_pushes};
-use crate::relay::{Caller, KeptSession, PushFeed, Relay, WaitSlot};
+use crate::protocol::{SESSION_HEADER, wants_pushes};
+use crate::relay::{Caller, KeptSession, Relay, WaitSlot};
 use crate::wire::{self, ApiError};
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::{
     extract::{Request, State},
-    http::{HeaderValue, Method, StatusCode},
+    http::{HeaderValue, Method, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
 use futures::StreamExt;
-use rmcp::transport::streamable_http_server::session::{
-    SessionManager, SessionState, SessionStore, SessionStoreError, local::LocalSessionManager,
-};
+use rmcp::model::{InitializeRequestParams, ProtocolVersion};
+use rmcp::transport::streamable_http_server::session::SessionState;
 use std::{
-    collections::HashMap,
+    collections::{HashMap, hash_map::Entry},
+    convert::Infallible,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -55,11 +62,22 @@ use tokio_util::sync::CancellationToken;
 /// refusal before the session is ended.
 const ANSWER_GRACE: Duration = Duration::from_millis(200);
 
+/// How often a standalone stream with nothing to say sends a comment, so
+/// that neither the client nor anything between gives up on it.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The MCP session a request comes in on, verified to be its caller's: put
+/// on the request by [`bind`] for the tools.
+#[derive(Debug, Clone)]
+pub(super) struct HeldSession {
+    pub(super) id: SessionId,
+    /// Its client said at `initialize` that it renders MCP Apps.
+    pub(super) renders_apps: bool,
+}
+
 /// Who opened each live MCP session, and when it was last used.
 pub struct SessionOwners {
     owners: Mutex<HashMap<HeaderValue, Owned>>,
-    /// rmcp's sessions, to end the ones this layer ends.
-    sessions: Arc<LocalSessionManager>,
     relay: Arc<Relay>,
     policy: Sessions,
 }
@@ -71,89 +89,102 @@ struct Owned {
     touched: bool,
     /// Standalone streams open on it: a session streaming is in use.
     streams: usize,
-}
-
-impl Owned {
-    /// A session just opened or taken up by `caller`.
-    fn new(caller: Caller) -> Owned {
-        Owned {
-            caller,
-            last_used: Instant::now(),
-            touched: false,
-            streams: 0,
-        }
-    }
+    renders_apps: bool,
+    /// Cancelled when the session ends (and at shutdown): its streams end.
+    ended: CancellationToken,
 }
 
 impl SessionOwners {
     pub(super) fn new(relay: Arc<Relay>, policy: Sessions) -> SessionOwners {
-        let mut sessions = LocalSessionManager::default();
-        sessions.session_config.keep_alive = Some(policy.idle);
         SessionOwners {
             owners: Mutex::default(),
-            sessions: Arc::new(sessions),
             relay,
             policy,
         }
-    }
-
-    /// rmcp's session manager, which the MCP service must share with this.
-    pub(super) fn manager(&self) -> Arc<LocalSessionManager> {
-        self.sessions.clone()
     }
 
     fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<HeaderValue, Owned>> {
         self.owners.lock().expect("session owners lock")
     }
 
-    /// Whether `caller` holds `session` here: open here and theirs, or kept
-    /// from before a restart and taken up now (`false`: neither open nor
-    /// kept, so unknown to rmcp as well, which answers 404). Owners are
-    /// forgotten only after rmcp has dropped the session. Someone else's
-    /// session is refused.
-    async fn check_holder(&self, session: &HeaderValue, caller: &Caller) -> Result<bool, Response> {
-        match self.use_session(session) {
-            Some(owner) if owner.identity() != caller.identity() => {
-                Err(ApiError::forbidden("this MCP session belongs to someone else").into_response())
-            }
-            Some(_) => Ok(true),
+    /// A session just opened or taken up by `caller`.
+    fn owned(&self, caller: Caller, renders_apps: bool) -> Owned {
+        Owned {
+            caller,
+            last_used: Instant::now(),
+            touched: false,
+            streams: 0,
+            renders_apps,
+            ended: self.relay.shutdown_token().child_token(),
+        }
+    }
+
+    /// The session `caller` holds, open here and theirs, or kept from
+    /// before a restart and taken up now; `None`: neither open nor kept.
+    /// Someone else's session is refused.
+    async fn holder(
+        &self,
+        session: &HeaderValue,
+        caller: &Caller,
+    ) -> Result<Option<HeldSession>, Response> {
+        let open = {
+            let mut owners = self.owners();
+            owners.get_mut(session).map(|owned| {
+                owned.last_used = Instant::now();
+                owned.touched = true;
+                (
+                    owned.caller.identity() == caller.identity(),
+                    owned.renders_apps,
+                )
+            })
+        };
+        let held = |renders_apps| HeldSession {
+            id: SessionId::new(session.to_str().unwrap_or_default()),
+            renders_apps,
+        };
+        match open {
+            Some((false, _)) => Err(theirs().into_response()),
+            Some((true, renders_apps)) => Ok(Some(held(renders_apps))),
             None => self
                 .take_up(session, caller)
                 .await
+                .map(|taken| taken.map(held))
                 .map_err(IntoResponse::into_response),
         }
     }
 
-    /// The owner of `session`, marking it used.
-    fn use_session(&self, session: &HeaderValue) -> Option<Caller> {
-        let mut owners = self.owners();
-        let owned = owners.get_mut(session)?;
-        owned.last_used = Instant::now();
-        owned.touched = true;
-        Some(owned.caller.clone())
-    }
-
-    fn streaming(&self, session: &HeaderValue, delta: isize) {
-        if let Some(owned) = self.owners().get_mut(session) {
-            owned.streams = owned.streams.saturating_add_signed(delta);
-            owned.last_used = Instant::now();
+    /// Opens a session for `caller`, whose `initialize` declared
+    /// `declared`: kept in the store, bound to the caller's token; its id.
+    async fn open(&self, caller: Caller, declared: InitializeRequestParams) -> HeaderValue {
+        let id = SessionId::random();
+        let renders_apps = app::renders_apps(Some(&declared.capabilities));
+        let kept = async {
+            let state = serde_json::to_string(&SessionState::new(declared))
+                .map_err(|error| crate::relay::RelayError::Internal(Box::new(error)))?;
+            self.relay.keep_session(&id, &state).await?;
+            self.relay.bind_session(&id, &caller).await
+        };
+        if let Err(error) = kept.await {
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "keeping an MCP session failed"
+            );
         }
+        let session = HeaderValue::from_str(id.as_str()).expect("hex is a header value");
+        self.record(session.clone(), self.owned(caller, renders_apps))
+            .await;
+        session
     }
 
     /// Records a new session, then ends what the policy says must end:
     /// sessions idle too long, and the owner's least recently used ones past
     /// the cap.
-    async fn record(&self, session: HeaderValue, caller: Caller) {
-        let account = caller.account();
+    async fn record(&self, session: HeaderValue, owned: Owned) {
+        let account = owned.caller.account();
         let ending: Vec<HeaderValue> = {
             let mut owners = self.owners();
-            owners.insert(session.clone(), Owned::new(caller));
-            let now = Instant::now();
-            let mut ending: Vec<HeaderValue> = owners
-                .iter()
-                .filter(|(_, o)| o.streams == 0 && now - o.last_used > self.policy.idle)
-                .map(|(id, _)| id.clone())
-                .collect();
+            owners.insert(session.clone(), owned);
+            let mut ending = idle(&owners, self.policy.idle);
             let mut mine: Vec<(&HeaderValue, &Owned)> = owners
                 .iter()
                 .filter(|(id, o)| o.caller.account() == account && !ending.contains(id))
@@ -174,16 +205,16 @@ impl SessionOwners {
         self.end(ending).await;
     }
 
-    /// Ends sessions, in rmcp too (their streams close), and in the store.
+    /// Ends sessions, with their streams, and in the store.
     async fn end(&self, ending: Vec<HeaderValue>) {
         let mut ended = Vec::with_capacity(ending.len());
         for id in ending {
-            self.owners().remove(&id);
-            let Ok(id) = id.to_str() else { continue };
-            if let Err(error) = self.sessions.close_session(&Arc::from(id)).await {
-                tracing::warn!(%error, "ending an MCP session failed");
+            if let Some(owned) = self.owners().remove(&id) {
+                owned.ended.cancel();
             }
-            ended.push(SessionId::new(id));
+            if let Ok(id) = id.to_str() {
+                ended.push(SessionId::new(id));
+            }
         }
         if let Err(error) = self.relay.end_sessions(ended).await {
             tracing::warn!(
@@ -194,44 +225,71 @@ impl SessionOwners {
     }
 
     /// Takes up a session kept from before a restart, if it is `caller`'s;
-    /// says whether it did.
-    async fn take_up(&self, session: &HeaderValue, caller: &Caller) -> Result<bool, ApiError> {
+    /// whether its client renders apps, if it did.
+    async fn take_up(
+        &self,
+        session: &HeaderValue,
+        caller: &Caller,
+    ) -> Result<Option<bool>, ApiError> {
         let Ok(id) = session.to_str().map(SessionId::new) else {
-            return Ok(false);
+            return Ok(None);
         };
         match self
             .relay
             .kept_session(&id, caller, self.policy.idle)
             .await?
         {
-            KeptSession::Yours => {
+            KeptSession::Yours(state) => {
                 // Taken up here: this process holds it now (several relays
                 // on one store answer it as lost elsewhere).
                 self.relay.bind_session(&id, caller).await?;
-                let mut owned = Owned::new(caller.clone());
+                let renders_apps = serde_json::from_str::<SessionState>(&state).is_ok_and(|kept| {
+                    app::renders_apps(Some(&kept.initialize_params.capabilities))
+                });
+                let mut owned = self.owned(caller.clone(), renders_apps);
                 owned.touched = true;
-                self.owners().insert(session.clone(), owned);
-                Ok(true)
+                // A call that came at the same time may have taken it up first.
+                let renders_apps = match self.owners().entry(session.clone()) {
+                    Entry::Occupied(open) => open.get().renders_apps,
+                    Entry::Vacant(vacant) => vacant.insert(owned).renders_apps,
+                };
+                Ok(Some(renders_apps))
             }
-            KeptSession::Theirs => Err(ApiError::forbidden(
-                "this MCP session belongs to someone else",
-            )),
-            // rmcp answers 404: the client starts a new session.
-            KeptSession::Unknown => Ok(false),
+            KeptSession::Theirs => Err(theirs()),
+            KeptSession::Unknown => Ok(None),
         }
     }
 
-    /// Writes which sessions were used since the last time, and forgets the
-    /// kept sessions that went idle.
+    /// A standalone stream opens on `session` (`Some`: when it ends,
+    /// cancelled with the session), or closes (`None`).
+    fn streaming(&self, session: &HeaderValue, opens: bool) -> Option<CancellationToken> {
+        let mut owners = self.owners();
+        let owned = owners.get_mut(session)?;
+        owned.last_used = Instant::now();
+        if opens {
+            owned.streams += 1;
+            Some(owned.ended.clone())
+        } else {
+            owned.streams = owned.streams.saturating_sub(1);
+            None
+        }
+    }
+
+    /// Writes which sessions were used since the last time, ends the ones
+    /// gone idle here, and forgets the kept ones gone idle in the store.
     async fn write_use(&self) {
-        let used: Vec<SessionId> = self
-            .owners()
-            .iter_mut()
-            .filter_map(|(id, o)| {
-                let used = std::mem::take(&mut o.touched) || o.streams > 0;
-                used.then(|| id.to_str().ok().map(SessionId::new)).flatten()
-            })
-            .collect();
+        let (used, idle): (Vec<SessionId>, Vec<HeaderValue>) = {
+            let mut owners = self.owners();
+            let used = owners
+                .iter_mut()
+                .filter_map(|(id, o)| {
+                    let used = std::mem::take(&mut o.touched) || o.streams > 0;
+                    used.then(|| id.to_str().ok().map(SessionId::new)).flatten()
+                })
+                .collect();
+            (used, idle(&owners, self.policy.idle))
+        };
+        self.end(idle).await;
         let written = async {
             self.relay.touch_sessions(used).await?;
             self.relay.forget_idle_sessions(self.policy.idle).await
@@ -244,22 +302,33 @@ impl SessionOwners {
         }
     }
 
-    /// The store rmcp keeps sessions in, to share with the MCP service.
-    pub(super) fn kept(&self) -> Arc<dyn SessionStore> {
-        Arc::new(KeptSessions {
-            relay: self.relay.clone(),
-            idle: self.policy.idle,
-        })
-    }
-
-    fn forget(&self, session: &HeaderValue) {
-        self.owners().remove(session);
-    }
-
     /// Sessions open now, for tests and metrics.
-    pub(super) fn open(&self) -> usize {
+    pub(super) fn open_now(&self) -> usize {
         self.owners().len()
     }
+}
+
+/// The sessions unused for `idle` with no stream open.
+fn idle(owners: &HashMap<HeaderValue, Owned>, idle: Duration) -> Vec<HeaderValue> {
+    let now = Instant::now();
+    owners
+        .iter()
+        .filter(|(_, o)| o.streams == 0 && now - o.last_used > idle)
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+fn theirs() -> ApiError {
+    ApiError::forbidden("this MCP session belongs to someone else")
+}
+
+fn not_found() -> Response {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "this MCP session does not exist: it ended or went idle; start a new one",
+    )
+    .into_response()
 }
 
 /// Ends the sessions whose credential was revoked or replaced, whenever
@@ -307,142 +376,163 @@ pub(super) async fn upkeep(owners: Arc<SessionOwners>, shutdown: CancellationTok
     owners.write_use().await;
 }
 
-/// rmcp's `SessionStore`, over the core: what rmcp needs to take a session
-/// up again after a restart. Which token may is [`bind`]'s to check, before
-/// rmcp looks here.
-struct KeptSessions {
-    relay: Arc<Relay>,
-    idle: Duration,
-}
-
-#[async_trait::async_trait]
-impl SessionStore for KeptSessions {
-    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
-        let Some(state) = self
-            .relay
-            .kept_session_state(&SessionId::new(session_id), self.idle)
-            .await?
-        else {
-            return Ok(None);
-        };
-        Ok(Some(serde_json::from_str(&state)?))
-    }
-
-    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
-        let state = serde_json::to_string(state)?;
-        Ok(self
-            .relay
-            .keep_session(&SessionId::new(session_id), &state)
-            .await?)
-    }
-
-    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
-        Ok(self
-            .relay
-            .end_sessions(vec![SessionId::new(session_id)])
-            .await?)
-    }
-}
-
-/// Refuses a request on an MCP session that another caller opened; records
-/// the owner of every session opened; counts standalone streams as waits.
+/// The session layer, in front of rmcp: opens a session at an `initialize`
+/// rmcp answers; refuses a request on a session that another caller
+/// opened, and answers one on a session it does not know with 404; names
+/// the session held to the tools; serves a session's standalone stream
+/// (`GET`) and its end (`DELETE`) itself. Behind the layer that read the
+/// body.
 pub async fn bind(
     State(owners): State<Arc<SessionOwners>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let caller = request.extensions().get::<Caller>().cloned();
-    let session = request.headers().get(SESSION_HEADER).cloned();
-    let method = request.method().clone();
-    let pushes_wanted = wants_pushes(request.uri());
-    if let (Some(session), Some(caller)) = (&session, &caller) {
-        match owners.check_holder(session, caller).await {
-            // Only a session the caller was verified to hold is named to
-            // the tools (follows are kept under it); a header naming any
-            // other is just a header.
-            Ok(true) => {
-                if let Ok(id) = session.to_str() {
-                    request.extensions_mut().insert(HeldSession(id.to_owned()));
-                }
-            }
-            Ok(false) => {}
-            Err(refused) => return refused,
+    let Some(caller) = request.extensions().get::<Caller>().cloned() else {
+        return next.run(request).await;
+    };
+    let Some(session) = request.headers().get(SESSION_HEADER).cloned() else {
+        return match request.method() {
+            &Method::POST => opening(&owners, caller, request, next).await,
+            // rmcp's answer: only POST is served without a session.
+            _ => next.run(request).await,
+        };
+    };
+    let held = match owners.holder(&session, &caller).await {
+        Ok(Some(held)) => held,
+        // Revision 2026-07-28 has no sessions: a header naming one that
+        // is not the caller's is just a header.
+        Ok(None) if sessionless(&request) => return next.run(request).await,
+        Ok(None) => return not_found(),
+        Err(refused) => return refused,
+    };
+    match *request.method() {
+        Method::GET => standalone(&owners, session, held, caller, &request),
+        Method::DELETE => {
+            owners.end(vec![session]).await;
+            StatusCode::NO_CONTENT.into_response()
+        }
+        _ => {
+            request.extensions_mut().insert(held);
+            next.run(request).await
         }
     }
-    // A standalone stream holds a wait slot for as long as it is open.
-    let slot = match (&method, &caller, &session) {
-        (&Method::GET, Some(caller), Some(_)) => match owners.relay.hold_slot(caller) {
-            Ok(slot) => Some(slot),
-            Err(error) => return ApiError::from(error).into_response(),
-        },
-        _ => None,
+}
+
+/// Whether the request speaks a revision without sessions (2026-07-28 and
+/// later), by the `MCP-Protocol-Version` it names (dates, which compare as
+/// text).
+fn sessionless(request: &Request) -> bool {
+    request
+        .headers()
+        .get("mcp-protocol-version")
+        .is_some_and(|version| {
+            version.as_bytes() >= ProtocolVersion::V_2026_07_28.as_str().as_bytes()
+        })
+}
+
+/// A request without a session, passed on to rmcp; if it was an
+/// `initialize` that rmcp answered, with the session it opens.
+async fn opening(owners: &SessionOwners, caller: Caller, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    // The body was read whole in front of this layer: this takes it back.
+    let Ok(body) = axum::body::to_bytes(body, usize::MAX).await else {
+        return ApiError::bad_request("the request body could not be read").into_response();
     };
-    let mut response = next.run(request).await;
-    match (
-        session,
-        response.headers().get(SESSION_HEADER),
-        caller,
-        slot,
-    ) {
-        (None, Some(opened), Some(caller), _) if response.status().is_success() => {
-            if let Ok(id) = opened.to_str()
-                && let Err(error) = owners
-                    .relay
-                    .bind_session(&SessionId::new(id), &caller)
-                    .await
-            {
-                tracing::warn!(
-                    error = &error as &dyn std::error::Error,
-                    "keeping an MCP session failed"
-                );
-            }
-            owners.record(opened.clone(), caller).await;
-        }
-        (Some(session), _, _, _) if method == Method::DELETE && response.status().is_success() => {
-            owners.forget(&session);
-            // rmcp answers a session's end with 202; clients (the Python SDK
-            // among them) expect 200 or 204, and warn otherwise.
-            *response.status_mut() = StatusCode::NO_CONTENT;
-        }
-        (Some(session), _, Some(caller), Some(slot)) if response.status().is_success() => {
-            owners.streaming(&session, 1);
-            let pushes = match session.to_str() {
-                Ok(id) if pushes_wanted => {
-                    Some(owners.relay.push_feed(&caller, &SessionId::new(id)))
-                }
-                _ => None,
-            };
-            let guard = StreamGuard {
-                owners: owners.clone(),
-                session,
-                _slot: slot,
-            };
-            response = with_pushes(response, pushes, guard);
-        }
-        _ => {}
+    let declared = initialize_params(&body);
+    let mut response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    if let Some(declared) = declared
+        && response.status().is_success()
+    {
+        let session = owners.open(caller, declared).await;
+        response.headers_mut().insert(SESSION_HEADER, session);
     }
     response
 }
 
-/// A client that asked for pushes gets them (its person's inbox, the
-/// channels the session follows) on its standalone stream, between rmcp's
-/// own events, for as long as rmcp's stream lasts; `guard` lives as long.
-fn with_pushes(response: Response, pushes: Option<PushFeed>, guard: StreamGuard) -> Response {
+/// What a client declared in its `initialize`, if the body is one.
+fn initialize_params(body: &[u8]) -> Option<InitializeRequestParams> {
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Initialize {
+        params: InitializeRequestParams,
+    }
+    let said: Method = serde_json::from_slice(body).ok()?;
+    if said.method.as_deref() != Some("initialize") {
+        return None;
+    }
+    serde_json::from_slice::<Initialize>(body)
+        .ok()
+        .map(|initialize| initialize.params)
+}
+
+/// A session's standalone stream: the pushes its client asked for (its
+/// person's inbox, the channels the session follows), and a comment when
+/// there is nothing to say, until the session or the relay ends, or the
+/// client leaves. It holds one of the person's wait slots while open.
+fn standalone(
+    owners: &Arc<SessionOwners>,
+    session: HeaderValue,
+    held: HeldSession,
+    caller: Caller,
+    request: &Request,
+) -> Response {
+    let accepts = request
+        .headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|accept| {
+            accept
+                .to_str()
+                .is_ok_and(|a| a.contains("text/event-stream"))
+        });
+    if !accepts {
+        return ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "not_acceptable",
+            "send Accept: text/event-stream",
+        )
+        .into_response();
+    }
+    let slot = match owners.relay.hold_slot(&caller) {
+        Ok(slot) => slot,
+        Err(error) => return ApiError::from(error).into_response(),
+    };
+    let Some(ended) = owners.streaming(&session, true) else {
+        // Ended between the check and now.
+        return not_found();
+    };
+    let pushes = wants_pushes(request.uri()).then(|| owners.relay.push_feed(&caller, &held.id));
+    let guard = StreamGuard {
+        owners: owners.clone(),
+        session,
+        _slot: slot,
+    };
     let pushes = futures::stream::iter(pushes)
         .flatten()
-        .map(|push| Some(Ok(Bytes::from(wire::push::channel_event(&push)))));
-    let (parts, body) = response.into_parts();
-    let own = body
-        .into_data_stream()
+        .map(|push| Bytes::from(wire::push::channel_event(&push)));
+    let keep_alive =
+        futures::stream::unfold(tokio::time::interval(KEEP_ALIVE), |mut every| async move {
+            every.tick().await;
+            Some((Bytes::from_static(b":\n\n"), every))
+        });
+    let body = futures::stream::select(pushes, keep_alive)
+        .take_until(ended.cancelled_owned())
         .map(move |chunk| {
             let _held = &guard;
-            Some(chunk)
-        })
-        .chain(futures::stream::once(async { None }));
-    let body = futures::stream::select(own, pushes)
-        .take_while(|chunk| std::future::ready(chunk.is_some()))
-        .filter_map(std::future::ready);
-    Response::from_parts(parts, axum::body::Body::from_stream(body))
+            Ok::<_, Infallible>(chunk)
+        });
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
 }
 
 /// Held by a standalone stream's body: frees its wait slot and marks the
@@ -455,6 +545,6 @@ struct StreamGuard {
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
-        self.owners.streaming(&self.session, -1);
+        self.owners.streaming(&self.session, false);
     }
 }

@@ -25,14 +25,22 @@ impl fmt::Display for ThreadId {
     }
 }
 
-/// An MCP session's id, as the protocol library made it and the client
-/// names it in its `Mcp-Session-Id` header.
+/// An MCP session's id, as the relay made it and the client names it in
+/// its `Mcp-Session-Id` header.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SessionId(String);
 
 impl SessionId {
     pub fn new(id: impl Into<String>) -> SessionId {
         SessionId(id.into())
+    }
+
+    /// A new session's id: 128 random bits in hex, which no client can
+    /// guess (a session is still bound to its opener).
+    pub fn random() -> SessionId {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).expect("the operating system's random source failed");
+        SessionId(bytes.iter().map(|b| format!("{b:02x}")).collect())
     }
 
     pub fn as_str(&self) -> &str {

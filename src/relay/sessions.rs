@@ -9,13 +9,13 @@ use crate::model::{Millis, SessionId, now_millis};
 use std::time::Duration;
 
 /// A kept session, as a caller presenting its id may see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeptSession {
     /// No such session is kept (or it went idle): the client must start
     /// a new one.
     Unknown,
-    /// The caller's own: it may be taken up.
-    Yours,
+    /// The caller's own: it may be taken up. What the edge kept of it.
+    Yours(String),
     /// Another credential's.
     Theirs,
 }
@@ -56,25 +56,9 @@ impl Relay {
             _ if kept.elsewhere => KeptSession::Unknown,
             None => KeptSession::Unknown,
             Some(_) if kept.last_used < fresh_since(idle) => KeptSession::Unknown,
-            Some(owner) if caller.token() == Some(&owner) => KeptSession::Yours,
+            Some(owner) if caller.token() == Some(&owner) => KeptSession::Yours(kept.state),
             Some(_) => KeptSession::Theirs,
         })
-    }
-
-    /// The state of a bound session used within `idle`, to take it up.
-    pub async fn kept_session_state(
-        &self,
-        id: &SessionId,
-        idle: Duration,
-    ) -> RelayResult<Option<String>> {
-        Ok(self
-            .store
-            .session(id)
-            .await?
-            .filter(|kept| {
-                kept.owner.is_some() && !kept.elsewhere && kept.last_used >= fresh_since(idle)
-            })
-            .map(|kept| kept.state))
     }
 
     /// Records that sessions were used just now.
