@@ -104,8 +104,7 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///    referrer policy, HSTS under TLS); and the JSON error shape for an
 ///    error that a library answered in plain text (axum's 405, a body too
 ///    large). (On `/mcp`, `mcp::shape_answers`, right in front of the
-///    service, shapes rmcp's first, and makes its streams' priming events
-///    comments for clients that send no protocol version.)
+///    service, shapes rmcp's first.)
 /// 2. the body limit: bodies past it are refused with 413 as they are read.
 /// 3. `guard::check_host_and_origin` (all but `/healthz` and `/readyz`,
 ///    which count against their address's quota instead), one layer: only
@@ -121,9 +120,9 @@ fn cors(allowed: &[Origin]) -> Option<CorsLayer> {
 ///      the rate limits;
 ///    - (pages and the API groups that take Basic) a credential this
 ///      browser signed out with is refused;
-///    - the MCP session binding (`/mcp` only), then reading the body within
-///      the request timeout (`/mcp` and `POST /api/messages`: their calls
-///      may wait);
+///    - reading the body within the request timeout (`/mcp` and `POST
+///      /api/messages`: their calls may wait), then (`/mcp` only) the MCP
+///      sessions, which open, bind and stream them;
 ///    - the request timeout, on groups that answer at once. Waits and
 ///      streams have their own bounds (at most 50 s, or until the client
 ///      leaves, the caller's slots, shutdown).
@@ -223,7 +222,7 @@ fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
         .layer(middleware::from_fn(mcp::shape_answers))
         .layer(middleware::from_fn_with_state(
             mcp.sessions(),
-            mcp::sessions::bind,
+            mcp::sessions::layer,
         ))
         .layer(middleware::from_fn_with_state(
             deadline,

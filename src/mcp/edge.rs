@@ -68,14 +68,14 @@ impl McpEdge {
         }
     }
 
-    /// The sessions, the state of [`sessions::bind`], which the app puts in
+    /// The sessions, the state of [`sessions::layer`], which the app puts in
     /// front of [`McpEdge::service`].
     pub fn sessions(&self) -> Arc<SessionOwners> {
         self.sessions.clone()
     }
 
     /// The streamable HTTP service at `/mcp`: a [`RelayTools`] per call,
-    /// every call served statelessly; the sessions are [`sessions::bind`]'s,
+    /// every call served statelessly; the sessions are [`sessions::layer`]'s,
     /// in front of it.
     pub fn service(
         &self,

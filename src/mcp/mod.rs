@@ -1,7 +1,7 @@
 //! The MCP edge: everything on the server side that knows rmcp.
 //!
 //! - `edge.rs`: [`McpEdge`], what the app mounts at `/mcp` (the streamable
-//!   HTTP service, and [`sessions::bind`] in front of it) and what the
+//!   HTTP service, and [`sessions::layer`] in front of it) and what the
 //!   server keeps running (ending revoked sessions, writing their use);
 //!   rmcp's plain-text refusals in MCP's words; its client-mistake
 //!   warnings dropped from the log.

@@ -67,7 +67,7 @@ const ANSWER_GRACE: Duration = Duration::from_millis(200);
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The MCP session a request comes in on, verified to be its caller's: put
-/// on the request by [`bind`] for the tools.
+/// on the request by [`layer`] for the tools.
 #[derive(Debug, Clone)]
 pub(super) struct HeldSession {
     pub(super) id: SessionId,
@@ -382,7 +382,7 @@ pub(super) async fn upkeep(owners: Arc<SessionOwners>, shutdown: CancellationTok
 /// the session held to the tools; serves a session's standalone stream
 /// (`GET`) and its end (`DELETE`) itself. Behind the layer that read the
 /// body.
-pub async fn bind(
+pub async fn layer(
     State(owners): State<Arc<SessionOwners>>,
     mut request: Request,
     next: Next,
@@ -431,8 +431,14 @@ fn sessionless(request: &Request) -> bool {
 }
 
 /// A request without a session, passed on to rmcp; if it was an
-/// `initialize` that rmcp answered, with the session it opens.
+/// `initialize` that rmcp answered, with the session it opens. A call that
+/// states another method in `Mcp-Method` (as every 2026-07-28 call does,
+/// checked against its body by rmcp) is passed on as it is.
 async fn opening(owners: &SessionOwners, caller: Caller, request: Request, next: Next) -> Response {
+    let stated = request.headers().get("mcp-method");
+    if stated.is_some_and(|method| method != "initialize") {
+        return next.run(request).await;
+    }
     let (parts, body) = request.into_parts();
     // The body was read whole in front of this layer: this takes it back.
     let Ok(body) = axum::body::to_bytes(body, usize::MAX).await else {
