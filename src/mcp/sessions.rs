@@ -50,6 +50,7 @@ use axum::{
 use futures::StreamExt;
 use rmcp::model::{InitializeRequestParams, ProtocolVersion};
 use rmcp::transport::streamable_http_server::session::SessionState;
+use serde_json::Value;
 use std::{
     collections::{HashMap, hash_map::Entry},
     convert::Infallible,
@@ -61,10 +62,6 @@ use tokio_util::sync::CancellationToken;
 /// How long a revoked session's calls in flight have to deliver their
 /// refusal before the session is ended.
 const ANSWER_GRACE: Duration = Duration::from_millis(200);
-
-/// How often a standalone stream with nothing to say sends a comment, so
-/// that neither the client nor anything between gives up on it.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The MCP session a request comes in on, verified to be its caller's: put
 /// on the request by [`layer`] for the tools.
@@ -92,6 +89,8 @@ struct Owned {
     renders_apps: bool,
     /// Cancelled when the session ends (and at shutdown): its streams end.
     ended: CancellationToken,
+    /// Its calls under way, by JSON-RPC id, each with what ends it.
+    calls: Vec<(Value, CancellationToken)>,
 }
 
 impl SessionOwners {
@@ -116,6 +115,7 @@ impl SessionOwners {
             streams: 0,
             renders_apps,
             ended: self.relay.shutdown_token().child_token(),
+            calls: Vec::new(),
         }
     }
 
@@ -257,6 +257,34 @@ impl SessionOwners {
             }
             KeptSession::Theirs => Err(theirs()),
             KeptSession::Unknown => Ok(None),
+        }
+    }
+
+    /// A call `id` starts on `session`: what ends it when its client
+    /// cancels it.
+    fn calling(&self, session: &HeaderValue, id: Value) -> CancellationToken {
+        let cancelled = CancellationToken::new();
+        if let Some(owned) = self.owners().get_mut(session) {
+            owned.calls.push((id, cancelled.clone()));
+        }
+        cancelled
+    }
+
+    /// The client cancelled its call `id` on `session`.
+    fn cancel(&self, session: &HeaderValue, id: &Value) {
+        if let Some(owned) = self.owners().get(session)
+            && let Some((_, cancelled)) = owned.calls.iter().find(|(call, _)| call == id)
+        {
+            cancelled.cancel();
+        }
+    }
+
+    /// The call `id` on `session` ended.
+    fn called(&self, session: &HeaderValue, id: &Value) {
+        if let Some(owned) = self.owners().get_mut(session)
+            && let Some(at) = owned.calls.iter().position(|(call, _)| call == id)
+        {
+            owned.calls.swap_remove(at);
         }
     }
 
@@ -413,9 +441,122 @@ pub async fn layer(
         }
         _ => {
             request.extensions_mut().insert(held);
-            next.run(request).await
+            on_session(&owners, session, request, next).await
         }
     }
+}
+
+/// A message on a held session, passed on to rmcp. A call runs until its
+/// answer is written or its client leaves, as rmcp serves it, or until
+/// the client cancels it (`notifications/cancelled`), which ends the
+/// call's stream here, and with it the call.
+async fn on_session(
+    owners: &Arc<SessionOwners>,
+    session: HeaderValue,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let Some(body) = taken_back(body).await else {
+        return unreadable();
+    };
+    let said = Said::of(&body);
+    let request = Request::from_parts(parts, Body::from(body));
+    match said {
+        Said::Cancels(id) => {
+            owners.cancel(&session, &id);
+            next.run(request).await
+        }
+        Said::Call(id) => {
+            let cancelled = owners.calling(&session, id.clone());
+            let response = next.run(request).await;
+            let call = CallGuard {
+                owners: owners.clone(),
+                session,
+                id,
+            };
+            let (parts, body) = response.into_parts();
+            let body = body
+                .into_data_stream()
+                .take_until(cancelled.cancelled_owned())
+                .map(move |chunk| {
+                    let _call = &call;
+                    chunk
+                });
+            Response::from_parts(parts, Body::from_stream(body))
+        }
+        Said::Initialize | Said::Other => next.run(request).await,
+    }
+}
+
+/// Held by a call's answer: the call is forgotten when its answer ends.
+struct CallGuard {
+    owners: Arc<SessionOwners>,
+    session: HeaderValue,
+    id: Value,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.owners.called(&self.session, &self.id);
+    }
+}
+
+/// The body, read whole in front of this layer, taken back to look at.
+async fn taken_back(body: Body) -> Option<Bytes> {
+    axum::body::to_bytes(body, usize::MAX).await.ok()
+}
+
+fn unreadable() -> Response {
+    ApiError::bad_request("the request body could not be read").into_response()
+}
+
+/// What the session layer reads of a JSON-RPC message.
+enum Said {
+    Initialize,
+    /// A request, by its id.
+    Call(Value),
+    /// `notifications/cancelled`, naming the call it cancels.
+    Cancels(Value),
+    Other,
+}
+
+impl Said {
+    fn of(body: &[u8]) -> Said {
+        #[derive(serde::Deserialize)]
+        struct Head<'a> {
+            #[serde(borrow)]
+            method: Option<std::borrow::Cow<'a, str>>,
+            id: Option<Value>,
+        }
+        let Ok(head) = serde_json::from_slice::<Head>(body) else {
+            return Said::Other;
+        };
+        match (head.method.as_deref(), head.id) {
+            (Some("initialize"), _) => Said::Initialize,
+            (Some("notifications/cancelled"), _) => {
+                cancelled_call(body).map_or(Said::Other, Said::Cancels)
+            }
+            (Some(_), Some(id)) => Said::Call(id),
+            _ => Said::Other,
+        }
+    }
+}
+
+/// The call a `notifications/cancelled` names.
+fn cancelled_call(body: &[u8]) -> Option<Value> {
+    #[derive(serde::Deserialize)]
+    struct Cancelled {
+        params: Params,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(rename = "requestId")]
+        request_id: Value,
+    }
+    serde_json::from_slice::<Cancelled>(body)
+        .ok()
+        .map(|cancelled| cancelled.params.request_id)
 }
 
 /// Whether the request speaks a revision without sessions (2026-07-28 and
@@ -440,9 +581,8 @@ async fn opening(owners: &SessionOwners, caller: Caller, request: Request, next:
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    // The body was read whole in front of this layer: this takes it back.
-    let Ok(body) = axum::body::to_bytes(body, usize::MAX).await else {
-        return ApiError::bad_request("the request body could not be read").into_response();
+    let Some(body) = taken_back(body).await else {
+        return unreadable();
     };
     let declared = initialize_params(&body);
     let mut response = next.run(Request::from_parts(parts, Body::from(body))).await;
@@ -458,16 +598,10 @@ async fn opening(owners: &SessionOwners, caller: Caller, request: Request, next:
 /// What a client declared in its `initialize`, if the body is one.
 fn initialize_params(body: &[u8]) -> Option<InitializeRequestParams> {
     #[derive(serde::Deserialize)]
-    struct Method<'a> {
-        #[serde(borrow)]
-        method: Option<std::borrow::Cow<'a, str>>,
-    }
-    #[derive(serde::Deserialize)]
     struct Initialize {
         params: InitializeRequestParams,
     }
-    let said: Method = serde_json::from_slice(body).ok()?;
-    if said.method.as_deref() != Some("initialize") {
+    if !matches!(Said::of(body), Said::Initialize) {
         return None;
     }
     serde_json::from_slice::<Initialize>(body)
@@ -520,11 +654,13 @@ fn standalone(
     let pushes = futures::stream::iter(pushes)
         .flatten()
         .map(|push| Bytes::from(wire::push::channel_event(&push)));
-    let keep_alive =
-        futures::stream::unfold(tokio::time::interval(KEEP_ALIVE), |mut every| async move {
+    let keep_alive = futures::stream::unfold(
+        tokio::time::interval(wire::SSE_KEEP_ALIVE),
+        |mut every| async move {
             every.tick().await;
             Some((Bytes::from_static(b":\n\n"), every))
-        });
+        },
+    );
     let body = futures::stream::select(pushes, keep_alive)
         .take_until(ended.cancelled_owned())
         .map(move |chunk| {
