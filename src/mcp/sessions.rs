@@ -54,7 +54,10 @@ use serde_json::Value;
 use std::{
     collections::{HashMap, hash_map::Entry},
     convert::Infallible,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 use tokio_util::sync::CancellationToken;
@@ -77,6 +80,8 @@ pub struct SessionOwners {
     owners: Mutex<HashMap<HeaderValue, Owned>>,
     relay: Arc<Relay>,
     policy: Sessions,
+    /// The next call's serial: a client may use one JSON-RPC id twice.
+    calls: AtomicU64,
 }
 
 struct Owned {
@@ -89,8 +94,9 @@ struct Owned {
     renders_apps: bool,
     /// Cancelled when the session ends (and at shutdown): its streams end.
     ended: CancellationToken,
-    /// Its calls under way, by JSON-RPC id, each with what ends it.
-    calls: Vec<(Value, CancellationToken)>,
+    /// Its calls under way: a serial of the layer's, the JSON-RPC id, and
+    /// what ends the call (the session's end, or its client cancelling it).
+    calls: Vec<(u64, Value, CancellationToken)>,
 }
 
 impl SessionOwners {
@@ -99,6 +105,7 @@ impl SessionOwners {
             owners: Mutex::default(),
             relay,
             policy,
+            calls: AtomicU64::new(0),
         }
     }
 
@@ -253,6 +260,13 @@ impl SessionOwners {
                     Entry::Occupied(open) => open.get().renders_apps,
                     Entry::Vacant(vacant) => vacant.insert(owned).renders_apps,
                 };
+                // Revoked while it was read: [`end_revoked`] looked before
+                // it was here, so it is ended here (the store's row went
+                // with the token).
+                if !self.relay.is_live(caller) {
+                    self.end(vec![session.clone()]).await;
+                    return Ok(None);
+                }
                 Ok(Some(renders_apps))
             }
             KeptSession::Theirs => Err(theirs()),
@@ -260,29 +274,40 @@ impl SessionOwners {
         }
     }
 
-    /// A call `id` starts on `session`: what ends it when its client
-    /// cancels it.
-    fn calling(&self, session: &HeaderValue, id: Value) -> CancellationToken {
-        let cancelled = CancellationToken::new();
-        if let Some(owned) = self.owners().get_mut(session) {
-            owned.calls.push((id, cancelled.clone()));
-        }
-        cancelled
+    /// A call `id` starts on `session`: its serial, and what ends it when
+    /// the session ends or its client cancels it (already cancelled if the
+    /// session has just ended).
+    fn calling(&self, session: &HeaderValue, id: Value) -> (u64, CancellationToken) {
+        let serial = self.calls.fetch_add(1, Ordering::Relaxed);
+        let ends = match self.owners().get_mut(session) {
+            Some(owned) => {
+                let ends = owned.ended.child_token();
+                owned.calls.push((serial, id, ends.clone()));
+                ends
+            }
+            None => {
+                let ends = CancellationToken::new();
+                ends.cancel();
+                ends
+            }
+        };
+        (serial, ends)
     }
 
-    /// The client cancelled its call `id` on `session`.
+    /// The client cancelled its call `id` on `session` (each call by that
+    /// id, should it have sent two).
     fn cancel(&self, session: &HeaderValue, id: &Value) {
-        if let Some(owned) = self.owners().get(session)
-            && let Some((_, cancelled)) = owned.calls.iter().find(|(call, _)| call == id)
-        {
-            cancelled.cancel();
+        if let Some(owned) = self.owners().get(session) {
+            for (_, _, ends) in owned.calls.iter().filter(|(_, call, _)| call == id) {
+                ends.cancel();
+            }
         }
     }
 
-    /// The call `id` on `session` ended.
-    fn called(&self, session: &HeaderValue, id: &Value) {
+    /// The call `serial` on `session` ended.
+    fn called(&self, session: &HeaderValue, serial: u64) {
         if let Some(owned) = self.owners().get_mut(session)
-            && let Some(at) = owned.calls.iter().position(|(call, _)| call == id)
+            && let Some(at) = owned.calls.iter().position(|(call, _, _)| *call == serial)
         {
             owned.calls.swap_remove(at);
         }
@@ -439,10 +464,12 @@ pub async fn layer(
             owners.end(vec![session]).await;
             StatusCode::NO_CONTENT.into_response()
         }
-        _ => {
+        Method::POST => {
             request.extensions_mut().insert(held);
             on_session(&owners, session, request, next).await
         }
+        // rmcp's 405.
+        _ => next.run(request).await,
     }
 }
 
@@ -468,17 +495,18 @@ async fn on_session(
             next.run(request).await
         }
         Said::Call(id) => {
-            let cancelled = owners.calling(&session, id.clone());
-            let response = next.run(request).await;
+            let (serial, ends) = owners.calling(&session, id);
+            // Made before the call runs: forgotten however it ends.
             let call = CallGuard {
                 owners: owners.clone(),
                 session,
-                id,
+                serial,
             };
+            let response = next.run(request).await;
             let (parts, body) = response.into_parts();
             let body = body
                 .into_data_stream()
-                .take_until(cancelled.cancelled_owned())
+                .take_until(ends.cancelled_owned())
                 .map(move |chunk| {
                     let _call = &call;
                     chunk
@@ -493,12 +521,12 @@ async fn on_session(
 struct CallGuard {
     owners: Arc<SessionOwners>,
     session: HeaderValue,
-    id: Value,
+    serial: u64,
 }
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
-        self.owners.called(&self.session, &self.id);
+        self.owners.called(&self.session, self.serial);
     }
 }
 

@@ -36,7 +36,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How often an idle Server-Sent Events stream sends a comment, so proxies
-/// and clients keep it open (the API's streams, the A2A edge's).
+/// and clients keep it open (the API's streams, the A2A edge's, an MCP
+/// session's standalone stream).
 pub const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// RFC 3339 in UTC with milliseconds, e.g. `2026-11-29T22:20:07.123Z`.

@@ -488,3 +488,42 @@ async fn a_waiting_call_its_client_cancels_ends_and_takes_nothing() {
     let messages = &answer[0]["result"]["structuredContent"]["messages"];
     assert_eq!(messages[0]["body"], "still there?", "{answer:?}");
 }
+
+/// A session's end (`DELETE`) ends the calls still running on it: a wait
+/// on a session its client ended takes nothing.
+#[tokio::test]
+async fn a_waiting_call_ends_with_its_session() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let session = RawSession::open(&app.url(), &bob).await;
+    let waiting = session
+        .call(7, "check_inbox", json!({ "timeout_seconds": 50 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(waiting.status(), 200);
+    let ended = http()
+        .delete(format!("{}/mcp", app.url()))
+        .bearer_auth(&bob)
+        .header("mcp-session-id", &session.id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 204);
+    let said = tokio::time::timeout(Duration::from_secs(10), waiting.text())
+        .await
+        .expect("the call ends with its session, not after its wait")
+        .unwrap();
+    assert!(!said.contains("\"result\""), "{said}");
+    let (status, _) = crate::support::post(
+        &app,
+        "/api/messages",
+        &alice,
+        json!({ "to": "bob", "body": "anyone?" }),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (_, inbox) = crate::support::get(&app, "/api/inbox", &bob).await;
+    assert_eq!(inbox["messages"][0]["body"], "anyone?", "{inbox}");
+}
