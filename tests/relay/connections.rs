@@ -445,64 +445,59 @@ async fn a_session_s_stream_and_its_end_say_json_with_no_body() {
     assert_eq!(malformed.status(), 400);
 }
 
-/// A client that cancels a waiting call (`notifications/cancelled`) but
-/// keeps reading its stream sees the call end at once; a message that arrives afterwards waits for the next check
-/// instead of going to a call nobody reads.
-#[tokio::test]
-async fn a_waiting_call_its_client_cancels_ends_and_takes_nothing() {
-    let app = spawn_app().await;
-    let alice = app.add_person("alice").await;
-    let bob = app.add_person("bob").await;
-    let session = RawSession::open(&app.url(), &bob).await;
+/// Bob's session, and a call on it waiting up to 50 s for his inbox.
+async fn a_wait_on_a_session(app: &TestApp, bob: &str) -> (RawSession, reqwest::Response) {
+    let session = RawSession::open(&app.url(), bob).await;
     let waiting = session
         .call(7, "check_inbox", json!({ "timeout_seconds": 50 }))
         .send()
         .await
         .unwrap();
     assert_eq!(waiting.status(), 200);
+    (session, waiting)
+}
+
+/// The waiting call ends at once, with no answer, and a message sent to
+/// bob afterwards waits for him: the call took nothing.
+async fn ends_taking_nothing(app: &TestApp, waiting: reqwest::Response, alice: &str, bob: &str) {
+    let said = tokio::time::timeout(Duration::from_secs(10), waiting.text())
+        .await
+        .expect("the call ends at once, not after its wait")
+        .unwrap();
+    assert!(!said.contains("\"result\""), "{said}");
+    let message = json!({ "to": "bob", "body": "still there?" });
+    let (status, _) = crate::support::post(app, "/api/messages", alice, message).await;
+    assert_eq!(status, 201);
+    let (_, inbox) = crate::support::get(app, "/api/inbox", bob).await;
+    assert_eq!(inbox["messages"][0]["body"], "still there?", "{inbox}");
+}
+
+/// A client that cancels a waiting call (`notifications/cancelled`) but
+/// keeps reading its stream sees the call end at once; a message that
+/// arrives afterwards waits for the next check instead of going to a call
+/// nobody reads.
+#[tokio::test]
+async fn a_waiting_call_its_client_cancels_ends_and_takes_nothing() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let (session, waiting) = a_wait_on_a_session(&app, &bob).await;
     let cancel = json!({
         "jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": { "requestId": 7, "reason": "the person pressed Esc" },
     });
     let cancelled = session.post(cancel).send().await.unwrap();
     assert_eq!(cancelled.status(), 202);
-    let said = tokio::time::timeout(Duration::from_secs(10), waiting.text())
-        .await
-        .expect("the cancelled call ends at once, not after its wait")
-        .unwrap();
-    assert!(!said.contains("\"result\""), "{said}");
-    let (status, _) = crate::support::post(
-        &app,
-        "/api/messages",
-        &alice,
-        json!({ "to": "bob", "body": "still there?" }),
-    )
-    .await;
-    assert_eq!(status, 201);
-    let checked = session
-        .call(8, "check_inbox", json!({}))
-        .send()
-        .await
-        .unwrap();
-    let answer = crate::support::rpc_messages(checked).await;
-    let messages = &answer[0]["result"]["structuredContent"]["messages"];
-    assert_eq!(messages[0]["body"], "still there?", "{answer:?}");
+    ends_taking_nothing(&app, waiting, &alice, &bob).await;
 }
 
-/// A session's end (`DELETE`) ends the calls still running on it: a wait
-/// on a session its client ended takes nothing.
+/// A session's end (`DELETE`) ends the calls still running on it.
 #[tokio::test]
 async fn a_waiting_call_ends_with_its_session() {
     let app = spawn_app().await;
     let alice = app.add_person("alice").await;
     let bob = app.add_person("bob").await;
-    let session = RawSession::open(&app.url(), &bob).await;
-    let waiting = session
-        .call(7, "check_inbox", json!({ "timeout_seconds": 50 }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(waiting.status(), 200);
+    let (session, waiting) = a_wait_on_a_session(&app, &bob).await;
     let ended = http()
         .delete(format!("{}/mcp", app.url()))
         .bearer_auth(&bob)
@@ -511,19 +506,5 @@ async fn a_waiting_call_ends_with_its_session() {
         .await
         .unwrap();
     assert_eq!(ended.status(), 204);
-    let said = tokio::time::timeout(Duration::from_secs(10), waiting.text())
-        .await
-        .expect("the call ends with its session, not after its wait")
-        .unwrap();
-    assert!(!said.contains("\"result\""), "{said}");
-    let (status, _) = crate::support::post(
-        &app,
-        "/api/messages",
-        &alice,
-        json!({ "to": "bob", "body": "anyone?" }),
-    )
-    .await;
-    assert_eq!(status, 201);
-    let (_, inbox) = crate::support::get(&app, "/api/inbox", &bob).await;
-    assert_eq!(inbox["messages"][0]["body"], "anyone?", "{inbox}");
+    ends_taking_nothing(&app, waiting, &alice, &bob).await;
 }
