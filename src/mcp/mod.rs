@@ -1,12 +1,15 @@
 //! The MCP edge: everything on the server side that knows rmcp.
 //!
 //! - `edge.rs`: [`McpEdge`], what the app mounts at `/mcp` (the streamable
-//!   HTTP service, and [`sessions::layer`] in front of it) and what the
-//!   server keeps running (ending revoked sessions, writing their use);
-//!   rmcp's plain-text refusals in MCP's words; its client-mistake
-//!   warnings dropped from the log.
-//! - `sessions.rs`: sessions bound to their openers, capped per person,
-//!   kept across restarts, with their standalone streams and pushes.
+//!   HTTP service, in which rmcp serves every call statelessly, and
+//!   [`sessions::layer`] in front of it) and what the server keeps running
+//!   (ending revoked sessions, writing their use); rmcp's plain-text
+//!   refusals in MCP's words; its client-mistake warnings dropped from the
+//!   log.
+//! - `sessions/`: the relay's own MCP sessions (`mod.rs`: opened, bound to
+//!   their openers, capped per person, kept across restarts, ended;
+//!   `layer.rs`: the layer in front of rmcp, with their standalone
+//!   streams and pushes, and the cancelling of their calls).
 //! - `schema.rs`: the tools' schemas, made portable.
 //! - `context.rs`: what a tool takes from its call (its caller, its
 //!   session, its arguments) and how it fails, in REST's error shape.

@@ -1,0 +1,310 @@
+//! The session layer itself, in front of rmcp: what it reads of a
+//! request, what it answers itself (a session's standalone stream and its
+//! end), and how a call on a session is ended when its client cancels it
+//! or its session ends. The sessions it keeps are [`SessionOwners`].
+
+use super::{HeldSession, SessionOwners, not_found};
+use crate::protocol::{SESSION_HEADER, wants_pushes};
+use crate::relay::{Caller, WaitSlot};
+use crate::wire::{self, ApiError};
+use axum::body::{Body, Bytes};
+use axum::{
+    extract::{Request, State},
+    http::{HeaderValue, Method, StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use futures::StreamExt;
+use rmcp::model::{InitializeRequestParams, ProtocolVersion};
+use serde_json::Value;
+use std::{convert::Infallible, sync::Arc};
+
+/// The session layer, in front of rmcp: opens a session at an `initialize`
+/// rmcp answers; refuses a request on a session that another caller
+/// opened, and answers one on a session it does not know with 404; names
+/// the session held to the tools; serves a session's standalone stream
+/// (`GET`) and its end (`DELETE`) itself. Behind the layer that read the
+/// body.
+pub async fn layer(
+    State(owners): State<Arc<SessionOwners>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let Some(caller) = request.extensions().get::<Caller>().cloned() else {
+        return next.run(request).await;
+    };
+    let Some(session) = request.headers().get(SESSION_HEADER).cloned() else {
+        return match request.method() {
+            &Method::POST => opening(&owners, caller, request, next).await,
+            // rmcp's answer: only POST is served without a session.
+            _ => next.run(request).await,
+        };
+    };
+    let held = match owners.holder(&session, &caller).await {
+        Ok(Some(held)) => held,
+        // Revision 2026-07-28 has no sessions: a header naming one that
+        // is not the caller's is just a header.
+        Ok(None) if sessionless(&request) => return next.run(request).await,
+        Ok(None) => return not_found(),
+        Err(refused) => return refused,
+    };
+    match *request.method() {
+        Method::GET => standalone(&owners, session, held, caller, &request),
+        Method::DELETE => {
+            owners.end(vec![session]).await;
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Method::POST => {
+            request.extensions_mut().insert(held);
+            on_session(&owners, session, request, next).await
+        }
+        // rmcp's 405.
+        _ => next.run(request).await,
+    }
+}
+
+/// A message on a held session, passed on to rmcp. A call runs until its
+/// answer is written or its client leaves, as rmcp serves it, or until
+/// the client cancels it (`notifications/cancelled`), which ends the
+/// call's stream here, and with it the call.
+async fn on_session(
+    owners: &Arc<SessionOwners>,
+    session: HeaderValue,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let Some(body) = taken_back(body).await else {
+        return unreadable();
+    };
+    let said = Said::of(&body);
+    let request = Request::from_parts(parts, Body::from(body));
+    match said {
+        Said::Cancels(id) => {
+            owners.cancel(&session, &id);
+            next.run(request).await
+        }
+        Said::Call(id) => {
+            let (serial, ends) = owners.calling(&session, id);
+            // Made before the call runs: forgotten however it ends.
+            let call = CallGuard {
+                owners: owners.clone(),
+                session,
+                serial,
+            };
+            let response = next.run(request).await;
+            let (parts, body) = response.into_parts();
+            let body = body
+                .into_data_stream()
+                .take_until(ends.cancelled_owned())
+                .map(move |chunk| {
+                    let _call = &call;
+                    chunk
+                });
+            Response::from_parts(parts, Body::from_stream(body))
+        }
+        Said::Initialize | Said::Other => next.run(request).await,
+    }
+}
+
+/// Held by a call's answer: the call is forgotten when its answer ends.
+struct CallGuard {
+    owners: Arc<SessionOwners>,
+    session: HeaderValue,
+    serial: u64,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.owners.called(&self.session, self.serial);
+    }
+}
+
+/// The body, read whole in front of this layer, taken back to look at.
+async fn taken_back(body: Body) -> Option<Bytes> {
+    axum::body::to_bytes(body, usize::MAX).await.ok()
+}
+
+fn unreadable() -> Response {
+    ApiError::bad_request("the request body could not be read").into_response()
+}
+
+/// What the session layer reads of a JSON-RPC message.
+enum Said {
+    Initialize,
+    /// A request, by its id.
+    Call(Value),
+    /// `notifications/cancelled`, naming the call it cancels.
+    Cancels(Value),
+    Other,
+}
+
+impl Said {
+    fn of(body: &[u8]) -> Said {
+        #[derive(serde::Deserialize)]
+        struct Head<'a> {
+            #[serde(borrow)]
+            method: Option<std::borrow::Cow<'a, str>>,
+            id: Option<Value>,
+        }
+        let Ok(head) = serde_json::from_slice::<Head>(body) else {
+            return Said::Other;
+        };
+        match (head.method.as_deref(), head.id) {
+            (Some("initialize"), _) => Said::Initialize,
+            (Some("notifications/cancelled"), _) => {
+                cancelled_call(body).map_or(Said::Other, Said::Cancels)
+            }
+            (Some(_), Some(id)) => Said::Call(id),
+            _ => Said::Other,
+        }
+    }
+}
+
+/// The call a `notifications/cancelled` names.
+fn cancelled_call(body: &[u8]) -> Option<Value> {
+    #[derive(serde::Deserialize)]
+    struct Cancelled {
+        params: Params,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params {
+        #[serde(rename = "requestId")]
+        request_id: Value,
+    }
+    serde_json::from_slice::<Cancelled>(body)
+        .ok()
+        .map(|cancelled| cancelled.params.request_id)
+}
+
+/// Whether the request speaks a revision without sessions (2026-07-28 and
+/// later), by the `MCP-Protocol-Version` it names (dates, which compare as
+/// text).
+fn sessionless(request: &Request) -> bool {
+    request
+        .headers()
+        .get("mcp-protocol-version")
+        .is_some_and(|version| {
+            version.as_bytes() >= ProtocolVersion::V_2026_07_28.as_str().as_bytes()
+        })
+}
+
+/// A request without a session, passed on to rmcp; if it was an
+/// `initialize` that rmcp answered, with the session it opens. A call that
+/// states another method in `Mcp-Method` (as every 2026-07-28 call does,
+/// checked against its body by rmcp) is passed on as it is.
+async fn opening(owners: &SessionOwners, caller: Caller, request: Request, next: Next) -> Response {
+    let stated = request.headers().get("mcp-method");
+    if stated.is_some_and(|method| method != "initialize") {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Some(body) = taken_back(body).await else {
+        return unreadable();
+    };
+    let declared = initialize_params(&body);
+    let mut response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    if let Some(declared) = declared
+        && response.status().is_success()
+    {
+        let session = owners.open(caller, declared).await;
+        response.headers_mut().insert(SESSION_HEADER, session);
+    }
+    response
+}
+
+/// What a client declared in its `initialize`, if the body is one.
+fn initialize_params(body: &[u8]) -> Option<InitializeRequestParams> {
+    #[derive(serde::Deserialize)]
+    struct Initialize {
+        params: InitializeRequestParams,
+    }
+    if !matches!(Said::of(body), Said::Initialize) {
+        return None;
+    }
+    serde_json::from_slice::<Initialize>(body)
+        .ok()
+        .map(|initialize| initialize.params)
+}
+
+/// A session's standalone stream: the pushes its client asked for (its
+/// person's inbox, the channels the session follows), and a comment when
+/// there is nothing to say, until the session or the relay ends, or the
+/// client leaves. It holds one of the person's wait slots while open.
+fn standalone(
+    owners: &Arc<SessionOwners>,
+    session: HeaderValue,
+    held: HeldSession,
+    caller: Caller,
+    request: &Request,
+) -> Response {
+    let accepts = request
+        .headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|accept| {
+            accept
+                .to_str()
+                .is_ok_and(|a| a.contains("text/event-stream"))
+        });
+    if !accepts {
+        return ApiError::new(
+            StatusCode::NOT_ACCEPTABLE,
+            "not_acceptable",
+            "send Accept: text/event-stream",
+        )
+        .into_response();
+    }
+    let slot = match owners.relay.hold_slot(&caller) {
+        Ok(slot) => slot,
+        Err(error) => return ApiError::from(error).into_response(),
+    };
+    let Some(ended) = owners.streaming(&session, true) else {
+        // Ended between the check and now.
+        return not_found();
+    };
+    let pushes = wants_pushes(request.uri()).then(|| owners.relay.push_feed(&caller, &held.id));
+    let guard = StreamGuard {
+        owners: owners.clone(),
+        session,
+        _slot: slot,
+    };
+    let pushes = futures::stream::iter(pushes)
+        .flatten()
+        .map(|push| Bytes::from(wire::push::channel_event(&push)));
+    let keep_alive = futures::stream::unfold(
+        tokio::time::interval(wire::SSE_KEEP_ALIVE),
+        |mut every| async move {
+            every.tick().await;
+            Some((Bytes::from_static(b":\n\n"), every))
+        },
+    );
+    let body = futures::stream::select(pushes, keep_alive)
+        .take_until(ended.cancelled_owned())
+        .map(move |chunk| {
+            let _held = &guard;
+            Ok::<_, Infallible>(chunk)
+        });
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// Held by a standalone stream's body: frees its wait slot and marks the
+/// session idle again when the stream ends.
+struct StreamGuard {
+    owners: Arc<SessionOwners>,
+    session: HeaderValue,
+    _slot: WaitSlot,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.owners.streaming(&self.session, false);
+    }
+}
