@@ -35,12 +35,10 @@ impl SessionId {
         SessionId(id.into())
     }
 
-    /// A new session's id: 128 random bits in hex, which no client can
-    /// guess (a session is still bound to its opener).
+    /// A new session's id: 128 random bits, in a token's lowercase base32,
+    /// which no client can guess (a session is still bound to its opener).
     pub fn random() -> SessionId {
-        let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes).expect("the operating system's random source failed");
-        SessionId(bytes.iter().map(|b| format!("{b:02x}")).collect())
+        SessionId(super::token::base32(&super::token::random::<16>()))
     }
 
     pub fn as_str(&self) -> &str {

@@ -93,7 +93,7 @@ pub fn refresh_family(presented: &str) -> Option<&str> {
 }
 
 /// `N` bytes from the operating system's random source.
-fn random<const N: usize>() -> [u8; N] {
+pub(super) fn random<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes).expect("the operating system's random source failed");
     bytes
@@ -141,7 +141,7 @@ impl fmt::Debug for TokenHash {
 
 /// RFC 4648 base32, lowercase, unpadded: double-click selectable and free of
 /// characters that shells or URLs treat specially.
-fn base32(bytes: &[u8]) -> String {
+pub(super) fn base32(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
     let mut out = String::with_capacity(bytes.len().div_ceil(5) * 8);
     let mut buffer: u32 = 0;

@@ -177,7 +177,7 @@ impl SessionOwners {
                 "keeping an MCP session failed"
             );
         }
-        let session = HeaderValue::from_str(id.as_str()).expect("hex is a header value");
+        let session = HeaderValue::from_str(id.as_str()).expect("base32 is a header value");
         self.record(session.clone(), self.owned(caller, renders_apps))
             .await;
         session
