@@ -173,11 +173,6 @@ pub fn channel_notification(push: &Push) -> Value {
     })
 }
 
-/// The notification as one server-sent event.
-pub fn channel_event(push: &Push) -> String {
-    format!("data: {}\n\n", channel_notification(push))
-}
-
 #[cfg(test)]
 mod tests {
     use super::{attribute, body};

@@ -12,7 +12,10 @@ use axum::{
     extract::{Request, State},
     http::{HeaderValue, Method, StatusCode, header},
     middleware::Next,
-    response::{IntoResponse, Response},
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
 };
 use futures::StreamExt;
 use rmcp::model::{InitializeRequestParams, ProtocolVersion};
@@ -269,29 +272,18 @@ fn standalone(
         session,
         _slot: slot,
     };
-    let pushes = futures::stream::iter(pushes)
+    // Open until the session or the relay ends, pushes or none.
+    let events = futures::stream::iter(pushes)
         .flatten()
-        .map(|push| Bytes::from(wire::push::channel_event(&push)));
-    let keep_alive = futures::stream::unfold(
-        tokio::time::interval(wire::SSE_KEEP_ALIVE),
-        |mut every| async move {
-            every.tick().await;
-            Some((Bytes::from_static(b":\n\n"), every))
-        },
-    );
-    let body = futures::stream::select(pushes, keep_alive)
+        .chain(futures::stream::pending())
         .take_until(ended.cancelled_owned())
-        .map(move |chunk| {
+        .map(move |push| {
             let _held = &guard;
-            Ok::<_, Infallible>(chunk)
+            let notification = wire::push::channel_notification(&push);
+            Ok::<_, Infallible>(Event::default().data(notification.to_string()))
         });
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        Body::from_stream(body),
-    )
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(wire::SSE_KEEP_ALIVE))
         .into_response()
 }
 
