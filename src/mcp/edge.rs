@@ -84,10 +84,16 @@ impl McpEdge {
     ) -> StreamableHttpService<RelayTools, NeverSessionManager> {
         // rmcp's own Host check is off: the host layer applies the same rule
         // to every route, so the two can never disagree.
+        //
+        // An answer is plain JSON, one write, where rmcp would open an
+        // event stream for it: no tool sends anything before its answer
+        // (no progress, no requests to the client), and every client
+        // reads either (the MCP spec has them accept both).
         let config = StreamableHttpServerConfig::default()
             .with_cancellation_token(state.relay.shutdown_token().child_token())
             .with_max_request_body_bytes(request_limit)
             .with_legacy_session_mode(false)
+            .with_json_response(true)
             .disable_allowed_hosts();
         let relay = state.relay.clone();
         StreamableHttpService::new(

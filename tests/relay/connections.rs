@@ -445,25 +445,36 @@ async fn a_session_s_stream_and_its_end_say_json_with_no_body() {
     assert_eq!(malformed.status(), 400);
 }
 
-/// Bob's session, and a call on it waiting up to 50 s for his inbox.
-async fn a_wait_on_a_session(app: &TestApp, bob: &str) -> (RawSession, reqwest::Response) {
+/// Bob's session, and a call on it waiting up to 50 s for his inbox,
+/// parked. (Its answer is one JSON body: nothing comes until it ends.)
+async fn a_wait_on_a_session(
+    app: &TestApp,
+    bob: &str,
+) -> (RawSession, tokio::task::JoinHandle<reqwest::Response>) {
     let session = RawSession::open(&app.url(), bob).await;
-    let waiting = session
-        .call(7, "check_inbox", json!({ "timeout_seconds": 50 }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(waiting.status(), 200);
+    let mut parked = app.running.state.relay.parked_waits();
+    parked.borrow_and_update();
+    let call = session.call(7, "check_inbox", json!({ "timeout_seconds": 50 }));
+    let waiting = tokio::spawn(async move { call.send().await.unwrap() });
+    parked.changed().await.unwrap();
     (session, waiting)
 }
 
 /// The waiting call ends at once, with no answer, and a message sent to
 /// bob afterwards waits for him: the call took nothing.
-async fn ends_taking_nothing(app: &TestApp, waiting: reqwest::Response, alice: &str, bob: &str) {
-    let said = tokio::time::timeout(Duration::from_secs(10), waiting.text())
-        .await
-        .expect("the call ends at once, not after its wait")
-        .unwrap();
+async fn ends_taking_nothing(
+    app: &TestApp,
+    waiting: tokio::task::JoinHandle<reqwest::Response>,
+    alice: &str,
+    bob: &str,
+) {
+    let said = tokio::time::timeout(Duration::from_secs(10), async {
+        let answered = waiting.await.unwrap();
+        assert_eq!(answered.status(), 200);
+        answered.text().await.unwrap()
+    })
+    .await
+    .expect("the call ends at once, not after its wait");
     assert!(!said.contains("\"result\""), "{said}");
     let message = json!({ "to": "bob", "body": "still there?" });
     let (status, _) = crate::support::post(app, "/api/messages", alice, message).await;
@@ -489,6 +500,30 @@ async fn a_waiting_call_its_client_cancels_ends_and_takes_nothing() {
     let cancelled = session.post(cancel).send().await.unwrap();
     assert_eq!(cancelled.status(), 202);
     ends_taking_nothing(&app, waiting, &alice, &bob).await;
+}
+
+/// A call's answer is one JSON body, not an event stream: written at once,
+/// read whole.
+#[tokio::test]
+async fn a_call_is_answered_in_one_json_body() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let session = RawSession::open(&app.url(), &alice).await;
+    let posted = json!({ "channel": "general", "body": "hello" });
+    let answered = session
+        .call(3, "post_message", posted)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 200);
+    assert_eq!(answered.headers()["content-type"], "application/json");
+    assert!(answered.headers().contains_key("content-length"));
+    let said: Value = answered.json().await.unwrap();
+    assert_eq!(said["id"], 3, "{said}");
+    let id = &said["result"]["structuredContent"]["id"];
+    let (_, stored) = crate::support::get(&app, "/api/channels/general/messages", &alice).await;
+    assert_eq!(stored["messages"][0]["id"], *id, "{said} {stored}");
+    assert_eq!(stored["messages"][0]["body"], "hello", "{stored}");
 }
 
 /// A session's end (`DELETE`) ends the calls still running on it.

@@ -27,8 +27,9 @@ pub async fn parked(app: &crate::support::TestApp, n: u64) {
 }
 
 /// An MCP session of `token`'s holding its standalone stream open, with a
-/// `wait_for_message` on `ops` (JSON-RPC id `id`) in flight: the stream,
-/// and the call's messages to come.
+/// `wait_for_message` on `ops` (JSON-RPC id `id`) sent: the stream, and
+/// the call's messages to come (its answer is one JSON body, which comes
+/// when the call ends; [`parked`] says when it waits).
 pub async fn a_session_waiting(
     url: &str,
     token: &str,
@@ -37,20 +38,17 @@ pub async fn a_session_waiting(
     let raw = RawSession::open(url, token).await;
     let listening = raw.listen().send().await.unwrap();
     assert_eq!(listening.status(), 200, "the standalone stream opens");
-    let in_flight = raw
-        .call(
-            id,
-            "wait_for_message",
-            json!({ "channel": "ops", "since_id": 0, "timeout_s": 50 }),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(in_flight.status(), 200);
-    (
-        SseReader::new(listening),
-        tokio::spawn(rpc_messages(in_flight)),
-    )
+    let call = raw.call(
+        id,
+        "wait_for_message",
+        json!({ "channel": "ops", "since_id": 0, "timeout_s": 50 }),
+    );
+    let answered = tokio::spawn(async move {
+        let answered = call.send().await.unwrap();
+        assert_eq!(answered.status(), 200);
+        rpc_messages(answered).await
+    });
+    (SseReader::new(listening), answered)
 }
 
 /// What `future` gives, which must come within [`REVOKED_WITHIN`].

@@ -95,7 +95,18 @@ async fn on_session(
                 session,
                 serial,
             };
-            let response = next.run(request).await;
+            // An answer in JSON has no head until the call is done: the
+            // cancel ends a call still running, and its client, which has
+            // stopped waiting, is told nothing (an event stream without
+            // events); one in an event stream ends with its stream.
+            let response = tokio::select! {
+                response = next.run(request) => response,
+                () = ends.cancelled() => return told_nothing(),
+            };
+            if !is_event_stream(&response) {
+                // Answered whole: the call is done.
+                return response;
+            }
             let (parts, body) = response.into_parts();
             let body = body
                 .into_data_stream()
@@ -108,6 +119,20 @@ async fn on_session(
         }
         Said::Initialize | Said::Other => next.run(request).await,
     }
+}
+
+/// The answer to a call its client cancelled before it was answered: an
+/// event stream with no events, as the MCP spec has no answer to a
+/// cancelled call.
+fn told_nothing() -> Response {
+    Sse::new(futures::stream::empty::<Result<Event, Infallible>>()).into_response()
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|kind| kind.as_bytes().starts_with(b"text/event-stream"))
 }
 
 /// Held by a call's answer: the call is forgotten when its answer ends.
