@@ -10,8 +10,13 @@ use tokio_util::sync::CancellationToken;
 
 /// How long a new connection may take to send its first whole request.
 pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// The most bytes of request line and headers read for one request.
-pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+/// The most bytes of request line and headers read for one request (a
+/// larger head is answered 431), as Tomcat and Jetty allow by default. It
+/// also bounds what one read takes, and so each HTTP/1 connection's read
+/// buffer: hyper-util's protocol sniffing hands hyper the first 24 bytes
+/// alone, and any bound above hyper's first 8 KiB had every connection's
+/// buffer grow to 16 KiB before it had read one head (bench/README.md).
+pub const MAX_HEADER_BYTES: usize = 8 * 1024;
 /// How long connections may take to finish at shutdown before they are cut.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 

@@ -65,6 +65,23 @@ async fn open_stream(app: &crate::support::TestApp, request: reqwest::RequestBui
     stream
 }
 
+/// A request's line and headers may take 8 KiB: a larger head is refused
+/// with 431, one within it is served, on the same relay.
+#[tokio::test]
+async fn a_request_head_over_8_kib_is_refused_with_431() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let with_padding = |bytes: usize| {
+        http()
+            .get(format!("{}/api/channels/general/messages", app.url()))
+            .bearer_auth(&alice)
+            .header("x-padding", "p".repeat(bytes))
+            .send()
+    };
+    assert_eq!(with_padding(9 * 1024).await.unwrap().status(), 431);
+    assert_eq!(with_padding(7 * 1024).await.unwrap().status(), 200);
+}
+
 #[tokio::test]
 async fn revoking_from_the_cli_ends_streams_waits_and_mcp_sessions_within_two_seconds() {
     let app = spawn_app().await;

@@ -36,7 +36,14 @@ pub async fn layer(
     let Some(caller) = request.extensions().get::<Caller>().cloned() else {
         return next.run(request).await;
     };
-    let Some(session) = request.headers().get(SESSION_HEADER).cloned() else {
+    // A copy, not a slice of the request's head: a standalone stream holds
+    // it while it lasts, and a slice would keep the buffer the head was
+    // read into (8 KiB) with it.
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|session| HeaderValue::from_bytes(session.as_bytes()).ok());
+    let Some(session) = session else {
         return match request.method() {
             &Method::POST => opening(&owners, caller, request, next).await,
             // rmcp's answer: only POST is served without a session.
