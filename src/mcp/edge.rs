@@ -89,8 +89,12 @@ impl McpEdge {
         // event stream for it: no tool sends anything before its answer
         // (no progress, no requests to the client), and every client
         // reads either (the MCP spec has them accept both).
+        //
+        // rmcp is given no part in the relay's shutdown: a JSON answer it
+        // is still waiting for when its token fires becomes a 500, while
+        // the relay's waits end at shutdown by themselves, answering what
+        // they found, and the server drains them.
         let config = StreamableHttpServerConfig::default()
-            .with_cancellation_token(state.relay.shutdown_token().child_token())
             .with_max_request_body_bytes(request_limit)
             .with_legacy_session_mode(false)
             .with_json_response(true)

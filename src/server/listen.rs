@@ -10,13 +10,17 @@ use tokio_util::sync::CancellationToken;
 
 /// How long a new connection may take to send its first whole request.
 pub const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// The most bytes of request line and headers read for one request (a
-/// larger head is answered 431), as Tomcat and Jetty allow by default. It
-/// also bounds what one read takes, and so each HTTP/1 connection's read
+/// The most bytes of request line and headers read for one HTTP/1 request
+/// (a larger head is answered 431), as Tomcat and Jetty allow by default.
+/// It also bounds what one read takes, and so each connection's read
 /// buffer: hyper-util's protocol sniffing hands hyper the first 24 bytes
 /// alone, and any bound above hyper's first 8 KiB had every connection's
 /// buffer grow to 16 KiB before it had read one head (bench/README.md).
 pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+/// The same for an HTTP/2 request's header list, which is decoded into a
+/// buffer of the request's own, not one the connection keeps: browsers
+/// send each cookie as a field of its own there.
+pub const MAX_HEADER_LIST_BYTES: u32 = 32 * 1024;
 /// How long connections may take to finish at shutdown before they are cut.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -39,7 +43,7 @@ fn bound_connections(builder: &mut Builder<TokioExecutor>, header_read: Duration
         .timer(hyper_util::rt::TokioTimer::new())
         .keep_alive_interval(PING_EVERY)
         .keep_alive_timeout(PING_TIMEOUT)
-        .max_header_list_size(MAX_HEADER_BYTES as u32)
+        .max_header_list_size(MAX_HEADER_LIST_BYTES)
         .max_concurrent_streams(128);
 }
 

@@ -526,6 +526,52 @@ async fn a_call_is_answered_in_one_json_body() {
     assert_eq!(stored["messages"][0]["body"], "hello", "{stored}");
 }
 
+/// Calls waiting as the relay stops are answered, on a session or not:
+/// the waits end, and their answers go out as the server drains (rmcp's
+/// own shutdown turned a JSON answer it still waited for into a 500).
+#[tokio::test]
+async fn calls_waiting_as_the_relay_stops_are_answered_not_failed() {
+    let app = spawn_app().await;
+    let bob = app.add_person("bob").await;
+    let (_session, on_session) = a_wait_on_a_session(&app, &bob).await;
+    let mut parked = app.running.state.relay.parked_waits();
+    let before = *parked.borrow_and_update();
+    let stateless: Vec<_> = (0..8)
+        .map(|id| {
+            let meta = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": { "name": "test", "version": "1" },
+            });
+            let call = http()
+                .post(format!("{}/mcp", app.url()))
+                .bearer_auth(&bob)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "check_inbox")
+                .json(&json!({
+                    "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": { "name": "check_inbox",
+                                "arguments": { "timeout_seconds": 50 }, "_meta": meta },
+                }));
+            tokio::spawn(async move { call.send().await.unwrap() })
+        })
+        .collect();
+    parked.wait_for(|n| *n >= before + 8).await.unwrap();
+    app.running.stop().await.unwrap();
+    let answered = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut statuses = vec![on_session.await.unwrap().status()];
+        for call in stateless {
+            statuses.push(call.await.unwrap().status());
+        }
+        statuses
+    })
+    .await
+    .expect("the calls are answered as the relay stops");
+    assert!(answered.iter().all(|status| *status == 200), "{answered:?}");
+}
+
 /// A session's end (`DELETE`) ends the calls still running on it.
 #[tokio::test]
 async fn a_waiting_call_ends_with_its_session() {

@@ -105,8 +105,10 @@ async fn on_session(
             // An answer in JSON has no head until the call is done: the
             // cancel ends a call still running, and its client, which has
             // stopped waiting, is told nothing (an event stream without
-            // events); one in an event stream ends with its stream.
+            // events); one in an event stream ends with its stream. An
+            // answer ready as the cancel comes is given.
             let response = tokio::select! {
+                biased;
                 response = next.run(request) => response,
                 () = ends.cancelled() => return told_nothing(),
             };
