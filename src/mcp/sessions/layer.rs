@@ -137,6 +137,7 @@ fn told_nothing() -> Response {
     Sse::new(futures::stream::empty::<Result<Event, Infallible>>()).into_response()
 }
 
+/// Whether rmcp answered in an event stream rather than whole.
 fn is_event_stream(response: &Response) -> bool {
     response
         .headers()
