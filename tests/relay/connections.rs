@@ -1,7 +1,7 @@
 //! Bounded connections and sessions, tried with a kept HTTP/2 client (h2c,
 //! prior knowledge) and raw MCP sessions.
 
-use crate::support::{RawSession, TestApp, http, spawn_app, spawn_app_with};
+use crate::support::{RawSession, TestApp, http, spawn_app, spawn_app_with, stateless_call};
 use crosstalk::config::Rate;
 use serde_json::{Value, json};
 use std::{net::SocketAddr, time::Duration};
@@ -452,11 +452,10 @@ async fn a_wait_on_a_session(
     bob: &str,
 ) -> (RawSession, tokio::task::JoinHandle<reqwest::Response>) {
     let session = RawSession::open(&app.url(), bob).await;
-    let mut parked = app.running.state.relay.parked_waits();
-    parked.borrow_and_update();
+    let before = *app.running.state.relay.parked_waits().borrow();
     let call = session.call(7, "check_inbox", json!({ "timeout_seconds": 50 }));
     let waiting = tokio::spawn(async move { call.send().await.unwrap() });
-    parked.changed().await.unwrap();
+    crate::hardening::parked(app, before + 1).await;
     (session, waiting)
 }
 
@@ -534,31 +533,15 @@ async fn calls_waiting_as_the_relay_stops_are_answered_not_failed() {
     let app = spawn_app().await;
     let bob = app.add_person("bob").await;
     let (_session, on_session) = a_wait_on_a_session(&app, &bob).await;
-    let mut parked = app.running.state.relay.parked_waits();
-    let before = *parked.borrow_and_update();
+    let before = *app.running.state.relay.parked_waits().borrow();
     let stateless: Vec<_> = (0..8)
         .map(|id| {
-            let meta = json!({
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": { "name": "test", "version": "1" },
-            });
-            let call = http()
-                .post(format!("{}/mcp", app.url()))
-                .bearer_auth(&bob)
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2026-07-28")
-                .header("mcp-method", "tools/call")
-                .header("mcp-name", "check_inbox")
-                .json(&json!({
-                    "jsonrpc": "2.0", "id": id, "method": "tools/call",
-                    "params": { "name": "check_inbox",
-                                "arguments": { "timeout_seconds": 50 }, "_meta": meta },
-                }));
+            let wait = json!({ "timeout_seconds": 50 });
+            let call = stateless_call(&app.url(), &bob, id, "check_inbox", wait);
             tokio::spawn(async move { call.send().await.unwrap() })
         })
         .collect();
-    parked.wait_for(|n| *n >= before + 8).await.unwrap();
+    crate::hardening::parked(&app, before + 8).await;
     app.running.stop().await.unwrap();
     let answered = tokio::time::timeout(Duration::from_secs(10), async {
         let mut statuses = vec![on_session.await.unwrap().status()];

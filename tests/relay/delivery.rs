@@ -5,7 +5,9 @@
 //! MCP and REST alike; `send_message` can wait for the reply.
 
 use crate::attention::Hook;
-use crate::support::{Mcp, SseReader, TestApp, get, http, post, spawn_app, spawn_app_with};
+use crate::support::{
+    Mcp, SseReader, TestApp, get, http, post, spawn_app, spawn_app_with, stateless_call,
+};
 use crosstalk::model::MAX_OFFERS;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -541,34 +543,15 @@ async fn follows_are_bound_to_a_session_the_caller_holds() {
     // A stateless call (2026-07-28) names bob's session, or an inbox
     // stream's: it holds neither, and follows nothing.
     let stateless = |session: String| {
-        let url = format!("{}/mcp", app.url());
-        let token = alice_token.clone();
-        async move {
-            let meta = json!({
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": { "name": "test", "version": "1" },
-            });
-            http()
-                .post(url)
-                .bearer_auth(token)
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2026-07-28")
-                .header("mcp-method", "tools/call")
-                .header("mcp-name", "unfollow_channel")
-                .header("mcp-session-id", session)
-                .json(&json!({
-                    "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                    "params": { "name": "unfollow_channel",
-                                "arguments": { "channel": "deploys" }, "_meta": meta },
-                }))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap()
-        }
+        let call = stateless_call(
+            &app.url(),
+            &alice_token,
+            1,
+            "unfollow_channel",
+            json!({ "channel": "deploys" }),
+        )
+        .header("mcp-session-id", session);
+        async move { call.send().await.unwrap().text().await.unwrap() }
     };
     for session in [
         "stream 0".to_owned(),

@@ -195,6 +195,31 @@ pub fn mcp_post(url: &str, token: &str, body: Value) -> reqwest::RequestBuilder 
         .json(&body)
 }
 
+/// A stateless MCP call (revision 2026-07-28): `tool` with `arguments`,
+/// its revision, capabilities and client in `_meta` and the standard
+/// headers.
+pub fn stateless_call(
+    url: &str,
+    token: &str,
+    id: u64,
+    tool: &str,
+    arguments: Value,
+) -> reqwest::RequestBuilder {
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { "name": "test", "version": "1" },
+    });
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": { "name": tool, "arguments": arguments, "_meta": meta },
+    });
+    mcp_post(url, token, body)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+}
+
 /// The JSON-RPC messages of an MCP response, SSE or plain JSON.
 pub async fn rpc_messages(response: reqwest::Response) -> Vec<Value> {
     let sse = response

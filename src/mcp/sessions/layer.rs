@@ -73,10 +73,10 @@ pub async fn layer(
     }
 }
 
-/// A message on a held session, passed on to rmcp. A call runs until its
-/// answer is written or its client leaves, as rmcp serves it, or until
-/// the client cancels it (`notifications/cancelled`), which ends the
-/// call's stream here, and with it the call.
+/// A message on a held session, passed on to rmcp. A call runs until it
+/// is answered or its client leaves, as rmcp serves it, or until the
+/// client cancels it (`notifications/cancelled`) or the session ends,
+/// which end it here.
 async fn on_session(
     owners: &Arc<SessionOwners>,
     session: HeaderValue,
