@@ -14,7 +14,7 @@
 //! changed state is sent. The feed holds one of the caller's wait slots;
 //! when none is free, the task is answered as it stands, not followed.
 
-use super::task::{Task, TaskState, task};
+use super::task::{Task, TaskState, as_read, task};
 use crate::model::{Handle, Message, MessageId};
 use crate::relay::{Caller, Feed, MAX_WAIT, RelayError, RelayResult, Update};
 use crate::state::AppState;
@@ -43,6 +43,8 @@ pub(super) struct Following {
     recipient: Option<Handle>,
     history_length: Option<u32>,
     last: TaskState,
+    /// A change found behind another in one look, told next.
+    then: Option<Task>,
 }
 
 /// The caller's sent message `sent` as a task, and what follows it (none
@@ -75,6 +77,7 @@ pub(super) async fn follow(
         recipient: sent.to.clone(),
         history_length,
         last: first.status.state,
+        then: None,
     };
     Ok((first, following))
 }
@@ -84,6 +87,10 @@ impl Following {
     /// is not followed, when the feed ends (the relay stops, the caller's
     /// token is revoked) or the task is gone.
     pub(super) async fn next(&mut self) -> Option<Task> {
+        if let Some(then) = self.then.take() {
+            self.last = then.status.state;
+            return Some(then);
+        }
         if settled(self.last) {
             return None;
         }
@@ -106,10 +113,21 @@ impl Following {
                 .await
                 .ok()?;
             let now = task(&sent, answer.as_ref(), self.history_length);
-            if now.status.state != self.last {
-                self.last = now.status.state;
-                return Some(now);
+            if now.status.state == self.last {
+                continue;
             }
+            // Read and settled between two looks: the read is told too,
+            // first, as the ledger has them.
+            if self.last == TaskState::Submitted
+                && settled(now.status.state)
+                && let Some(read) = as_read(&sent, self.history_length)
+            {
+                self.last = TaskState::Working;
+                self.then = Some(now);
+                return Some(read);
+            }
+            self.last = now.status.state;
+            return Some(now);
         }
     }
 

@@ -144,6 +144,18 @@ fn standing(sent: &Message, answer: Option<&Message>) -> (TaskState, Millis, Opt
     }
 }
 
+/// The task as it stood once its question was read and before anything
+/// came of it (`WORKING`), if it was read.
+pub fn as_read(sent: &Message, history_length: Option<u32>) -> Option<Task> {
+    sent.delivery.as_ref()?.read_at?;
+    let mut read = sent.clone();
+    if let Some(delivery) = read.delivery.as_mut() {
+        delivery.answered_at = None;
+        delivery.ack = None;
+    }
+    Some(task(&read, None, history_length))
+}
+
 /// The task a sent direct message is, with its recipient's answer, if any;
 /// at most `history_length` messages of history (the question, then the
 /// answer), none for 0.
