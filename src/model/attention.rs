@@ -57,27 +57,11 @@ pub enum WebhookFormat {
     Slack,
 }
 
-impl WebhookFormat {
-    pub const ALL: [WebhookFormat; 3] = [
-        WebhookFormat::Json,
-        WebhookFormat::Ntfy,
-        WebhookFormat::Slack,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WebhookFormat::Json => "json",
-            WebhookFormat::Ntfy => "ntfy",
-            WebhookFormat::Slack => "slack",
-        }
-    }
-
-    pub fn parse(named: &str) -> Option<WebhookFormat> {
-        Self::ALL
-            .into_iter()
-            .find(|format| format.as_str() == named)
-    }
-}
+names!(WebhookFormat {
+    Json => "json",
+    Ntfy => "ntfy",
+    Slack => "slack",
+});
 
 /// A webhook's address: `https://` (or `http://`, which only a relay that
 /// allows private destinations posts to) with a host, printable ASCII,
@@ -202,22 +186,10 @@ pub enum Behavior {
     Deny,
 }
 
-impl Behavior {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Behavior::Allow => "allow",
-            Behavior::Deny => "deny",
-        }
-    }
-
-    pub fn parse(named: &str) -> Option<Behavior> {
-        match named {
-            "allow" => Some(Behavior::Allow),
-            "deny" => Some(Behavior::Deny),
-            _ => None,
-        }
-    }
-}
+names!(Behavior {
+    Allow => "allow",
+    Deny => "deny",
+});
 
 /// What a request's input looks like to its person.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -288,16 +260,12 @@ pub enum ApprovalState {
     Expired,
 }
 
-impl ApprovalState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalState::Pending => "pending",
-            ApprovalState::Allowed => "allowed",
-            ApprovalState::Denied => "denied",
-            ApprovalState::Expired => "expired",
-        }
-    }
-}
+names!(ApprovalState {
+    Pending => "pending",
+    Allowed => "allowed",
+    Denied => "denied",
+    Expired => "expired",
+});
 
 impl Approval {
     pub fn state(&self, now: Millis) -> ApprovalState {

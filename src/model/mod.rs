@@ -5,6 +5,28 @@
 //! depending on another. Parse-don't-validate: a [`Handle`] or a [`Channel`]
 //! that exists has the documented shape.
 
+/// The names an enum of plain variants is stored and sent by, one a
+/// variant: `names!(Via { Channel => "channel", … })` gives `Via::ALL`,
+/// `as_str`, and `parse`, which is `None` for a name this build does not
+/// know.
+macro_rules! names {
+    ($type:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $type {
+            pub const ALL: [$type; [$($name),+].len()] = [$($type::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($type::$variant => $name),+
+                }
+            }
+
+            pub fn parse(name: &str) -> Option<$type> {
+                Self::ALL.into_iter().find(|named| named.as_str() == name)
+            }
+        }
+    };
+}
+
 mod attachment;
 mod attention;
 mod channel;
@@ -169,24 +191,13 @@ pub enum Via {
     Inbox,
 }
 
-impl Via {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Via::Channel => "channel",
-            Via::Wake => "wake",
-            Via::Hook => "hook",
-            Via::Stream => "stream",
-            Via::Inbox => "inbox",
-        }
-    }
-
-    /// The path a stored name names; none for a name this build does not know.
-    pub fn parse(name: &str) -> Option<Via> {
-        [Via::Channel, Via::Wake, Via::Hook, Via::Stream, Via::Inbox]
-            .into_iter()
-            .find(|via| via.as_str() == name)
-    }
-}
+names!(Via {
+    Channel => "channel",
+    Wake => "wake",
+    Hook => "hook",
+    Stream => "stream",
+    Inbox => "inbox",
+});
 
 /// Where a message stands, as its sender and the team see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,17 +214,13 @@ pub enum DeliveryState {
     Acked,
 }
 
-impl DeliveryState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryState::Waiting => "waiting",
-            DeliveryState::Pushed => "pushed",
-            DeliveryState::Read => "read",
-            DeliveryState::Answered => "answered",
-            DeliveryState::Acked => "acked",
-        }
-    }
-}
+names!(DeliveryState {
+    Waiting => "waiting",
+    Pushed => "pushed",
+    Read => "read",
+    Answered => "answered",
+    Acked => "acked",
+});
 
 impl Delivery {
     /// Its pushes stopped: offered [`MAX_OFFERS`] times and not confirmed,

@@ -19,21 +19,13 @@ pub enum Expects {
     Ack,
 }
 
+names!(Expects {
+    Nothing => "none",
+    Reply => "reply",
+    Ack => "ack",
+});
+
 impl Expects {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Expects::Nothing => "none",
-            Expects::Reply => "reply",
-            Expects::Ack => "ack",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Expects> {
-        [Expects::Nothing, Expects::Reply, Expects::Ack]
-            .into_iter()
-            .find(|e| e.as_str() == name)
-    }
-
     /// What a message of type `kind` expects when it does not say: a
     /// question a reply, anything else nothing.
     pub fn default_for(kind: &str) -> Expects {
@@ -58,21 +50,11 @@ pub enum AckResult {
     Rejected,
 }
 
-impl AckResult {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AckResult::Done => "done",
-            AckResult::Blocked => "blocked",
-            AckResult::Rejected => "rejected",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<AckResult> {
-        [AckResult::Done, AckResult::Blocked, AckResult::Rejected]
-            .into_iter()
-            .find(|r| r.as_str() == name)
-    }
-}
+names!(AckResult {
+    Done => "done",
+    Blocked => "blocked",
+    Rejected => "rejected",
+});
 
 /// A recipient's acknowledgement of a message: the latest they gave.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,9 @@
 //! A message's columns as every read selects them, and the join to its
-//! inbox row; `../statements/messages.rs` reads a row of them, the
-//! ledger's as a [`Ledger`]. Any row whose columns are a struct's fields
-//! in order is read with [`from_row!`].
+//! inbox row; `../statements/messages.rs` reads a row of them. Any row
+//! whose columns are a struct's fields in order is read with
+//! [`from_row!`].
 
-use crate::model::{Ack, AckResult, Attachment, Delivery, Expects, Millis, Via};
+use crate::model::Attachment;
 use serde_json::{Value, json};
 
 /// A `$type` whose fields are a row's columns in the order named, each
@@ -43,55 +43,6 @@ pub(in crate::store) const OWED: &str =
 /// Joins a message (as `m`) to its recipient's inbox row (as `i`), if any.
 pub(in crate::store) const INBOX_JOIN: &str =
     "LEFT JOIN inbox i ON i.recipient = m.recipient AND i.message_id = m.id";
-
-/// The inbox row's columns as read, in [`MESSAGE_COLUMNS`]' order.
-pub(in crate::store) struct Ledger {
-    pub pushed_at: Option<Millis>,
-    pub read_at: Option<Millis>,
-    pub answered_at: Option<Millis>,
-    pub offers: u32,
-    pub lease_until: Option<Millis>,
-    pub via: Option<String>,
-    pub expects: Option<String>,
-    pub due_at: Option<Millis>,
-    pub ack_result: Option<String>,
-    pub ack_note: Option<String>,
-    pub acked_at: Option<Millis>,
-    pub overdue_at: Option<Millis>,
-}
-
-impl From<Ledger> for Delivery {
-    /// A name this build does not know reads as none.
-    fn from(l: Ledger) -> Delivery {
-        let ack = match (
-            l.ack_result.as_deref().and_then(AckResult::parse),
-            l.acked_at,
-        ) {
-            (Some(result), Some(at)) => Some(Ack {
-                result,
-                note: l.ack_note,
-                at,
-            }),
-            _ => None,
-        };
-        Delivery {
-            pushed_at: l.pushed_at,
-            read_at: l.read_at,
-            answered_at: l.answered_at,
-            offers: l.offers,
-            lease_until: l.lease_until,
-            via: l.via.as_deref().and_then(Via::parse),
-            expects: l
-                .expects
-                .as_deref()
-                .and_then(Expects::parse)
-                .unwrap_or_default(),
-            due_at: l.due_at,
-            ack,
-            overdue_at: l.overdue_at,
-        }
-    }
-}
 
 /// A message's files as its `attachments` column keeps them: a JSON list of
 /// `{n, name, content_type, size}`; none for no file.

@@ -30,6 +30,18 @@ macro_rules! annotation {
     };
 }
 
+/// What follows a secret's name in an assignment: its annotation or its
+/// operator, and the value assigned (quoted, or up to a space or a `,`).
+macro_rules! assignment {
+    () => {
+        concat!(
+            r#"["']?(?:"#,
+            annotation!(),
+            r#"|\s*(?:=>|:=|:|=))\s*(?:"[^"\n]*"|'[^'\n]*'|`[^`\n]*`|[^\s"'`,;]+)"#
+        )
+    };
+}
+
 /// The table. Order matters only for which kind a message with several
 /// secrets is refused for: the more specific kinds come first.
 ///
@@ -279,9 +291,8 @@ pub(super) static PATTERNS: &[Pattern] = &[
         // type annotation (`API_TOKEN: &str = "…"`, `crv_key: t.Type[…] =
         // …`) with the value after it, so that the second look can tell.
         regex: concat!(
-            r#"(?i)(?:[?&]|(?-u:\b))(?:[a-z0-9]+(?:[_-]|::))*(?:[a-z]*pass(?:word|wd|phrase)?|pwd|secret|client[_-]?secret|secret[_-]?key|api[_-]?key|apikey|access[_-]?key|auth[_-]?token|access[_-]?token|private[_-]?key|token)["']?(?:"#,
-            annotation!(),
-            r#"|\s*(?:=>|:=|:|=))\s*(?:"[^"\n]*"|'[^'\n]*'|`[^`\n]*`|[^\s"'`,;]+)"#
+            r#"(?i)(?:[?&]|(?-u:\b))(?:[a-z0-9]+(?:[_-]|::))*(?:[a-z]*pass(?:word|wd|phrase)?|pwd|secret|client[_-]?secret|secret[_-]?key|api[_-]?key|apikey|access[_-]?key|auth[_-]?token|access[_-]?token|private[_-]?key|token)"#,
+            assignment!()
         ),
         plausible: values::assigned_literal,
     },
@@ -290,11 +301,7 @@ pub(super) static PATTERNS: &[Pattern] = &[
     // (`cache_key = "v2_users"` is a name).
     Pattern {
         kind: "a key assignment",
-        regex: concat!(
-            r#"(?i)(?-u:\b)(?:[a-z0-9]+(?:[_-]|::))+key["']?(?:"#,
-            annotation!(),
-            r#"|\s*(?:=>|:=|:|=))\s*(?:"[^"\n]*"|'[^'\n]*'|`[^`\n]*`|[^\s"'`,;]+)"#
-        ),
+        regex: concat!(r#"(?i)(?-u:\b)(?:[a-z0-9]+(?:[_-]|::))+key"#, assignment!()),
         plausible: values::assigned_key,
     },
 ];

@@ -1,36 +1,55 @@
 //! Message rows as every read selects them, and the ledger's writes
 //! outside the message rules; the overviews are `summaries.rs`'s.
 
-use crate::model::{Attachment, Delivery, Handle, Message, MessageId, Millis, Place};
+use crate::model::{
+    Ack, AckResult, Attachment, Delivery, Expects, Handle, Message, MessageId, Millis, Place, Via,
+};
 use crate::store::columns::{
-    FILES_AT, INBOX_JOIN, LEDGER_FROM, Ledger, MESSAGE_COLUMNS, file_with, files_from_column,
+    FILES_AT, INBOX_JOIN, LEDGER_FROM, MESSAGE_COLUMNS, file_with, files_from_column,
 };
 use crate::store::sql::{Executor, List, Param, Row, in_list};
 use crate::store::{StoreError, StoreResult};
+
+/// A message's ledger from its inbox row's columns, [`LEDGER_FROM`] on. A
+/// name this build does not know reads as none.
+fn delivery_from_row(row: &Row<'_>) -> StoreResult<Delivery> {
+    let at = |i: usize| LEDGER_FROM + i;
+    let via: Option<String> = row.get(at(5))?;
+    let expects: Option<String> = row.get(at(6))?;
+    let ack_result: Option<String> = row.get(at(8))?;
+    let acked_at: Option<Millis> = row.get(at(10))?;
+    let ack = match (ack_result.as_deref().and_then(AckResult::parse), acked_at) {
+        (Some(result), Some(when)) => Some(Ack {
+            result,
+            note: row.get(at(9))?,
+            at: when,
+        }),
+        _ => None,
+    };
+    Ok(Delivery {
+        pushed_at: row.get(at(0))?,
+        read_at: row.get(at(1))?,
+        answered_at: row.get(at(2))?,
+        offers: row
+            .get::<Option<i32>>(at(3))?
+            .map_or(0, |n| n.max(0) as u32),
+        lease_until: row.get(at(4))?,
+        via: via.as_deref().and_then(Via::parse),
+        expects: expects
+            .as_deref()
+            .and_then(Expects::parse)
+            .unwrap_or_default(),
+        due_at: row.get(at(7))?,
+        ack,
+        overdue_at: row.get(at(11))?,
+    })
+}
 
 /// A message from a row of [`MESSAGE_COLUMNS`].
 pub fn message_from_row(row: &Row<'_>) -> StoreResult<Message> {
     let to: Option<Handle> = row.get(4)?;
     let delivery = match to {
-        Some(_) => {
-            let at = |i: usize| LEDGER_FROM + i;
-            Some(Delivery::from(Ledger {
-                pushed_at: row.get(at(0))?,
-                read_at: row.get(at(1))?,
-                answered_at: row.get(at(2))?,
-                offers: row
-                    .get::<Option<i32>>(at(3))?
-                    .map_or(0, |n| n.max(0) as u32),
-                lease_until: row.get(at(4))?,
-                via: row.get(at(5))?,
-                expects: row.get(at(6))?,
-                due_at: row.get(at(7))?,
-                ack_result: row.get(at(8))?,
-                ack_note: row.get(at(9))?,
-                acked_at: row.get(at(10))?,
-                overdue_at: row.get(at(11))?,
-            }))
-        }
+        Some(_) => Some(delivery_from_row(row)?),
         None => None,
     };
     let place = Place::from_columns(row.get(1)?, row.get(2)?).ok_or_else(|| {
