@@ -207,6 +207,9 @@ impl Tables {
 enum Step {
     /// A channel post in channel `n % 3`.
     Post(u8),
+    /// Two to seven posts sent at once, over the channels in turn from
+    /// `n % 3`: one group commit, on PostgreSQL, counts each channel once.
+    Burst(u8),
     /// A direct message: a new thread, or a reply in thread `n` of those
     /// made; to someone else, or (`true`) a note to oneself.
     Send(Option<u8>, bool),
@@ -220,6 +223,7 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => any::<u8>().prop_map(Step::Post),
+        2 => any::<u8>().prop_map(Step::Burst),
         4 => (proptest::option::of(any::<u8>()), proptest::bool::weighted(0.2))
             .prop_map(|(reply, to_self)| Step::Send(reply, to_self)),
         1 => (1u8..6).prop_map(Step::Expire),
@@ -265,6 +269,16 @@ async fn play(
                     .insert_message(message(Conversation::Channel(channel), to))
                     .await
                     .unwrap();
+            }
+            Step::Burst(c) => {
+                let posts = (0..2 + c % 6).map(|i| {
+                    let channel = Channel::parse(&format!("c{}", (c % 3 + i) % 3)).unwrap();
+                    let to = (i % 2 == 0).then(|| people[(n + 1) % 3].clone());
+                    store.insert_message(message(Conversation::Channel(channel), to))
+                });
+                for stored in futures::future::join_all(posts).await {
+                    stored.unwrap();
+                }
             }
             Step::Send(reply, to_self) => {
                 let to = Some(people[(n + usize::from(!to_self)) % 3].clone());
@@ -339,6 +353,7 @@ fn scripted() -> Vec<Step> {
         Send(Some(0), false),
         Post(0),
         Post(1),
+        Burst(4),
         Send(None, false),
         Send(Some(1), true),
         Post(0),

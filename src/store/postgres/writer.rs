@@ -84,13 +84,7 @@ async fn commit(
 ) -> StoreResult<Vec<StoreResult<Message>>> {
     let mut client = pool.get().await?;
     let batch = Batch::begin(client.transaction().await?).await?;
-    let on = Sql(&batch);
-    let mut outcomes = join_all(
-        messages
-            .into_iter()
-            .map(|message| rules::insert(&on, message)),
-    )
-    .await;
+    let mut outcomes = rules::insert_all(&Sql(&batch), messages).await?;
     // A refusal (NotFound) wrote nothing; a database error aborted the
     // transaction, and with it every message of the batch.
     if let Some(at) = outcomes.iter().position(|outcome| {

@@ -40,6 +40,53 @@ pub(super) fn at_once<T>(rule: impl Future<Output = StoreResult<T>>) -> StoreRes
 /// message refused (`NotFound`) has written nothing. A reply answers, in
 /// the same transaction, what it replies to.
 pub(super) async fn insert(db: &impl Executor, new: NewMessage) -> StoreResult<Message> {
+    let message = insert_uncounted(db, new).await?;
+    count_in_channels(db, [&message]).await?;
+    Ok(message)
+}
+
+/// Stores the messages of one group commit, each as [`insert`] does, side
+/// by side (a backend that awaits its statements pipelines them), with
+/// each channel's summary counted once for all of its posts: a busy
+/// channel's row is written once a batch, not once a message. Each
+/// message's outcome; `Err` if counting failed, which fails the batch.
+pub(super) async fn insert_all(
+    db: &impl Executor,
+    news: Vec<NewMessage>,
+) -> StoreResult<Vec<StoreResult<Message>>> {
+    let outcomes =
+        futures::future::join_all(news.into_iter().map(|new| insert_uncounted(db, new))).await;
+    count_in_channels(db, outcomes.iter().filter_map(|o| o.as_ref().ok())).await?;
+    Ok(outcomes)
+}
+
+/// Counts channel posts in their channels' summaries, one write a channel.
+async fn count_in_channels<'m>(
+    db: &impl Executor,
+    messages: impl IntoIterator<Item = &'m Message>,
+) -> StoreResult<()> {
+    let mut counts: Vec<storing::ChannelCount> = Vec::new();
+    for message in messages {
+        let Place::Channel(channel) = &message.place else {
+            continue;
+        };
+        match counts.iter_mut().find(|count| &count.channel == channel) {
+            Some(count) => count.add(message.id, message.created_at),
+            None => counts.push(storing::ChannelCount::of(
+                channel.clone(),
+                message.id,
+                message.created_at,
+            )),
+        }
+    }
+    for count in &counts {
+        storing::count_in_channel(db, count).await?;
+    }
+    Ok(())
+}
+
+/// [`insert`] but for the channel's count, which its caller writes.
+async fn insert_uncounted(db: &impl Executor, new: NewMessage) -> StoreResult<Message> {
     if let Some(recipient) = &new.to {
         check_recipient(db, recipient, new.check_to).await?;
     }
@@ -88,11 +135,10 @@ pub(super) async fn insert(db: &impl Executor, new: NewMessage) -> StoreResult<M
             let recipient = message.to.as_ref().unwrap_or(from);
             storing::count_in_thread(db, thread, id, from, recipient, now).await?;
         }
-        (Place::Channel(name), _) => {
+        (Place::Channel(_), _) => {
             if let Some(reply_to) = message.reply_to {
                 storing::answer(db, from, Answered::Message(reply_to), now).await?;
             }
-            storing::count_in_channel(db, name, id, now).await?;
         }
     }
     Ok(message)

@@ -170,25 +170,48 @@ pub async fn answer(
     db.write(sql, &[replier, id, &at]).await
 }
 
-/// Counts message `id` in its channel's summary, creating it.
-pub async fn count_in_channel(
-    db: &impl Executor,
-    channel: &Channel,
-    id: MessageId,
-    at: Millis,
-) -> StoreResult<()> {
+/// New posts of a channel, to count in its summary at once.
+pub struct ChannelCount {
+    pub channel: Channel,
+    pub messages: i64,
+    /// The latest of them, and when it was sent.
+    pub last_id: MessageId,
+    pub last_at: Millis,
+}
+
+impl ChannelCount {
+    pub fn of(channel: Channel, id: MessageId, at: Millis) -> ChannelCount {
+        ChannelCount {
+            channel,
+            messages: 1,
+            last_id: id,
+            last_at: at,
+        }
+    }
+
+    pub fn add(&mut self, id: MessageId, at: Millis) {
+        self.messages += 1;
+        if id > self.last_id {
+            (self.last_id, self.last_at) = (id, at);
+        }
+    }
+}
+
+/// Counts new posts in their channel's summary, creating it.
+pub async fn count_in_channel(db: &impl Executor, count: &ChannelCount) -> StoreResult<()> {
     let sql = db.pick(
         "INSERT INTO channel_summaries (channel, message_count, last_id, last_activity) \
-         VALUES (?1, 1, ?2, ?3) ON CONFLICT (channel) DO UPDATE SET \
-         message_count = message_count + 1, last_id = ?2, last_activity = ?3",
+         VALUES (?1, ?4, ?2, ?3) ON CONFLICT (channel) DO UPDATE SET \
+         message_count = message_count + ?4, last_id = ?2, last_activity = ?3",
         "INSERT INTO channel_summaries (channel, message_count, last_id, last_activity) \
-         VALUES (?1, 1, ?2, ?3) ON CONFLICT (channel) DO UPDATE SET \
-         message_count = channel_summaries.message_count + 1, \
+         VALUES (?1, ?4, ?2, ?3) ON CONFLICT (channel) DO UPDATE SET \
+         message_count = channel_summaries.message_count + ?4, \
          last_id = greatest(channel_summaries.last_id, ?2), \
          last_activity = CASE WHEN ?2 > channel_summaries.last_id THEN ?3 \
              ELSE channel_summaries.last_activity END",
     );
-    db.write(sql, &[channel, &id, &at]).await
+    let params: [&dyn Param; 4] = [&count.channel, &count.last_id, &count.last_at, &count.messages];
+    db.write(sql, &params).await
 }
 
 /// Counts message `id` in a thread opened before it: one more message,
