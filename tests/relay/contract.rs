@@ -72,6 +72,7 @@ contract!(
     an_overdue_message_is_taken_once,
     claims_overlap_across_people_renew_and_end,
     files_are_kept_with_their_message_and_purged_with_it,
+    messages_sent_at_once_are_each_stored_as_sent,
 );
 
 fn handle(name: &str) -> Handle {
@@ -1857,4 +1858,146 @@ async fn files_are_kept_with_their_message_and_purged_with_it(store: Arc<dyn Sto
     assert_eq!(store.attachment(stored.id, 1, later).await.unwrap(), None);
     store.purge_expired(later, later).await.unwrap();
     assert_eq!(store.attachment(stored.id, 1, 0).await.unwrap(), None);
+}
+
+/// Messages that come together (one group commit on PostgreSQL, whose
+/// rows go in one statement) are each stored as sent, every kind at once:
+/// channel posts with and without a recipient, a reply to a post, a file,
+/// a reply in a thread, a new thread; and each channel counts its posts.
+async fn messages_sent_at_once_are_each_stored_as_sent(store: Arc<dyn Store>) {
+    let question = message(Conversation::NewThread, "alice", Some("bob"), "which port?");
+    let thread = store.insert_message(question).await.unwrap();
+    let thread_id = thread.place.thread().unwrap();
+    let earlier = store
+        .insert_message(message(channel("ops"), "carol", None, "deploying"))
+        .await
+        .unwrap();
+    let mut sent: Vec<NewMessage> = (0..6)
+        .map(|n| {
+            let (place, to) = match n % 3 {
+                0 => ("ops", Some("bob")),
+                1 => ("dev", None),
+                _ => ("ops", None),
+            };
+            message(channel(place), "alice", to, &format!("post {n}"))
+        })
+        .collect();
+    let mut reply = message(channel("ops"), "dave", Some("carol"), "done deploying?");
+    reply.reply_to = Some(earlier.id);
+    reply.kind = "QUESTION".into();
+    reply.expects = Expects::Reply;
+    reply.due_at = Some(far());
+    sent.push(reply);
+    let mut with_file = message(channel("dev"), "bob", None, "the log");
+    with_file.attachments = vec![(
+        Attachment {
+            n: 1,
+            name: "log.txt".into(),
+            content_type: "text/plain".into(),
+            size: 4,
+        },
+        b"ok\n\n".to_vec(),
+    )];
+    sent.push(with_file);
+    sent.push(message(
+        Conversation::Thread(thread_id),
+        "bob",
+        Some("alice"),
+        "8443",
+    ));
+    sent.push(message(
+        Conversation::NewThread,
+        "carol",
+        Some("dave"),
+        "lunch?",
+    ));
+
+    let stored: Vec<_> =
+        futures::future::join_all(sent.iter().map(|m| store.insert_message(m.clone())))
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+    let now = now_millis();
+    for (message, new) in stored.iter().zip(&sent) {
+        assert_eq!(message.body, new.body);
+        let read = store.message(message.id, now).await.unwrap();
+        assert_eq!(read.as_ref(), Some(message), "{} as read back", new.body);
+    }
+    let ids: BTreeSet<MessageId> = stored.iter().map(|m| m.id).collect();
+    assert_eq!(ids.len(), stored.len(), "each its own id");
+    let file = store.attachment(stored[7].id, 1, now).await.unwrap();
+    assert_eq!(file.map(|(_, bytes)| bytes), Some(b"ok\n\n".to_vec()));
+
+    // Each channel counts its posts, the one before them included, and
+    // names its latest.
+    let mut counted: Vec<(String, u64, MessageId)> = store
+        .channels(now, None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.name.to_string(), c.message_count, c.last_id))
+        .collect();
+    counted.sort();
+    let last = |name: &str| {
+        let in_it = stored
+            .iter()
+            .filter(|m| m.place.channel().is_some_and(|c| c.as_str() == name));
+        in_it.map(|m| m.id).max().unwrap()
+    };
+    assert_eq!(
+        counted,
+        [
+            ("dev".into(), 3, last("dev")),
+            ("ops".into(), 6, last("ops"))
+        ]
+    );
+}
+
+/// On PostgreSQL a group commit sends its `COMMIT` in one pipeline behind
+/// its writes: a write that fails there fails every message of the batch
+/// and keeps none of it (the `COMMIT` after it rolls back), and the next
+/// batch is stored as ever, on a connection outside any transaction.
+#[tokio::test]
+#[ignore = "needs PostgreSQL (apt-get install postgresql); cargo test -- --ignored"]
+async fn a_batch_with_a_failing_write_keeps_none_of_it_on_postgres() {
+    let url = fresh_database().await;
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let (tables, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    tables
+        .batch_execute(
+            "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN IF NEW.body = 'boom' THEN RAISE EXCEPTION 'refused'; END IF; \
+             RETURN NEW; END $$; \
+             CREATE TRIGGER refuse_boom BEFORE INSERT ON messages \
+             FOR EACH ROW EXECUTE FUNCTION refuse_boom();",
+        )
+        .await
+        .unwrap();
+    let count = async |sql: &str| -> i64 { tables.query_one(sql, &[]).await.unwrap().get(0) };
+
+    // Sent in one poll, on this test's one thread: queued before the
+    // writer takes them, so one batch.
+    let outcomes = futures::future::join_all(
+        ["one", "boom", "three"]
+            .map(|body| store.insert_message(message(channel("ops"), "alice", Some("bob"), body))),
+    )
+    .await;
+    assert!(outcomes.iter().all(Result::is_err), "{outcomes:?}");
+    assert_eq!(count("SELECT count(*) FROM messages").await, 0);
+    assert_eq!(count("SELECT count(*) FROM inbox").await, 0);
+    assert_eq!(count("SELECT count(*) FROM channel_summaries").await, 0);
+
+    let stored = store
+        .insert_message(message(channel("ops"), "alice", None, "four"))
+        .await
+        .unwrap();
+    let read = store.message(stored.id, now_millis()).await.unwrap();
+    assert_eq!(read, Some(stored));
+    let counted = store.channels(now_millis(), None, 10).await.unwrap();
+    assert_eq!(counted.len(), 1);
+    assert_eq!(counted[0].message_count, 1);
 }

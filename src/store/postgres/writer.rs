@@ -7,19 +7,21 @@
 //!
 //! A batch costs round trips, not one a statement: the messages' rules run
 //! side by side, so their checks pipeline on the one connection; ids are
-//! handed out from the sequence's value read with the lock; and every
-//! write waits in the [`Batch`] to go with the others. A batch of channel
-//! posts is four round trips whatever its size: `BEGIN`, the lock and the
-//! sequence, the writes, `COMMIT`; each kind of check (a recipient, a
-//! thread, a reply's target) and a new thread's row add one.
+//! handed out from the sequence's value read with the lock; every write
+//! waits in the [`Batch`] to go with the others, and the rules write the
+//! batch's message rows in one statement and each channel's count once. A
+//! batch of channel posts is two round trips whatever its size: `BEGIN`
+//! with the lock and the sequence, then the writes with `COMMIT`; each
+//! kind of check (a recipient, a thread, a reply's target) and a new
+//! thread's row add one.
 
 use super::Sql;
 use super::{Db, WRITE_LOCK, listen};
 use crate::model::{Message, MessageId};
 use crate::store::{NewMessage, StoreError, StoreResult, StoreStats, rules};
 use bytes::{Bytes, BytesMut};
-use deadpool_postgres::{Pool, Transaction};
-use futures::future::join_all;
+use deadpool_postgres::{ClientWrapper, Pool};
+use futures::future::{join, join_all};
 use std::sync::{
     Arc, Mutex,
     atomic::{AtomicI64, Ordering},
@@ -82,8 +84,8 @@ async fn commit(
     own: &listen::Own,
     messages: Vec<NewMessage>,
 ) -> StoreResult<Vec<StoreResult<Message>>> {
-    let mut client = pool.get().await?;
-    let batch = Batch::begin(client.transaction().await?).await?;
+    let held = Held(Some(pool.get().await?));
+    let batch = Batch::begin(held.client()).await?;
     let mut outcomes = rules::insert_all(&Sql(&batch), messages).await?;
     // A refusal (NotFound) wrote nothing; a database error aborted the
     // transaction, and with it every message of the batch.
@@ -105,11 +107,35 @@ async fn commit(
             .write("SELECT pg_notify($1, '')", &[&listen::CHANNEL])
             .await?;
     }
-    let tx = batch.flush().await?;
     // Before the commit, this process's own are marked as its own.
     own.lock().expect("own ids lock").extend(&stored);
-    tx.commit().await?;
+    batch.commit().await?;
+    held.committed();
     Ok(outcomes)
+}
+
+/// A pooled connection inside a batch's transaction: given back to the
+/// pool once the batch committed, and otherwise (an error, or the batch
+/// dropped half done) closed, which ends its transaction, so that no one
+/// else is handed a connection inside it.
+struct Held(Option<deadpool_postgres::Client>);
+
+impl Held {
+    fn client(&self) -> &ClientWrapper {
+        self.0.as_ref().expect("held until committed or dropped")
+    }
+
+    fn committed(mut self) {
+        drop(self.0.take());
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            drop(deadpool_postgres::Client::take(client));
+        }
+    }
 }
 
 /// A group commit's transaction as the rules see it. Reads (and `exec`,
@@ -121,7 +147,7 @@ async fn commit(
 /// to its sender from an earlier acknowledgement), never another insert's
 /// rows.
 struct Batch<'c> {
-    tx: Transaction<'c>,
+    client: &'c ClientWrapper,
     /// The id the next message gets.
     next_id: AtomicI64,
     /// The first id this batch may give.
@@ -138,11 +164,24 @@ struct Write {
 
 impl Write {
     async fn new(
-        tx: &Transaction<'_>,
+        client: &ClientWrapper,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> StoreResult<Write> {
-        let statement = tx.prepare_cached(sql).await?;
+        let statement = client.prepare_cached(sql).await?;
+        // Checked here, not as it is sent: the commit goes in the same
+        // pipeline, and a write the driver refused before sending it
+        // would not have stopped it.
+        if params.len() != statement.params().len() {
+            return Err(StoreError::backend(
+                "queueing a write",
+                format!(
+                    "{} parameters for a statement of {}",
+                    params.len(),
+                    statement.params().len()
+                ),
+            ));
+        }
         let params = params
             .iter()
             .zip(statement.params())
@@ -153,12 +192,14 @@ impl Write {
 }
 
 impl<'c> Batch<'c> {
-    /// Takes the write lock and reads the sequence under it, in one round
-    /// trip: a simple query runs its statements in order.
-    async fn begin(tx: Transaction<'c>) -> StoreResult<Self> {
-        let replies = tx
+    /// Opens the transaction, takes the write lock and reads the sequence
+    /// under it, in one round trip: a simple query runs its statements in
+    /// order, and those after a `BEGIN` in its transaction, which stays
+    /// open after it.
+    async fn begin(client: &'c ClientWrapper) -> StoreResult<Self> {
+        let replies = client
             .simple_query(&format!(
-                "SELECT pg_advisory_xact_lock({WRITE_LOCK}); \
+                "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK}); \
                  SELECT last_value, is_called FROM message_ids"
             ))
             .await?;
@@ -180,7 +221,7 @@ impl<'c> Batch<'c> {
             _ => last,
         };
         Ok(Batch {
-            tx,
+            client,
             next_id: AtomicI64::new(next),
             first_id: next,
             writes: Mutex::new(Vec::new()),
@@ -188,45 +229,48 @@ impl<'c> Batch<'c> {
     }
 
     /// Sends the sequence moved past the ids given, then every waiting
-    /// write, pipelined in the order they came; the transaction, to be
-    /// committed, once every one is done. The sequence goes first: it is
-    /// never rolled back, so even a batch that fails gives its ids to
-    /// nobody else, as `nextval` would.
-    async fn flush(self) -> StoreResult<Transaction<'c>> {
+    /// write in the order they came, then `COMMIT`, all in one pipeline:
+    /// one round trip. The sequence goes first: it is never rolled back, so
+    /// even a batch that fails gives its ids to nobody else, as `nextval`
+    /// would. A write that fails aborts the transaction, and the `COMMIT`
+    /// after it then rolls it back: the batch is kept whole or not at all.
+    async fn commit(self) -> StoreResult<()> {
         let next = self.next_id.load(Ordering::Relaxed);
         let mut writes = Vec::new();
         if next > self.first_id {
             let setval = "SELECT setval('message_ids', $1)";
-            writes.push(Write::new(&self.tx, setval, &[&(next - 1)]).await?);
+            writes.push(Write::new(self.client, setval, &[&(next - 1)]).await?);
         }
         writes.append(&mut self.writes.lock().expect("writes lock"));
-        let tx = &self.tx;
+        let client = self.client;
         let sent = writes.iter().map(|write| {
             let params: Vec<&(dyn ToSql + Sync)> = write
                 .params
                 .iter()
                 .map(|param| param as &(dyn ToSql + Sync))
                 .collect();
-            async move { tx.execute(&write.statement, &params).await }
+            async move { client.execute(&write.statement, &params).await }
         });
-        for done in join_all(sent).await {
+        // Each request is sent as it is first polled, in this order.
+        let (written, committed) = join(join_all(sent), client.batch_execute("COMMIT")).await;
+        for done in written {
             done?;
         }
-        Ok(self.tx)
+        Ok(committed?)
     }
 }
 
 impl Db for Batch<'_> {
     async fn rows(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<Vec<Row>> {
-        self.tx.rows(sql, params).await
+        self.client.rows(sql, params).await
     }
 
     async fn exec(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<u64> {
-        self.tx.exec(sql, params).await
+        self.client.exec(sql, params).await
     }
 
     async fn write(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> StoreResult<()> {
-        let write = Write::new(&self.tx, sql, params).await?;
+        let write = Write::new(self.client, sql, params).await?;
         self.writes.lock().expect("writes lock").push(write);
         Ok(())
     }

@@ -17,6 +17,7 @@ use super::statements::{inbox, purge, storing};
 use super::summary::{Removed, first_people, losses};
 use super::{Conversation, Missing, NewMessage, Offer, RecipientCheck, StoreError, StoreResult};
 use crate::model::{Handle, MAX_OFFERS, Message, MessageId, Millis, Place, ThreadId};
+use futures::future::join_all;
 use std::future::Future;
 
 mod claims;
@@ -40,24 +41,114 @@ pub(super) fn at_once<T>(rule: impl Future<Output = StoreResult<T>>) -> StoreRes
 /// message refused (`NotFound`) has written nothing. A reply answers, in
 /// the same transaction, what it replies to.
 pub(super) async fn insert(db: &impl Executor, new: NewMessage) -> StoreResult<Message> {
-    let message = insert_uncounted(db, new).await?;
-    count_in_channels(db, [&message]).await?;
-    Ok(message)
+    let mut outcomes = insert_all(db, vec![new]).await?;
+    outcomes.pop().expect("an outcome for each message")
 }
 
-/// Stores the messages of one group commit, each as [`insert`] does, side
-/// by side (a backend that awaits its statements pipelines them), with
-/// each channel's summary counted once for all of its posts: a busy
-/// channel's row is written once a batch, not once a message. Each
-/// message's outcome; `Err` if counting failed, which fails the batch.
+/// Stores the messages of one group commit, each as [`insert`] does, and
+/// each kind of write once for them all where it can be: the checks side
+/// by side (a backend that awaits its statements pipelines them), the
+/// messages' rows in one statement where the backend has one for many
+/// ([`storing::insert_messages`]), and each channel's summary counted once
+/// for all of its posts (a busy channel's row written once a batch, not
+/// once a message). Each message's outcome; `Err` if a write failed,
+/// which fails the batch.
 pub(super) async fn insert_all(
     db: &impl Executor,
     news: Vec<NewMessage>,
 ) -> StoreResult<Vec<StoreResult<Message>>> {
-    let outcomes =
-        futures::future::join_all(news.into_iter().map(|new| insert_uncounted(db, new))).await;
-    count_in_channels(db, outcomes.iter().filter_map(|o| o.as_ref().ok())).await?;
-    Ok(outcomes)
+    let placed = join_all(news.into_iter().map(|new| place(db, new))).await;
+    let stored: Vec<&Placed> = placed.iter().filter_map(|p| p.as_ref().ok()).collect();
+    let messages: Vec<&Message> = stored.iter().map(|p| &p.message).collect();
+    storing::insert_messages(db, &messages).await?;
+    for written in join_all(stored.iter().map(|placed| file(db, placed))).await {
+        written?;
+    }
+    count_in_channels(db, messages).await?;
+    Ok(placed
+        .into_iter()
+        .map(|placed| placed.map(|p| p.message))
+        .collect())
+}
+
+/// A message checked and placed, to be written.
+struct Placed {
+    message: Message,
+    /// Its files' bytes, in order.
+    files: Vec<Vec<u8>>,
+    /// It opened its thread, whose row counted it as it was written.
+    opened: bool,
+}
+
+/// Checks a message and places it: its conversation (a new thread's row
+/// written whole, its first message counted), its id, and the message as
+/// it will be stored, with its files' bytes.
+async fn place(db: &impl Executor, new: NewMessage) -> StoreResult<Placed> {
+    if let Some(recipient) = &new.to {
+        check_recipient(db, recipient, new.check_to).await?;
+    }
+    let now = new.created_at;
+    let place = match &new.conversation {
+        Conversation::NewThread => None,
+        &Conversation::Thread(thread) => match storing::thread_is_live(db, thread, now).await? {
+            true => Some(Place::Thread(thread)),
+            false => return Err(StoreError::NotFound(Missing::Thread(thread))),
+        },
+        Conversation::Channel(name) => Some(Place::Channel(name.clone())),
+    };
+    if let Some(reply_to) = new.reply_to {
+        // A new thread has nothing to reply to.
+        let same_place = match &place {
+            Some(place) => storing::is_live_in(db, reply_to, place, now).await?,
+            None => false,
+        };
+        if !same_place {
+            return Err(StoreError::NotFound(Missing::ReplyTarget(reply_to)));
+        }
+    }
+    let id = db.next_message_id().await?;
+    let opened = place.is_none();
+    let place = match place {
+        Some(place) => place,
+        None => {
+            let people = first_people([Some(&new.from), new.to.as_ref()]);
+            Place::Thread(storing::open_thread(db, id, &people, now).await?)
+        }
+    };
+    let (message, files) = new.stored(id, &place);
+    Ok(Placed {
+        message,
+        files,
+        opened,
+    })
+}
+
+/// What a stored message writes beside its row: its files, its inbox row,
+/// what it answers, and its count in a thread it did not open (a channel's
+/// is counted for the batch, [`count_in_channels`]).
+async fn file(db: &impl Executor, placed: &Placed) -> StoreResult<()> {
+    let message = &placed.message;
+    let (id, from, now) = (message.id, &message.from, message.created_at);
+    for (attachment, bytes) in message.attachments.iter().zip(&placed.files) {
+        storing::insert_attachment(db, id, attachment.n, bytes).await?;
+    }
+    if let (Some(recipient), Some(delivery)) = (&message.to, &message.delivery) {
+        storing::insert_inbox(db, recipient, id, delivery.expects, delivery.due_at).await?;
+    }
+    match &message.place {
+        Place::Thread(_) if placed.opened => {}
+        &Place::Thread(thread) => {
+            storing::answer(db, from, Answered::Thread(thread), now).await?;
+            let recipient = message.to.as_ref().unwrap_or(from);
+            storing::count_in_thread(db, thread, id, from, recipient, now).await?;
+        }
+        Place::Channel(_) => {
+            if let Some(reply_to) = message.reply_to {
+                storing::answer(db, from, Answered::Message(reply_to), now).await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Counts channel posts in their channels' summaries, one write a channel.
@@ -83,65 +174,6 @@ async fn count_in_channels<'m>(
         storing::count_in_channel(db, count).await?;
     }
     Ok(())
-}
-
-/// [`insert`] but for the channel's count, which its caller writes.
-async fn insert_uncounted(db: &impl Executor, new: NewMessage) -> StoreResult<Message> {
-    if let Some(recipient) = &new.to {
-        check_recipient(db, recipient, new.check_to).await?;
-    }
-    let now = new.created_at;
-    let place = match &new.conversation {
-        Conversation::NewThread => None,
-        &Conversation::Thread(thread) => match storing::thread_is_live(db, thread, now).await? {
-            true => Some(Place::Thread(thread)),
-            false => return Err(StoreError::NotFound(Missing::Thread(thread))),
-        },
-        Conversation::Channel(name) => Some(Place::Channel(name.clone())),
-    };
-    if let Some(reply_to) = new.reply_to {
-        // A new thread has nothing to reply to.
-        let same_place = match &place {
-            Some(place) => storing::is_live_in(db, reply_to, place, now).await?,
-            None => false,
-        };
-        if !same_place {
-            return Err(StoreError::NotFound(Missing::ReplyTarget(reply_to)));
-        }
-    }
-    let id = db.next_message_id().await?;
-    // A new thread's row is written whole, its first message counted.
-    let opened = place.is_none();
-    let place = match place {
-        Some(place) => place,
-        None => {
-            let people = first_people([Some(&new.from), new.to.as_ref()]);
-            Place::Thread(storing::open_thread(db, id, &people, now).await?)
-        }
-    };
-    let (message, files) = new.stored(id, &place);
-    storing::insert_message(db, &message).await?;
-    for (attachment, bytes) in message.attachments.iter().zip(&files) {
-        storing::insert_attachment(db, id, attachment.n, bytes).await?;
-    }
-    if let (Some(recipient), Some(delivery)) = (&message.to, &message.delivery) {
-        storing::insert_inbox(db, recipient, id, delivery.expects, delivery.due_at).await?;
-    }
-    let from = &message.from;
-    match (&place, opened) {
-        (Place::Thread(_), true) => {}
-        (&Place::Thread(thread), false) => {
-            storing::answer(db, from, Answered::Thread(thread), now).await?;
-            let recipient = message.to.as_ref().unwrap_or(from);
-            storing::count_in_thread(db, thread, id, from, recipient, now).await?;
-        }
-        (Place::Channel(_), _) => {
-            if let Some(reply_to) = message.reply_to {
-                storing::answer(db, from, Answered::Message(reply_to), now).await?;
-            }
-        }
-    }
-    Ok(message)
 }
 
 async fn check_recipient(

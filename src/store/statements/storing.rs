@@ -8,7 +8,7 @@
 use crate::model::{Channel, Expects, Handle, Message, MessageId, Millis, Place, ThreadId};
 use crate::store::StoreResult;
 use crate::store::columns::files_column;
-use crate::store::sql::{Dialect, Executor, Param};
+use crate::store::sql::{Dialect, Executor, List, Param};
 use std::borrow::Cow;
 
 /// A place's column in `messages m`, and its value.
@@ -103,6 +103,55 @@ pub async fn insert_message(db: &impl Executor, m: &Message) -> StoreResult<()> 
         "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, \
          reply_to, created_at, expires_at, attachments) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        &params,
+    )
+    .await
+}
+
+/// Writes messages' rows: on PostgreSQL in one statement, each column a
+/// list (a group commit's batch writes all of its messages at once); on
+/// SQLite, whose statements cost no round trip, one [`insert_message`]
+/// each.
+pub async fn insert_messages(db: &impl Executor, messages: &[&Message]) -> StoreResult<()> {
+    if db.dialect() == Dialect::Sqlite || messages.len() < 2 {
+        for message in messages {
+            insert_message(db, message).await?;
+        }
+        return Ok(());
+    }
+    fn column<'m, T>(messages: &[&'m Message], of: impl Fn(&'m Message) -> T) -> Vec<T> {
+        messages.iter().map(|m| of(m)).collect()
+    }
+    let ids = column(messages, |m| m.id);
+    let threads = column(messages, |m| m.place.thread());
+    let channels = column(messages, |m| m.place.channel());
+    let senders = column(messages, |m| &m.from);
+    let recipients = column(messages, |m| m.to.as_ref());
+    let kinds = column(messages, |m| m.kind.as_str());
+    let bodies = column(messages, |m| m.body.as_str());
+    let replies_to = column(messages, |m| m.reply_to);
+    let created = column(messages, |m| m.created_at);
+    let expires = column(messages, |m| m.expires_at);
+    let files = column(messages, |m| files_column(&m.attachments));
+    let params: [&dyn Param; 11] = [
+        &List(&ids),
+        &List(&threads),
+        &List(&channels),
+        &List(&senders),
+        &List(&recipients),
+        &List(&kinds),
+        &List(&bodies),
+        &List(&replies_to),
+        &List(&created),
+        &List(&expires),
+        &List(&files),
+    ];
+    db.write(
+        "INSERT INTO messages (id, thread_id, channel, sender, recipient, type, body, \
+         reply_to, created_at, expires_at, attachments) \
+         SELECT * FROM unnest(?1::bigint[], ?2::bigint[], ?3::text[], ?4::text[], \
+         ?5::text[], ?6::text[], ?7::text[], ?8::bigint[], ?9::bigint[], ?10::bigint[], \
+         ?11::text[])",
         &params,
     )
     .await
@@ -210,7 +259,12 @@ pub async fn count_in_channel(db: &impl Executor, count: &ChannelCount) -> Store
          last_activity = CASE WHEN ?2 > channel_summaries.last_id THEN ?3 \
              ELSE channel_summaries.last_activity END",
     );
-    let params: [&dyn Param; 4] = [&count.channel, &count.last_id, &count.last_at, &count.messages];
+    let params: [&dyn Param; 4] = [
+        &count.channel,
+        &count.last_id,
+        &count.last_at,
+        &count.messages,
+    ];
     db.write(sql, &params).await
 }
 
