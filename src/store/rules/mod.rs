@@ -61,7 +61,7 @@ pub(super) async fn insert_all(
     let stored: Vec<&Placed> = placed.iter().filter_map(|p| p.as_ref().ok()).collect();
     let messages: Vec<&Message> = stored.iter().map(|p| &p.message).collect();
     storing::insert_messages(db, &messages).await?;
-    for written in join_all(stored.iter().map(|placed| file(db, placed))).await {
+    for written in join_all(stored.iter().map(|placed| write_beside(db, placed))).await {
         written?;
     }
     count_in_channels(db, messages).await?;
@@ -126,7 +126,7 @@ async fn place(db: &impl Executor, new: NewMessage) -> StoreResult<Placed> {
 /// What a stored message writes beside its row: its files, its inbox row,
 /// what it answers, and its count in a thread it did not open (a channel's
 /// is counted for the batch, [`count_in_channels`]).
-async fn file(db: &impl Executor, placed: &Placed) -> StoreResult<()> {
+async fn write_beside(db: &impl Executor, placed: &Placed) -> StoreResult<()> {
     let message = &placed.message;
     let (id, from, now) = (message.id, &message.from, message.created_at);
     for (attachment, bytes) in message.attachments.iter().zip(&placed.files) {
