@@ -255,7 +255,8 @@ async fn play(
             kind: "NOTE".into(),
             body: format!("message {n}"),
             reply_to: None,
-            created_at: 1_000 + n as Millis,
+            // Room between steps for a burst's posts, each a moment apart.
+            created_at: 1_000 + 8 * n as Millis,
             expires_at: far,
             expects: crosstalk::model::Expects::Nothing,
             due_at: None,
@@ -274,7 +275,9 @@ async fn play(
                 let posts = (0..2 + c % 6).map(|i| {
                     let channel = Channel::parse(&format!("c{}", (c % 3 + i) % 3)).unwrap();
                     let to = (i % 2 == 0).then(|| people[(n + 1) % 3].clone());
-                    store.insert_message(message(Conversation::Channel(channel), to))
+                    let mut post = message(Conversation::Channel(channel), to);
+                    post.created_at += Millis::from(i);
+                    store.insert_message(post)
                 });
                 for stored in futures::future::join_all(posts).await {
                     stored.unwrap();

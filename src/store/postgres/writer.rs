@@ -21,11 +21,13 @@ use crate::model::{Message, MessageId};
 use crate::store::{NewMessage, StoreError, StoreResult, StoreStats, rules};
 use bytes::{Bytes, BytesMut};
 use deadpool_postgres::{ClientWrapper, Pool};
-use futures::future::{join, join_all};
+use futures::future::{join, join_all, maybe_done, poll_fn};
+use std::future::Future;
 use std::sync::{
     Arc, Mutex,
     atomic::{AtomicI64, Ordering},
 };
+use std::task::Poll;
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::types::{IsNull, ToSql, Type};
 use tokio_postgres::{Row, SimpleQueryMessage, Statement};
@@ -141,7 +143,7 @@ impl Drop for Held {
 /// A group commit's transaction as the rules see it. Reads (and `exec`,
 /// whose count is read) go to the database at once, ahead of the writes
 /// waiting; ids are handed out from the sequence's value read under the
-/// lock; writes are encoded as they come and wait for [`Batch::flush`].
+/// lock; writes are encoded as they come and wait for [`Batch::commit`].
 /// Holding them loses nothing: an insert reads only what was committed
 /// before its batch (a live person, a live thread or reply target, known
 /// to its sender from an earlier acknowledgement), never another insert's
@@ -243,18 +245,43 @@ impl<'c> Batch<'c> {
         }
         writes.append(&mut self.writes.lock().expect("writes lock"));
         let client = self.client;
-        let sent = writes.iter().map(|write| {
-            let params: Vec<&(dyn ToSql + Sync)> = write
-                .params
-                .iter()
-                .map(|param| param as &(dyn ToSql + Sync))
-                .collect();
-            async move { client.execute(&write.statement, &params).await }
-        });
-        // Each request is sent as it is first polled, in this order.
-        let (written, committed) = join(join_all(sent), client.batch_execute("COMMIT")).await;
-        for done in written {
-            done?;
+        let mut sent: Vec<_> = writes
+            .iter()
+            .map(|write| {
+                let params: Vec<&(dyn ToSql + Sync)> = write
+                    .params
+                    .iter()
+                    .map(|param| param as &(dyn ToSql + Sync))
+                    .collect();
+                Box::pin(maybe_done(async move {
+                    client.execute(&write.statement, &params).await
+                }))
+            })
+            .collect();
+        // A request goes out as its future is first polled: every write is
+        // polled once, in order, before the `COMMIT` exists. One already
+        // done has failed before it was sent (a value too long to bind);
+        // then no `COMMIT` goes out at all, and the connection is closed.
+        poll_fn(|cx| {
+            for write in &mut sent {
+                let _ = write.as_mut().poll(cx);
+            }
+            Poll::Ready(())
+        })
+        .await;
+        if let Some(early) = sent
+            .iter_mut()
+            .find_map(|write| write.as_mut().take_output())
+        {
+            early?;
+            return Err(StoreError::backend(
+                "sending a write",
+                "it was answered before the batch's COMMIT was sent",
+            ));
+        }
+        let (_, committed) = join(join_all(sent.iter_mut()), client.batch_execute("COMMIT")).await;
+        for write in &mut sent {
+            write.as_mut().take_output().expect("awaited")?;
         }
         Ok(committed?)
     }
