@@ -1982,10 +1982,7 @@ async fn messages_sent_at_once_are_one_batch_on_postgres() {
 async fn a_batch_with_a_failing_write_keeps_none_of_it_on_postgres() {
     let url = fresh_database().await;
     let store = PostgresStore::connect(&url).await.unwrap();
-    let (tables, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let tables = crate::postgres::client(&url).await;
     tables
         .batch_execute(
             "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$ \

@@ -58,6 +58,16 @@ pub async fn fresh_database() -> String {
     server().database().await
 }
 
+/// A client of the database at `url`, beside the store under test, for
+/// what a test reads or sets up in its tables.
+pub async fn client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("the test PostgreSQL server answers");
+    tokio::spawn(connection);
+    client
+}
+
 impl Postgres {
     /// A fresh, empty database's URL.
     pub async fn database(&self) -> String {
@@ -68,12 +78,8 @@ impl Postgres {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let (client, connection) =
-            tokio_postgres::connect(&server.url("postgres"), tokio_postgres::NoTls)
-                .await
-                .expect("the test PostgreSQL server answers");
-        tokio::spawn(connection);
-        client
+        client(&server.url("postgres"))
+            .await
             .batch_execute(&format!("CREATE DATABASE {name}"))
             .await
             .expect("a test database");

@@ -2,7 +2,7 @@
 //! and purges, every summary equals what a full scan of the messages
 //! computes; and a database from before them gets them built.
 
-use crate::postgres::fresh_database;
+use crate::postgres::{client, fresh_database};
 use crosstalk::model::{Channel, Handle, MessageId, Millis, ThreadId, now_millis};
 use crosstalk::store::{
     Conversation, NewMessage, PostgresStore, RecipientCheck, SqliteStore, Store,
@@ -109,11 +109,7 @@ impl Tables {
     async fn open_postgres() -> (Arc<dyn Store>, Tables) {
         let url = fresh_database().await;
         let store = PostgresStore::connect(&url).await.unwrap();
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
-        (Arc::new(store), Tables::Postgres(client))
+        (Arc::new(store), Tables::Postgres(client(&url).await))
     }
 
     async fn execute(&self, sql: [&str; 2], n: i64) {
