@@ -4,6 +4,7 @@
 use super::{Key, Push};
 use crate::model::{Handle, Message, MessageId, Millis, now_millis};
 use crate::relay::{Relay, WaitSlot};
+use futures::{StreamExt, channel::mpsc};
 use std::{
     collections::VecDeque,
     future::Future,
@@ -11,7 +12,6 @@ use std::{
     sync::Arc,
     task::{Context, Poll},
 };
-use tokio::sync::mpsc;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 /// A session's push stream: what to deliver, in order. Dropping it (the
@@ -64,7 +64,7 @@ impl futures::Stream for PushFeed {
             }
         }
         loop {
-            match self.offered.poll_recv(cx) {
+            match self.offered.poll_next_unpin(cx) {
                 Poll::Ready(Some((message, until))) => {
                     let now = now_millis();
                     // Too late: someone else may have it by now.
@@ -80,7 +80,7 @@ impl futures::Stream for PushFeed {
                 _ => break,
             }
         }
-        if let Poll::Ready(Some(message)) = self.followed.poll_recv(cx) {
+        if let Poll::Ready(Some(message)) = self.followed.poll_next_unpin(cx) {
             return Poll::Ready(Some(Push::Followed(message)));
         }
         match self.shutdown.as_mut().poll(cx) {
@@ -98,7 +98,7 @@ impl PushFeed {
         self.stop.cancel();
         let mut rest = Vec::new();
         // The task queues what its offer took, then ends, closing the queue.
-        while let Some((message, until)) = self.offered.recv().await {
+        while let Some((message, until)) = self.offered.next().await {
             let now = now_millis();
             if now < until {
                 self.leased.push_back((message.id, until));
@@ -121,7 +121,7 @@ impl PushFeed {
         pushes
             .get(&self.key)
             .and_then(|follows| follows.stream.as_ref())
-            .is_some_and(|stream| stream.number == self.number && *stream.ready.borrow())
+            .is_some_and(|stream| stream.number == self.number && stream.ready)
     }
 }
 

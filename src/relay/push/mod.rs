@@ -61,12 +61,16 @@ use std::{
     },
     time::Duration,
 };
-use tokio::sync::{mpsc, watch};
+// The futures crate's channels, not tokio's: they allocate as items come,
+// where a tokio channel sets out room for 32 items and cache-padded state
+// from the start (1.1 KiB for `offered`, 0.8 for `followed`, 0.3 for a
+// `watch` of readiness, against 0.4 KiB for all three here), on every open
+// stream (bench/README.md, "A push stream's queues").
+use futures::channel::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// Offered messages queued for a stream beyond the one it is writing: a
-/// stream that stops reading holds few. They travel boxed: a channel
-/// holds room for 32 of its items from the start, on every open stream.
+/// stream that stops reading holds few.
 const QUEUED: usize = 8;
 
 /// Followed posts queued for a stream that is not reading: past this, it
@@ -149,7 +153,9 @@ struct OpenStream {
     /// Whose it is: nobody's for an unbound caller.
     person: Option<Handle>,
     /// Its client can show what it is sent (see the module's notes).
-    ready: watch::Sender<bool>,
+    ready: bool,
+    /// Tells its offering task that its client proved it listens.
+    proven: Option<oneshot::Sender<()>>,
     /// The session's `tools/list` since the stream opened.
     lists: u32,
     /// Where followed posts go.
@@ -173,10 +179,10 @@ impl Pushes {
         let Some(channel) = message.place.channel() else {
             return;
         };
-        for follows in self.lock().values() {
-            if let Some(stream) = &follows.stream
+        for follows in self.lock().values_mut() {
+            if let Some(stream) = &mut follows.stream
                 && follows.channels.contains(channel)
-                && *stream.ready.borrow()
+                && stream.ready
                 && stream.person.as_ref() != Some(&message.from)
                 && (stream.person.is_none() || message.to != stream.person)
             {
@@ -192,7 +198,7 @@ impl Pushes {
         self.lock()
             .values()
             .filter_map(|f| f.stream.as_ref())
-            .filter(|stream| *stream.ready.borrow())
+            .filter(|stream| stream.ready)
             .filter_map(|stream| stream.person.clone())
             .collect()
     }
@@ -277,8 +283,10 @@ impl Relay {
         slot: Option<WaitSlot>,
         via: Via,
     ) -> PushFeed {
-        let (offered_tx, offered) = mpsc::channel(QUEUED);
-        let (followed_tx, followed) = mpsc::channel(FOLLOWED_QUEUED);
+        // A futures channel holds one item more than its buffer for each
+        // sender, and each of these has one.
+        let (offered_tx, offered) = mpsc::channel(QUEUED - 1);
+        let (followed_tx, followed) = mpsc::channel(FOLLOWED_QUEUED - 1);
         let stop = CancellationToken::new();
         let number = self.pushes.streams.fetch_add(1, Ordering::Relaxed);
         let key = match session {
@@ -286,7 +294,14 @@ impl Relay {
             None => Key::Stream(number),
         };
         // An inbox stream's client is ready at once; a session's proves it.
-        let (ready, mut is_ready) = watch::channel(session.is_none());
+        let ready = session.is_none();
+        let (proven, is_proven) = match ready {
+            true => (None, None),
+            false => {
+                let (proven, is_proven) = oneshot::channel();
+                (Some(proven), Some(is_proven))
+            }
+        };
         {
             let mut pushes = self.pushes.lock();
             let entry = pushes.entry(key.clone()).or_default();
@@ -297,6 +312,7 @@ impl Relay {
                 number,
                 person: person.clone(),
                 ready,
+                proven,
                 lists: 0,
                 followed: followed_tx,
             });
@@ -306,14 +322,16 @@ impl Relay {
         let holder = random_holder();
         let relay = self.clone();
         let (caller, me, task_stop) = (caller.clone(), person.clone(), stop.clone());
-        let probing = !*is_ready.borrow();
         tokio::spawn(async move {
             // A feed stopped at once still offers once when it is ready
-            // (`lease_inbox` with no wait: what waits now).
-            tokio::select! {
-                biased;
-                ready = is_ready.wait_for(|ready| *ready) => if ready.is_err() { return },
-                () = task_stop.cancelled() => return,
+            // (`lease_inbox` with no wait: what waits now). A stream ended
+            // or replaced before its client proved it drops `proven`.
+            if let Some(is_proven) = is_proven {
+                tokio::select! {
+                    biased;
+                    proven = is_proven => if proven.is_err() { return },
+                    () = task_stop.cancelled() => return,
+                }
             }
             if let Some(me) = me {
                 relay
@@ -331,7 +349,7 @@ impl Relay {
             offered,
             followed,
             leased: VecDeque::new(),
-            probe: probing.then(|| Probe {
+            probe: (!ready).then(|| Probe {
                 every: tokio::time::interval(PROBE_EVERY),
                 until: tokio::time::Instant::now() + PROBE_FOR,
             }),
@@ -351,7 +369,7 @@ impl Relay {
         caller: Caller,
         me: Handle,
         (holder, via): (i64, Via),
-        queue: mpsc::Sender<(Box<Message>, Millis)>,
+        mut queue: mpsc::Sender<(Box<Message>, Millis)>,
         stop: CancellationToken,
     ) {
         loop {
@@ -385,9 +403,7 @@ impl Relay {
             self.delivery_changed(&offered);
             let mut offered = offered.into_iter();
             while let Some(message) = offered.next() {
-                if let Err(mpsc::error::SendError((message, _))) =
-                    queue.send((Box::new(message), until)).await
-                {
+                if let Err((message, _)) = send(&mut queue, (Box::new(message), until)).await {
                     let unsent = std::iter::once(message.id)
                         .chain(offered.map(|m| m.id))
                         .collect();
@@ -424,10 +440,11 @@ impl Relay {
             .and_then(|follows| follows.stream.as_mut())
         {
             stream.lists += 1;
-            if stream.lists >= LISTS_TO_PROVE {
-                stream
-                    .ready
-                    .send_if_modified(|ready| !std::mem::replace(ready, true));
+            if stream.lists >= LISTS_TO_PROVE && !stream.ready {
+                stream.ready = true;
+                if let Some(proven) = stream.proven.take() {
+                    let _ = proven.send(());
+                }
             }
         }
     }
@@ -489,6 +506,17 @@ fn too_many_follows() -> RelayError {
     RelayError::BadInput(format!(
         "a session follows at most {MAX_FOLLOWS} channels: unfollow one first"
     ))
+}
+
+/// Queues `item` once there is room; gives it back if the feed is gone.
+async fn send<T>(queue: &mut mpsc::Sender<T>, item: T) -> Result<(), T> {
+    if futures::future::poll_fn(|cx| queue.poll_ready(cx))
+        .await
+        .is_err()
+    {
+        return Err(item);
+    }
+    queue.try_send(item).map_err(mpsc::TrySendError::into_inner)
 }
 
 /// A stream's lease holder: random, positive, and for practical purposes
