@@ -403,7 +403,7 @@ impl Relay {
             self.delivery_changed(&offered);
             let mut offered = offered.into_iter();
             while let Some(message) = offered.next() {
-                if let Err((message, _)) = send(&mut queue, (Box::new(message), until)).await {
+                if let Err((message, _)) = enqueue(&mut queue, (Box::new(message), until)).await {
                     let unsent = std::iter::once(message.id)
                         .chain(offered.map(|m| m.id))
                         .collect();
@@ -509,7 +509,7 @@ fn too_many_follows() -> RelayError {
 }
 
 /// Queues `item` once there is room; gives it back if the feed is gone.
-async fn send<T>(queue: &mut mpsc::Sender<T>, item: T) -> Result<(), T> {
+async fn enqueue<T>(queue: &mut mpsc::Sender<T>, item: T) -> Result<(), T> {
     if futures::future::poll_fn(|cx| queue.poll_ready(cx))
         .await
         .is_err()
