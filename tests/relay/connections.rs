@@ -501,6 +501,39 @@ async fn a_waiting_call_its_client_cancels_ends_and_takes_nothing() {
     ends_taking_nothing(&app, waiting, &alice, &bob).await;
 }
 
+/// A cancel that reaches the relay before the call it names (a client
+/// sends them on two connections, and either may be read first) still
+/// ends that call: it starts cancelled, and takes nothing.
+#[tokio::test]
+async fn a_call_whose_cancel_came_first_ends_and_takes_nothing() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let session = RawSession::open(&app.url(), &bob).await;
+    let cancel = json!({
+        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": { "requestId": 7, "reason": "the person pressed Esc" },
+    });
+    let cancelled = session.post(cancel).send().await.unwrap();
+    assert_eq!(cancelled.status(), 202);
+    let call = session.call(7, "check_inbox", json!({ "timeout_seconds": 50 }));
+    let waiting = tokio::spawn(async move { call.send().await.unwrap() });
+    ends_taking_nothing(&app, waiting, &alice, &bob).await;
+    // Kept for the one call: the next by another id runs as usual.
+    let message = json!({ "to": "bob", "body": "and now?" });
+    let (status, _) = crate::support::post(&app, "/api/messages", &alice, message).await;
+    assert_eq!(status, 201);
+    let answered = session
+        .call(8, "check_inbox", json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status(), 200);
+    let said: Value = answered.json().await.unwrap();
+    let messages = &said["result"]["structuredContent"]["messages"];
+    assert_eq!(messages[0]["body"], "and now?", "{said}");
+}
+
 /// A call's answer is one JSON body, not an event stream: written at once,
 /// read whole.
 #[tokio::test]

@@ -102,6 +102,11 @@ async fn on_session(
                 session,
                 serial,
             };
+            // Cancelled before it ran (its cancel came first, or its
+            // session has just ended): it does not run at all.
+            if ends.is_cancelled() {
+                return told_nothing();
+            }
             // An answer in JSON has no head until the call is done: the
             // cancel ends a call still running, and its client, which has
             // stopped waiting, is told nothing (an event stream without

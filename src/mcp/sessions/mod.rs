@@ -66,6 +66,12 @@ use tokio_util::sync::CancellationToken;
 /// refusal before the session is ended.
 const ANSWER_GRACE: Duration = Duration::from_millis(200);
 
+/// How long a cancel that came before its call is kept for that call, and
+/// how many a session keeps: a client sends the call and its cancel on two
+/// connections, and the relay may read the cancel first.
+const EARLY_CANCEL_KEPT: Duration = Duration::from_secs(5);
+const EARLY_CANCELS: usize = 16;
+
 /// The MCP session a request comes in on, verified to be its caller's: put
 /// on the request by [`layer`] for the tools.
 #[derive(Debug, Clone)]
@@ -97,6 +103,10 @@ struct Owned {
     /// Its calls under way: a serial of the layer's, the JSON-RPC id, and
     /// what ends the call (the session's end, or its client cancelling it).
     calls: Vec<(u64, Value, CancellationToken)>,
+    /// Cancels that named no call under way, and when they came: a call
+    /// by that id that starts within [`EARLY_CANCEL_KEPT`] starts
+    /// cancelled.
+    early_cancels: Vec<(Value, Instant)>,
 }
 
 impl SessionOwners {
@@ -123,6 +133,7 @@ impl SessionOwners {
             renders_apps,
             ended: self.relay.shutdown_token().child_token(),
             calls: Vec::new(),
+            early_cancels: Vec::new(),
         }
     }
 
@@ -276,12 +287,19 @@ impl SessionOwners {
 
     /// A call `id` starts on `session`: its serial, and what ends it when
     /// the session ends or its client cancels it (already cancelled if the
-    /// session has just ended).
+    /// session has just ended, or its cancel came first).
     fn calling(&self, session: &HeaderValue, id: Value) -> (u64, CancellationToken) {
         let serial = self.calls.fetch_add(1, Ordering::Relaxed);
         let ends = match self.owners().get_mut(session) {
             Some(owned) => {
                 let ends = owned.ended.child_token();
+                owned
+                    .early_cancels
+                    .retain(|(_, at)| at.elapsed() < EARLY_CANCEL_KEPT);
+                if let Some(at) = owned.early_cancels.iter().position(|(call, _)| *call == id) {
+                    owned.early_cancels.swap_remove(at);
+                    ends.cancel();
+                }
                 owned.calls.push((serial, id, ends.clone()));
                 ends
             }
@@ -295,11 +313,24 @@ impl SessionOwners {
     }
 
     /// The client cancelled its call `id` on `session` (each call by that
-    /// id, should it have sent two).
+    /// id, should it have sent two); one not under way yet is kept for a
+    /// while, for the call to start cancelled.
     fn cancel(&self, session: &HeaderValue, id: &Value) {
-        if let Some(owned) = self.owners().get(session) {
-            for (_, _, ends) in owned.calls.iter().filter(|(_, call, _)| call == id) {
-                ends.cancel();
+        let mut owners = self.owners();
+        let Some(owned) = owners.get_mut(session) else {
+            return;
+        };
+        let mut found = false;
+        for (_, _, ends) in owned.calls.iter().filter(|(_, call, _)| call == id) {
+            ends.cancel();
+            found = true;
+        }
+        if !found {
+            owned
+                .early_cancels
+                .retain(|(_, at)| at.elapsed() < EARLY_CANCEL_KEPT);
+            if owned.early_cancels.len() < EARLY_CANCELS {
+                owned.early_cancels.push((id.clone(), Instant::now()));
             }
         }
     }
