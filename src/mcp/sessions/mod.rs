@@ -109,6 +109,27 @@ struct Owned {
     early_cancels: Vec<(Value, Instant)>,
 }
 
+impl Owned {
+    /// Keeps the cancel of a call `id` not under way, for that call.
+    fn keep_early_cancel(&mut self, id: &Value) {
+        self.early_cancels
+            .retain(|(_, at)| at.elapsed() < EARLY_CANCEL_KEPT);
+        if self.early_cancels.len() < EARLY_CANCELS {
+            self.early_cancels.push((id.clone(), Instant::now()));
+        }
+    }
+
+    /// Whether a cancel kept for a call `id` came within
+    /// [`EARLY_CANCEL_KEPT`]; taken if so.
+    fn cancelled_early(&mut self, id: &Value) -> bool {
+        let kept = self
+            .early_cancels
+            .iter()
+            .position(|(call, at)| call == id && at.elapsed() < EARLY_CANCEL_KEPT);
+        kept.map(|at| self.early_cancels.swap_remove(at)).is_some()
+    }
+}
+
 impl SessionOwners {
     pub(super) fn new(relay: Arc<Relay>, policy: Sessions) -> SessionOwners {
         SessionOwners {
@@ -293,11 +314,7 @@ impl SessionOwners {
         let ends = match self.owners().get_mut(session) {
             Some(owned) => {
                 let ends = owned.ended.child_token();
-                owned
-                    .early_cancels
-                    .retain(|(_, at)| at.elapsed() < EARLY_CANCEL_KEPT);
-                if let Some(at) = owned.early_cancels.iter().position(|(call, _)| *call == id) {
-                    owned.early_cancels.swap_remove(at);
+                if owned.cancelled_early(&id) {
                     ends.cancel();
                 }
                 owned.calls.push((serial, id, ends.clone()));
@@ -326,12 +343,7 @@ impl SessionOwners {
             found = true;
         }
         if !found {
-            owned
-                .early_cancels
-                .retain(|(_, at)| at.elapsed() < EARLY_CANCEL_KEPT);
-            if owned.early_cancels.len() < EARLY_CANCELS {
-                owned.early_cancels.push((id.clone(), Instant::now()));
-            }
+            owned.keep_early_cancel(id);
         }
     }
 
