@@ -121,7 +121,7 @@ impl PushFeed {
         pushes
             .get(&self.key)
             .and_then(|follows| follows.stream.as_ref())
-            .is_some_and(|stream| stream.number == self.number && stream.ready)
+            .is_some_and(|stream| stream.number == self.number && stream.is_ready())
     }
 }
 

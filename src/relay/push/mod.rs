@@ -152,14 +152,21 @@ struct OpenStream {
     number: u64,
     /// Whose it is: nobody's for an unbound caller.
     person: Option<Handle>,
-    /// Its client can show what it is sent (see the module's notes).
-    ready: bool,
-    /// Tells its offering task that its client proved it listens.
+    /// Until its client proves it can show what it is sent (see the
+    /// module's notes), what tells its offering task that it did; `None`
+    /// once it is ready (an inbox stream's from the start).
     proven: Option<oneshot::Sender<()>>,
     /// The session's `tools/list` since the stream opened.
     lists: u32,
     /// Where followed posts go.
     followed: mpsc::Sender<Arc<Message>>,
+}
+
+impl OpenStream {
+    /// Its client can show what it is sent.
+    fn is_ready(&self) -> bool {
+        self.proven.is_none()
+    }
 }
 
 impl Pushes {
@@ -182,7 +189,7 @@ impl Pushes {
         for follows in self.lock().values_mut() {
             if let Some(stream) = &mut follows.stream
                 && follows.channels.contains(channel)
-                && stream.ready
+                && stream.is_ready()
                 && stream.person.as_ref() != Some(&message.from)
                 && (stream.person.is_none() || message.to != stream.person)
             {
@@ -198,7 +205,7 @@ impl Pushes {
         self.lock()
             .values()
             .filter_map(|f| f.stream.as_ref())
-            .filter(|stream| stream.ready)
+            .filter(|stream| stream.is_ready())
             .filter_map(|stream| stream.person.clone())
             .collect()
     }
@@ -294,14 +301,8 @@ impl Relay {
             None => Key::Stream(number),
         };
         // An inbox stream's client is ready at once; a session's proves it.
-        let ready = session.is_none();
-        let (proven, is_proven) = match ready {
-            true => (None, None),
-            false => {
-                let (proven, is_proven) = oneshot::channel();
-                (Some(proven), Some(is_proven))
-            }
-        };
+        let (proven, is_proven) = session.map(|_| oneshot::channel()).unzip();
+        let probing = proven.is_some();
         {
             let mut pushes = self.pushes.lock();
             let entry = pushes.entry(key.clone()).or_default();
@@ -311,7 +312,6 @@ impl Relay {
             entry.stream = Some(OpenStream {
                 number,
                 person: person.clone(),
-                ready,
                 proven,
                 lists: 0,
                 followed: followed_tx,
@@ -349,7 +349,7 @@ impl Relay {
             offered,
             followed,
             leased: VecDeque::new(),
-            probe: (!ready).then(|| Probe {
+            probe: probing.then(|| Probe {
                 every: tokio::time::interval(PROBE_EVERY),
                 until: tokio::time::Instant::now() + PROBE_FOR,
             }),
@@ -440,11 +440,10 @@ impl Relay {
             .and_then(|follows| follows.stream.as_mut())
         {
             stream.lists += 1;
-            if stream.lists >= LISTS_TO_PROVE && !stream.ready {
-                stream.ready = true;
-                if let Some(proven) = stream.proven.take() {
-                    let _ = proven.send(());
-                }
+            if stream.lists >= LISTS_TO_PROVE
+                && let Some(proven) = stream.proven.take()
+            {
+                let _ = proven.send(());
             }
         }
     }
