@@ -25,7 +25,11 @@ It measures:
   and, where the binary speaks it, stateless (2026-07-28);
 - from a post until the long-poll waiting for it (`GET …/wait`) returns,
   the post's commit included, one at a time, p50 / p99;
-- the relay's resident memory when idle after start and after the load.
+- the relay's resident memory when idle after start and after the load;
+- the wake's floor: a sync of the file system the database is on
+  (`fsync`, as SQLite makes at each commit with `RELAY_SQLITE_SYNC=full`),
+  after the same pause as each wake, p50 / p99: what syncing adds to a
+  wake on this disk, whatever the relay does.
 
 Every figure is printed beside its baseline: each rate as a ratio of the
 same run's `/healthz`, and each binary's figures beside the other's. Nothing
@@ -303,6 +307,29 @@ def wakes(relay):
     return took[len(took) // 2], took[int(len(took) * 0.99) - 1]
 
 
+def disk_syncs(folder):
+    """Milliseconds an `fsync` of a commit's worth of pages takes in
+    `folder` after the pause each wake has, p50 / p99: the part of a synced
+    wake that is the disk's."""
+    path = os.path.join(folder, "sync-probe")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    took = []
+    try:
+        os.pwrite(fd, bytes(24 * 4096 * 8), 0)
+        os.fsync(fd)
+        for i in range(WAKES):
+            time.sleep(0.005)  # the pause of a wake, not a wait for a result
+            os.pwrite(fd, os.urandom(6 * 4096), (i % 32) * 6 * 4096)
+            started = time.perf_counter()
+            os.fsync(fd)
+            took.append((time.perf_counter() - started) * 1000)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    took.sort()
+    return took[len(took) // 2], took[int(len(took) * 0.99) - 1]
+
+
 def measure(binary, seconds, env_extra):
     relay = Relay(binary, env_extra)
     try:
@@ -360,6 +387,9 @@ def measure(binary, seconds, env_extra):
         p50, p99 = wakes(relay)
         figures["post until the waiting long-poll returns, p50 (ms)"] = p50
         figures["post until the waiting long-poll returns, p99 (ms)"] = p99
+        p50, p99 = disk_syncs(relay.dir)
+        figures["a disk sync after the same pause, p50 (ms)"] = p50
+        figures["a disk sync after the same pause, p99 (ms)"] = p99
         rss, anon = relay.memory_mb()
         figures["RSS after the load (MB)"] = rss
         figures["  of which anonymous (MB) "] = anon
