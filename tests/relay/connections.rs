@@ -459,17 +459,18 @@ async fn a_wait_on_a_session(
     (session, waiting)
 }
 
-/// The waiting call ends at once, with no answer, and a message sent to
-/// bob afterwards waits for him: the call took nothing.
+/// The waiting call ends at once with `status` and no result, and a
+/// message sent to bob afterwards waits for him: the call took nothing.
 async fn ends_taking_nothing(
     app: &TestApp,
     waiting: tokio::task::JoinHandle<reqwest::Response>,
+    status: u16,
     alice: &str,
     bob: &str,
-) {
+) -> String {
     let said = tokio::time::timeout(Duration::from_secs(10), async {
         let answered = waiting.await.unwrap();
-        assert_eq!(answered.status(), 200);
+        assert_eq!(answered.status(), status);
         answered.text().await.unwrap()
     })
     .await
@@ -480,6 +481,7 @@ async fn ends_taking_nothing(
     assert_eq!(status, 201);
     let (_, inbox) = crate::support::get(app, "/api/inbox", bob).await;
     assert_eq!(inbox["messages"][0]["body"], "still there?", "{inbox}");
+    said
 }
 
 /// A client that cancels a waiting call (`notifications/cancelled`) but
@@ -498,7 +500,8 @@ async fn a_waiting_call_its_client_cancels_ends_and_takes_nothing() {
     });
     let cancelled = session.post(cancel).send().await.unwrap();
     assert_eq!(cancelled.status(), 202);
-    ends_taking_nothing(&app, waiting, &alice, &bob).await;
+    let said = ends_taking_nothing(&app, waiting, 200, &alice, &bob).await;
+    assert_eq!(said, "", "a cancelled call is answered with no event");
 }
 
 /// A cancel that reaches the relay before the call it names (a client
@@ -518,7 +521,8 @@ async fn a_call_whose_cancel_came_first_ends_and_takes_nothing() {
     assert_eq!(cancelled.status(), 202);
     let call = session.call(7, "check_inbox", json!({ "timeout_seconds": 50 }));
     let waiting = tokio::spawn(async move { call.send().await.unwrap() });
-    ends_taking_nothing(&app, waiting, &alice, &bob).await;
+    let said = ends_taking_nothing(&app, waiting, 200, &alice, &bob).await;
+    assert_eq!(said, "", "a cancelled call is answered with no event");
     // Kept for the one call: the next by another id runs as usual.
     let message = json!({ "to": "bob", "body": "and now?" });
     let (status, _) = crate::support::post(&app, "/api/messages", &alice, message).await;
@@ -588,7 +592,9 @@ async fn calls_waiting_as_the_relay_stops_are_answered_not_failed() {
     assert!(answered.iter().all(|status| *status == 200), "{answered:?}");
 }
 
-/// A session's end (`DELETE`) ends the calls still running on it.
+/// A session's end (`DELETE`) ends the calls still running on it: each is
+/// answered with the 404 of a request on an ended session, which tells
+/// its client to start a new one.
 #[tokio::test]
 async fn a_waiting_call_ends_with_its_session() {
     let app = spawn_app().await;
@@ -603,5 +609,7 @@ async fn a_waiting_call_ends_with_its_session() {
         .await
         .unwrap();
     assert_eq!(ended.status(), 204);
-    ends_taking_nothing(&app, waiting, &alice, &bob).await;
+    let said = ends_taking_nothing(&app, waiting, 404, &alice, &bob).await;
+    let said: serde_json::Value = serde_json::from_str(&said).unwrap();
+    assert_eq!(said["error"]["code"], "not_found", "{said}");
 }

@@ -105,17 +105,17 @@ async fn on_session(
             // Cancelled before it ran (its cancel came first, or its
             // session has just ended): it does not run at all.
             if ends.is_cancelled() {
-                return told_nothing();
+                return ended(owners, &call.session);
             }
-            // An answer in JSON has no head until the call is done: the
-            // cancel ends a call still running, and its client, which has
-            // stopped waiting, is told nothing (an event stream without
-            // events); one in an event stream ends with its stream. An
-            // answer ready as the cancel comes is given.
+            // An answer in JSON has no head until the call is done: a
+            // cancel or the session's end ends a call still running, and
+            // its client is answered as `ended` says; one in an event
+            // stream ends with its stream. An answer ready as the cancel
+            // comes is given.
             let response = tokio::select! {
                 biased;
                 response = next.run(request) => response,
-                () = ends.cancelled() => return told_nothing(),
+                () = ends.cancelled() => return ended(owners, &call.session),
             };
             if !is_event_stream(&response) {
                 // Answered whole: the call is done.
@@ -135,11 +135,17 @@ async fn on_session(
     }
 }
 
-/// The answer to a call its client cancelled before it was answered: an
-/// event stream with no events, as the MCP spec has no answer to a
-/// cancelled call.
-fn told_nothing() -> Response {
-    Sse::new(futures::stream::empty::<Result<Event, Infallible>>()).into_response()
+/// The answer to a call ended before it was answered. Its client
+/// cancelled it: an event stream with no events, as the MCP spec has no
+/// answer to a cancelled call. Its session ended: the 404 that every
+/// request on an ended session gets, which tells the client to start a
+/// new one.
+fn ended(owners: &SessionOwners, session: &HeaderValue) -> Response {
+    if owners.is_open(session) {
+        Sse::new(futures::stream::empty::<Result<Event, Infallible>>()).into_response()
+    } else {
+        not_found()
+    }
 }
 
 /// Whether rmcp answered in an event stream rather than whole.

@@ -402,6 +402,11 @@ impl SessionOwners {
     pub(super) fn open_now(&self) -> usize {
         self.owners().len()
     }
+
+    /// Whether `session` is open here (not ended, nor never opened).
+    fn is_open(&self, session: &HeaderValue) -> bool {
+        self.owners().contains_key(session)
+    }
 }
 
 /// The sessions unused for `idle` with no stream open.
