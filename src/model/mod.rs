@@ -37,7 +37,7 @@ mod token;
 mod work;
 
 pub use attachment::{
-    Attachment, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, image_type_of, is_text_type,
+    Attachment, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, image_type_of, is_media_type, is_text_type,
 };
 pub use attention::{
     Approval, ApprovalId, ApprovalState, Behavior, DEFAULT_NOTIFY_AFTER, Device, DeviceId,

@@ -5,8 +5,8 @@
 
 use super::{Relay, RelayError, RelayResult, secrets, text};
 use crate::model::{
-    Attachment, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MessageId, image_type_of, is_text_type,
-    now_millis,
+    Attachment, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS, MessageId, image_type_of, is_media_type,
+    is_text_type, now_millis,
 };
 use base64::Engine as _;
 
@@ -80,6 +80,13 @@ fn check_file(n: u32, field: &str, upload: Upload) -> RelayResult<(Attachment, V
         .unwrap_or_default()
         .trim()
         .to_ascii_lowercase();
+    // Kept as declared for text, and sent back as a download's header.
+    if !is_media_type(&declared) {
+        return Err(RelayError::BadInput(format!(
+            "{field}.content_type: a media type such as text/plain or image/png (type/subtype, \
+             each at most 127 letters, digits and !#$&-^_.+)"
+        )));
+    }
     let content_type = if is_text_type(&declared) {
         let text = std::str::from_utf8(&bytes).map_err(|_| {
             RelayError::BadInput(format!("{field}: {declared} that is not UTF-8 text"))

@@ -739,6 +739,16 @@ async fn a_file_that_breaks_the_rules_is_refused_and_nothing_is_kept() {
             "not taken",
         ),
         (
+            json!([file("a.txt", &format!("text/{}", "a".repeat(200)), b"x")]),
+            400,
+            "a media type",
+        ),
+        (
+            json!([file("a.txt", "text/a\u{7}b", b"x")]),
+            400,
+            "a media type",
+        ),
+        (
             json!([file("a.png", "image/png", b"GIF89a not a png")]),
             400,
             "not a image/png",
