@@ -52,6 +52,48 @@ pub struct AskApproval {
     pub input_preview: String,
 }
 
+/// How much of a client's text is scanned for secrets: far more than is
+/// shown (at most [`MAX_PREVIEW_CHARS`]), so a secret that begins in what
+/// is shown ends within it and is masked; what lies past it is never kept.
+const MAX_SCANNED_BYTES: usize = 32 * 1024;
+
+// The client's own texts, kept short and without NULs (which no database's
+// text holds), their likely secrets masked; each is withheld whole only
+// where its secrets cannot be masked on their own. Each is masked for
+// itself: a key in the description hides nothing of the input. Masked,
+// then shortened: a secret cut short would no longer be recognised.
+
+/// The description kept of `description`.
+fn described(description: &str) -> String {
+    match secrets::mask_secrets(scanned(description).replace('\0', "").trim()) {
+        Ok(masked) => shortened(&masked.text, MAX_DESCRIPTION_CHARS),
+        Err(kind) => format!("withheld: looks like it contains {kind}"),
+    }
+}
+
+/// The preview kept of `input_preview`.
+fn previewed(input_preview: &str) -> Preview {
+    match secrets::mask_secrets(&scanned(input_preview).replace('\0', "")) {
+        Ok(masked) if masked.kinds.is_empty() => {
+            Preview::Shown(shortened(&masked.text, MAX_PREVIEW_CHARS))
+        }
+        Ok(masked) => Preview::Masked {
+            text: shortened(&masked.text, MAX_PREVIEW_CHARS),
+            kinds: masked.kinds.into_iter().map(str::to_owned).collect(),
+        },
+        Err(kind) => Preview::Withheld(kind.to_owned()),
+    }
+}
+
+/// The first [`MAX_SCANNED_BYTES`] of `text`, cut between characters.
+fn scanned(text: &str) -> &str {
+    let mut end = text.len().min(MAX_SCANNED_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// At most `max` characters of `text`, marked when cut; never inside a
 /// mask's `[withheld: …]`, so what is shown still says what was masked.
 fn shortened(text: &str, max: usize) -> String {
@@ -101,28 +143,13 @@ impl Relay {
         text::one_line(tool_name, MAX_TOOL_NAME_CHARS, || {
             format!("tool_name: one line of 1 to {MAX_TOOL_NAME_CHARS} characters")
         })?;
-        // The client's own texts, kept short and without NULs (which no
-        // database's text holds), their likely secrets masked; each is
-        // withheld whole only where its secrets cannot be masked on their
-        // own. Each is masked for itself: a key in the description hides
-        // nothing of the input.
-        // Masked whole, then shortened: a secret cut short would no longer
-        // be recognised.
-        let description = ask.description.replace('\0', "");
-        let description = match secrets::mask_secrets(description.trim()) {
-            Ok(masked) => shortened(&masked.text, MAX_DESCRIPTION_CHARS),
-            Err(kind) => format!("withheld: looks like it contains {kind}"),
-        };
-        let preview = match secrets::mask_secrets(&ask.input_preview.replace('\0', "")) {
-            Ok(masked) if masked.kinds.is_empty() => {
-                Preview::Shown(shortened(&masked.text, MAX_PREVIEW_CHARS))
-            }
-            Ok(masked) => Preview::Masked {
-                text: shortened(&masked.text, MAX_PREVIEW_CHARS),
-                kinds: masked.kinds.into_iter().map(str::to_owned).collect(),
-            },
-            Err(kind) => Preview::Withheld(kind.to_owned()),
-        };
+        // Masking up to twice MAX_SCANNED_BYTES is the blocking pool's
+        // work, not the async workers' (as a long body's scan is).
+        let (description, preview) = tokio::task::spawn_blocking(move || {
+            (described(&ask.description), previewed(&ask.input_preview))
+        })
+        .await
+        .map_err(|e| RelayError::Internal(Box::new(e)))?;
         let now = now_millis();
         let approval = self
             .store

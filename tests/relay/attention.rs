@@ -606,6 +606,44 @@ async fn an_agent_cannot_make_its_approval_blind_with_a_key_in_its_input() {
     assert_eq!((status, &allowed["state"]), (200, &json!("allowed")));
 }
 
+/// An input of a megabyte (a file an agent would write, say) is taken: what
+/// is kept is its start, shortened, with the key in it masked, and the key
+/// is nowhere in the store.
+#[tokio::test]
+async fn a_long_input_is_masked_and_kept_short() {
+    let app = relay().await;
+    let bob = app.add_person("bob").await;
+    let key = aws_key();
+    let input = format!("KEY={key}\n{}", "é".repeat(512 * 1024));
+    let (status, asked) = app
+        .rest(&bob)
+        .post(
+            "/api/approvals",
+            json!({"request_id": "long1", "tool_name": "Write",
+                   "description": "d".repeat(1 << 20), "input_preview": input}),
+        )
+        .await;
+    assert_eq!(status, 201, "{asked}");
+    let preview = asked["input_preview"].as_str().unwrap();
+    assert!(
+        preview.starts_with("KEY=[withheld: an AWS access key id]\né"),
+        "{preview:.80}"
+    );
+    assert_eq!(preview.chars().count(), 4_001, "4,000 characters and the …");
+    assert!(preview.ends_with('…'));
+    assert_eq!(asked["masked"], json!(["an AWS access key id"]));
+    assert_eq!(
+        asked["description"].as_str().unwrap().chars().count(),
+        2_001
+    );
+    assert_eq!(
+        app.count(&format!(
+            "SELECT count(*) FROM approvals WHERE input_preview LIKE '%{key}%'"
+        )),
+        0
+    );
+}
+
 /// Where a secret cannot be masked on its own (a private key, whose match
 /// is only its first line), the input is hidden whole, and no single click
 /// or call allows it: the page's Allow needs its box ticked, the API's
