@@ -52,20 +52,15 @@ pub struct AskApproval {
     pub input_preview: String,
 }
 
-/// How much of a client's text is scanned for secrets: far more than is
-/// shown (at most [`MAX_PREVIEW_CHARS`]), so a secret that begins in what
-/// is shown ends within it and is masked; what lies past it is never kept.
-const MAX_SCANNED_BYTES: usize = 32 * 1024;
-
 // The client's own texts, kept short and without NULs (which no database's
 // text holds), their likely secrets masked; each is withheld whole only
 // where its secrets cannot be masked on their own. Each is masked for
-// itself: a key in the description hides nothing of the input. Masked,
-// then shortened: a secret cut short would no longer be recognised.
+// itself: a key in the description hides nothing of the input. Masked
+// whole, then shortened: a secret cut short would no longer be recognised.
 
 /// The description kept of `description`.
 fn described(description: &str) -> String {
-    match secrets::mask_secrets(scanned(description).replace('\0', "").trim()) {
+    match secrets::mask_secrets(description.replace('\0', "").trim()) {
         Ok(masked) => shortened(&masked.text, MAX_DESCRIPTION_CHARS),
         Err(kind) => format!("withheld: looks like it contains {kind}"),
     }
@@ -73,7 +68,7 @@ fn described(description: &str) -> String {
 
 /// The preview kept of `input_preview`.
 fn previewed(input_preview: &str) -> Preview {
-    match secrets::mask_secrets(&scanned(input_preview).replace('\0', "")) {
+    match secrets::mask_secrets(&input_preview.replace('\0', "")) {
         Ok(masked) if masked.kinds.is_empty() => {
             Preview::Shown(shortened(&masked.text, MAX_PREVIEW_CHARS))
         }
@@ -83,15 +78,6 @@ fn previewed(input_preview: &str) -> Preview {
         },
         Err(kind) => Preview::Withheld(kind.to_owned()),
     }
-}
-
-/// The first [`MAX_SCANNED_BYTES`] of `text`, cut between characters.
-fn scanned(text: &str) -> &str {
-    let mut end = text.len().min(MAX_SCANNED_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// At most `max` characters of `text`, marked when cut; never inside a
@@ -143,8 +129,8 @@ impl Relay {
         text::one_line(tool_name, MAX_TOOL_NAME_CHARS, || {
             format!("tool_name: one line of 1 to {MAX_TOOL_NAME_CHARS} characters")
         })?;
-        // Masking up to twice MAX_SCANNED_BYTES is the blocking pool's
-        // work, not the async workers' (as a long body's scan is).
+        // Masking texts of up to megabytes is the blocking pool's work,
+        // not the async workers' (as a long body's scan is).
         let (description, preview) = tokio::task::spawn_blocking(move || {
             (described(&ask.description), previewed(&ask.input_preview))
         })

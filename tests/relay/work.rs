@@ -668,6 +668,18 @@ async fn files_travel_byte_for_byte_and_come_back_as_downloads() {
         401
     );
     assert_eq!(fetch(Some(&bob), 3).await.unwrap().status(), 404);
+    // A type kept before types were checked, which no header can hold, is
+    // served as plain bytes rather than failing every download.
+    app.sql(
+        &format!(
+            r#"UPDATE messages SET attachments = replace(attachments, '"text/x-diff"', '"text/a\u0007b"') WHERE id = {id}"#
+        ),
+        |conn, query| conn.execute(query, []).unwrap(),
+    );
+    let kept = fetch(Some(&bob), 1).await.unwrap();
+    assert_eq!(kept.status(), 200);
+    assert_eq!(kept.headers()["content-type"], "application/octet-stream");
+    assert_eq!(kept.bytes().await.unwrap(), DIFF.as_bytes());
 
     // A channel post carries files too; the page links them, never shows them.
     let (status, posted) = alices

@@ -21,6 +21,7 @@ use futures::StreamExt;
 use rmcp::model::{InitializeRequestParams, ProtocolVersion};
 use serde_json::Value;
 use std::{convert::Infallible, sync::Arc};
+use tokio_util::sync::CancellationToken;
 
 /// The session layer, in front of rmcp: opens a session at an `initialize`
 /// rmcp answers; refuses a request on a session that another caller
@@ -95,7 +96,7 @@ async fn on_session(
             next.run(request).await
         }
         Said::Call(id) => {
-            let (serial, ends) = owners.calling(&session, id);
+            let (serial, ends, session_ends) = owners.calling(&session, id);
             // Made before the call runs: forgotten however it ends.
             let call = CallGuard {
                 owners: owners.clone(),
@@ -105,7 +106,7 @@ async fn on_session(
             // Cancelled before it ran (its cancel came first, or its
             // session has just ended): it does not run at all.
             if ends.is_cancelled() {
-                return ended(owners, &call.session);
+                return ended(owners, &session_ends);
             }
             // An answer in JSON has no head until the call is done: a
             // cancel or the session's end ends a call still running, and
@@ -115,7 +116,7 @@ async fn on_session(
             let response = tokio::select! {
                 biased;
                 response = next.run(request) => response,
-                () = ends.cancelled() => return ended(owners, &call.session),
+                () = ends.cancelled() => return ended(owners, &session_ends),
             };
             if !is_event_stream(&response) {
                 // Answered whole: the call is done.
@@ -135,16 +136,16 @@ async fn on_session(
     }
 }
 
-/// The answer to a call ended before it was answered. Its client
-/// cancelled it: an event stream with no events, as the MCP spec has no
-/// answer to a cancelled call. Its session ended: the 404 that every
-/// request on an ended session gets, which tells the client to start a
-/// new one.
-fn ended(owners: &SessionOwners, session: &HeaderValue) -> Response {
-    if owners.is_open(session) {
-        Sse::new(futures::stream::empty::<Result<Event, Infallible>>()).into_response()
-    } else {
+/// The answer to a call ended before it was answered. Its session ended
+/// (`session_ends`, not by the relay stopping): the 404 that every request
+/// on an ended session gets, which tells the client to start a new one.
+/// Its client cancelled it, or the relay stops: an event stream with no
+/// events, as the MCP spec has no answer to a cancelled call.
+fn ended(owners: &SessionOwners, session_ends: &CancellationToken) -> Response {
+    if session_ends.is_cancelled() && !owners.stopping() {
         not_found()
+    } else {
+        Sse::new(futures::stream::empty::<Result<Event, Infallible>>()).into_response()
     }
 }
 

@@ -306,27 +306,32 @@ impl SessionOwners {
         }
     }
 
-    /// A call `id` starts on `session`: its serial, and what ends it when
-    /// the session ends or its client cancels it (already cancelled if the
-    /// session has just ended, or its cancel came first).
-    fn calling(&self, session: &HeaderValue, id: Value) -> (u64, CancellationToken) {
+    /// A call `id` starts on `session`: its serial; what ends it when the
+    /// session ends or its client cancels it (already cancelled if the
+    /// session has just ended, or its cancel came first); and what ends
+    /// the session, which tells the two apart.
+    fn calling(
+        &self,
+        session: &HeaderValue,
+        id: Value,
+    ) -> (u64, CancellationToken, CancellationToken) {
         let serial = self.calls.fetch_add(1, Ordering::Relaxed);
-        let ends = match self.owners().get_mut(session) {
+        let (ends, session_ends) = match self.owners().get_mut(session) {
             Some(owned) => {
                 let ends = owned.ended.child_token();
                 if owned.cancelled_early(&id) {
                     ends.cancel();
                 }
                 owned.calls.push((serial, id, ends.clone()));
-                ends
+                (ends, owned.ended.clone())
             }
             None => {
-                let ends = CancellationToken::new();
-                ends.cancel();
-                ends
+                let ended = CancellationToken::new();
+                ended.cancel();
+                (ended.clone(), ended)
             }
         };
-        (serial, ends)
+        (serial, ends, session_ends)
     }
 
     /// The client cancelled its call `id` on `session` (each call by that
@@ -403,9 +408,10 @@ impl SessionOwners {
         self.owners().len()
     }
 
-    /// Whether `session` is open here (not ended, nor never opened).
-    fn is_open(&self, session: &HeaderValue) -> bool {
-        self.owners().contains_key(session)
+    /// Whether the relay is stopping, which ends every session's token but
+    /// not the sessions: they are kept for the next start.
+    fn stopping(&self) -> bool {
+        self.relay.shutdown_token().is_cancelled()
     }
 }
 
