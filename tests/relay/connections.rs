@@ -592,6 +592,28 @@ async fn calls_waiting_as_the_relay_stops_are_answered_not_failed() {
     assert!(answered.iter().all(|status| *status == 200), "{answered:?}");
 }
 
+/// An `initialize` is kept with its session for as long as the session
+/// lasts, so one of more than 64 KiB is refused, and opens nothing.
+#[tokio::test]
+async fn an_initialize_past_64_kib_is_refused_and_opens_no_session() {
+    let app = spawn_app().await;
+    let bob = app.add_person("bob").await;
+    let mut initialize = crate::support::initialize();
+    initialize["params"]["clientInfo"]["name"] = json!("n".repeat(64 * 1024));
+    let refused = crate::support::mcp_post(&app.url(), &bob, initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 413);
+    assert!(refused.headers().get("mcp-session-id").is_none());
+    let said: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(said["error"]["code"], "too_large", "{said}");
+    assert_eq!(app.count("SELECT count(*) FROM mcp_sessions"), 0);
+    // One of a usual size opens one.
+    crate::support::RawSession::open(&app.url(), &bob).await;
+    assert_eq!(app.count("SELECT count(*) FROM mcp_sessions"), 1);
+}
+
 /// A session's end (`DELETE`) ends the calls still running on it: each is
 /// answered with the 404 of a request on an ended session, which tells
 /// its client to start a new one.

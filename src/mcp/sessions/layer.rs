@@ -253,6 +253,15 @@ async fn opening(owners: &SessionOwners, caller: Caller, request: Request, next:
         return unreadable();
     };
     let declared = initialize_params(&body);
+    if declared.is_some() && body.len() > MAX_INITIALIZE_BYTES {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            "an initialize is at most 64 KiB: a client's name and capabilities are kept \
+             with its session",
+        )
+        .into_response();
+    }
     let mut response = next.run(Request::from_parts(parts, Body::from(body))).await;
     if let Some(declared) = declared
         && response.status().is_success()
@@ -262,6 +271,11 @@ async fn opening(owners: &SessionOwners, caller: Caller, request: Request, next:
     }
     response
 }
+
+/// The largest `initialize` a session is opened by. What it declares is
+/// kept with the session as long as the session lasts; clients declare a
+/// few KiB, and the route takes bodies of megabytes (for files).
+const MAX_INITIALIZE_BYTES: usize = 64 * 1024;
 
 /// What a client declared in its `initialize`, if the body is one.
 fn initialize_params(body: &[u8]) -> Option<InitializeRequestParams> {
