@@ -179,7 +179,11 @@ fn unreadable() -> Response {
     ApiError::bad_request("the request body could not be read").into_response()
 }
 
-/// What the session layer reads of a JSON-RPC message.
+/// What the session layer reads of a JSON-RPC message. The ids it names
+/// are kept with the session (a call's while it runs, a cancel's for a
+/// while), so only ids a client would use are read: a number, or a string
+/// of at most [`MAX_ID_BYTES`]. A message with another id is passed on as
+/// `Other`, for rmcp to answer.
 enum Said {
     Initialize,
     /// A request, by its id.
@@ -187,6 +191,18 @@ enum Said {
     /// `notifications/cancelled`, naming the call it cancels.
     Cancels(Value),
     Other,
+}
+
+/// The longest string id the layer keeps.
+const MAX_ID_BYTES: usize = 256;
+
+/// `id`, if it is one the layer keeps.
+fn kept_id(id: Value) -> Option<Value> {
+    match &id {
+        Value::Number(_) => Some(id),
+        Value::String(text) if text.len() <= MAX_ID_BYTES => Some(id),
+        _ => None,
+    }
 }
 
 impl Said {
@@ -202,10 +218,10 @@ impl Said {
         };
         match (head.method.as_deref(), head.id) {
             (Some("initialize"), _) => Said::Initialize,
-            (Some("notifications/cancelled"), _) => {
-                cancelled_call(body).map_or(Said::Other, Said::Cancels)
-            }
-            (Some(_), Some(id)) => Said::Call(id),
+            (Some("notifications/cancelled"), _) => cancelled_call(body)
+                .and_then(kept_id)
+                .map_or(Said::Other, Said::Cancels),
+            (Some(_), Some(id)) => kept_id(id).map_or(Said::Other, Said::Call),
             _ => Said::Other,
         }
     }
@@ -359,5 +375,29 @@ struct StreamGuard {
 impl Drop for StreamGuard {
     fn drop(&mut self) {
         self.owners.streaming(&self.session, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Said;
+    use serde_json::json;
+
+    fn said(message: serde_json::Value) -> Said {
+        Said::of(message.to_string().as_bytes())
+    }
+
+    #[test]
+    fn only_ids_a_client_would_use_are_kept() {
+        let cancel = |id| json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
+        let call = |id| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call"});
+        assert!(matches!(said(cancel(json!(7))), Said::Cancels(id) if id == 7));
+        assert!(matches!(said(call(json!("a-1"))), Said::Call(id) if id == "a-1"));
+        let long = json!("i".repeat(257));
+        let many = json!(vec![0; 100_000]);
+        for id in [long, many, json!({"a": 1}), json!(null), json!(true)] {
+            assert!(matches!(said(cancel(id.clone())), Said::Other), "{id:.40}");
+            assert!(matches!(said(call(id.clone())), Said::Other), "{id:.40}");
+        }
     }
 }
