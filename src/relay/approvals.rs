@@ -137,6 +137,11 @@ impl Relay {
         .await
         .map_err(|e| RelayError::Internal(Box::new(e)))?;
         let now = now_millis();
+        // What is kept counts against its person's daily bytes, as a
+        // message's body does: approvals are kept a week.
+        let size =
+            request_id.len() + tool_name.len() + description.len() + preview.to_columns().0.len();
+        self.quotas.check_bytes(&me, size, now)?;
         let approval = self
             .store
             .add_approval(NewApproval {
@@ -149,6 +154,7 @@ impl Relay {
                 expires_at: now + APPROVAL_LIFETIME,
             })
             .await?;
+        self.quotas.spend(&me, size, now);
         tracing::info!(%me, id = %approval.id, "an agent asks its person to allow a step");
         self.stats.approval_asked();
         self.tell(Notice {

@@ -254,7 +254,13 @@ impl Relay {
         let body = self.check_body(outgoing.body).await?;
         let attachments = files::check_files(outgoing.attachments).await?;
         let from = outgoing.from;
-        let size = body.len() + attachments.iter().map(|(_, b)| b.len()).sum::<usize>();
+        // What the message keeps: its body, and each file with its name
+        // and type.
+        let size = body.len()
+            + attachments
+                .iter()
+                .map(|(file, bytes)| bytes.len() + file.name.len() + file.content_type.len())
+                .sum::<usize>();
         self.quotas.check_bytes(&from, size, now)?;
         let (to, check_to) = match outgoing.to {
             Some((handle, check)) => (Some(handle), check),

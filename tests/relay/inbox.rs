@@ -89,7 +89,8 @@ async fn four_sessions_of_one_person_receive_each_of_forty_messages_once() {
 async fn an_expired_message_is_invisible_everywhere() {
     let app = spawn_app().await;
     let alice = app.mcp(&app.add_person("alice").await).await;
-    let bob = app.mcp(&app.add_person("bob").await).await;
+    let bob_token = app.add_person("bob").await;
+    let bob = app.mcp(&bob_token).await;
     alice
         .call(
             "send_message",
@@ -104,6 +105,13 @@ async fn an_expired_message_is_invisible_everywhere() {
         )
         .await
         .ok();
+
+    // Bob reads both on the page, which marks them read.
+    for page in ["/threads/1", "/channels/ops"] {
+        let (status, _) = crate::support::page(&app, page, &bob_token).await;
+        assert_eq!(status, 200, "{page}");
+    }
+    assert_eq!(app.count("SELECT count(*) FROM last_read"), 2);
 
     // Let both messages expire a moment ago, as retention would.
     app.sql("UPDATE messages SET expires_at = ?1", |conn, q| {
@@ -134,12 +142,14 @@ async fn an_expired_message_is_invisible_everywhere() {
     );
 
     // The purge deletes them, once, with the rows nobody reads through the
-    // API: the thread they leave empty, and the inbox rows.
+    // API: the thread they leave empty, the inbox rows, and what bob had
+    // read of the conversations now gone.
     let relay = &app.running.state.relay;
     assert_eq!(relay.purge_expired().await.unwrap(), 2);
     assert_eq!(relay.purge_expired().await.unwrap(), 0);
     assert_eq!(app.count("SELECT count(*) FROM threads"), 0);
     assert_eq!(app.count("SELECT count(*) FROM inbox"), 0);
+    assert_eq!(app.count("SELECT count(*) FROM last_read"), 0);
 }
 
 #[tokio::test]

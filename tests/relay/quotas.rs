@@ -145,6 +145,33 @@ async fn a_person_past_their_daily_bytes_gets_429_and_nothing_is_stored() {
         "{refused}"
     );
     assert_eq!(app.rest(&alice).stored_messages().await, 1);
+
+    // What else a person has kept counts too: an approval's texts (kept a
+    // week), and a file's name and type beside its bytes.
+    let app = spawn_app_with(|config| config.settings.max_bytes_per_day = 100).await;
+    let bob = app.add_person("bob").await;
+    let ask = |n: u32| {
+        json!({"request_id": format!("ask{n}"), "tool_name": "Bash",
+               "description": "d".repeat(60), "input_preview": "ls"})
+    };
+    let (status, asked) = post(&app, "/api/approvals", &bob, ask(1)).await;
+    assert_eq!(status, 201, "{asked}");
+    let (status, refused) = post(&app, "/api/approvals", &bob, ask(2)).await;
+    assert_eq!(
+        (status, &refused["error"]["code"]),
+        (429, &json!("rate_limited"))
+    );
+    assert_eq!(app.count("SELECT count(*) FROM approvals"), 1);
+    let file =
+        json!({ "name": "n".repeat(60), "content_type": "text/plain", "data_base64": "eA==" });
+    let (status, refused) = post(
+        &app,
+        "/api/channels/ops/messages",
+        &bob,
+        json!({ "body": "x", "attachments": [file] }),
+    )
+    .await;
+    assert_eq!(status, 429, "{refused}");
 }
 
 const SHARED: &str = "shared-token-0123456789abcdefghijklmn";

@@ -272,9 +272,13 @@ async fn live_thread(
 /// The key a read mark of `place` is kept under: `c:NAME` or `t:ID`.
 fn mark_key(place: &Place) -> String {
     match place {
-        Place::Channel(name) => format!("c:{name}"),
+        Place::Channel(name) => channel_mark_key(name.as_str()),
         Place::Thread(id) => format!("t:{id}"),
     }
+}
+
+fn channel_mark_key(channel: &str) -> String {
+    format!("c:{channel}")
 }
 
 /// Records that `reader` has read `place` up to `last_id` (never backwards).
@@ -321,8 +325,12 @@ pub(super) async fn purge_batch(db: &impl Executor, now: Millis, batch: u32) -> 
 /// follows what was removed, not what is left.
 async fn uncount(db: &impl Executor, removed: &[Removed]) -> StoreResult<()> {
     let (channels, threads) = losses(removed);
+    // A conversation with no message left is forgotten with what anyone
+    // had read of it.
     for (channel, loss) in channels {
-        purge::uncount_channel(db, channel, loss.gone, loss.newest).await?;
+        if purge::uncount_channel(db, channel, loss.gone, loss.newest).await? {
+            purge::forget_marks(db, &channel_mark_key(channel)).await?;
+        }
     }
     for (thread, loss) in threads {
         let Some((count, people)) = purge::thread_counts(db, thread).await? else {
@@ -331,6 +339,7 @@ async fn uncount(db: &impl Executor, removed: &[Removed]) -> StoreResult<()> {
         let left = count - loss.gone;
         // Never while a message is left in it, whatever the count says.
         if left <= 0 && purge::drop_thread_if_empty(db, thread).await? {
+            purge::forget_marks(db, &mark_key(&Place::Thread(thread))).await?;
             continue;
         }
         // Who is in it: those who sent or received what is left.

@@ -52,21 +52,31 @@ pub async fn delete_inbox_rows(db: &impl Executor, removed: &[Removed]) -> Store
 }
 
 /// Takes `gone` messages out of the channel's summary, dropping it if none
-/// is left, and finds its newest message again if the one it named
-/// (`newest` or below) went.
+/// is left (whether it did), and else finds its newest message again if
+/// the one it named (`newest` or below) went.
 pub async fn uncount_channel(
     db: &impl Executor,
     channel: &str,
     gone: i64,
     newest: MessageId,
-) -> StoreResult<()> {
+) -> StoreResult<bool> {
     let subtract =
         "UPDATE channel_summaries SET message_count = message_count - ?2 WHERE channel = ?1";
     db.write(subtract, &[&channel, &gone]).await?;
     let drop = "DELETE FROM channel_summaries WHERE channel = ?1 AND message_count <= 0";
-    db.write(drop, &[&channel]).await?;
+    if db.exec(drop, &[&channel]).await? == 1 {
+        return Ok(true);
+    }
     let summary = ("channel_summaries", "channel", "channel");
-    refind_newest(db, summary, &channel, newest).await
+    refind_newest(db, summary, &channel, newest).await?;
+    Ok(false)
+}
+
+/// Forgets the read marks of a conversation that is gone (`key` as marks
+/// name it).
+pub async fn forget_marks(db: &impl Executor, key: &str) -> StoreResult<()> {
+    db.write("DELETE FROM last_read WHERE conversation = ?1", &[&key])
+        .await
 }
 
 /// A thread's message count and people, as stored.
