@@ -275,8 +275,8 @@ pub struct LimitArgs {
     /// and any request to send its body.
     #[arg(long, env = "RELAY_REQUEST_TIMEOUT_SECS", default_value_t = 30)]
     pub request_timeout_secs: u64,
-    /// Bytes one person may have the relay keep a day: message bodies, files
-    /// with their names and types, approvals' texts (0: no limit).
+    /// Bytes one person may have the relay keep a day: of messages (bodies,
+    /// files with their names and types), and apart, of approvals (0: no limit).
     #[arg(long, env = "RELAY_MAX_BYTES_PER_DAY", default_value_t = 64 * 1024 * 1024)]
     pub max_bytes_per_day: u64,
     /// Distinct senders the shared token may name.

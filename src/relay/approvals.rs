@@ -22,6 +22,7 @@
 //!   person's audit trail.
 
 use super::notify::{About, Notice};
+use super::quota::Pool;
 use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
 use crate::model::{
     Approval, ApprovalId, ApprovalState, Behavior, Millis, NewApproval, Preview, now_millis,
@@ -137,11 +138,11 @@ impl Relay {
         .await
         .map_err(|e| RelayError::Internal(Box::new(e)))?;
         let now = now_millis();
-        // What is kept counts against its person's daily bytes, as a
-        // message's body does: approvals are kept a week.
+        // What is kept counts against its person's daily bytes, in a pool
+        // of its own (approvals are kept a week).
         let size =
             request_id.len() + tool_name.len() + description.len() + preview.to_columns().0.len();
-        self.quotas.check_bytes(&me, size, now)?;
+        self.quotas.check_bytes(&me, Pool::Approvals, size, now)?;
         let approval = self
             .store
             .add_approval(NewApproval {
@@ -154,7 +155,7 @@ impl Relay {
                 expires_at: now + APPROVAL_LIFETIME,
             })
             .await?;
-        self.quotas.spend(&me, size, now);
+        self.quotas.spend(&me, Pool::Approvals, size, now);
         tracing::info!(%me, id = %approval.id, "an agent asks its person to allow a step");
         self.stats.approval_asked();
         self.tell(Notice {

@@ -106,8 +106,8 @@ pub struct Settings {
     pub max_waits_per_person: usize,
     /// Waits and streams open at once on the whole relay.
     pub max_waits: usize,
-    /// Bytes one person may have kept a UTC day: message bodies, files with
-    /// their names and types, approvals' texts (0: no limit).
+    /// Bytes one person may have kept a UTC day: of messages (bodies, files
+    /// with their names and types), and apart, of approvals (0: no limit).
     pub max_bytes_per_day: u64,
     /// Distinct senders the shared token may name.
     pub max_shared_senders: usize,

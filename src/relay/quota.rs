@@ -90,13 +90,24 @@ struct Registered {
     by_network: HashMap<IpAddr, u32>,
 }
 
+/// What a person's stored bytes are counted against: each has the day's
+/// bytes to itself, so a day of large files never keeps a person from
+/// being asked to approve a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Pool {
+    /// Messages: their bodies, and their files with names and types.
+    Messages,
+    /// Approvals asked of the person: the texts kept of each.
+    Approvals,
+}
+
 pub(super) struct Quotas {
-    /// Bytes of bodies one person may store a UTC day; 0 is no limit.
+    /// Bytes one person may store a UTC day in each pool; 0 is no limit.
     bytes_per_day: u64,
     /// Distinct senders the shared token may name.
     shared_senders: usize,
-    /// Bytes stored today, by sender: (the day, the bytes).
-    spent: Mutex<HashMap<Handle, (Millis, u64)>>,
+    /// Bytes stored today, by person and pool: (the day, the bytes).
+    spent: Mutex<HashMap<(Handle, Pool), (Millis, u64)>>,
     /// The senders the shared token has named.
     named: Mutex<HashSet<Handle>>,
     /// How many client registrations are stored an hour.
@@ -205,10 +216,12 @@ impl Quotas {
             .is_some_and(|last| *last > now.saturating_sub(known_for_millis()))
     }
 
-    /// Refuses a body of `bytes` from `sender` that would pass today's quota.
+    /// Refuses `bytes` to store for `sender` in `pool` that would pass
+    /// today's quota.
     pub(super) fn check_bytes(
         &self,
         sender: &Handle,
+        pool: Pool,
         bytes: usize,
         now: Millis,
     ) -> RelayResult<()> {
@@ -216,14 +229,22 @@ impl Quotas {
             return Ok(());
         }
         let today = now.div_euclid(DAY_MILLIS);
-        let spent = self.spent_today(sender, today);
+        let spent = self.spent_today(sender, pool, today);
         if spent.saturating_add(bytes as u64) > self.bytes_per_day {
             let tomorrow = (today + 1) * DAY_MILLIS;
+            let max = self.bytes_per_day;
+            let message = match pool {
+                Pool::Messages => format!(
+                    "{sender} has sent {spent} bytes today; one person may send {max} a day"
+                ),
+                Pool::Approvals => format!(
+                    "the approvals asked of {sender} today hold {spent} bytes; a person's may \
+                     hold {max} a day"
+                ),
+            };
             return Err(RelayError::Quota {
                 message: format!(
-                    "{sender} has sent {spent} bytes today; one person may send {} a day \
-                     (RELAY_MAX_BYTES_PER_DAY). Try again after midnight UTC",
-                    self.bytes_per_day
+                    "{message} (RELAY_MAX_BYTES_PER_DAY). Try again after midnight UTC"
                 ),
                 retry_after: Duration::from_millis((tomorrow - now).max(1000) as u64),
             });
@@ -231,23 +252,30 @@ impl Quotas {
         Ok(())
     }
 
-    /// Counts a stored body of `bytes` from `sender`.
-    pub(super) fn spend(&self, sender: &Handle, bytes: usize, now: Millis) {
+    /// Counts `bytes` stored for `sender` in `pool`.
+    pub(super) fn spend(&self, sender: &Handle, pool: Pool, bytes: usize, now: Millis) {
         if self.bytes_per_day == 0 {
             return;
         }
         let today = now.div_euclid(DAY_MILLIS);
-        let total = self.spent_today(sender, today).saturating_add(bytes as u64);
+        let total = self
+            .spent_today(sender, pool, today)
+            .saturating_add(bytes as u64);
         let mut spent = self.spent.lock().expect("quota lock");
         if spent.len() > PRUNE_ABOVE {
             spent.retain(|_, (day, _)| *day == today);
         }
-        spent.insert(sender.clone(), (today, total));
+        spent.insert((sender.clone(), pool), (today, total));
     }
 
-    /// Bytes `sender` has stored on the UTC day `today`.
-    fn spent_today(&self, sender: &Handle, today: Millis) -> u64 {
-        match self.spent.lock().expect("quota lock").get(sender) {
+    /// Bytes stored for `sender` in `pool` on the UTC day `today`.
+    fn spent_today(&self, sender: &Handle, pool: Pool, today: Millis) -> u64 {
+        match self
+            .spent
+            .lock()
+            .expect("quota lock")
+            .get(&(sender.clone(), pool))
+        {
             Some((day, spent)) if *day == today => *spent,
             _ => 0,
         }

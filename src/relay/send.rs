@@ -3,6 +3,7 @@
 
 use super::files::{self, Upload};
 use super::input::parse_channel;
+use super::quota::Pool;
 use super::waits::News;
 use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
 use crate::model::{
@@ -261,7 +262,7 @@ impl Relay {
                 .iter()
                 .map(|(file, bytes)| bytes.len() + file.name.len() + file.content_type.len())
                 .sum::<usize>();
-        self.quotas.check_bytes(&from, size, now)?;
+        self.quotas.check_bytes(&from, Pool::Messages, size, now)?;
         let (to, check_to) = match outgoing.to {
             Some((handle, check)) => (Some(handle), check),
             None => (None, RecipientCheck::None),
@@ -283,7 +284,7 @@ impl Relay {
                 attachments,
             })
             .await?;
-        self.quotas.spend(&stored.from, size, now);
+        self.quotas.spend(&stored.from, Pool::Messages, size, now);
         // Committed: now wake whoever waits for it.
         self.wake(Arc::new(stored.clone()));
         self.show_answered(&stored).await;

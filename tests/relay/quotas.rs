@@ -147,7 +147,9 @@ async fn a_person_past_their_daily_bytes_gets_429_and_nothing_is_stored() {
     assert_eq!(app.rest(&alice).stored_messages().await, 1);
 
     // What else a person has kept counts too: an approval's texts (kept a
-    // week), and a file's name and type beside its bytes.
+    // week), against a day's bytes of their own, so approvals and messages
+    // never keep each other out; and a file's name and type beside its
+    // bytes.
     let app = spawn_app_with(|config| config.settings.max_bytes_per_day = 100).await;
     let bob = app.add_person("bob").await;
     let ask = |n: u32| {
@@ -157,13 +159,25 @@ async fn a_person_past_their_daily_bytes_gets_429_and_nothing_is_stored() {
     let (status, asked) = post(&app, "/api/approvals", &bob, ask(1)).await;
     assert_eq!(status, 201, "{asked}");
     let (status, refused) = post(&app, "/api/approvals", &bob, ask(2)).await;
-    assert_eq!(
-        (status, &refused["error"]["code"]),
-        (429, &json!("rate_limited"))
+    assert_eq!(status, 429, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the approvals asked of bob today hold 70 bytes"),
+        "{refused}"
     );
     assert_eq!(app.count("SELECT count(*) FROM approvals"), 1);
+    let (status, _) = post(
+        &app,
+        "/api/channels/ops/messages",
+        &bob,
+        json!({ "body": "x" }),
+    )
+    .await;
+    assert_eq!(status, 201, "messages have the day's bytes of their own");
     let file =
-        json!({ "name": "n".repeat(60), "content_type": "text/plain", "data_base64": "eA==" });
+        json!({ "name": "n".repeat(100), "content_type": "text/plain", "data_base64": "eA==" });
     let (status, refused) = post(
         &app,
         "/api/channels/ops/messages",

@@ -268,8 +268,7 @@ async fn opening(owners: &SessionOwners, caller: Caller, request: Request, next:
     let Some(body) = taken_back(body).await else {
         return unreadable();
     };
-    let declared = initialize_params(&body);
-    if declared.is_some() && body.len() > MAX_INITIALIZE_BYTES {
+    if body.len() > MAX_INITIALIZE_BYTES && matches!(Said::of(&body), Said::Initialize) {
         return ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "too_large",
@@ -278,6 +277,7 @@ async fn opening(owners: &SessionOwners, caller: Caller, request: Request, next:
         )
         .into_response();
     }
+    let declared = initialize_params(&body);
     let mut response = next.run(Request::from_parts(parts, Body::from(body))).await;
     if let Some(declared) = declared
         && response.status().is_success()

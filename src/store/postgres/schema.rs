@@ -312,12 +312,10 @@ CREATE TABLE attachments (
 -- Read marks go with their conversation when a purge drops it, found by
 -- conversation; those of conversations already gone go now.
 CREATE INDEX last_read_by_conversation ON last_read(conversation);
-DELETE FROM last_read
-    WHERE (conversation LIKE 't:%'
-           AND NOT EXISTS (SELECT 1 FROM threads WHERE 't:' || threads.id = last_read.conversation))
-       OR (conversation LIKE 'c:%'
-           AND NOT EXISTS (SELECT 1 FROM channel_summaries s
-                           WHERE 'c:' || s.channel = last_read.conversation));
+DELETE FROM last_read WHERE conversation LIKE 't:%'
+    AND conversation NOT IN (SELECT 't:' || id FROM threads);
+DELETE FROM last_read WHERE conversation LIKE 'c:%'
+    AND conversation NOT IN (SELECT 'c:' || channel FROM channel_summaries);
 "#,
 ];
 
