@@ -93,7 +93,7 @@ struct Registered {
 /// What a person's stored bytes are counted against: each has the day's
 /// bytes to itself, so a day of large files never keeps a person from
 /// being asked to approve a step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Pool {
     /// Messages: their bodies, and their files with names and types.
     Messages,
@@ -106,8 +106,9 @@ pub(super) struct Quotas {
     bytes_per_day: u64,
     /// Distinct senders the shared token may name.
     shared_senders: usize,
-    /// Bytes stored today, by person and pool: (the day, the bytes).
-    spent: Mutex<HashMap<(Handle, Pool), (Millis, u64)>>,
+    /// Bytes stored, by person: (the day, the bytes) for each [`Pool`], in
+    /// its order.
+    spent: Mutex<HashMap<Handle, [(Millis, u64); 2]>>,
     /// The senders the shared token has named.
     named: Mutex<HashSet<Handle>>,
     /// How many client registrations are stored an hour.
@@ -258,25 +259,22 @@ impl Quotas {
             return;
         }
         let today = now.div_euclid(DAY_MILLIS);
-        let total = self
-            .spent_today(sender, pool, today)
-            .saturating_add(bytes as u64);
         let mut spent = self.spent.lock().expect("quota lock");
         if spent.len() > PRUNE_ABOVE {
-            spent.retain(|_, (day, _)| *day == today);
+            spent.retain(|_, pools| pools.iter().any(|(day, _)| *day == today));
         }
-        spent.insert((sender.clone(), pool), (today, total));
+        let (day, total) = &mut spent.entry(sender.clone()).or_default()[pool as usize];
+        if *day != today {
+            (*day, *total) = (today, 0);
+        }
+        *total = total.saturating_add(bytes as u64);
     }
 
     /// Bytes stored for `sender` in `pool` on the UTC day `today`.
     fn spent_today(&self, sender: &Handle, pool: Pool, today: Millis) -> u64 {
-        match self
-            .spent
-            .lock()
-            .expect("quota lock")
-            .get(&(sender.clone(), pool))
-        {
-            Some((day, spent)) if *day == today => *spent,
+        let spent = self.spent.lock().expect("quota lock");
+        match spent.get(sender).map(|pools| pools[pool as usize]) {
+            Some((day, bytes)) if day == today => bytes,
             _ => 0,
         }
     }
