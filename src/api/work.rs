@@ -4,7 +4,7 @@
 //! `get_attachment`.
 
 use super::ApiResult;
-use crate::model::{Claimed, MessageId, is_media_type};
+use crate::model::{Claimed, MessageId};
 use crate::relay::Caller;
 use crate::state::AppState;
 use crate::wire::{
@@ -103,13 +103,9 @@ pub(super) async fn attachment(
     Path((id, n)): Path<(i64, u32)>,
 ) -> Result<Response, ApiError> {
     let (file, bytes) = state.relay.attachment(MessageId(id), n).await?;
-    // A type kept before types were checked may not fit a header.
-    let content_type = if !is_media_type(&file.content_type) {
-        "application/octet-stream".to_owned()
-    } else if file.is_text() {
-        format!("{}; charset=utf-8", file.content_type)
-    } else {
-        file.content_type.clone()
+    let content_type = match file.is_text() {
+        true => format!("{}; charset=utf-8", file.content_type),
+        false => file.content_type.clone(),
     };
     let headers = [
         (header::CONTENT_TYPE, content_type),

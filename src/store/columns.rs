@@ -3,7 +3,7 @@
 //! whose columns are a struct's fields in order is read with
 //! [`from_row!`].
 
-use crate::model::Attachment;
+use crate::model::{Attachment, is_media_type};
 use serde_json::{Value, json};
 
 /// A `$type` whose fields are a row's columns in the order named, each
@@ -60,7 +60,9 @@ pub(in crate::store) fn files_column(files: &[Attachment]) -> Option<String> {
 }
 
 /// The files an `attachments` column lists (a list this build cannot read
-/// is none).
+/// is none). A type kept before types were checked that is no media type
+/// (it could not be a download's header) reads as
+/// `application/octet-stream`.
 pub(in crate::store) fn files_from_column(column: Option<&str>) -> Vec<Attachment> {
     let Some(listed) = column.and_then(|c| serde_json::from_str::<Vec<Value>>(c).ok()) else {
         return Vec::new();
@@ -71,7 +73,10 @@ pub(in crate::store) fn files_from_column(column: Option<&str>) -> Vec<Attachmen
             Some(Attachment {
                 n: u32::try_from(f["n"].as_u64()?).ok()?,
                 name: f["name"].as_str()?.to_owned(),
-                content_type: f["content_type"].as_str()?.to_owned(),
+                content_type: Some(f["content_type"].as_str()?)
+                    .filter(|kept| is_media_type(kept))
+                    .unwrap_or("application/octet-stream")
+                    .to_owned(),
                 size: f["size"].as_u64()?,
             })
         })
