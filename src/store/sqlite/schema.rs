@@ -503,15 +503,7 @@ CREATE TABLE attachments (
     PRIMARY KEY (message_id, n)
 );
 "#,
-    r#"
--- Read marks go with their conversation when a purge drops it, found by
--- conversation; those of conversations already gone go now.
-CREATE INDEX last_read_by_conversation ON last_read(conversation);
-DELETE FROM last_read WHERE conversation LIKE 't:%'
-    AND conversation NOT IN (SELECT 't:' || id FROM threads);
-DELETE FROM last_read WHERE conversation LIKE 'c:%'
-    AND conversation NOT IN (SELECT 'c:' || channel FROM channel_summaries);
-"#,
+    crate::store::statements::purge::MARKS_GO_WITH_THEIR_CONVERSATION,
 ];
 
 /// Opens a connection with the pragmas every connection needs.

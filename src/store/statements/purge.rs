@@ -72,6 +72,17 @@ pub async fn uncount_channel(
     Ok(false)
 }
 
+/// The migration, the same on both backends, that lets [`forget_marks`]
+/// find a conversation's marks, and forgets those of conversations gone
+/// before it.
+pub const MARKS_GO_WITH_THEIR_CONVERSATION: &str = "
+CREATE INDEX last_read_by_conversation ON last_read(conversation);
+DELETE FROM last_read WHERE conversation LIKE 't:%'
+    AND conversation NOT IN (SELECT 't:' || id FROM threads);
+DELETE FROM last_read WHERE conversation LIKE 'c:%'
+    AND conversation NOT IN (SELECT 'c:' || channel FROM channel_summaries);
+";
+
 /// Forgets the read marks of a conversation that is gone (`key` as marks
 /// name it).
 pub async fn forget_marks(db: &impl Executor, key: &str) -> StoreResult<()> {
