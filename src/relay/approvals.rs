@@ -53,13 +53,12 @@ pub struct AskApproval {
     pub input_preview: String,
 }
 
-// The client's own texts, kept short and without NULs (which no database's
-// text holds), their likely secrets masked; each is withheld whole only
-// where its secrets cannot be masked on their own. Each is masked for
-// itself: a key in the description hides nothing of the input. Masked
-// whole, then shortened: a secret cut short would no longer be recognised.
-
-/// The description kept of `description`.
+/// The description kept of `description`. This and [`previewed`] keep a
+/// client's own texts short and without NULs (which no database's text
+/// holds), their likely secrets masked; each is withheld whole only where
+/// its secrets cannot be masked on their own. Each is masked for itself: a
+/// key in the description hides nothing of the input. Masked whole, then
+/// shortened: a secret cut short would no longer be recognised.
 fn described(description: &str) -> String {
     match secrets::mask_secrets(description.replace('\0', "").trim()) {
         Ok(masked) => shortened(&masked.text, MAX_DESCRIPTION_CHARS),
