@@ -534,10 +534,14 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
         // copy from the kernel's; mapped pages also counted in the
         // process's resident memory (bench/README.md).
         conn.pragma_update(None, "mmap_size", 0)?;
-        // What a load wrote is in the kernel's cache anyway: at 32 MiB a
-        // connection, the writer's cache held most of it (the process's own
-        // memory after a load, 41 MB against 21 at 4 MiB, as fast).
-        conn.pragma_update(None, "cache_size", -4 * 1024)?;
+        // What a load wrote is in the kernel's cache anyway, a copy away:
+        // a connection's own cache buys little past the pages every
+        // statement walks. At 32 MiB a connection the writer's cache held
+        // most of a load (the process's own memory after it, 41 MB against
+        // 21 at 4 MiB, as fast); at 1 MiB, 12.4 against 16.0 MB after
+        // bench/outside.py's load and 27 against 33 after random channel
+        // reads, neither slower (bench/README.md).
+        conn.pragma_update(None, "cache_size", -1024)?;
         Ok(())
     };
     configure().map_err(|e| StoreError::backend(opening(), e))?;
