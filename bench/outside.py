@@ -20,6 +20,9 @@ It measures:
   baseline of every rate below, from the same run of the same binary;
 - `POST /api/channels/bench/messages`, 32 connections, and one connection
   (sequential posts);
+- `GET /api/channels/bench/messages?limit=100&since_id=…`, 16 connections:
+  pages of a hundred messages from a thousand places in what the posts
+  wrote (the same places for both builds);
 - `tools/call post_message` through `/mcp`, 32 connections, over 32 MCP
   sessions in turn (protocol 2025-11-25, or what the binary settles on)
   and, where the binary speaks it, stateless (2026-07-28);
@@ -41,6 +44,7 @@ here leaves 127.0.0.1.
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -254,9 +258,11 @@ def checked(relay, call, headers, required=True):
     return ok
 
 
-def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, rotate=None):
+def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, rotate=None,
+        paths=None):
     """Requests a second, and how many answers were not 2xx. `rotate`: a
-    header and the values its requests take in turn (an MCP session each)."""
+    header and the values its requests take in turn (an MCP session each);
+    `paths`: paths the requests take in turn, in place of `path`."""
     lines = [f'wrk.method = "{method}"']
     if body is not None:
         lines.append(f"wrk.body = {json.dumps(json.dumps(body))}")
@@ -270,6 +276,13 @@ def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, 
         lines.append("  n = n % #values + 1")
         lines.append(f'  wrk.headers["{name}"] = values[n]')
         lines.append("  return wrk.format()")
+        lines.append("end")
+    if paths:
+        lines.append("local paths = {" + ", ".join(f'"{p}"' for p in paths) + "}")
+        lines.append("local n = 0")
+        lines.append("request = function()")
+        lines.append("  n = n % #paths + 1")
+        lines.append("  return wrk.format(nil, paths[n])")
         lines.append("end")
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write("\n".join(lines) + "\n")
@@ -365,6 +378,16 @@ def measure(binary, seconds, env_extra):
                            "POST", post, bearer)
         figures["REST posts, one connection (/s)"] = rate
         figures["REST answers not 2xx, one connection"] = bad
+        # Pages of a hundred messages read from anywhere in what the posts
+        # wrote, as an agent catching up or the page reads them: the same
+        # places, in the same order, for every build.
+        _, text = relay.request("POST", "/api/channels/bench/messages", alice, post)
+        last = json.loads(text)["id"]
+        places = random.Random(7).sample(range(1, last), min(1000, last - 1))
+        rate, bad, _ = wrk(relay.url, "", seconds, 16, headers=bearer, paths=[
+            f"/api/channels/bench/messages?limit=100&since_id={place}" for place in places])
+        figures["REST reads of 100 messages, 16 connections (/s)"] = rate
+        figures["REST reads answers not 2xx"] = bad
         call = {
             "jsonrpc": "2.0",
             "id": 2,

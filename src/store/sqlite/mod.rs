@@ -33,13 +33,24 @@ use std::{
     path::{Path, PathBuf},
     sync::{Arc, Mutex, mpsc},
 };
+use tokio::sync::Semaphore;
 
 /// This backend's executor (`../sql.rs`): the writer's connection, or a
 /// reader's, where every statement completes at once.
 pub(super) struct Sql<'c>(pub &'c Connection);
 
-/// Reader connections kept open between reads.
-const MAX_IDLE_READERS: usize = 8;
+/// The most reads that run at once: twice the cores, and at least four.
+/// Each runs on a connection of the pool's, kept open between reads; reads
+/// past it wait for one to end. Reads are CPU work (a page SQLite does not
+/// cache is a copy from the kernel's), so more at once read no faster:
+/// unbounded, 16 connections reading pages of messages had 30 threads
+/// open, each read past the pool opened a connection of its own (its
+/// schema read again), and the allocator kept a heap for every thread
+/// (bench/README.md).
+fn readers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (2 * cores).max(4)
+}
 
 /// The most messages one write adds to the search index: the writer is
 /// held for a few milliseconds at a time.
@@ -53,6 +64,8 @@ pub struct SqliteStore {
     writer: Mutex<mpsc::Sender<writer::Job>>,
     /// Idle reader connections, reused from the blocking pool.
     readers: Arc<Mutex<Vec<Connection>>>,
+    /// A permit for each of the [`readers`] reads that may run at once.
+    reading: Arc<Semaphore>,
     /// A reader of its own for the one read every authenticated request
     /// makes (the credentials revision), run on the async worker: the
     /// hand-off to the blocking pool and back costs more than the read.
@@ -104,6 +117,7 @@ impl SqliteStore {
             path: path.to_owned(),
             writer: Mutex::new(sender),
             readers: Arc::new(Mutex::new(Vec::new())),
+            reading: Arc::new(Semaphore::new(readers())),
             now: Mutex::new(now),
             stats,
         })
@@ -156,9 +170,13 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
-        let readers = self.readers.clone();
+        let (readers, reading) = (self.readers.clone(), self.reading.clone());
         let path = self.path.clone();
         Box::pin(async move {
+            let permit = reading
+                .acquire_owned()
+                .await
+                .map_err(|e| StoreError::backend("a database read could not start", e))?;
             tokio::task::spawn_blocking(move || {
                 let idle = readers.lock().expect("reader pool lock").pop();
                 let conn = match idle {
@@ -166,10 +184,9 @@ impl SqliteStore {
                     None => schema::open_connection(&path)?,
                 };
                 let outcome = work(&conn);
-                let mut pool = readers.lock().expect("reader pool lock");
-                if pool.len() < MAX_IDLE_READERS {
-                    pool.push(conn);
-                }
+                // At most `readers()` are out, one a permit: each goes back.
+                readers.lock().expect("reader pool lock").push(conn);
+                drop(permit);
                 outcome
             })
             .await
