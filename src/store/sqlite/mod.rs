@@ -300,4 +300,30 @@ mod tests {
             );
         }
     }
+
+    /// Many reads at once run `readers()` at a time, on as many
+    /// connections. Each read holds its turn a while, so that reads not
+    /// held back would overlap: that is the case this fails on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_run_a_bounded_number_at_once_on_kept_connections() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("relay.db")).unwrap();
+        let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let reads = (0..4 * readers()).map(|_| {
+            let (running, most) = (running.clone(), most.clone());
+            store.read(move |conn| {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                running.fetch_sub(1, Ordering::SeqCst);
+                Ok(conn.query_row("SELECT 1", [], |row| row.get::<_, i64>(0))?)
+            })
+        });
+        for read in futures::future::join_all(reads).await {
+            assert_eq!(read.unwrap(), 1);
+        }
+        assert!(most.load(Ordering::SeqCst) <= readers(), "{most:?} at once");
+        assert!(store.readers.lock().unwrap().len() <= readers());
+    }
 }
