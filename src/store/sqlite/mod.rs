@@ -43,10 +43,11 @@ pub(super) struct Sql<'c>(pub &'c Connection);
 /// Each runs on a connection of the pool's, kept open between reads; reads
 /// past it wait for one to end. Reads are CPU work (a page SQLite does not
 /// cache is a copy from the kernel's), so more at once read no faster:
-/// unbounded, 16 connections reading pages of messages had 30 threads
-/// open, each read past the pool opened a connection of its own (its
-/// schema read again), and the allocator kept a heap for every thread
-/// (bench/README.md).
+/// unbounded, 16 connections reading pages of messages had 31 to 35
+/// threads open, each read past the pool opened a connection of its own
+/// (its schema read again), and the allocator kept a heap for every thread
+/// (bench/README.md). The connections stay open, idle or not: as many as
+/// this, each with its own cache (`schema::open_connection`).
 fn readers() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     (2 * cores).max(4)
@@ -324,6 +325,7 @@ mod tests {
             assert_eq!(read.unwrap(), 1);
         }
         assert!(most.load(Ordering::SeqCst) <= readers(), "{most:?} at once");
-        assert!(store.readers.lock().unwrap().len() <= readers());
+        let kept = store.readers.lock().unwrap().len();
+        assert!((1..=readers()).contains(&kept), "{kept} kept");
     }
 }

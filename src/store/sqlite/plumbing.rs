@@ -46,6 +46,7 @@ impl Store for SqliteStore {
     }
 
     fn credentials_revision(&self) -> StoreFuture<'_, u64> {
+        // Past `read_now`, in line with the other reads for a permit.
         Box::pin(async move {
             match self.read_now(super::credentials_revision) {
                 Some(read) => read,
