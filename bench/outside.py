@@ -262,6 +262,14 @@ def checked(relay, call, headers, required=True):
     return ok
 
 
+def in_turn(values, make):
+    """wrk's Lua for requests that take `values` in turn: `make` is the
+    Lua that returns the request for `value`."""
+    listed = ", ".join(f'"{value}"' for value in values)
+    return [f"local values = {{{listed}}}", "local n = 0", "request = function()",
+            "  n = n % #values + 1", "  local value = values[n]", f"  {make}", "end"]
+
+
 def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, rotate=None,
         paths=None):
     """Requests a second, and how many answers were not 2xx. `rotate`: a
@@ -272,22 +280,13 @@ def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, 
         lines.append(f"wrk.body = {json.dumps(json.dumps(body))}")
     for name, value in (headers or {}).items():
         lines.append(f'wrk.headers["{name}"] = "{value}"')
+    if rotate and paths is not None:
+        raise ValueError("a header or the path rotates, not both")
     if rotate:
         name, values = rotate
-        lines.append("local values = {" + ", ".join(f'"{v}"' for v in values) + "}")
-        lines.append("local n = 0")
-        lines.append("request = function()")
-        lines.append("  n = n % #values + 1")
-        lines.append(f'  wrk.headers["{name}"] = values[n]')
-        lines.append("  return wrk.format()")
-        lines.append("end")
+        lines += in_turn(values, f'wrk.headers["{name}"] = value; return wrk.format()')
     if paths is not None:
-        lines.append("local paths = {" + ", ".join(f'"{p}"' for p in paths) + "}")
-        lines.append("local n = 0")
-        lines.append("request = function()")
-        lines.append("  n = n % #paths + 1")
-        lines.append("  return wrk.format(nil, paths[n])")
-        lines.append("end")
+        lines += in_turn(paths, "return wrk.format(nil, value)")
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write("\n".join(lines) + "\n")
     try:
