@@ -1,20 +1,23 @@
 //! The SQLite store: one file in WAL mode, one writer thread with group
-//! commit (`writer.rs`), and a small pool of reader connections used from the
-//! blocking pool, so SQLite never blocks the async workers. The one
-//! exception is the credentials revision every authenticated request reads:
-//! one row, read at once on a connection of its own, which goes to the pool
-//! instead whenever it would wait for a lock (`read_now`).
+//! commit (`writer.rs`), and a few reader threads, each with a connection
+//! of its own (`readers.rs`), so SQLite never blocks the async workers. The
+//! one exception is the credentials revision every authenticated request
+//! reads: one row, read at once on a connection of its own, which goes to
+//! the reader threads instead whenever it would wait for a lock
+//! (`read_now`).
 //!
 //! Every statement is written once for both backends (`../statements/`),
 //! run here on [`Sql`], this backend's executor. What is SQLite's own:
 //! `plumbing.rs` says how the methods of `../methods.rs` run here;
-//! `writer.rs` the writer thread; `schema.rs` the schema, its migrations
+//! `writer.rs` the writer thread; `readers.rs` the reader threads;
+//! `schema.rs` the schema, its migrations
 //! and what survives a crash; `search.rs` the search index (FTS5 in
 //! generations); `sessions.rs` saving and reading an MCP session; `copy.rs`
 //! backup, restore and the serving lock.
 
 mod copy;
 mod plumbing;
+mod readers;
 mod schema;
 mod search;
 mod sessions;
@@ -30,28 +33,13 @@ use super::{StoreError, StoreFuture, StoreResult, StoreStats};
 use crate::model::MessageId;
 use rusqlite::Connection;
 use std::{
-    path::{Path, PathBuf},
+    path::Path,
     sync::{Arc, Mutex, mpsc},
 };
-use tokio::sync::Semaphore;
 
 /// This backend's executor (`../sql.rs`): the writer's connection, or a
 /// reader's, where every statement completes at once.
 pub(super) struct Sql<'c>(pub &'c Connection);
-
-/// The most reads that run at once: twice the cores, and at least four.
-/// Each runs on a connection of the pool's, kept open between reads; reads
-/// past it wait for one to end. Reads are CPU work (a page SQLite does not
-/// cache is a copy from the kernel's), so more at once read no faster:
-/// unbounded, 16 connections reading pages of messages had 31 to 35
-/// threads open, each read past the pool opened a connection of its own
-/// (its schema read again), and the allocator kept a heap for every thread
-/// (bench/README.md). The connections stay open, idle or not: as many as
-/// this, each with its own cache (`schema::open_connection`).
-fn readers() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (2 * cores).max(4)
-}
 
 /// The most messages one write adds to the search index: the writer is
 /// held for a few milliseconds at a time.
@@ -59,14 +47,10 @@ const INDEX_BATCH: u32 = 500;
 
 /// The SQLite implementation of [`super::Store`].
 pub struct SqliteStore {
-    /// Where the database lives, for opening more reader connections.
-    path: PathBuf,
     /// The queue of the writer thread; the thread ends when this is dropped.
     writer: Mutex<mpsc::Sender<writer::Job>>,
-    /// Idle reader connections, reused from the blocking pool.
-    readers: Arc<Mutex<Vec<Connection>>>,
-    /// A permit for each of the [`readers`] reads that may run at once.
-    reading: Arc<Semaphore>,
+    /// The reader threads and their connections.
+    readers: readers::Readers,
     /// A reader of its own for the one read every authenticated request
     /// makes (the credentials revision), run on the async worker: the
     /// hand-off to the blocking pool and back costs more than the read.
@@ -115,10 +99,8 @@ impl SqliteStore {
         // Never waits for a lock on the async worker: see read_now.
         now.busy_timeout(std::time::Duration::ZERO)?;
         Ok(SqliteStore {
-            path: path.to_owned(),
             writer: Mutex::new(sender),
-            readers: Arc::new(Mutex::new(Vec::new())),
-            reading: Arc::new(Semaphore::new(readers())),
+            readers: readers::Readers::new(path),
             now: Mutex::new(now),
             stats,
         })
@@ -165,33 +147,17 @@ impl SqliteStore {
         }
     }
 
-    /// Runs `work` on a reader connection in the blocking pool.
+    /// Runs `work` on a reader thread's connection.
     fn read<T, F>(&self, work: F) -> StoreFuture<'_, T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
-        let (readers, reading) = (self.readers.clone(), self.reading.clone());
-        let path = self.path.clone();
+        let answer = self.readers.run(work);
         Box::pin(async move {
-            let permit = reading
-                .acquire_owned()
-                .await
-                .map_err(|e| StoreError::backend("a database read could not start", e))?;
-            tokio::task::spawn_blocking(move || {
-                let idle = readers.lock().expect("reader pool lock").pop();
-                let conn = match idle {
-                    Some(conn) => conn,
-                    None => schema::open_connection(&path)?,
-                };
-                let outcome = work(&conn);
-                // At most `readers()` are out, one a permit: each goes back.
-                readers.lock().expect("reader pool lock").push(conn);
-                drop(permit);
-                outcome
-            })
-            .await
-            .map_err(|e| StoreError::backend("a database read did not finish", e))?
+            answer.await.map_err(|_| {
+                StoreError::backend("a database read did not finish", "its thread has stopped")
+            })?
         })
     }
 }
@@ -302,30 +268,75 @@ mod tests {
         }
     }
 
-    /// Many reads at once run `readers()` at a time, on as many
-    /// connections. Each read holds its turn a while, so that reads not
-    /// held back would overlap: that is the case this fails on.
+    /// Many reads at once run `readers::most()` at a time, on as many
+    /// threads, each on its own kept connection. Each read holds its turn
+    /// a while, so that reads not held back would overlap: that is the
+    /// case this fails on.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reads_run_a_bounded_number_at_once_on_kept_connections() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("relay.db")).unwrap();
         let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let reads = (0..4 * readers()).map(|_| {
+        let reads = (0..4 * readers::most()).map(|_| {
             let (running, most) = (running.clone(), most.clone());
             store.read(move |conn| {
                 let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(now, Ordering::SeqCst);
                 std::thread::sleep(std::time::Duration::from_millis(20));
                 running.fetch_sub(1, Ordering::SeqCst);
-                Ok(conn.query_row("SELECT 1", [], |row| row.get::<_, i64>(0))?)
+                // The connection's address: the same for every read of a
+                // thread, as it is kept.
+                let kept = std::ptr::from_ref(conn) as usize;
+                Ok((std::thread::current().id(), kept))
             })
         });
-        for read in futures::future::join_all(reads).await {
-            assert_eq!(read.unwrap(), 1);
-        }
-        assert!(most.load(Ordering::SeqCst) <= readers(), "{most:?} at once");
-        let kept = store.readers.lock().unwrap().len();
-        assert!((1..=readers()).contains(&kept), "{kept} kept");
+        let ran: Vec<_> = futures::future::try_join_all(reads).await.unwrap();
+        let most = most.load(Ordering::SeqCst);
+        assert!((2..=readers::most()).contains(&most), "{most} at once");
+        let threads: std::collections::HashSet<_> = ran.iter().map(|(thread, _)| thread).collect();
+        let connections: std::collections::HashSet<_> = ran.iter().map(|(_, conn)| conn).collect();
+        assert_eq!(threads.len(), store.readers.started(), "{ran:?}");
+        assert!(
+            threads.len() <= readers::most(),
+            "{} threads",
+            threads.len()
+        );
+        assert_eq!(connections.len(), threads.len(), "{ran:?}");
+    }
+
+    /// A read whose caller gave up before a thread took it is not run.
+    #[tokio::test]
+    async fn a_read_nobody_waits_for_is_skipped() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("relay.db")).unwrap();
+        // Every thread held until `release` is dropped.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let held = Arc::new(Mutex::new(held));
+        let holding: Vec<_> = (0..readers::most())
+            .map(|_| {
+                let held = held.clone();
+                store.read(move |_| {
+                    let _ = held.lock().unwrap().recv();
+                    Ok(())
+                })
+            })
+            .collect();
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = ran.clone();
+        drop(store.read(move |_| {
+            flag.store(true, Ordering::SeqCst);
+            Ok(())
+        }));
+        let after =
+            store.read(|conn| Ok(conn.query_row("SELECT 1", [], |row| row.get::<_, i64>(0))?));
+        drop(release);
+        futures::future::try_join_all(holding).await.unwrap();
+        assert_eq!(after.await.unwrap(), 1);
+        assert!(
+            !ran.load(Ordering::SeqCst),
+            "the read nobody waited for ran"
+        );
     }
 }

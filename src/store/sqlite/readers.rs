@@ -1,0 +1,159 @@
+//! The reader threads: at most [`most`] of them, started as reads need
+//! them, each with a connection of its own kept open, taking reads from one
+//! queue in the order they came. A read whose caller has gone by the time
+//! a thread takes it is skipped.
+//!
+//! Threads of the store's own rather than tokio's blocking pool: the pool
+//! starts a thread for a task whenever none is idle at that moment, and a
+//! thread that has just answered a read is not idle yet, so 16 connections
+//! reading pages kept about 18 threads busy for 4 reads at once, each with
+//! a heap of the allocator's (bench/README.md). Here the threads are never
+//! more than the reads that may run at once.
+
+use super::schema;
+use crate::store::StoreResult;
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::sync::{
+    Arc, Mutex,
+    atomic::{AtomicUsize, Ordering},
+    mpsc,
+};
+use tokio::sync::oneshot;
+
+/// The most reads that run at once, each on a thread and a connection of
+/// its own: twice the cores, and at least four. Reads are CPU work (a page
+/// SQLite does not cache is a copy from the kernel's), so more at once
+/// read no faster; reads past it wait in the queue. The connections stay
+/// open, idle or not: as many as this, each with its own cache
+/// (`schema::open_connection`).
+pub(super) fn most() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (2 * cores).max(4)
+}
+
+/// A read as a thread runs it: given its thread's connection, or the error
+/// that opening one gave.
+type Job = Box<dyn FnOnce(StoreResult<&Connection>) + Send>;
+
+/// The queue of reads and the threads that take them; the threads end
+/// when this is dropped.
+pub(super) struct Readers {
+    queue: mpsc::Sender<Job>,
+    shared: Arc<Shared>,
+}
+
+/// What the threads share with the queue's sender.
+struct Shared {
+    path: PathBuf,
+    jobs: Mutex<mpsc::Receiver<Job>>,
+    /// Reads queued and not yet taken by a thread.
+    waiting: AtomicUsize,
+    /// Threads waiting for a read.
+    idle: AtomicUsize,
+    /// Threads started, never more than [`most`].
+    started: AtomicUsize,
+}
+
+impl Readers {
+    /// No thread starts until the first read.
+    pub(super) fn new(path: &Path) -> Readers {
+        let (queue, jobs) = mpsc::channel();
+        let shared = Shared {
+            path: path.to_owned(),
+            jobs: Mutex::new(jobs),
+            waiting: AtomicUsize::new(0),
+            idle: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
+        };
+        Readers {
+            queue,
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// Queues `work`; its outcome arrives on the receiver, which is dropped
+    /// unanswered only if the threads could not take it.
+    pub(super) fn run<T, F>(&self, work: F) -> oneshot::Receiver<StoreResult<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            if !reply.is_closed() {
+                let _ = reply.send(conn.and_then(work));
+            }
+        });
+        self.shared.waiting.fetch_add(1, Ordering::SeqCst);
+        // Never refused: the receiver lives in `shared`, as long as this.
+        let _ = self.queue.send(job);
+        self.start_if_needed();
+        answer
+    }
+
+    /// Starts one more thread when more reads wait than threads do, up to
+    /// [`most`]. A race may start one that finds nothing to do, never one
+    /// past the bound.
+    fn start_if_needed(&self) {
+        let shared = &self.shared;
+        if shared.waiting.load(Ordering::SeqCst) <= shared.idle.load(Ordering::SeqCst) {
+            return;
+        }
+        let more = |started: usize| (started < most()).then_some(started + 1);
+        if shared
+            .started
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, more)
+            .is_err()
+        {
+            return;
+        }
+        let thread = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("crosstalk-read".into())
+            .spawn(move || thread.serve());
+        if let Err(error) = spawned {
+            // The reads wait for the threads already running; with none,
+            // the next read tries again.
+            shared.started.fetch_sub(1, Ordering::SeqCst);
+            tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "cannot start a database reader thread"
+            );
+        }
+    }
+
+    /// The threads started so far.
+    #[cfg(test)]
+    pub(super) fn started(&self) -> usize {
+        self.shared.started.load(Ordering::SeqCst)
+    }
+}
+
+impl Shared {
+    /// A thread's loop: takes reads until the queue's sender is dropped.
+    /// Its connection opens at its first read, and again at the next after
+    /// opening failed.
+    fn serve(&self) {
+        let mut conn = None;
+        loop {
+            self.idle.fetch_add(1, Ordering::SeqCst);
+            let job = self.jobs.lock().expect("read queue lock").recv();
+            self.idle.fetch_sub(1, Ordering::SeqCst);
+            let Ok(job) = job else { return };
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            if conn.is_none() {
+                match schema::open_connection(&self.path) {
+                    Ok(opened) => conn = Some(opened),
+                    Err(error) => {
+                        job(Err(error));
+                        continue;
+                    }
+                }
+            }
+            if let Some(conn) = &conn {
+                job(Ok(conn));
+            }
+        }
+    }
+}
