@@ -1,4 +1,5 @@
-//! Names the commit and the date of the build, for `crosstalk --version`.
+//! Names the commit and the date of the build, for `crosstalk --version`,
+//! and packs the binary's relocations where the C library reads them packed.
 
 use std::process::Command;
 
@@ -26,9 +27,36 @@ fn main() {
         "cargo:rustc-env=CROSSTALK_BUILD_DATE={}",
         civil_date(seconds.div_euclid(86_400))
     );
+    pack_relative_relocations();
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/refs/heads");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
+}
+
+/// Links the binary with its relative relocations packed (`DT_RELR`):
+/// the usual table is about 1 MB here, which the loader reads whole at
+/// every start and which then stays resident (bench/README.md). Only where
+/// the binary is built for the machine it is built on, and that machine's
+/// glibc reads packed relocations (2.36 and later): linkers mark such a
+/// binary as needing it, so one built against an older glibc would not
+/// start.
+fn pack_relative_relocations() {
+    let var = |name| std::env::var(name).unwrap_or_default();
+    let native_gnu = var("TARGET") == var("HOST")
+        && var("CARGO_CFG_TARGET_OS") == "linux"
+        && var("CARGO_CFG_TARGET_ENV") == "gnu";
+    if native_gnu && glibc_version().is_some_and(|version| version >= (2, 36)) {
+        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+    }
+}
+
+/// This machine's glibc version, as `ldd --version` says it on its first
+/// line ("ldd (Debian GLIBC 2.36-9+deb12u14) 2.36").
+fn glibc_version() -> Option<(u32, u32)> {
+    let out = Command::new("ldd").arg("--version").output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let (major, minor) = text.lines().next()?.rsplit(' ').next()?.split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
 /// `YYYY-MM-DD` of a count of days since 1970-01-01 (Howard Hinnant's
