@@ -72,8 +72,6 @@ pub enum StartError {
     },
     #[error(transparent)]
     Tls(#[from] TlsError),
-    #[error("cannot make the HTTP client notifications go out through")]
-    Notifications(#[source] reqwest::Error),
 }
 
 /// Opens the store and checks that the configuration is safe to serve.
@@ -210,7 +208,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
 
     let maintenance = tokio::spawn(state.relay.clone().run_maintenance());
     tokio::spawn(state.relay.clone().watch_credentials());
-    start_notifications(&state, &config, addr, &shutdown)?;
+    start_notifications(&state, &config, addr, &shutdown);
     let mcp = McpEdge::new(&state);
     let counted = mcp.clone();
     state
@@ -258,9 +256,9 @@ fn start_notifications(
     config: &Config,
     addr: SocketAddr,
     shutdown: &CancellationToken,
-) -> Result<(), StartError> {
+) {
     let Some(notices) = state.relay.take_notices() else {
-        return Ok(());
+        return;
     };
     let public_url = match config.listen.port() {
         0 => {
@@ -273,11 +271,9 @@ fn start_notifications(
         state.relay.clone(),
         &public_url,
         config.settings.notify_allow_private,
-    )
-    .map_err(StartError::Notifications)?;
+    );
     tokio::spawn(notifier.run(notices, shutdown.clone()));
     tokio::spawn(state.relay.clone().run_escalation());
-    Ok(())
 }
 
 /// The TLS the relay terminates, if any, as its mode says; with ACME,
