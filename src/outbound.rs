@@ -11,7 +11,7 @@ use crate::host::{Refused, check_url};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::{Client, redirect};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long one request may take, connecting included.
@@ -41,36 +41,8 @@ impl Resolve for PublicOnly {
     }
 }
 
-/// The client every outbound request goes through, built at the first
-/// request: a relay that makes none never builds it. Building it touches
-/// about half a megabyte of code (the TLS roots and verifier, the
-/// resolver, the connection pool), which then stays resident.
-#[derive(Clone)]
-pub struct Outbound {
-    allow_private: bool,
-    built: Arc<OnceLock<Result<Client, String>>>,
-}
-
-impl Outbound {
-    /// Requests to private addresses too if `allow_private`.
-    pub fn new(allow_private: bool) -> Outbound {
-        Outbound {
-            allow_private,
-            built: Arc::default(),
-        }
-    }
-
-    /// The client, or why it could not be built.
-    pub fn client(&self) -> Result<&Client, String> {
-        let built = self.built.get_or_init(|| {
-            client(self.allow_private)
-                .map_err(|e| format!("this relay cannot make outbound requests: {e}"))
-        });
-        built.as_ref().map_err(Clone::clone)
-    }
-}
-
-fn client(allow_private: bool) -> reqwest::Result<Client> {
+/// The client every outbound request goes through.
+pub fn client(allow_private: bool) -> reqwest::Result<Client> {
     let policy = redirect::Policy::custom(move |attempt| {
         if attempt.previous().len() >= MAX_REDIRECTS {
             attempt.error(format!("more than {MAX_REDIRECTS} redirects"))

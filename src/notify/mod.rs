@@ -17,7 +17,7 @@ pub mod webpush;
 use crate::model::{Device, Handle, Place, Webhook, WebhookFormat, now_millis};
 use crate::outbound;
 use crate::relay::{APPROVAL_LIFETIME, About, Notice, Relay};
-use reqwest::{RequestBuilder, StatusCode, Url};
+use reqwest::{Client, RequestBuilder, StatusCode, Url};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +38,7 @@ const UNREAD_TTL_SECS: i64 = 24 * 60 * 60;
 #[derive(Clone)]
 pub struct Notifier {
     relay: Arc<Relay>,
-    outbound: outbound::Outbound,
+    client: Client,
     /// The relay's address as people reach it: links point there.
     public_url: String,
     allow_private: bool,
@@ -61,13 +61,17 @@ enum Sent {
 }
 
 impl Notifier {
-    pub fn new(relay: Arc<Relay>, public_url: &str, allow_private: bool) -> Notifier {
-        Notifier {
+    pub fn new(
+        relay: Arc<Relay>,
+        public_url: &str,
+        allow_private: bool,
+    ) -> reqwest::Result<Notifier> {
+        Ok(Notifier {
             relay,
-            outbound: outbound::Outbound::new(allow_private),
+            client: outbound::client(allow_private)?,
             public_url: public_url.trim_end_matches('/').to_owned(),
             allow_private,
-        }
+        })
     }
 
     /// Delivers notices until the queue closes or the relay stops.
@@ -120,18 +124,15 @@ impl Notifier {
 
     async fn to_webhook(&self, notice: &Notice, webhook: &Webhook) {
         let host = webhook.url.host();
-        let (post, client) = match self.post(notice, webhook).and_then(|post| {
-            let client = self.outbound.client()?;
-            Ok((post, client))
-        }) {
-            Ok(ready) => ready,
+        let post = match self.post(notice, webhook) {
+            Ok(post) => post,
             Err(why) => {
                 tracing::warn!(to = %notice.to, %host, "a notification was not sent: {why}");
                 return;
             }
         };
         self.send(&notice.to, host, || {
-            client.post(post.url.clone()).json(&post.body)
+            self.client.post(post.url.clone()).json(&post.body)
         })
         .await;
     }
@@ -164,7 +165,6 @@ impl Notifier {
     ) -> Result<impl Fn() -> RequestBuilder + '_, String> {
         let url = crate::host::destination(&device.endpoint, self.allow_private)
             .map_err(|e| format!("its endpoint: {e}"))?;
-        let client = self.outbound.client()?;
         let key = self.relay.push_key().await.map_err(|e| e.to_string())?;
         let mut payload = self.push_payload(notice).to_string();
         if payload.len() > webpush::MAX_PAYLOAD {
@@ -185,7 +185,7 @@ impl Notifier {
             About::Approval { .. } => APPROVAL_LIFETIME / 1000,
         };
         Ok(move || {
-            client
+            self.client
                 .post(url.clone())
                 .header("TTL", ttl.to_string())
                 .header("Urgency", "high")

@@ -72,6 +72,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Tls(#[from] TlsError),
+    #[error("cannot make the HTTP client notifications go out through")]
+    Notifications(#[source] reqwest::Error),
 }
 
 /// Opens the store and checks that the configuration is safe to serve.
@@ -208,7 +210,7 @@ pub async fn spawn(config: Config) -> Result<Running, StartError> {
 
     let maintenance = tokio::spawn(state.relay.clone().run_maintenance());
     tokio::spawn(state.relay.clone().watch_credentials());
-    start_notifications(&state, &config, addr, &shutdown);
+    start_notifications(&state, &config, addr, &shutdown)?;
     let mcp = McpEdge::new(&state);
     let counted = mcp.clone();
     state
@@ -256,9 +258,9 @@ fn start_notifications(
     config: &Config,
     addr: SocketAddr,
     shutdown: &CancellationToken,
-) {
+) -> Result<(), StartError> {
     let Some(notices) = state.relay.take_notices() else {
-        return;
+        return Ok(());
     };
     let public_url = match config.listen.port() {
         0 => {
@@ -271,9 +273,11 @@ fn start_notifications(
         state.relay.clone(),
         &public_url,
         config.settings.notify_allow_private,
-    );
+    )
+    .map_err(StartError::Notifications)?;
     tokio::spawn(notifier.run(notices, shutdown.clone()));
     tokio::spawn(state.relay.clone().run_escalation());
+    Ok(())
 }
 
 /// The TLS the relay terminates, if any, as its mode says; with ACME,

@@ -19,7 +19,7 @@ const MAX_DOCUMENTS: usize = 256;
 
 /// Clients' metadata documents, fetched and kept.
 pub(super) struct Documents {
-    pub(super) outbound: crate::outbound::Outbound,
+    pub(super) client: Option<reqwest::Client>,
     pub(super) allow_private: bool,
     pub(super) kept: Mutex<HashMap<String, (Instant, ClientMetadata)>>,
 }
@@ -46,7 +46,10 @@ impl Documents {
         let cannot =
             |why: String| format!("the client's metadata document {}: {why}", url.as_str());
         crate::host::check_url(url.url(), self.allow_private).map_err(|e| cannot(e.to_string()))?;
-        let client = self.outbound.client().map_err(cannot)?;
+        let client = self
+            .client
+            .as_ref()
+            .ok_or_else(|| cannot("this relay cannot make outbound requests".into()))?;
         let mut response = client
             .get(url.url().clone())
             .header(header::ACCEPT, "application/json")

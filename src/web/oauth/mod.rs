@@ -50,7 +50,7 @@ use std::sync::{Arc, Mutex};
 /// The consent routes, with the cache of clients' metadata documents.
 pub fn consent(state: &AppState) -> Router<AppState> {
     let documents = Arc::new(Documents {
-        outbound: outbound::Outbound::new(state.config.oauth_allow_private),
+        client: outbound::client(state.config.oauth_allow_private).ok(),
         allow_private: state.config.oauth_allow_private,
         kept: Mutex::default(),
     });
