@@ -339,4 +339,31 @@ mod tests {
             "the read nobody waited for ran"
         );
     }
+
+    /// A statement run again, its values bound again, is not compiled
+    /// again: not even one whose `LIMIT ?`, or a value compared with an
+    /// index, the planner could have looked at.
+    #[test]
+    fn statements_are_not_compiled_again_for_their_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = schema::open_connection(&dir.path().join("relay.db")).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE t (a INTEGER PRIMARY KEY, b TEXT); CREATE INDEX t_b ON t (b, a); \
+             INSERT INTO t (b) VALUES ('x'), ('x'), ('y');",
+        )
+        .unwrap();
+        let sql = "SELECT a FROM t WHERE b = ?1 AND a > ?2 ORDER BY a LIMIT ?3";
+        for since in 0..3 {
+            let mut statement = conn.prepare_cached(sql).unwrap();
+            let rows: Vec<i64> = statement
+                .query_map(rusqlite::params!["x", since, 100], |row| row.get(0))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            assert_eq!(rows, (since + 1..=2).collect::<Vec<i64>>());
+        }
+        let statement = conn.prepare_cached(sql).unwrap();
+        let again = statement.get_status(rusqlite::StatementStatus::RePrepare);
+        assert_eq!(again, 0, "compiled again {again} times");
+    }
 }

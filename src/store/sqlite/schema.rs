@@ -7,7 +7,7 @@
 
 use super::StoreError;
 use crate::store::Durability;
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, config::DbConfig};
 use std::{path::Path, time::Duration};
 
 impl Durability {
@@ -542,6 +542,15 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection, StoreError> {
         // bench/outside.py's load and 27 against 33 after random channel
         // reads, neither slower (bench/README.md).
         conn.pragma_update(None, "cache_size", -1024)?;
+        // Plans that never depend on a bound value. Otherwise SQLite marks
+        // a statement whose `LIMIT ?` (or a value compared with an index,
+        // or a LIKE's pattern) the planner looked at, and compiles it
+        // again at every step after that value is bound, same value or
+        // not: a page of channel messages spent a quarter of its query
+        // there, statement cache or not (bench/README.md). The relay binds
+        // no LIKE pattern, and the channel page's plan is the same either
+        // way (its index, in its order).
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
         Ok(())
     };
     configure().map_err(|e| StoreError::backend(opening(), e))?;
