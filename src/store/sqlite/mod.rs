@@ -340,6 +340,26 @@ mod tests {
         );
     }
 
+    /// A read that panics is answered with an error, and reads go on: no
+    /// thread is lost to it.
+    #[tokio::test]
+    async fn a_read_that_panics_fails_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("relay.db")).unwrap();
+        let reads = async {
+            for _ in 0..2 * readers::most() {
+                let failed = store.read(|_| -> StoreResult<()> { panic!("a read that panics") });
+                assert!(failed.await.is_err());
+            }
+            store
+                .read(|conn| Ok(conn.query_row("SELECT 1", [], |row| row.get::<_, i64>(0))?))
+                .await
+        };
+        // Reads left to no thread would wait forever.
+        let answered = tokio::time::timeout(std::time::Duration::from_secs(10), reads).await;
+        assert_eq!(answered.expect("every read was taken").unwrap(), 1);
+    }
+
     /// A statement run again, its values bound again, is not compiled
     /// again: not even one whose `LIMIT ?`, or a value compared with an
     /// index, the planner could have looked at.

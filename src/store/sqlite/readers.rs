@@ -13,6 +13,7 @@
 use super::schema;
 use crate::store::StoreResult;
 use rusqlite::Connection;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::{
     Arc, Mutex,
@@ -133,7 +134,9 @@ impl Readers {
 impl Shared {
     /// A thread's loop: takes reads until the queue's sender is dropped.
     /// Its connection opens at its first read, and again at the next after
-    /// opening failed.
+    /// opening failed or a read panicked. A read that panics is answered
+    /// with an error (its reply dropped), and the thread goes on: threads
+    /// that ended would leave reads waiting for none.
     fn serve(&self) {
         let mut conn = None;
         loop {
@@ -151,8 +154,10 @@ impl Shared {
                     }
                 }
             }
-            if let Some(conn) = &conn {
-                job(Ok(conn));
+            let Some(open) = &conn else { continue };
+            if std::panic::catch_unwind(AssertUnwindSafe(|| job(Ok(open)))).is_err() {
+                // It may have stopped in the middle of a statement.
+                conn = None;
             }
         }
     }
