@@ -37,26 +37,32 @@ fn main() {
 /// the usual table is about 1 MB here, which the loader reads whole at
 /// every start and which then stays resident (bench/README.md). Only where
 /// the binary is built for the machine it is built on, and that machine's
-/// glibc reads packed relocations (2.36 and later): linkers mark such a
-/// binary as needing it, so one built against an older glibc would not
-/// start.
+/// glibc reads packed relocations (2.36 and later). Such a binary needs
+/// glibc 2.36 wherever it runs (the linker records it); one meant for an
+/// older machine is built with `CROSSTALK_PACK_RELOCATIONS=0`
+/// (docs/deploy.md).
 fn pack_relative_relocations() {
+    println!("cargo:rerun-if-env-changed=CROSSTALK_PACK_RELOCATIONS");
     let var = |name| std::env::var(name).unwrap_or_default();
     let native_gnu = var("TARGET") == var("HOST")
         && var("CARGO_CFG_TARGET_OS") == "linux"
         && var("CARGO_CFG_TARGET_ENV") == "gnu";
-    if native_gnu && glibc_version().is_some_and(|version| version >= (2, 36)) {
+    let wanted = var("CROSSTALK_PACK_RELOCATIONS") != "0";
+    if wanted && native_gnu && glibc_version().is_some_and(|version| version >= (2, 36)) {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
 }
 
-/// This machine's glibc version, as `ldd --version` says it on its first
-/// line ("ldd (Debian GLIBC 2.36-9+deb12u14) 2.36").
+/// This machine's glibc version, as `ldd --version` says it at the end of
+/// its first line ("ldd (Debian GLIBC 2.36-9+deb12u14) 2.36"; a
+/// development version's "2.40.9000" reads as 2.40).
 fn glibc_version() -> Option<(u32, u32)> {
     let out = Command::new("ldd").arg("--version").output().ok()?;
     let text = String::from_utf8(out.stdout).ok()?;
-    let (major, minor) = text.lines().next()?.rsplit(' ').next()?.split_once('.')?;
-    Some((major.parse().ok()?, minor.parse().ok()?))
+    let mut numbers = text.lines().next()?.rsplit(' ').next()?.split('.');
+    let major = numbers.next()?.parse().ok()?;
+    let minor = numbers.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
 /// `YYYY-MM-DD` of a count of days since 1970-01-01 (Howard Hinnant's

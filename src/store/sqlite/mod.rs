@@ -53,7 +53,7 @@ pub struct SqliteStore {
     readers: readers::Readers,
     /// A reader of its own for the one read every authenticated request
     /// makes (the credentials revision), run on the async worker: the
-    /// hand-off to the blocking pool and back costs more than the read.
+    /// hand-off to a reader thread and back costs more than the read.
     now: Mutex<Connection>,
     /// What the writer counts of its commits.
     stats: Arc<StoreStats>,
@@ -100,7 +100,7 @@ impl SqliteStore {
         now.busy_timeout(std::time::Duration::ZERO)?;
         Ok(SqliteStore {
             writer: Mutex::new(sender),
-            readers: readers::Readers::new(path),
+            readers: readers::Readers::start(path)?,
             now: Mutex::new(now),
             stats,
         })
@@ -131,7 +131,7 @@ impl SqliteStore {
     /// another worker nor the database would make it wait. In WAL mode a
     /// reader waits only while a checkpoint resets the log or the file is
     /// being recovered. Either way this gives None, and the caller reads on
-    /// the pool, which may wait.
+    /// a reader thread, which may wait.
     fn read_now<T>(
         &self,
         work: impl FnOnce(&Connection) -> rusqlite::Result<T>,
@@ -155,9 +155,9 @@ impl SqliteStore {
     {
         let answer = self.readers.run(work);
         Box::pin(async move {
-            answer.await.map_err(|_| {
-                StoreError::backend("a database read did not finish", "its thread has stopped")
-            })?
+            answer
+                .await
+                .map_err(|_| StoreError::backend("a database read did not finish", "it panicked"))?
         })
     }
 }
@@ -166,7 +166,7 @@ impl SqliteStore {
 /// (people's and OAuth's), which the relay follows. The statement is
 /// `statements::oauth::credentials_revision`'s, run here on the bare
 /// connection: `read_now` must see SQLite's own busy error to fall back to
-/// the pool.
+/// the reader threads.
 fn credentials_revision(conn: &Connection) -> rusqlite::Result<u64> {
     Ok(conn
         .prepare_cached("SELECT value FROM revisions WHERE name = 'credentials'")?
@@ -285,24 +285,34 @@ mod tests {
                 most.fetch_max(now, Ordering::SeqCst);
                 std::thread::sleep(std::time::Duration::from_millis(20));
                 running.fetch_sub(1, Ordering::SeqCst);
-                // The connection's address: the same for every read of a
-                // thread, as it is kept.
-                let kept = std::ptr::from_ref(conn) as usize;
-                Ok((std::thread::current().id(), kept))
+                // A row a read in the connection's own temporary table: a
+                // kept connection counts every read its thread ran.
+                conn.execute_batch(
+                    "CREATE TEMP TABLE IF NOT EXISTS seen (n INTEGER); \
+                     INSERT INTO seen VALUES (1);",
+                )?;
+                let seen: i64 =
+                    conn.query_row("SELECT count(*) FROM seen", [], |row| row.get(0))?;
+                Ok((std::thread::current().id(), seen))
             })
         });
         let ran: Vec<_> = futures::future::try_join_all(reads).await.unwrap();
         let most = most.load(Ordering::SeqCst);
         assert!((2..=readers::most()).contains(&most), "{most} at once");
-        let threads: std::collections::HashSet<_> = ran.iter().map(|(thread, _)| thread).collect();
-        let connections: std::collections::HashSet<_> = ran.iter().map(|(_, conn)| conn).collect();
-        assert_eq!(threads.len(), store.readers.started(), "{ran:?}");
+        let mut by_thread = std::collections::HashMap::<_, Vec<i64>>::new();
+        for (thread, seen) in ran {
+            by_thread.entry(thread).or_default().push(seen);
+        }
+        let started = store.readers.started();
         assert!(
-            threads.len() <= readers::most(),
-            "{} threads",
-            threads.len()
+            by_thread.len() <= started && started <= readers::most(),
+            "{started} started"
         );
-        assert_eq!(connections.len(), threads.len(), "{ran:?}");
+        for (thread, mut seen) in by_thread {
+            seen.sort_unstable();
+            let each = (1..=seen.len() as i64).collect::<Vec<_>>();
+            assert_eq!(seen, each, "{thread:?} reopened its connection");
+        }
     }
 
     /// A read whose caller gave up before a thread took it is not run.

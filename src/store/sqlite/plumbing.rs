@@ -1,5 +1,5 @@
 //! How the table's methods (`../methods.rs`) run on SQLite: reads on a
-//! reader connection in the blocking pool, writes (every kind of them) on
+//! reader thread's connection, writes (every kind of them) on
 //! the writer thread, which commits them in groups; their statements all
 //! complete at once there ([`rules::at_once`]). Then the methods that are
 //! more than one query here.
@@ -46,7 +46,7 @@ impl Store for SqliteStore {
     }
 
     fn credentials_revision(&self) -> StoreFuture<'_, u64> {
-        // Past `read_now`, in line with the other reads for a permit.
+        // Past `read_now`, in line with the other reads.
         Box::pin(async move {
             match self.read_now(super::credentials_revision) {
                 Some(read) => read,

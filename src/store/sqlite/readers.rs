@@ -1,5 +1,5 @@
-//! The reader threads: at most [`most`] of them, started as reads need
-//! them, each with a connection of its own kept open, taking reads from one
+//! The reader threads: at most [`most`] of them, the first started with
+//! the store and the others as reads need them, each with a connection of its own kept open, taking reads from one
 //! queue in the order they came. A read whose caller has gone by the time
 //! a thread takes it is skipped.
 //!
@@ -11,7 +11,7 @@
 //! more than the reads that may run at once.
 
 use super::schema;
-use crate::store::StoreResult;
+use crate::store::{StoreError, StoreResult};
 use rusqlite::Connection;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -47,6 +47,8 @@ pub(super) struct Readers {
 /// What the threads share with the queue's sender.
 struct Shared {
     path: PathBuf,
+    /// [`most`], read once: it reads the system's limits each time.
+    most: usize,
     jobs: Mutex<mpsc::Receiver<Job>>,
     /// Reads queued and not yet taken by a thread.
     waiting: AtomicUsize,
@@ -57,24 +59,26 @@ struct Shared {
 }
 
 impl Readers {
-    /// No thread starts until the first read.
-    pub(super) fn new(path: &Path) -> Readers {
+    /// Starts the first thread, so that a read always has one to take it
+    /// even when no more can be started.
+    pub(super) fn start(path: &Path) -> StoreResult<Readers> {
         let (queue, jobs) = mpsc::channel();
-        let shared = Shared {
+        let shared = Arc::new(Shared {
             path: path.to_owned(),
+            most: most(),
             jobs: Mutex::new(jobs),
             waiting: AtomicUsize::new(0),
             idle: AtomicUsize::new(0),
-            started: AtomicUsize::new(0),
-        };
-        Readers {
-            queue,
-            shared: Arc::new(shared),
-        }
+            started: AtomicUsize::new(1),
+        });
+        shared
+            .spawn()
+            .map_err(|e| StoreError::backend("cannot start a database reader thread", e))?;
+        Ok(Readers { queue, shared })
     }
 
     /// Queues `work`; its outcome arrives on the receiver, which is dropped
-    /// unanswered only if the threads could not take it.
+    /// unanswered only if `work` panicked.
     pub(super) fn run<T, F>(&self, work: F) -> oneshot::Receiver<StoreResult<T>>
     where
         T: Send + 'static,
@@ -101,7 +105,7 @@ impl Readers {
         if shared.waiting.load(Ordering::SeqCst) <= shared.idle.load(Ordering::SeqCst) {
             return;
         }
-        let more = |started: usize| (started < most()).then_some(started + 1);
+        let more = |started: usize| (started < shared.most).then_some(started + 1);
         if shared
             .started
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, more)
@@ -109,13 +113,9 @@ impl Readers {
         {
             return;
         }
-        let thread = shared.clone();
-        let spawned = std::thread::Builder::new()
-            .name("crosstalk-read".into())
-            .spawn(move || thread.serve());
-        if let Err(error) = spawned {
-            // The reads wait for the threads already running; with none,
-            // the next read tries again.
+        if let Err(error) = shared.spawn() {
+            // The reads wait for the threads already running, at least the
+            // first; the next read tries again.
             shared.started.fetch_sub(1, Ordering::SeqCst);
             tracing::warn!(
                 error = &error as &dyn std::error::Error,
@@ -132,6 +132,14 @@ impl Readers {
 }
 
 impl Shared {
+    fn spawn(self: &Arc<Self>) -> std::io::Result<()> {
+        let thread = self.clone();
+        std::thread::Builder::new()
+            .name("crosstalk-read".into())
+            .spawn(move || thread.serve())
+            .map(drop)
+    }
+
     /// A thread's loop: takes reads until the queue's sender is dropped.
     /// Its connection opens at its first read, and again at the next after
     /// opening failed or a read panicked. A read that panics is answered
