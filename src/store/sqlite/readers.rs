@@ -1,13 +1,13 @@
 //! The reader threads: at most [`most`] of them, the first started with
-//! the store and the others as reads need them, each with a connection of its own kept open, taking reads from one
-//! queue in the order they came. A read whose caller has gone by the time
-//! a thread takes it is skipped.
+//! the store and the others as reads need them, each with a connection of
+//! its own kept open, taking reads from one queue in the order they came.
+//! A read whose caller has gone by the time a thread takes it is skipped.
 //!
 //! Threads of the store's own rather than tokio's blocking pool: the pool
 //! starts a thread for a task whenever none is idle at that moment, and a
 //! thread that has just answered a read is not idle yet, so 16 connections
-//! reading pages kept about 18 threads busy for 4 reads at once, each with
-//! a heap of the allocator's (bench/README.md). Here the threads are never
+//! reading pages kept about 18 threads for 4 reads at once, each with a
+//! heap of the allocator's (bench/README.md). Here the threads are never
 //! more than the reads that may run at once.
 
 use super::schema;
