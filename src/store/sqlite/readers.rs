@@ -153,19 +153,20 @@ impl Shared {
             self.idle.fetch_sub(1, Ordering::SeqCst);
             let Ok(job) = job else { return };
             self.waiting.fetch_sub(1, Ordering::SeqCst);
-            if conn.is_none() {
-                match schema::open_connection(&self.path) {
-                    Ok(opened) => conn = Some(opened),
-                    Err(error) => {
-                        job(Err(error));
-                        continue;
-                    }
+            let kept_or_opened = conn
+                .take()
+                .map_or_else(|| schema::open_connection(&self.path), Ok);
+            let open = match kept_or_opened {
+                Ok(open) => open,
+                Err(error) => {
+                    job(Err(error));
+                    continue;
                 }
-            }
-            let Some(open) = &conn else { continue };
-            if std::panic::catch_unwind(AssertUnwindSafe(|| job(Ok(open)))).is_err() {
-                // It may have stopped in the middle of a statement.
-                conn = None;
+            };
+            // Kept unless the read panicked: it may have stopped in the
+            // middle of a statement.
+            if std::panic::catch_unwind(AssertUnwindSafe(|| job(Ok(&open)))).is_ok() {
+                conn = Some(open);
             }
         }
     }
