@@ -240,7 +240,12 @@ async fn codex_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_threa
     terminal.until_screen("Ask Codex to do anything");
     // A session is Codex's once its first turn starts; from then on the
     // hook's waiter holds it.
-    woken_while_idle("Codex", &app, &alice_token, &model, &terminal).await;
+    // Its turn is over once its Stop hooks have run, and Codex then says
+    // how long it worked. (A question that comes before that is the Stop
+    // hook's: Codex hands a hook's text to the model inside a
+    // `<hook_prompt>` tag, escaped.)
+    let idle = Some("Worked for");
+    woken_while_idle("Codex", &app, &alice_token, &model, &terminal, idle).await;
     drop(terminal);
 
     // The relay away never holds Codex up: a turn with every crosstalk
@@ -346,10 +351,21 @@ async fn gemini_answers_a_waiting_question_when_a_turn_ends() {
     let (inbox, at) = answer.await.unwrap();
     let answered = at.duration_since(turn);
     let reply = &inbox["messages"][0];
-    assert_eq!(reply["from"], "bob", "{inbox}\n{}", terminal.screen());
+    assert_eq!(
+        reply["from"],
+        "bob",
+        "{inbox}\n{}\nwhat the model was sent: {:#?}",
+        terminal.screen(),
+        model.sent()
+    );
     assert_eq!(reply["thread_id"], thread_id, "{reply}");
     assert_eq!(reply["body"], format!("answer to {id}"), "{reply}");
-    let (shown_at, shown) = model.first_showing(id).expect("the model was shown it");
+    let Request {
+        at: shown_at,
+        text: shown,
+        offered_send,
+    } = model.first_showing(id).expect("the model was shown it");
+    assert!(offered_send, "that turn offered crosstalk's send_message");
     // The block a channel event gives (`offer` where it was offered before).
     let block = regex::Regex::new(&format!(
         "^<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
@@ -371,8 +387,9 @@ async fn gemini_answers_a_waiting_question_when_a_turn_ends() {
 }
 
 /// Bob starts a turn (his client's session exists only then) and, once
-/// his agent is reachable and idle, nobody typing, alice asks and waits:
-/// the model is shown the question as a `<channel>` block, answers with
+/// his agent is reachable and idle (the screen shows `idle`, where the
+/// client says its turn is over), nobody typing, alice asks and waits: the
+/// model is shown the question as a `<channel>` block, answers with
 /// `send_message` in its thread, and the ledger says `wake`. Prints the
 /// figures.
 async fn woken_while_idle(
@@ -381,9 +398,13 @@ async fn woken_while_idle(
     alice_token: &str,
     model: &FakeModel,
     terminal: &Terminal,
+    idle: Option<&str>,
 ) {
     terminal.type_prompt("hello");
     model.until_asked("hello").await;
+    if let Some(idle) = idle {
+        terminal.until_screen(idle);
+    }
     assert!(
         app.until_reachable("bob", PATIENCE).await,
         "bob never became reachable; the screen:\n{}",
@@ -401,10 +422,21 @@ async fn woken_while_idle(
     let answered = asked.elapsed();
     let (id, thread_id) = (id_of(&sent, "message_id"), id_of(&sent, "thread_id"));
     let reply = &sent["reply"];
-    assert_eq!(reply["from"], "bob", "{sent}\n{}", terminal.screen());
+    assert_eq!(
+        reply["from"],
+        "bob",
+        "{sent}\n{}\nwhat the model was sent: {:#?}",
+        terminal.screen(),
+        model.sent()
+    );
     assert_eq!(reply["thread_id"], thread_id, "{reply}");
     assert_eq!(reply["body"], format!("answer to {id}"), "{reply}");
-    let (shown_at, shown) = model.first_showing(id).expect("the model was shown it");
+    let Request {
+        at: shown_at,
+        text: shown,
+        offered_send,
+    } = model.first_showing(id).expect("the model was shown it");
+    assert!(offered_send, "that turn offered crosstalk's send_message");
     assert!(
         shown.starts_with(&format!(
             "<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
@@ -513,7 +545,9 @@ async fn opencode_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_th
     let env = bob.with(&shell);
     let terminal = Terminal::start(&bob.project(), &env, &opencode, &[]);
     terminal.until_screen("gpt-test");
-    woken_while_idle("OpenCode", &app, &alice_token, &model, &terminal).await;
+    // OpenCode has no hook that takes a message as a turn ends: the plugin
+    // prompts the session, which OpenCode takes after a turn it is in.
+    woken_while_idle("OpenCode", &app, &alice_token, &model, &terminal, None).await;
     drop(terminal);
 
     // The relay away never holds OpenCode up.
@@ -527,8 +561,16 @@ async fn opencode_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_th
     );
 }
 
-/// What the model was sent (each request's newest user text), and when.
-type Requests = Arc<Mutex<Vec<(Instant, String)>>>;
+/// What the model was sent: each request's newest user text, when, and
+/// whether it offered crosstalk's `send_message`.
+type Requests = Arc<Mutex<Vec<Request>>>;
+
+#[derive(Clone, Debug)]
+struct Request {
+    at: Instant,
+    text: String,
+    offered_send: bool,
+}
 
 /// A fake model API in two vendors' wire formats: OpenAI's Responses API
 /// (Codex) and Gemini's `generateContent`/`streamGenerateContent` (Gemini
@@ -566,7 +608,7 @@ impl FakeModel {
                     .lock()
                     .unwrap()
                     .iter()
-                    .any(|(_, t)| t.contains(text))
+                    .any(|r| r.text.contains(text))
                 {
                     return;
                 }
@@ -577,15 +619,20 @@ impl FakeModel {
         .expect("the model was asked");
     }
 
-    /// When the model was first shown message `id`, and that turn's text.
-    fn first_showing(&self, id: i64) -> Option<(Instant, String)> {
+    /// The first request that showed the model message `id`.
+    fn first_showing(&self, id: i64) -> Option<Request> {
         let marker = format!("message_id=\"{id}\"");
         self.requests
             .lock()
             .unwrap()
             .iter()
-            .find(|(_, text)| text.contains(&marker))
+            .find(|r| r.text.contains(&marker))
             .cloned()
+    }
+
+    /// Every request so far, for a failure's message.
+    fn sent(&self) -> Vec<Request> {
+        self.requests.lock().unwrap().clone()
     }
 }
 
@@ -630,11 +677,6 @@ async fn gemini(
         // The model router asks how hard the request is.
         json!([{ "text": json!({ "complexity_reasoning": "simple", "complexity_score": 5 }).to_string() }])
     } else {
-        requests
-            .lock()
-            .unwrap()
-            .push((Instant::now(), text.clone()));
-        arrived.notify_waiters();
         let tools: Vec<String> = request["tools"]
             .as_array()
             .into_iter()
@@ -643,6 +685,12 @@ async fn gemini(
             .flatten()
             .filter_map(|f| f["name"].as_str().map(str::to_owned))
             .collect();
+        record(
+            &requests,
+            &arrived,
+            &text,
+            tools.iter().any(|t| t.ends_with("send_message")),
+        );
         match answer(&text, after_a_result) {
             Ok(args) => {
                 let name = tools
@@ -690,11 +738,6 @@ async fn responses(
                 .join("\n")
         })
         .unwrap_or_default();
-    requests
-        .lock()
-        .unwrap()
-        .push((Instant::now(), user_text.clone()));
-    arrived.notify_waiters();
     let last_is_result = input
         .last()
         .is_some_and(|item| item["type"] == "function_call_output");
@@ -716,6 +759,7 @@ async fn responses(
             None
         }
     });
+    record(&requests, &arrived, &user_text, send.is_some());
     let item = match (answer(&user_text, last_is_result), send) {
         (Ok(arguments), Some((namespace, name))) => json!({
             "type": "function_call", "id": format!("fc_{}", unique()),
@@ -777,6 +821,16 @@ async fn responses(
         [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
         body,
     )
+}
+
+/// Records a request the model was sent, and wakes whoever waits for one.
+fn record(requests: &Requests, arrived: &tokio::sync::Notify, text: &str, offered_send: bool) {
+    requests.lock().unwrap().push(Request {
+        at: Instant::now(),
+        text: text.to_owned(),
+        offered_send,
+    });
+    arrived.notify_waiters();
 }
 
 /// An assistant message of `text`, as the Responses API gives it.
