@@ -116,7 +116,7 @@ impl RelayTools {
             .relay
             .check_inbox(&caller, args?.into(), cancelled.cancelled_owned())
             .await?;
-        Ok(Json(wire::Messages::new(&messages)))
+        Ok(Json(wire::Messages::new(messages)))
     }
 
     /// Read a thread's messages, oldest first, a page at a time (a long
@@ -140,7 +140,7 @@ impl RelayTools {
                 Reader::Agent,
             )
             .await?;
-        Ok(Json(wire::ThreadMessages::from(&page)))
+        Ok(Json(wire::ThreadMessages::from(page)))
     }
 
     /// List the teammates on this relay with their status and when their agent was last seen.
@@ -187,7 +187,7 @@ impl RelayTools {
             .relay
             .channel_messages(&args.channel, args.since_id.map(MessageId), args.limit)
             .await?;
-        Ok(Json(wire::MessagePage::from(&page)))
+        Ok(Json(wire::MessagePage::from(page)))
     }
 
     /// Wait until a channel has a message after since_id (or the timeout passes), then return them.
@@ -202,7 +202,7 @@ impl RelayTools {
             .relay
             .wait_channel(&caller, args?.into(), cancelled.cancelled_owned())
             .await?;
-        Ok(Json(wire::MessagePage::from(&page)))
+        Ok(Json(wire::MessagePage::from(page)))
     }
 
     /// List channels by latest activity, with their message count, last id

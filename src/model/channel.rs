@@ -41,6 +41,12 @@ impl Channel {
     }
 }
 
+impl From<Channel> for String {
+    fn from(channel: Channel) -> String {
+        channel.0
+    }
+}
+
 impl fmt::Display for Channel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

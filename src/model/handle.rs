@@ -55,6 +55,12 @@ impl Handle {
     }
 }
 
+impl From<Handle> for String {
+    fn from(handle: Handle) -> String {
+        handle.0
+    }
+}
+
 impl fmt::Display for Handle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -1,7 +1,7 @@
 //! Coordinating work as JSON: what is owed, acknowledgements, claims, and
 //! the refusal of a claim another person's overlaps.
 
-use super::{ApiError, MessageView, timestamp, views};
+use super::{ApiError, MessageView, timestamp};
 /// How a remote names a repository in a claim (`github.com/org/app`),
 /// for the clients that ask about claims: no credential a remote's URL
 /// may carry leaves the machine.
@@ -28,8 +28,8 @@ pub struct OpenView {
 impl From<&Open> for OpenView {
     fn from(open: &Open) -> Self {
         OpenView {
-            owed_by_me: views(&open.owed_by_me),
-            owed_to_me: views(&open.owed_to_me),
+            owed_by_me: open.owed_by_me.iter().map(MessageView::from).collect(),
+            owed_to_me: open.owed_to_me.iter().map(MessageView::from).collect(),
             notice: NOTICE.to_owned(),
         }
     }
