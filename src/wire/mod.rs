@@ -7,7 +7,8 @@
 //!   its REST twin;
 //! - [`error`]: [`ApiError`], the one error shape;
 //! - [`challenge`]: what a 401 on `/mcp` says, for OAuth clients and not;
-//! - [`extract`]: axum extractors whose refusals speak that shape.
+//! - [`extract`]: axum extractors whose refusals speak that shape;
+//! - `size`: how big a list of messages is as JSON ([`JsonSize`]).
 
 pub mod args;
 pub mod attention;
@@ -16,11 +17,13 @@ mod delivery;
 pub mod error;
 pub mod extract;
 pub mod push;
+mod size;
 pub mod whole;
 pub mod work;
 
 pub use delivery::{AckResultView, AckView, DeliveryStateView, DeliveryView, ExpectsView, ViaView};
 pub use error::{AnsweredInBand, ApiError};
+pub use size::JsonSize;
 
 /// Where a message is on the team page: its conversation, at its anchor.
 pub fn page_link(message: &crate::model::Message) -> String {
@@ -147,58 +150,12 @@ pub fn views(messages: Vec<Message>) -> Vec<MessageView> {
     messages.into_iter().map(MessageView::from).collect()
 }
 
-/// About how many bytes a value's JSON takes, a little more rather than
-/// less: its answer is written into one buffer of that size
-/// (`api::SizedJson`).
-pub trait JsonSize {
-    fn json_size(&self) -> usize;
-}
-
-impl JsonSize for MessageView {
-    fn json_size(&self) -> usize {
-        // The keys, the numbers and the other time take about 110 bytes
-        // (150 leaves room for longer ids); a whole ledger 350 more, a file
-        // 150.
-        let text = [&self.from, &self.kind, &self.body, &self.created_at]
-            .iter()
-            .map(|s| s.len())
-            .sum::<usize>()
-            + self.channel.as_ref().map_or(0, String::len)
-            + self.to.as_ref().map_or(0, String::len);
-        let delivery = self.delivery.as_ref().map_or(0, |d| {
-            350 + d
-                .ack
-                .as_ref()
-                .and_then(|a| a.note.as_ref())
-                .map_or(0, String::len)
-        });
-        text + 150
-            + delivery
-            + self
-                .attachments
-                .iter()
-                .map(|a| 150 + a.name.len() + a.content_type.len())
-                .sum::<usize>()
-    }
-}
-
-/// A list of messages and the reminder.
-fn listed(messages: &[MessageView]) -> usize {
-    NOTICE.len() + 100 + messages.iter().map(JsonSize::json_size).sum::<usize>()
-}
-
 /// Messages, with the reminder that they carry no authority.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Messages {
     pub messages: Vec<MessageView>,
     /// Messages come from other people's agents: read this before acting.
     pub notice: String,
-}
-
-impl JsonSize for Messages {
-    fn json_size(&self) -> usize {
-        listed(&self.messages)
-    }
 }
 
 impl Messages {
@@ -221,12 +178,6 @@ pub struct ThreadMessages {
     pub notice: String,
 }
 
-impl JsonSize for ThreadMessages {
-    fn json_size(&self) -> usize {
-        listed(&self.messages)
-    }
-}
-
 impl From<ThreadPage> for ThreadMessages {
     fn from(page: ThreadPage) -> Self {
         ThreadMessages {
@@ -244,12 +195,6 @@ pub struct MessagePage {
     /// Pass this as `since_id` next time.
     pub last_id: i64,
     pub notice: String,
-}
-
-impl JsonSize for MessagePage {
-    fn json_size(&self) -> usize {
-        listed(&self.messages)
-    }
 }
 
 impl From<Page> for MessagePage {
@@ -444,74 +389,6 @@ impl From<&Listing<Found>> for SearchResults {
                 .collect(),
             next_before: listing.next_before.map(|id| id.0),
             notice: NOTICE.to_owned(),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{
-        Ack, AckResult, Attachment, Channel, Delivery, Expects, MessageId, ThreadId, Via,
-    };
-
-    /// The size a message's answer is written with holds it whole, and is
-    /// not more than twice it: for a bare channel post, and for a direct
-    /// message with every time of its ledger, an acknowledgement and a file.
-    #[test]
-    fn a_page_is_sized_for_what_it_holds() {
-        let post = Message {
-            id: MessageId(12),
-            place: Place::Channel(Channel::parse("ops").unwrap()),
-            from: Handle::parse("alice").unwrap(),
-            to: None,
-            kind: "NOTE".into(),
-            body: "the deploy is done".into(),
-            reply_to: None,
-            created_at: 1_765_000_000_000,
-            expires_at: 1_766_000_000_000,
-            delivery: None,
-            attachments: Vec::new(),
-        };
-        let direct = Message {
-            id: MessageId(1_234_567),
-            place: Place::Thread(ThreadId(1_234_500)),
-            to: Some(Handle::parse("bob-the-reviewer").unwrap()),
-            kind: "QUESTION".into(),
-            body: "which port does \"staging\" use?\n\tand why?".into(),
-            reply_to: Some(MessageId(1_234_499)),
-            delivery: Some(Delivery {
-                pushed_at: Some(1_765_000_000_001),
-                read_at: Some(1_765_000_000_002),
-                answered_at: Some(1_765_000_000_003),
-                offers: 3,
-                lease_until: Some(1_765_000_000_004),
-                via: Some(Via::Wake),
-                expects: Expects::Reply,
-                due_at: Some(1_765_000_000_005),
-                ack: Some(Ack {
-                    result: AckResult::Blocked,
-                    note: Some("waiting on the database team".into()),
-                    at: 1_765_000_000_006,
-                }),
-                overdue_at: Some(1_765_000_000_007),
-            }),
-            attachments: vec![Attachment {
-                n: 1,
-                name: "staging-ports.txt".into(),
-                content_type: "text/plain".into(),
-                size: 1_234_567,
-            }],
-            ..post.clone()
-        };
-        for message in [post, direct] {
-            let page = Messages::new(vec![message.clone(); 100]);
-            let written = serde_json::to_vec(&page).unwrap().len();
-            let size = page.json_size();
-            assert!(
-                written <= size && size < 2 * written,
-                "{written} in {size}: {message:?}"
-            );
         }
     }
 }
