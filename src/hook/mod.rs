@@ -198,7 +198,10 @@ pub async fn run(hook: Hook) -> i32 {
             // What came during the turn, and no waiter took: the turn goes
             // on with it, as a prompt. (Gemini CLI passes a block's reason
             // to the model as written; what its hooks add as context it
-            // escapes, so no `<channel>` block would survive there.)
+            // escapes, so no `<channel>` block would survive there. Codex
+            // 0.171 passes the reason inside a `<hook_prompt>` tag, escaped:
+            // the model reads `&lt;channel …&gt;`, the words intact. Its
+            // waiter's `codex queue` gives the block as written.)
             if let Some(messages) = relay.waiting().await {
                 println!(
                     "{}",
