@@ -360,12 +360,7 @@ async fn gemini_answers_a_waiting_question_when_a_turn_ends() {
     );
     assert_eq!(reply["thread_id"], thread_id, "{reply}");
     assert_eq!(reply["body"], format!("answer to {id}"), "{reply}");
-    let Request {
-        at: shown_at,
-        text: shown,
-        offered_send,
-    } = model.first_showing(id).expect("the model was shown it");
-    assert!(offered_send, "that turn offered crosstalk's send_message");
+    let (shown_at, shown) = model.shown(id);
     // The block a channel event gives (`offer` where it was offered before).
     let block = regex::Regex::new(&format!(
         "^<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
@@ -431,12 +426,7 @@ async fn woken_while_idle(
     );
     assert_eq!(reply["thread_id"], thread_id, "{reply}");
     assert_eq!(reply["body"], format!("answer to {id}"), "{reply}");
-    let Request {
-        at: shown_at,
-        text: shown,
-        offered_send,
-    } = model.first_showing(id).expect("the model was shown it");
-    assert!(offered_send, "that turn offered crosstalk's send_message");
+    let (shown_at, shown) = model.shown(id);
     assert!(
         shown.starts_with(&format!(
             "<channel source=\"crosstalk\" delivery_state=\"pushed\" from=\"alice\" \
@@ -619,15 +609,20 @@ impl FakeModel {
         .expect("the model was asked");
     }
 
-    /// The first request that showed the model message `id`.
-    fn first_showing(&self, id: i64) -> Option<Request> {
+    /// When the model was first shown message `id`, and that turn's text,
+    /// which offered crosstalk's `send_message` to answer with.
+    fn shown(&self, id: i64) -> (Instant, String) {
         let marker = format!("message_id=\"{id}\"");
-        self.requests
-            .lock()
-            .unwrap()
+        let requests = self.requests.lock().unwrap();
+        let first = requests
             .iter()
             .find(|r| r.text.contains(&marker))
-            .cloned()
+            .unwrap_or_else(|| panic!("the model was never shown {id}: {requests:#?}"));
+        assert!(
+            first.offered_send,
+            "that turn offered crosstalk's send_message: {first:#?}"
+        );
+        (first.at, first.text.clone())
     }
 
     /// Every request so far, for a failure's message.
