@@ -12,7 +12,7 @@ use crate::model::{CHANNEL_PATTERN, HANDLE_PATTERN, Message, MessageId, ThreadId
 use crate::relay::{Caller, Feed, MAX_FOLLOWS, NOTICE, Push, Update};
 use crate::state::AppState;
 use crate::wire::{
-    ApiError, MessageView,
+    ApiError, DeliveryView, MessageView,
     extract::{Path, Query},
 };
 use axum::{
@@ -143,8 +143,8 @@ fn events(feed: Feed) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
         let event = match feed.next().await? {
             Update::New(message) => event(&message),
             Update::Delivery(message) => {
-                let view = MessageView::from(&message);
-                let data = serde_json::json!({ "id": view.id, "delivery": view.delivery });
+                let delivery = message.delivery.as_ref().map(DeliveryView::from);
+                let data = serde_json::json!({ "id": message.id.0, "delivery": delivery });
                 Event::default().event("delivery").data(data.to_string())
             }
         };

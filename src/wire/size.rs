@@ -12,29 +12,37 @@ pub trait JsonSize {
 
 impl JsonSize for MessageView {
     fn json_size(&self) -> usize {
-        // The keys, the numbers and the other time take about 110 bytes
-        // (150 leaves room for longer ids); a whole ledger 350 more, a file
-        // 150.
-        let text = [&self.from, &self.kind, &self.body, &self.created_at]
-            .iter()
-            .map(|s| s.len())
-            .sum::<usize>()
-            + self.channel.as_ref().map_or(0, String::len)
-            + self.to.as_ref().map_or(0, String::len);
+        // The keys, the id and the other time take about 110 bytes (150
+        // leaves room for longer ids); then each key only some messages
+        // have, with its number or name; a whole ledger about 360 bytes
+        // (400 allowed); a file under 150 besides its name and type; and
+        // an eighth of the body more for what JSON escapes in it (quotes,
+        // new lines).
+        let number = |n: Option<i64>| n.map_or(0, |_| 35);
+        let name = |s: &Option<String>| s.as_ref().map_or(0, |s| 15 + s.len());
         let delivery = self.delivery.as_ref().map_or(0, |d| {
-            350 + d
+            400 + d
                 .ack
                 .as_ref()
                 .and_then(|a| a.note.as_ref())
                 .map_or(0, String::len)
         });
-        text + 150
+        let files = self
+            .attachments
+            .iter()
+            .map(|a| 150 + a.name.len() + a.content_type.len())
+            .sum::<usize>();
+        150 + self.from.len()
+            + self.kind.len()
+            + self.created_at.len()
+            + self.body.len()
+            + self.body.len() / 8
+            + number(self.thread_id)
+            + number(self.reply_to)
+            + name(&self.channel)
+            + name(&self.to)
             + delivery
-            + self
-                .attachments
-                .iter()
-                .map(|a| 150 + a.name.len() + a.content_type.len())
-                .sum::<usize>()
+            + files
     }
 }
 
@@ -70,8 +78,9 @@ mod tests {
     };
 
     /// The size a message's answer is written with holds it whole, and is
-    /// not more than twice it: for a bare channel post, and for a direct
-    /// message with every time of its ledger, an acknowledgement and a file.
+    /// not more than twice it: for a bare channel post; for a direct
+    /// message with every time of its ledger, an acknowledgement, quotes
+    /// and new lines, and a file; and for one with long ids and no file.
     #[test]
     fn a_page_is_sized_for_what_it_holds() {
         let post = Message {
@@ -118,7 +127,14 @@ mod tests {
             }],
             ..post.clone()
         };
-        for message in [post, direct] {
+        let long_ago = Message {
+            id: MessageId(9_000_000_000_000),
+            place: Place::Thread(ThreadId(8_999_999_999_999)),
+            reply_to: Some(MessageId(8_999_999_999_998)),
+            attachments: Vec::new(),
+            ..direct.clone()
+        };
+        for message in [post, direct, long_ago] {
             let page = Messages::new(vec![message.clone(); 100]);
             let written = serde_json::to_vec(&page).unwrap().len();
             let size = page.json_size();

@@ -382,8 +382,9 @@ async fn gemini_answers_a_waiting_question_when_a_turn_ends() {
 }
 
 /// Bob starts a turn (his client's session exists only then) and, once
-/// his agent is reachable and idle (the screen shows `idle`, where the
-/// client says its turn is over), nobody typing, alice asks and waits: the
+/// his agent is reachable and idle (when `idle` is given, once the screen
+/// shows it: where the client says its turn is over), nobody typing,
+/// alice asks and waits: the
 /// model is shown the question as a `<channel>` block, answers with
 /// `send_message` in its thread, and the ledger says `wake`. Prints the
 /// figures.
@@ -672,27 +673,19 @@ async fn gemini(
         // The model router asks how hard the request is.
         json!([{ "text": json!({ "complexity_reasoning": "simple", "complexity_score": 5 }).to_string() }])
     } else {
-        let tools: Vec<String> = request["tools"]
+        let send = request["tools"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|t| t["functionDeclarations"].as_array())
             .flatten()
-            .filter_map(|f| f["name"].as_str().map(str::to_owned))
-            .collect();
-        record(
-            &requests,
-            &arrived,
-            &text,
-            tools.iter().any(|t| t.ends_with("send_message")),
-        );
+            .filter_map(|f| f["name"].as_str())
+            .find(|name| name.ends_with("send_message"))
+            .map(str::to_owned);
+        record(&requests, &arrived, &text, send.is_some());
         match answer(&text, after_a_result) {
             Ok(args) => {
-                let name = tools
-                    .iter()
-                    .find(|t| t.ends_with("send_message"))
-                    .cloned()
-                    .unwrap_or_else(|| "send_message".into());
+                let name = send.unwrap_or_else(|| "send_message".into());
                 json!([{ "functionCall": { "name": name, "args": args } }])
             }
             Err(words) => json!([{ "text": words }]),
