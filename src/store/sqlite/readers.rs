@@ -23,15 +23,14 @@ use std::sync::{
 use tokio::sync::oneshot;
 
 /// The most reads that run at once, each on a thread and a connection of
-/// its own: one a core, and at least two (one read that waits on the disk
-/// leaves another running). Reads are CPU work (a page SQLite does not
-/// cache is a copy from the kernel's), so more at once read no faster;
-/// reads past it wait in the queue. The connections stay open, idle or
-/// not: as many as this, each with its own cache
-/// (`schema::open_connection`). Four on two cores (twice the cores, at
-/// least four, before) read no faster and held 10 MB more after
-/// `bench/outside.py`'s load: each thread's heap of the allocator keeps
-/// what it freed (bench/README.md).
+/// its own: one a core, and at least two, so that a read waiting on the
+/// disk leaves another running. Reads are CPU work (a page SQLite does not
+/// cache is a copy from the kernel's), so more at once read no faster: on
+/// two cores, four read no faster and left 10 MB more resident after
+/// `bench/outside.py`'s load, each thread's heap of the allocator keeping
+/// what it freed (bench/README.md). Reads past it wait in the queue. The
+/// connections stay open, idle or not: as many as this, each with its own
+/// cache (`schema::open_connection`).
 pub(super) fn most() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     cores.max(2)
