@@ -32,7 +32,7 @@ pub(super) type ApiResult<T> = Result<Json<T>, ApiError>;
 /// `Json` starts at 128 bytes and doubles: a page of a hundred messages
 /// (about 40 KB) grew nine times, and growing and copying took about a
 /// tenth of a read's time in a profile (bench/README.md).
-pub(super) struct SizedJson<T>(pub T);
+struct SizedJson<T>(T);
 
 impl<T: Serialize + wire::JsonSize> IntoResponse for SizedJson<T> {
     fn into_response(self) -> Response {

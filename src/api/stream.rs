@@ -141,7 +141,7 @@ fn resume_from(headers: &HeaderMap) -> Option<i64> {
 fn events(feed: Feed) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let messages = futures::stream::unfold(feed, |mut feed: Feed| async move {
         let event = match feed.next().await? {
-            Update::New(message) => event(&message),
+            Update::New(message) => event(message),
             Update::Delivery(message) => {
                 let delivery = message.delivery.as_ref().map(DeliveryView::from);
                 let data = serde_json::json!({ "id": message.id.0, "delivery": delivery });
@@ -178,8 +178,8 @@ fn pushed(push: &Push) -> Option<Event> {
 }
 
 /// A message as its stream's JSON.
-fn view(message: &Message) -> serde_json::Value {
-    serde_json::to_value(MessageView::from(message)).expect("a message serializes")
+fn view(message: impl Into<MessageView>) -> serde_json::Value {
+    serde_json::to_value(message.into()).expect("a message serializes")
 }
 
 /// A `message` event: `id:` the message's id, the data as given.
@@ -190,7 +190,7 @@ fn message_event(id: i64, data: serde_json::Value) -> Event {
         .data(data.to_string())
 }
 
-fn event(message: &Message) -> Event {
+fn event(message: Message) -> Event {
     message_event(message.id.0, view(message))
 }
 

@@ -384,10 +384,9 @@ async fn gemini_answers_a_waiting_question_when_a_turn_ends() {
 /// Bob starts a turn (his client's session exists only then) and, once
 /// his agent is reachable and idle (when `idle` is given, once the screen
 /// shows it: where the client says its turn is over), nobody typing,
-/// alice asks and waits: the
-/// model is shown the question as a `<channel>` block, answers with
-/// `send_message` in its thread, and the ledger says `wake`. Prints the
-/// figures.
+/// alice asks and waits: the model is shown the question as a `<channel>`
+/// block, answers with `send_message` in its thread, and the ledger says
+/// `wake`. Prints the figures.
 async fn woken_while_idle(
     client: &str,
     app: &crate::support::TestApp,
@@ -552,10 +551,28 @@ async fn opencode_set_up_by_connect_is_woken_by_a_question_and_answers_in_the_th
     );
 }
 
-/// What the model was sent: each request's newest user text, when, and
-/// whether it offered crosstalk's `send_message`.
-type Requests = Arc<Mutex<Vec<Request>>>;
+/// What the fake model was sent, and the wake-up of whoever waits for its
+/// next request: the state its handlers share with the test.
+#[derive(Clone, Default)]
+struct Requests {
+    sent: Arc<Mutex<Vec<Request>>>,
+    arrived: Arc<tokio::sync::Notify>,
+}
 
+impl Requests {
+    /// Records a request, and wakes whoever waits for one.
+    fn record(&self, text: &str, offered_send: bool) {
+        self.sent.lock().unwrap().push(Request {
+            at: Instant::now(),
+            text: text.to_owned(),
+            offered_send,
+        });
+        self.arrived.notify_waiters();
+    }
+}
+
+/// A request's newest user text, when it came, and whether it offered
+/// crosstalk's `send_message`.
 #[derive(Clone, Debug)]
 struct Request {
     at: Instant,
@@ -571,21 +588,18 @@ struct Request {
 struct FakeModel {
     url: String,
     requests: Requests,
-    arrived: Arc<tokio::sync::Notify>,
 }
 
 impl FakeModel {
     async fn start() -> FakeModel {
-        let requests: Requests = Arc::default();
-        let arrived = Arc::new(tokio::sync::Notify::new());
+        let requests = Requests::default();
         let app = Router::new()
             .route("/v1/responses", post(responses))
             .route("/v1beta/models/{call}", post(gemini))
-            .with_state((requests.clone(), arrived.clone()));
+            .with_state(requests.clone());
         FakeModel {
             url: crate::support::serve(app).await,
             requests,
-            arrived,
         }
     }
 
@@ -593,9 +607,10 @@ impl FakeModel {
     async fn until_asked(&self, text: &str) {
         tokio::time::timeout(PATIENCE, async {
             loop {
-                let next = self.arrived.notified();
+                let next = self.requests.arrived.notified();
                 if self
                     .requests
+                    .sent
                     .lock()
                     .unwrap()
                     .iter()
@@ -614,7 +629,7 @@ impl FakeModel {
     /// which offered crosstalk's `send_message` to answer with.
     fn shown(&self, id: i64) -> (Instant, String) {
         let marker = format!("message_id=\"{id}\"");
-        let requests = self.requests.lock().unwrap();
+        let requests = self.requests.sent.lock().unwrap();
         let first = requests
             .iter()
             .find(|r| r.text.contains(&marker))
@@ -628,11 +643,9 @@ impl FakeModel {
 
     /// Every request so far, for a failure's message.
     fn sent(&self) -> Vec<Request> {
-        self.requests.lock().unwrap().clone()
+        self.requests.sent.lock().unwrap().clone()
     }
 }
-
-type Model = State<(Requests, Arc<tokio::sync::Notify>)>;
 
 /// What the fake model answers: the tool call that answers a block in its
 /// thread, or a few words.
@@ -654,7 +667,7 @@ fn answer(text: &str, after_a_result: bool) -> Result<Value, &'static str> {
 /// Gemini's API: `MODEL:streamGenerateContent?alt=sse` for turns, and
 /// `MODEL:generateContent` for its side requests (the router's JSON).
 async fn gemini(
-    State((requests, arrived)): Model,
+    State(requests): State<Requests>,
     axum::extract::Path(call): axum::extract::Path<String>,
     axum::Json(request): axum::Json<Value>,
 ) -> axum::response::Response {
@@ -682,7 +695,7 @@ async fn gemini(
             .filter_map(|f| f["name"].as_str())
             .find(|name| name.ends_with("send_message"))
             .map(str::to_owned);
-        record(&requests, &arrived, &text, send.is_some());
+        requests.record(&text, send.is_some());
         match answer(&text, after_a_result) {
             Ok(args) => {
                 let name = send.unwrap_or_else(|| "send_message".into());
@@ -708,7 +721,7 @@ async fn gemini(
 }
 
 async fn responses(
-    State((requests, arrived)): Model,
+    State(requests): State<Requests>,
     axum::Json(request): axum::Json<Value>,
 ) -> impl IntoResponse {
     let input = request["input"].as_array().cloned().unwrap_or_default();
@@ -747,7 +760,7 @@ async fn responses(
             None
         }
     });
-    record(&requests, &arrived, &user_text, send.is_some());
+    requests.record(&user_text, send.is_some());
     let item = match (answer(&user_text, last_is_result), send) {
         (Ok(arguments), Some((namespace, name))) => json!({
             "type": "function_call", "id": format!("fc_{}", unique()),
@@ -809,16 +822,6 @@ async fn responses(
         [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
         body,
     )
-}
-
-/// Records a request the model was sent, and wakes whoever waits for one.
-fn record(requests: &Requests, arrived: &tokio::sync::Notify, text: &str, offered_send: bool) {
-    requests.lock().unwrap().push(Request {
-        at: Instant::now(),
-        text: text.to_owned(),
-        offered_send,
-    });
-    arrived.notify_waiters();
 }
 
 /// An assistant message of `text`, as the Responses API gives it.
