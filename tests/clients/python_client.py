@@ -14,6 +14,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -72,9 +73,11 @@ class Relay:
         self.start()
 
     def stop(self) -> None:
+        """Stops the relay and removes its database's directory."""
         if self.process and self.process.poll() is None:
             self.process.terminate()
             self.process.wait(timeout=30)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def client(relay: Relay, token: str, mode: str, renders_apps: bool = False) -> Client:

@@ -11,7 +11,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -41,7 +41,8 @@ class Relay {
   static async make() {
     const relay = new Relay();
     relay.port = await freePort();
-    const env = { ...process.env, RELAY_DB: join(mkdtempSync(join(tmpdir(), "crosstalk-")), "relay.db"), RELAY_PORT: String(relay.port) };
+    relay.dir = mkdtempSync(join(tmpdir(), "crosstalk-"));
+    const env = { ...process.env, RELAY_DB: join(relay.dir, "relay.db"), RELAY_PORT: String(relay.port) };
     for (const name of ["RELAY_TOKEN", "RELAY_PARTICIPANTS", "RELAY_DOMAINS"]) delete env[name];
     relay.env = env;
     relay.url = new URL(`http://127.0.0.1:${relay.port}/mcp`);
@@ -75,11 +76,13 @@ class Relay {
     await this.start();
   }
 
+  // Stops the relay and removes its database's directory.
   async stop() {
     if (this.process.exitCode === null) {
       this.process.kill("SIGTERM");
       await this.exited;
     }
+    rmSync(this.dir, { recursive: true, force: true });
   }
 }
 
