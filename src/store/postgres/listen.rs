@@ -1,12 +1,15 @@
 //! Wake-ups across instances: every group of inserts notifies
-//! [`CHANNEL`] as it commits (with no payload: messages are read from the
-//! table), and each instance keeps one connection listening. On a notification it reads every message above
-//! the last id it has seen, in id order, and hands on those another
-//! process committed. Ids are handed out in commit order (the write lock),
-//! so reading "above the last seen" never skips one that commits late.
-//! After the connection drops, it connects again (backing off) and reads
-//! above the last seen id the same way: a notification lost meanwhile
-//! loses no wake-up.
+//! [`CHANNEL`] as it commits, naming the ids it was given ([`Given`]), and
+//! each instance keeps one connection listening. On a notification it
+//! reads every message above the last id it has seen, in id order, and
+//! hands on those another process committed. Ids are handed out in commit
+//! order (the write lock), and PostgreSQL delivers notifications in commit
+//! order, so reading "above the last seen" never skips one that commits
+//! late. A notification of this process's own batch that follows on from
+//! the last seen id is passed without a read: only this batch could use
+//! its ids, and its wake-ups were given at commit. After the connection
+//! drops, it connects again (backing off) and reads above the last seen id
+//! the same way: a notification lost meanwhile loses no wake-up.
 
 use crate::model::{Message, MessageId, now_millis};
 use crate::store::columns::{INBOX_JOIN, MESSAGE_COLUMNS};
@@ -107,8 +110,8 @@ where
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(message) = messages.next().await {
             match message {
-                Ok(AsyncMessage::Notification(_)) => {
-                    let _ = notified.send(());
+                Ok(AsyncMessage::Notification(notification)) => {
+                    let _ = notified.send(Given::named_by(notification.payload()));
                 }
                 Ok(_) => {}
                 Err(error) => return Err(error),
@@ -130,7 +133,9 @@ where
     }
     let caught_up = async {
         // What committed while nobody listened, then at each notification
-        // (those that came meanwhile are covered by the same read).
+        // that names no batch of this process's own following on from the
+        // last seen (those that came meanwhile are covered by the same
+        // read).
         loop {
             if !catch_up(
                 &client,
@@ -144,11 +149,16 @@ where
             {
                 return Ok(());
             }
-            if notifications.recv().await.is_none() {
-                return Err(crate::store::StoreError::backend(
-                    "listening for other relays' messages",
-                    "the connection closed",
-                ));
+            loop {
+                let Some(given) = notifications.recv().await else {
+                    return Err(crate::store::StoreError::backend(
+                        "listening for other relays' messages",
+                        "the connection closed",
+                    ));
+                };
+                if !given.is_some_and(|given| given.passed_as_own(&mut progress.last_seen, own)) {
+                    break;
+                }
             }
             while notifications.try_recv().is_ok() {}
         }
@@ -156,6 +166,48 @@ where
     let outcome = caught_up.await;
     driver.abort();
     outcome
+}
+
+/// The ids one group commit was given, first to last, as its notification
+/// names them (`first last`). Some may be unused (an insert refused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Given {
+    pub first: MessageId,
+    pub last: MessageId,
+}
+
+impl Given {
+    /// The payload a commit notifies with.
+    pub(super) fn payload(&self) -> String {
+        format!("{} {}", self.first.0, self.last.0)
+    }
+
+    /// The batch a payload names; none for one that names none (a relay
+    /// of a version before payloads, which notifies with none).
+    fn named_by(payload: &str) -> Option<Given> {
+        let (first, last) = payload.split_once(' ')?;
+        let (first, last) = (first.parse().ok()?, last.parse().ok()?);
+        (1 <= first && first <= last).then_some(Given {
+            first: MessageId(first),
+            last: MessageId(last),
+        })
+    }
+
+    /// Passes the batch without reading it, if it is this process's own
+    /// (some of its ids are) and follows on from `last_seen`: everything
+    /// up to it has been handed on, and only this process used its ids.
+    /// `false` when it must be read.
+    fn passed_as_own(&self, last_seen: &mut MessageId, own: &Own) -> bool {
+        let mut own = own.lock().expect("own ids lock");
+        let follows = last_seen.0 >= self.first.0.saturating_sub(1);
+        if !follows || own.range(self.first..=self.last).next().is_none() {
+            return false;
+        }
+        *last_seen = (*last_seen).max(self.last);
+        let seen = *last_seen;
+        own.retain(|&id| id > seen);
+        true
+    }
 }
 
 /// Hands on every message above `last_seen` that this process did not
@@ -188,6 +240,60 @@ async fn catch_up(
         own.lock().expect("own ids lock").retain(|&id| id > seen);
         if (rows.len() as i64) < READ_BATCH {
             return Ok(true);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn own(ids: &[i64]) -> Own {
+        Arc::new(Mutex::new(ids.iter().map(|&id| MessageId(id)).collect()))
+    }
+
+    #[test]
+    fn a_payload_names_a_batch_or_none() {
+        let given = Given {
+            first: MessageId(3),
+            last: MessageId(5),
+        };
+        assert_eq!(Given::named_by(&given.payload()), Some(given));
+        for payload in [
+            "",
+            "3",
+            "5 3",
+            "a b",
+            "3 5 7",
+            "-",
+            "0 2",
+            "-9223372036854775808 1",
+        ] {
+            assert_eq!(Given::named_by(payload), None, "{payload:?}");
+        }
+    }
+
+    #[test]
+    fn only_an_own_batch_that_follows_on_is_passed_unread() {
+        let given = Given {
+            first: MessageId(3),
+            last: MessageId(5),
+        };
+        // Its ids are this process's (one was refused), and it follows on.
+        let mine = own(&[3, 5, 9]);
+        let mut last_seen = MessageId(2);
+        assert!(given.passed_as_own(&mut last_seen, &mine));
+        assert_eq!(last_seen, MessageId(5));
+        assert_eq!(*mine.lock().unwrap(), [MessageId(9)].into());
+        // Read already, up to one of its ids.
+        let mut last_seen = MessageId(4);
+        assert!(given.passed_as_own(&mut last_seen, &own(&[5])));
+        assert_eq!(last_seen, MessageId(5));
+        // Another process's batch, and one after a gap nobody read: read.
+        for (seen, ids) in [(2, &[9][..]), (1, &[3, 4, 5][..])] {
+            let mut last_seen = MessageId(seen);
+            assert!(!given.passed_as_own(&mut last_seen, &own(ids)));
+            assert_eq!(last_seen, MessageId(seen));
         }
     }
 }

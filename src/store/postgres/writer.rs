@@ -104,9 +104,13 @@ async fn commit(
         .filter_map(|outcome| outcome.as_ref().ok().map(|m| m.id))
         .collect();
     if !stored.is_empty() {
-        // Delivered to every listening relay as this commits (listen.rs).
+        // Delivered to every listening relay as this commits, naming the
+        // ids the batch was given (listen.rs).
         batch
-            .write("SELECT pg_notify($1, '')", &[&listen::CHANNEL])
+            .write(
+                "SELECT pg_notify($1, $2)",
+                &[&listen::CHANNEL, &batch.given().payload()],
+            )
             .await?;
     }
     // Before the commit, this process's own are marked as its own.
@@ -284,6 +288,16 @@ impl<'c> Batch<'c> {
             write.as_mut().take_output().expect("awaited")?;
         }
         Ok(committed?)
+    }
+}
+
+impl Batch<'_> {
+    /// The ids this batch has given so far, first to last.
+    fn given(&self) -> listen::Given {
+        listen::Given {
+            first: MessageId(self.first_id),
+            last: MessageId(self.next_id.load(Ordering::Relaxed) - 1),
+        }
     }
 }
 
