@@ -19,6 +19,7 @@ mod hooks;
 mod identity;
 mod inbox;
 mod instances;
+mod layout;
 mod limits;
 mod matrix;
 mod mcp_app;
