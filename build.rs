@@ -60,16 +60,18 @@ fn pack_relative_relocations() {
 /// first and together: starting then touches a few hundred KiB of the
 /// code instead of pages spread over all of it, and each page touched
 /// maps its neighbours as well (of 18.9 MB of code, 11.9 MB were resident
-/// at idle, and 2.4 MB in this order: bench/README.md). Only with lld, which
-/// Rust links x86-64 Linux with (other linkers know no such file); a
-/// build that links otherwise turns it off with `CROSSTALK_SYMBOL_ORDER=0`.
-/// A name the file lists that the build does not have is skipped.
+/// at idle, and 3.7 MB in this order: bench/README.md). Only with lld,
+/// which Rust links x86-64 Linux with from 1.90 on (other linkers know no
+/// such file); a build set to link otherwise turns it off with
+/// `CROSSTALK_SYMBOL_ORDER=0`. A name the file lists that the build does
+/// not have is skipped.
 fn order_symbols() {
     const ORDER: &str = "link/symbol-order.txt";
     println!("cargo:rerun-if-changed={ORDER}");
     println!("cargo:rerun-if-env-changed=CROSSTALK_SYMBOL_ORDER");
     let var = |name| std::env::var(name).unwrap_or_default();
-    let lld = var("TARGET") == "x86_64-unknown-linux-gnu";
+    let lld = var("TARGET") == "x86_64-unknown-linux-gnu"
+        && rustc_version().is_some_and(|version| version >= (1, 90));
     let wanted = var("CROSSTALK_SYMBOL_ORDER") != "0" && var("PROFILE") == "release";
     let path = std::path::Path::new(&var("CARGO_MANIFEST_DIR")).join(ORDER);
     if lld && wanted && path.exists() {
@@ -79,6 +81,18 @@ fn order_symbols() {
         );
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
+}
+
+/// The compiler's version, as `rustc -V` says it ("rustc 1.95.0 (…)";
+/// a nightly's "1.96.0-nightly" reads as 1.96).
+fn rustc_version() -> Option<(u32, u32)> {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = Command::new(rustc).arg("-V").output().ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let mut numbers = text.split(' ').nth(1)?.split(['.', '-']);
+    let major = numbers.next()?.parse().ok()?;
+    let minor = numbers.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
 /// This machine's glibc version, as `ldd --version` says it at the end of
