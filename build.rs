@@ -60,7 +60,7 @@ fn pack_relative_relocations() {
 /// first and together: starting then touches a few hundred KiB of the
 /// code instead of pages spread over all of it, and each page touched
 /// maps its neighbours as well (of 18.9 MB of code, 11.9 MB were resident
-/// at idle, and 3.7 MB in this order: bench/README.md). Only with lld,
+/// at idle, and 3.5 MB in this order: bench/README.md). Only with lld,
 /// which Rust links x86-64 Linux with from 1.90 on (other linkers know no
 /// such file); a build set to link otherwise turns it off with
 /// `CROSSTALK_SYMBOL_ORDER=0`. A name the file lists that the build does

@@ -108,8 +108,17 @@ def executed(profile, binary):
                     order.append(number)
             else:
                 owner.setdefault(number, callee_object or current)
-    return [names[n] for n in order
-            if n in names and objects.get(owner.get(n)) == binary]
+    functions, listed = [], set()
+    for number in order:
+        if number not in names or objects.get(owner.get(number)) != binary:
+            continue
+        # Callgrind marks a function's recursive calls `name'2`; names of
+        # its own, `0x…` and `(below main)`, are no symbol's.
+        name = re.sub(r"'\d+$", "", names[number])
+        if re.fullmatch(r"[A-Za-z_.$][\w.$]*", name) and name not in listed:
+            listed.add(name)
+            functions.append(name)
+    return functions
 
 
 def main():
