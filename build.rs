@@ -45,7 +45,6 @@ fn main() {
 /// (docs/deploy.md).
 fn pack_relative_relocations() {
     println!("cargo:rerun-if-env-changed=CROSSTALK_PACK_RELOCATIONS");
-    let var = |name| std::env::var(name).unwrap_or_default();
     let native_gnu = var("TARGET") == var("HOST")
         && var("CARGO_CFG_TARGET_OS") == "linux"
         && var("CARGO_CFG_TARGET_ENV") == "gnu";
@@ -57,8 +56,8 @@ fn pack_relative_relocations() {
 
 /// Links a release build with the functions a relay runs as it starts
 /// and serves (`link/symbol-order.txt`, made by `bench/symbol_order.py`)
-/// first and together: starting then touches a few hundred KiB of the
-/// code instead of pages spread over all of it, and each page touched
+/// first and together: starting then touches them where they lie side by
+/// side instead of in pages spread over all of the code, each of which
 /// maps its neighbours as well (of 18.9 MB of code, 11.9 MB were resident
 /// at idle, and 3.5 MB in this order: bench/README.md). Only with lld,
 /// which Rust links x86-64 Linux with from 1.90 on (other linkers know no
@@ -69,7 +68,6 @@ fn order_symbols() {
     const ORDER: &str = "link/symbol-order.txt";
     println!("cargo:rerun-if-changed={ORDER}");
     println!("cargo:rerun-if-env-changed=CROSSTALK_SYMBOL_ORDER");
-    let var = |name| std::env::var(name).unwrap_or_default();
     let lld = var("TARGET") == "x86_64-unknown-linux-gnu"
         && rustc_version().is_some_and(|version| version >= (1, 90));
     let wanted = var("CROSSTALK_SYMBOL_ORDER") != "0" && var("PROFILE") == "release";
@@ -83,25 +81,37 @@ fn order_symbols() {
     }
 }
 
+/// A variable cargo gives the build script; empty when unset.
+fn var(name: &str) -> String {
+    std::env::var(name).unwrap_or_default()
+}
+
 /// The compiler's version, as `rustc -V` says it ("rustc 1.95.0 (…)";
 /// a nightly's "1.96.0-nightly" reads as 1.96).
 fn rustc_version() -> Option<(u32, u32)> {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let out = Command::new(rustc).arg("-V").output().ok()?;
-    let text = String::from_utf8(out.stdout).ok()?;
-    let mut numbers = text.split(' ').nth(1)?.split(['.', '-']);
-    let major = numbers.next()?.parse().ok()?;
-    let minor = numbers.next()?.parse().ok()?;
-    Some((major, minor))
+    version_printed(&rustc, "-V", |text| text.split(' ').nth(1))
 }
 
 /// This machine's glibc version, as `ldd --version` says it at the end of
 /// its first line ("ldd (Debian GLIBC 2.36-9+deb12u14) 2.36"; a
 /// development version's "2.40.9000" reads as 2.40).
 fn glibc_version() -> Option<(u32, u32)> {
-    let out = Command::new("ldd").arg("--version").output().ok()?;
+    version_printed("ldd", "--version", |text| {
+        text.lines().next()?.rsplit(' ').next()
+    })
+}
+
+/// The major and minor number of the version `program arg` prints, which
+/// `version` finds in what it printed.
+fn version_printed(
+    program: &str,
+    arg: &str,
+    version: impl Fn(&str) -> Option<&str>,
+) -> Option<(u32, u32)> {
+    let out = Command::new(program).arg(arg).output().ok()?;
     let text = String::from_utf8(out.stdout).ok()?;
-    let mut numbers = text.lines().next()?.rsplit(' ').next()?.split('.');
+    let mut numbers = version(&text)?.split(['.', '-']);
     let major = numbers.next()?.parse().ok()?;
     let minor = numbers.next()?.parse().ok()?;
     Some((major, minor))
