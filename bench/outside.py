@@ -27,7 +27,8 @@ It measures:
   sessions in turn (protocol 2025-11-25, or what the binary settles on)
   and, where the binary speaks it, stateless (2026-07-28);
 - from a post until the long-poll waiting for it (`GET …/wait`) returns,
-  the post's commit included, one at a time, p50 / p99;
+  the post's commit included, one at a time, p50 / p99; and the same while
+  8 other connections post to another channel (wrk);
 - the relay's resident memory when idle after start and after the load
   (each binary's pages dropped from the kernel's cache before it starts,
   so both builds map their code as read from disk);
@@ -35,6 +36,13 @@ It measures:
   (`fsync`, as SQLite makes at each commit with `RELAY_SQLITE_SYNC=full`),
   after the same pause as each wake, p50 / p99: what syncing adds to a
   wake on this disk, whatever the relay does.
+
+`--channel-relay PYTHON` measures crosstalk-mcp 2.0.0 too (C), the Python
+channel relay crosstalk replaces, in each round after A and B: its REST
+posts, wakes and memory. `--postgres-cpus LIST` starts the PostgreSQL
+server on those CPUs; run the script under `taskset -c` with the others
+(`taskset -c 0 bench/outside.py --postgres --postgres-cpus 1 …`) to
+measure the relay as it runs beside a database on cores of its own.
 
 Every figure is printed beside its baseline: each rate as a ratio of the
 same run's `/healthz`, and each binary's figures beside the other's. Nothing
@@ -60,6 +68,10 @@ import urllib.request
 
 CONNECTIONS = 32
 WAKES = 200
+# The posts that load the relay while the loaded wakes are measured.
+LOAD_CONNECTIONS = 8
+LOADED_WAKE_P50 = "the same while 8 connections post, p50 (ms)"
+LOADED_WAKE_P99 = "the same while 8 connections post, p99 (ms)"
 # Reads are of places among this many first messages, which every build
 # here posts (over 80,000 in 5 s).
 READ_AMONG = 50_000
@@ -76,7 +88,7 @@ class Postgres:
     dir, as the `postgres` user when run as root (PostgreSQL refuses root);
     its settings are PostgreSQL's defaults: a commit is on disk."""
 
-    def __init__(self):
+    def __init__(self, cpus=None):
         root = "/usr/lib/postgresql"
         versions = sorted((v for v in (os.listdir(root) if os.path.isdir(root) else [])
                            if v.isdigit() and os.path.exists(f"{root}/{v}/bin/initdb")), key=int)
@@ -89,7 +101,9 @@ class Postgres:
         self.databases = 0
         self.run(f"'{self.bin}/initdb' -D '{self.dir}/data' -A trust -U postgres -E UTF8 "
                  f">'{self.dir}/initdb.log' 2>&1")
-        self.run(f"'{self.bin}/pg_ctl' -D '{self.dir}/data' -w -l '{self.dir}/server.log' "
+        # The server and every process it starts run where pg_ctl does.
+        pinned = f"taskset -c {cpus} " if cpus else ""
+        self.run(f"{pinned}'{self.bin}/pg_ctl' -D '{self.dir}/data' -w -l '{self.dir}/server.log' "
                  f"-o \"-k {self.dir} -p 5432 -c listen_addresses='' -c max_connections=100\" "
                  "start >/dev/null")
 
@@ -157,15 +171,7 @@ class Relay:
             stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(self.dir, "relay.log"), "a"),
         )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                urllib.request.urlopen(self.url + "/healthz", timeout=1).read()
-                break
-            except (urllib.error.URLError, ConnectionError):
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise SystemExit(f"{self.binary} did not start: see {self.dir}/relay.log")
-                time.sleep(0.05)  # polling for the port to open: setup, not a measurement
+        serving(self.process, urllib.request.Request(self.url + "/healthz"), self.dir)
 
     def restart(self):
         """Stops the relay and starts it again on the same port and database."""
@@ -198,6 +204,17 @@ class Relay:
             self.process.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def post(self, channel, text):
+        """Posts to a channel as alice: the message's id."""
+        _, answer = self.request("POST", f"/api/channels/{channel}/messages",
+                                 self.tokens["alice"], {"body": text})
+        return json.loads(answer)["id"]
+
+    def wait(self, channel, since):
+        """Waits as bob for a message after `since` in a channel."""
+        self.request("GET", f"/api/channels/{channel}/wait?since_id={since}&timeout_s=10",
+                     self.tokens["bob"])
+
     def request(self, method, path, token, body=None, headers=None):
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method)
@@ -208,6 +225,67 @@ class Relay:
             request.add_header(name, value)
         with urllib.request.urlopen(request, timeout=30) as response:
             return dict(response.headers), response.read().decode()
+
+
+def serving(process, probe, folder):
+    """Returns once `probe` is answered, or exits if the process ends or
+    30 s pass first."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(probe, timeout=1).read()
+            return
+        except (urllib.error.URLError, ConnectionError):
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise SystemExit(f"{process.args[0]} did not start: see {folder}/relay.log")
+            time.sleep(0.05)  # polling for the port to open: setup, not a measurement
+
+
+class ChannelRelay:
+    """crosstalk-mcp 2.0.0, the Python channel relay crosstalk replaces,
+    serving on loopback with a shared token and a throwaway database, run by
+    `python`, an interpreter that has it (`pip install crosstalk-mcp==2.0.0
+    "mcp<2"`)."""
+
+    def __init__(self, python):
+        self.dir = tempfile.mkdtemp(prefix="crosstalk-bench-channel-relay-")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.token = os.urandom(16).hex()
+        self.bearer = {"Authorization": f"Bearer {self.token}",
+                       "Content-Type": "application/json"}
+        self.process = subprocess.Popen(
+            [python, "-c", "import crosstalk_mcp; crosstalk_mcp.main()"],
+            cwd=self.dir,
+            env=dict(os.environ, RELAY_TOKEN=self.token, HOST="127.0.0.1",
+                     PORT=str(self.port), RELAY_DB=os.path.join(self.dir, "relay.db")),
+            stdout=subprocess.DEVNULL,
+            stderr=open(os.path.join(self.dir, "relay.log"), "a"),
+        )
+        serving(self.process,
+                urllib.request.Request(self.url + "/api/channels", headers=self.bearer),
+                self.dir)
+
+    @staticmethod
+    def message(text):
+        return {"sender": "alice", "type": "NOTE", "body": text}
+
+    def post(self, channel, text):
+        request = urllib.request.Request(
+            f"{self.url}/api/channels/{channel}/messages", method="POST",
+            data=json.dumps(self.message(text)).encode(), headers=self.bearer)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())["id"]
+
+    def wait(self, channel, since):
+        request = urllib.request.Request(
+            f"{self.url}/api/channels/{channel}/wait?since_id={since}&timeout_s=10",
+            headers=self.bearer)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+
+    memory_mb = Relay.memory_mb
+    stop = Relay.stop
 
 
 def rpc_result(text):
@@ -314,29 +392,46 @@ def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, 
     return rate, int(bad.group(1)) if bad else 0, errors.group(0) if errors else ""
 
 
-def wakes(relay):
-    """Milliseconds from a post to the wake of the long-poll waiting for it."""
-    alice, bob = relay.tokens["alice"], relay.tokens["bob"]
-    _, text = relay.request("POST", "/api/channels/wake/messages", alice, {"body": "start"})
-    last = json.loads(text)["id"]
+def wakes(server):
+    """Milliseconds from a post to the wake of the long-poll waiting for it,
+    p50 / p99."""
+    last = server.post("wake", "start")
     took = []
     for _ in range(WAKES):
         woke = {}
 
         def wait(since=last):
-            relay.request("GET", f"/api/channels/wake/wait?since_id={since}&timeout_s=10", bob)
+            server.wait("wake", since)
             woke["at"] = time.perf_counter()
 
         waiter = threading.Thread(target=wait)
         waiter.start()
         time.sleep(0.005)  # the wait is parked before the post: this is setup, not a wait for a result
         sent = time.perf_counter()
-        _, text = relay.request("POST", "/api/channels/wake/messages", alice, {"body": "wake"})
+        last = server.post("wake", "wake")
         waiter.join()
-        last = json.loads(text)["id"]
         took.append((woke["at"] - sent) * 1000)
     took.sort()
     return took[len(took) // 2], took[int(len(took) * 0.99) - 1]
+
+
+def loaded_wakes(server, headers, body):
+    """The same while LOAD_CONNECTIONS post to another channel as fast as
+    they are answered (wrk, a process of its own, stopped after)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(f'wrk.method = "POST"\nwrk.body = {json.dumps(json.dumps(body))}\n'
+                     + "".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in headers.items()))
+    load = subprocess.Popen(
+        ["wrk", "-t1", f"-c{LOAD_CONNECTIONS}", "-d300s", "-s", script.name,
+         server.url + "/api/channels/load/messages"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)  # the load under way before the first wake: setup, not a wait for a result
+        return wakes(server)
+    finally:
+        load.terminate()
+        load.wait()
+        os.unlink(script.name)
 
 
 def disk_syncs(folder):
@@ -432,9 +527,40 @@ def measure(binary, seconds, env_extra):
         p50, p99 = wakes(relay)
         figures["post until the waiting long-poll returns, p50 (ms)"] = p50
         figures["post until the waiting long-poll returns, p99 (ms)"] = p99
+        p50, p99 = loaded_wakes(relay, bearer, post)
+        figures[LOADED_WAKE_P50] = p50
+        figures[LOADED_WAKE_P99] = p99
         p50, p99 = disk_syncs(relay.dir)
         figures["a disk sync after the same pause, p50 (ms)"] = p50
         figures["a disk sync after the same pause, p99 (ms)"] = p99
+        rss, anon = relay.memory_mb()
+        figures["RSS after the load (MB)"] = rss
+        figures["  of which anonymous (MB) "] = anon
+        return figures
+    finally:
+        relay.stop()
+
+
+def measure_channel_relay(python, seconds):
+    """The figures of `measure` that crosstalk-mcp has: REST posts, the
+    long-poll's wake, its memory."""
+    relay = ChannelRelay(python)
+    try:
+        rss, anon = relay.memory_mb()
+        figures = {"RSS idle after start (MB)": rss, "  of which anonymous (MB)": anon}
+        post = relay.message("a message from the benchmark")
+        path = "/api/channels/bench/messages"
+        for connections, key in ((CONNECTIONS, "REST posts, 32 connections (/s)"),
+                                 (1, "REST posts, one connection (/s)")):
+            rate, bad, _ = wrk(relay.url, path, seconds, connections, "POST", post, relay.bearer)
+            figures[key] = rate
+            figures[f"REST answers not 2xx{'' if connections > 1 else ', one connection'}"] = bad
+        p50, p99 = wakes(relay)
+        figures["post until the waiting long-poll returns, p50 (ms)"] = p50
+        figures["post until the waiting long-poll returns, p99 (ms)"] = p99
+        p50, p99 = loaded_wakes(relay, relay.bearer, post)
+        figures[LOADED_WAKE_P50] = p50
+        figures[LOADED_WAKE_P99] = p99
         rss, anon = relay.memory_mb()
         figures["RSS after the load (MB)"] = rss
         figures["  of which anonymous (MB) "] = anon
@@ -456,6 +582,12 @@ def main():
     parser.add_argument("--postgres", action="store_true",
                         help="A on PostgreSQL; B, unless named, the same binary on SQLite")
     parser.add_argument("--baseline-postgres", action="store_true", help="B on PostgreSQL too")
+    parser.add_argument("--postgres-cpus", metavar="LIST",
+                        help="run the PostgreSQL server on these CPUs (taskset's list), as a "
+                             "database on cores of its own: run this script under `taskset -c` "
+                             "with the others")
+    parser.add_argument("--channel-relay", metavar="PYTHON",
+                        help="also measure crosstalk-mcp (C) each round, run by this Python")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("needs wrk: apt-get install wrk")
@@ -466,8 +598,11 @@ def main():
     runs = [("A", args.binary, extra)]
     if args.baseline:
         runs.append(("B", args.baseline, baseline_extra))
+    if args.channel_relay:
+        runs.append(("C", "crosstalk-mcp", {}))
     results = {name: [] for name, _, _ in runs}
-    postgres = Postgres() if args.postgres or args.baseline_postgres else None
+    postgres = (Postgres(args.postgres_cpus) if args.postgres or args.baseline_postgres
+                else None)
     on_postgres = {name for name, wanted in (("A", args.postgres), ("B", args.baseline_postgres))
                    if wanted}
     try:
@@ -476,7 +611,10 @@ def main():
                 if name in on_postgres:
                     env_extra = dict(env_extra, RELAY_DATABASE_URL=postgres.database())
                 print(f"round {round_ + 1}: {name} {binary} {env_extra or ''}", file=sys.stderr)
-                results[name].append(measure(binary, args.seconds, env_extra))
+                if name == "C":
+                    results[name].append(measure_channel_relay(args.channel_relay, args.seconds))
+                else:
+                    results[name].append(measure(binary, args.seconds, env_extra))
     finally:
         if postgres:
             postgres.stop()
@@ -484,6 +622,13 @@ def main():
     print(f"A = {args.binary} {extra or ''}{where['A']}")
     if args.baseline:
         print(f"B = {args.baseline} {baseline_extra or ''}{where.get('B', '')}")
+    if args.channel_relay:
+        print("C = crosstalk-mcp 2.0.0, the Python channel relay")
+        posts = "REST posts, 32 connections (/s)"
+        for name, _, _ in runs[:-1]:
+            over = statistics.median(r[posts] for r in results[name]) / statistics.median(
+                r[posts] for r in results["C"])
+            print(f"{name}'s REST posts ÷ C's (medians): {over:.1f}×")
     keys = list(dict.fromkeys(k for rounds in results.values() for r in rounds for k in r))
     width = max(map(len, keys))
     for key in keys:
