@@ -44,6 +44,10 @@ server on those CPUs; run the script under `taskset -c` with the others
 (`taskset -c 0 bench/outside.py --postgres --postgres-cpus 1 …`) to
 measure the relay as it runs beside a database on cores of its own.
 
+Beside each rate under load it prints the CPU time a request cost, read
+from /proc before and after: the relay's (its SQLite writer thread's
+apart), the PostgreSQL server's, and wrk's own, which shares the cores.
+
 Every figure is printed beside its baseline: each rate as a ratio of the
 same run's `/healthz`, and each binary's figures beside the other's. Nothing
 here leaves 127.0.0.1.
@@ -54,6 +58,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -120,9 +125,76 @@ class Postgres:
         self.run(f"'{self.bin}/createdb' -h '{self.dir}' -U postgres {name}")
         return f"postgresql:///{name}?host={self.dir}&port=5432&user=postgres"
 
+    def cpu_seconds(self):
+        """CPU time the server has used: the postmaster and the processes
+        it started."""
+        with open(f"{self.dir}/data/postmaster.pid") as pid_file:
+            postmaster = pid_file.readline().strip()
+        used = 0.0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            stat = proc_stat(f"/proc/{pid}/stat")
+            if stat and (pid == postmaster or stat[1] == postmaster):
+                used += cpu_of(stat)
+        return used
+
     def stop(self):
         self.run(f"'{self.bin}/pg_ctl' -D '{self.dir}/data' -m fast -w stop >/dev/null")
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def proc_stat(path):
+    """The fields of a /proc stat file after the command's name (the
+    state first), or None for a process or thread that has ended."""
+    try:
+        with open(path) as stat:
+            return stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def cpu_of(stat):
+    """User and system time (s) in a /proc stat file's fields."""
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_used(relay, postgres):
+    """CPU time (s) used so far by the relay, by its store's writer thread
+    (SQLite's), by the PostgreSQL server if there is one, and by this
+    script's children that ended (wrk)."""
+    used = {"relay": 0.0, "writer": 0.0}
+    task = f"/proc/{relay.process.pid}/task"
+    for thread in os.listdir(task):
+        stat = proc_stat(f"{task}/{thread}/stat")
+        if stat is None:
+            continue
+        used["relay"] += cpu_of(stat)
+        try:
+            with open(f"{task}/{thread}/comm") as comm:
+                if comm.read().strip() == "crosstalk-write":
+                    used["writer"] += cpu_of(stat)
+        except OSError:
+            pass
+    used["database"] = postgres.cpu_seconds() if postgres else 0.0
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used["wrk"] = children.ru_utime + children.ru_stime
+    return used
+
+
+def costed(label, relay, postgres, seconds, *load, **options):
+    """Runs `wrk(relay.url, *load, **options)`: wrk's answer, and the CPU
+    each request cost as figures: the relay's (and its writer's, where it
+    has one), the database server's, and wrk's own."""
+    before = cpu_used(relay, postgres)
+    answer = wrk(relay.url, *load, **options)
+    after = cpu_used(relay, postgres)
+    requests = answer[0] * seconds
+    costs = {}
+    for part, name in (("relay", "the relay"), ("writer", "its writer thread"),
+                       ("database", "PostgreSQL"), ("wrk", "wrk")):
+        spent = after[part] - before[part]
+        if spent > 0:
+            costs[f"  {label}: CPU a request, {name} (µs)"] = spent / requests * 1e6
+    return answer, costs
 
 
 def forget_cached_pages(path):
@@ -457,19 +529,23 @@ def disk_syncs(folder):
     return took[len(took) // 2], took[int(len(took) * 0.99) - 1]
 
 
-def measure(binary, seconds, env_extra):
+def measure(binary, seconds, env_extra, postgres=None):
     relay = Relay(binary, env_extra)
     try:
         rss, anon = relay.memory_mb()
         figures = {"RSS idle after start (MB)": rss, "  of which anonymous (MB)": anon}
         alice = relay.tokens["alice"]
         bearer = {"Authorization": f"Bearer {alice}", "Content-Type": "application/json"}
-        healthz, _, _ = wrk(relay.url, "/healthz", seconds, CONNECTIONS)
+        (healthz, _, _), costs = costed("/healthz", relay, postgres, seconds,
+                                        "/healthz", seconds, CONNECTIONS)
         figures["GET /healthz, 32 connections (/s)"] = healthz
+        figures.update(costs)
         post = {"body": "a message from the benchmark"}
-        rate, bad, _ = wrk(relay.url, "/api/channels/bench/messages", seconds, CONNECTIONS,
-                           "POST", post, bearer)
+        (rate, bad, _), costs = costed("posts", relay, postgres, seconds,
+                                       "/api/channels/bench/messages", seconds, CONNECTIONS,
+                                       "POST", post, bearer)
         figures["REST posts, 32 connections (/s)"] = rate
+        figures.update(costs)
         figures["REST posts ÷ /healthz"] = rate / healthz
         figures["REST answers not 2xx"] = bad
         rate, bad, _ = wrk(relay.url, "/api/channels/bench/messages", seconds, 1,
@@ -505,9 +581,11 @@ def measure(binary, seconds, env_extra):
         # wrk counts any 200 as done: a JSON-RPC or tool error would be one,
         # so one call is checked first.
         checked(relay, call, dict(mcp, **{"Mcp-Session-Id": sessions[0][0]}))
-        rate, bad, _ = wrk(relay.url, "/mcp", seconds, CONNECTIONS, "POST", call, mcp,
-                           ("Mcp-Session-Id", [s for s, _ in sessions]))
+        (rate, bad, _), costs = costed("MCP sessions", relay, postgres, seconds,
+                                       "/mcp", seconds, CONNECTIONS, "POST", call, mcp,
+                                       ("Mcp-Session-Id", [s for s, _ in sessions]))
         figures["MCP calls on 32 sessions, 32 connections (/s)"] = rate
+        figures.update(costs)
         figures["MCP session calls ÷ REST posts"] = rate / figures["REST posts, 32 connections (/s)"]
         figures["MCP session answers not 2xx"] = bad
         stateless_call = json.loads(json.dumps(call))
@@ -519,11 +597,13 @@ def measure(binary, seconds, env_extra):
         stateless = dict(bearer, **{"Accept": "application/json, text/event-stream",
                                     "Mcp-Protocol-Version": "2026-07-28",
                                     "Mcp-Method": "tools/call", "Mcp-Name": "post_message"})
-        rate, bad, _ = wrk(relay.url, "/mcp", seconds, CONNECTIONS, "POST", stateless_call,
-                           stateless)
+        (rate, bad, _), costs = costed("MCP stateless", relay, postgres, seconds,
+                                       "/mcp", seconds, CONNECTIONS, "POST", stateless_call,
+                                       stateless)
         if bad == 0 and checked(relay, stateless_call, stateless, required=False):
             figures["MCP stateless calls (2026-07-28), 32 connections (/s)"] = rate
             figures["MCP stateless calls ÷ REST posts"] = rate / figures["REST posts, 32 connections (/s)"]
+            figures.update(costs)
         p50, p99 = wakes(relay)
         figures["post until the waiting long-poll returns, p50 (ms)"] = p50
         figures["post until the waiting long-poll returns, p99 (ms)"] = p99
@@ -614,7 +694,8 @@ def main():
                 if name == "C":
                     results[name].append(measure_channel_relay(args.channel_relay, args.seconds))
                 else:
-                    results[name].append(measure(binary, args.seconds, env_extra))
+                    results[name].append(measure(binary, args.seconds, env_extra,
+                                                 postgres if name in on_postgres else None))
     finally:
         if postgres:
             postgres.stop()
@@ -629,7 +710,15 @@ def main():
             over = statistics.median(r[posts] for r in results[name]) / statistics.median(
                 r[posts] for r in results["C"])
             print(f"{name}'s REST posts ÷ C's (medians): {over:.1f}×")
-    keys = list(dict.fromkeys(k for rounds in results.values() for r in rounds for k in r))
+    # Every figure any run has, each after the one it follows in its run.
+    keys = []
+    for rounds in results.values():
+        for r in rounds:
+            previous = None
+            for key in r:
+                if key not in keys:
+                    keys.insert(keys.index(previous) + 1 if previous else len(keys), key)
+                previous = key
     width = max(map(len, keys))
     for key in keys:
         cells = []
