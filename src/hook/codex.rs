@@ -120,10 +120,9 @@ fn codex_process() -> u32 {
 
 /// The waiter's log, beside the note of it: what it could not do.
 fn log(session: &str) -> Option<std::fs::File> {
-    let file = Waiter::file(session)?.with_extension("log");
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(file)
+        .open(Waiter::log(session)?)
         .ok()
 }

@@ -110,8 +110,10 @@ pub struct Hook {
 }
 
 /// How long one wait on the relay lasts before the waiter looks whether it
-/// is still the session's, and its Claude Code still runs.
+/// is still the session's.
 const WAIT_SECONDS: f64 = 25.0;
+/// How often a waiting waiter looks whether its client still runs.
+const CLIENT_LOOK: Duration = Duration::from_secs(1);
 /// How long a hook that runs in a session's way may take, all told.
 const QUICK: Duration = Duration::from_secs(3);
 /// How long a permission request waits for its person on the relay before
@@ -298,12 +300,28 @@ impl Watch {
     async fn next(&mut self, relay: &Relay) -> Option<Vec<MessageView>> {
         let mut backoff = FIRST_BACKOFF;
         loop {
-            if self.waiter.superseded() || !(self.client_runs)() {
+            if self.waiter.superseded() {
                 return None;
             }
+            if !(self.client_runs)() {
+                self.waiter.client_gone();
+                return None;
+            }
+            // A client gone during the wait ends it: its person no longer
+            // counts as reachable, and nothing is leased to a session that
+            // cannot show it. The note goes first, before the wait's
+            // request is dropped.
+            let client_gone = async {
+                let mut look = tokio::time::interval(CLIENT_LOOK);
+                while (self.client_runs)() {
+                    look.tick().await;
+                }
+                self.waiter.client_gone();
+            };
             let leased = tokio::select! {
                 leased = relay.lease("wake", WAIT_SECONDS) => leased,
                 _ = self.ended.recv() => return None,
+                () = client_gone => return None,
             };
             match leased {
                 Ok(messages) if messages.is_empty() => backoff = FIRST_BACKOFF,

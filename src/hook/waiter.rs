@@ -1,6 +1,6 @@
 //! The one waiter of a session, noted in a private directory.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The one waiter of a Claude Code session: a file that names the process
 /// waiting for it, in a directory only this user may open. A newer waiter
@@ -17,9 +17,7 @@ impl Waiter {
         let me = std::process::id();
         let file = Self::file(session);
         if let Some(file) = &file {
-            let older = std::fs::read_to_string(file)
-                .ok()
-                .and_then(|text| text.trim().parse::<u32>().ok());
+            let older = noted(file);
             if let Err(error) = std::fs::write(file, me.to_string()) {
                 eprintln!("crosstalk hook: cannot note this session's waiter: {error}");
             }
@@ -37,15 +35,22 @@ impl Waiter {
         let Some(file) = Self::file(session) else {
             return;
         };
-        if let Some(pid) = std::fs::read_to_string(&file)
-            .ok()
-            .and_then(|text| text.trim().parse::<u32>().ok())
-            .filter(|&pid| is_a_hook(pid))
-        {
+        if let Some(pid) = noted(&file).filter(|&pid| is_a_hook(pid)) {
             let _ = rustix::process::Pid::from_raw(pid as i32)
                 .map(|pid| rustix::process::kill_process(pid, rustix::process::Signal::TERM));
         }
-        let _ = std::fs::remove_file(file);
+        forget(&file);
+    }
+
+    /// Takes this waiter's note away, when its client is gone without
+    /// ending the session (killed, or its terminal closed): no newer waiter
+    /// will come to write over it. A newer waiter's note stays.
+    pub(super) fn client_gone(&self) {
+        if let Some(file) = &self.file
+            && noted(file) == Some(self.me)
+        {
+            forget(file);
+        }
     }
 
     /// Where a session's waiter is noted: none for a session id that could
@@ -60,13 +65,32 @@ impl Waiter {
         (safe && private_dir(&dir)).then(|| dir.join(format!("{session}.waiter")))
     }
 
+    /// Where a session's waiters write what they could not do (Codex's,
+    /// which run in the background): beside its note.
+    pub(super) fn log(session: &str) -> Option<PathBuf> {
+        Some(Self::file(session)?.with_extension("log"))
+    }
+
     pub(super) fn superseded(&self) -> bool {
-        self.file.as_ref().is_some_and(|file| {
-            std::fs::read_to_string(file)
-                .ok()
-                .and_then(|text| text.trim().parse::<u32>().ok())
-                .is_some_and(|pid| pid != self.me)
-        })
+        self.file
+            .as_ref()
+            .is_some_and(|file| noted(file).is_some_and(|pid| pid != self.me))
+    }
+}
+
+/// The process a session's note names.
+fn noted(file: &Path) -> Option<u32> {
+    std::fs::read_to_string(file)
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+}
+
+/// Removes a session's note, and its log when nothing was written to it.
+fn forget(file: &Path) {
+    let _ = std::fs::remove_file(file);
+    let log = file.with_extension("log");
+    if std::fs::metadata(&log).is_ok_and(|meta| meta.len() == 0) {
+        let _ = std::fs::remove_file(log);
     }
 }
 

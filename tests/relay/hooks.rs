@@ -157,6 +157,55 @@ async fn a_newer_waiter_of_the_session_takes_over_and_the_older_ends_quietly() {
 }
 
 #[tokio::test]
+async fn a_waiter_whose_client_is_gone_stops_waiting_and_takes_its_note_away() {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    let runtime = tempfile::tempdir().unwrap();
+    let input = runtime.path().join("stop.json");
+    std::fs::write(&input, session("s-gone").to_string()).unwrap();
+    // The client: a shell that starts the hook in the background, as a
+    // client starts it, and runs until its stdin closes.
+    let mut client = tokio::process::Command::new("sh")
+        .args([
+            "-c",
+            "\"$0\" hook stop <\"$1\" >/dev/null 2>&1 & read -r _ || :",
+        ])
+        .arg(env!("CARGO_BIN_EXE_crosstalk"))
+        .arg(&input)
+        .env("CROSSTALK_URL", app.url())
+        .env("CROSSTALK_TOKEN", &bob)
+        .env_remove("CROSSTALK_CHANNELS")
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .stdin(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    assert!(
+        app.until_reachable("bob", Duration::from_secs(30)).await,
+        "the hook waits on the relay"
+    );
+    let note = runtime.path().join("crosstalk-hooks/s-gone.waiter");
+    assert!(note.exists(), "the waiter notes itself");
+    drop(client.stdin.take());
+    assert!(client.wait().await.unwrap().success());
+    // Well within its 25 s wait, it ends: bob is no longer reachable, and
+    // its note went before its wait did.
+    assert!(
+        app.until_unreachable("bob", Duration::from_secs(10)).await,
+        "the waiter stops waiting once its client is gone"
+    );
+    assert!(!note.exists(), "its note is taken away");
+    let sent = app.rest(&alice).send("bob", "anyone?", json!({})).await;
+    let id = sent["message_id"].as_i64().unwrap();
+    assert_eq!(
+        app.rest(&alice).delivery(id).await["state"],
+        "waiting",
+        "nothing holds it for a session that is gone"
+    );
+}
+
+#[tokio::test]
 async fn with_the_relay_away_or_unset_the_hooks_decide_nothing_and_hold_nothing_up() {
     let away = nobody();
     let runtime = tempfile::tempdir().unwrap();

@@ -102,6 +102,20 @@ impl TestApp {
         .is_ok()
     }
 
+    /// Waits until `handle` can no longer be pushed to (the last wait of
+    /// theirs ended); whether that came within `within`. Looked at every
+    /// 20 ms: the relay announces a wait that parks, not one that ends.
+    pub async fn until_unreachable(&self, handle: &str, within: Duration) -> bool {
+        let relay = self.running.state.relay.clone();
+        tokio::time::timeout(within, async {
+            while relay.reachable().iter().any(|h| h.as_str() == handle) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+
     /// Adds a person through the running relay's core, as `crosstalk add`
     /// does through its own; returns the token.
     pub async fn add_person(&self, handle: &str) -> String {
