@@ -75,8 +75,6 @@ CONNECTIONS = 32
 WAKES = 200
 # The posts that load the relay while the loaded wakes are measured.
 LOAD_CONNECTIONS = 8
-LOADED_WAKE_P50 = "the same while 8 connections post, p50 (ms)"
-LOADED_WAKE_P99 = "the same while 8 connections post, p99 (ms)"
 # Reads are of places among this many first messages, which every build
 # here posts (over 80,000 in 5 s).
 READ_AMONG = 50_000
@@ -487,6 +485,17 @@ def wakes(server):
     return took[len(took) // 2], took[int(len(took) * 0.99) - 1]
 
 
+def wake_figures(server, headers, body):
+    """The long-poll's wake, alone and while LOAD_CONNECTIONS post `body`."""
+    quiet, loaded = wakes(server), loaded_wakes(server, headers, body)
+    return {
+        "post until the waiting long-poll returns, p50 (ms)": quiet[0],
+        "post until the waiting long-poll returns, p99 (ms)": quiet[1],
+        f"the same while {LOAD_CONNECTIONS} connections post, p50 (ms)": loaded[0],
+        f"the same while {LOAD_CONNECTIONS} connections post, p99 (ms)": loaded[1],
+    }
+
+
 def loaded_wakes(server, headers, body):
     """The same while LOAD_CONNECTIONS post to another channel as fast as
     they are answered (wrk, a process of its own, stopped after)."""
@@ -604,12 +613,7 @@ def measure(binary, seconds, env_extra, postgres=None):
             figures["MCP stateless calls (2026-07-28), 32 connections (/s)"] = rate
             figures["MCP stateless calls ÷ REST posts"] = rate / figures["REST posts, 32 connections (/s)"]
             figures.update(costs)
-        p50, p99 = wakes(relay)
-        figures["post until the waiting long-poll returns, p50 (ms)"] = p50
-        figures["post until the waiting long-poll returns, p99 (ms)"] = p99
-        p50, p99 = loaded_wakes(relay, bearer, post)
-        figures[LOADED_WAKE_P50] = p50
-        figures[LOADED_WAKE_P99] = p99
+        figures.update(wake_figures(relay, bearer, post))
         p50, p99 = disk_syncs(relay.dir)
         figures["a disk sync after the same pause, p50 (ms)"] = p50
         figures["a disk sync after the same pause, p99 (ms)"] = p99
@@ -635,12 +639,7 @@ def measure_channel_relay(python, seconds):
             rate, bad, _ = wrk(relay.url, path, seconds, connections, "POST", post, relay.bearer)
             figures[key] = rate
             figures[f"REST answers not 2xx{'' if connections > 1 else ', one connection'}"] = bad
-        p50, p99 = wakes(relay)
-        figures["post until the waiting long-poll returns, p50 (ms)"] = p50
-        figures["post until the waiting long-poll returns, p99 (ms)"] = p99
-        p50, p99 = loaded_wakes(relay, relay.bearer, post)
-        figures[LOADED_WAKE_P50] = p50
-        figures[LOADED_WAKE_P99] = p99
+        figures.update(wake_figures(relay, relay.bearer, post))
         rss, anon = relay.memory_mb()
         figures["RSS after the load (MB)"] = rss
         figures["  of which anonymous (MB) "] = anon
