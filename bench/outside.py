@@ -485,6 +485,16 @@ def wakes(server):
     return took[len(took) // 2], took[int(len(took) * 0.99) - 1]
 
 
+def memory_figures(server, when):
+    """The server's resident memory, and how much of it is its own, as
+    figures named for `when` it was read."""
+    rss, anon = server.memory_mb()
+    # The two "of which" rows differ by a space, so each keeps its place
+    # under its own total.
+    return {f"RSS {when} (MB)": rss,
+            "  of which anonymous (MB)" + (" " if when == "after the load" else ""): anon}
+
+
 def wake_figures(server, headers, body):
     """The long-poll's wake, alone and while LOAD_CONNECTIONS post `body`."""
     quiet, loaded = wakes(server), loaded_wakes(server, headers, body)
@@ -541,8 +551,7 @@ def disk_syncs(folder):
 def measure(binary, seconds, env_extra, postgres=None):
     relay = Relay(binary, env_extra)
     try:
-        rss, anon = relay.memory_mb()
-        figures = {"RSS idle after start (MB)": rss, "  of which anonymous (MB)": anon}
+        figures = memory_figures(relay, "idle after start")
         alice = relay.tokens["alice"]
         bearer = {"Authorization": f"Bearer {alice}", "Content-Type": "application/json"}
         (healthz, _, _), costs = costed("/healthz", relay, postgres, seconds,
@@ -617,9 +626,7 @@ def measure(binary, seconds, env_extra, postgres=None):
         p50, p99 = disk_syncs(relay.dir)
         figures["a disk sync after the same pause, p50 (ms)"] = p50
         figures["a disk sync after the same pause, p99 (ms)"] = p99
-        rss, anon = relay.memory_mb()
-        figures["RSS after the load (MB)"] = rss
-        figures["  of which anonymous (MB) "] = anon
+        figures.update(memory_figures(relay, "after the load"))
         return figures
     finally:
         relay.stop()
@@ -630,8 +637,7 @@ def measure_channel_relay(python, seconds):
     long-poll's wake, its memory."""
     relay = ChannelRelay(python)
     try:
-        rss, anon = relay.memory_mb()
-        figures = {"RSS idle after start (MB)": rss, "  of which anonymous (MB)": anon}
+        figures = memory_figures(relay, "idle after start")
         post = relay.message("a message from the benchmark")
         path = "/api/channels/bench/messages"
         for connections, key in ((CONNECTIONS, "REST posts, 32 connections (/s)"),
@@ -640,9 +646,7 @@ def measure_channel_relay(python, seconds):
             figures[key] = rate
             figures[f"REST answers not 2xx{'' if connections > 1 else ', one connection'}"] = bad
         figures.update(wake_figures(relay, relay.bearer, post))
-        rss, anon = relay.memory_mb()
-        figures["RSS after the load (MB)"] = rss
-        figures["  of which anonymous (MB) "] = anon
+        figures.update(memory_figures(relay, "after the load"))
         return figures
     finally:
         relay.stop()
