@@ -61,6 +61,7 @@ use std::{
     path::PathBuf,
     time::Duration,
 };
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// The events the hooks run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -274,9 +275,12 @@ async fn wait_and_wake(relay: &Relay, session: &str, wake: Wake) -> i32 {
 /// while it is the session's waiter and its client runs.
 struct Watch {
     waiter: Waiter,
-    /// Told to end by a newer waiter: between two waits, or during one (the
-    /// relay then gives back what the wait had not handed over).
-    ended: tokio::signal::unix::Signal,
+    /// Told to end (SIGTERM) by a newer waiter or the session's end:
+    /// between two waits, or during one (the relay then gives back what the
+    /// wait had not handed over).
+    ended: Signal,
+    /// Its terminal hung up (SIGHUP): its client is going too.
+    hung_up: Signal,
     /// Whether the client it waits for still runs.
     client_runs: Box<dyn Fn() -> bool>,
 }
@@ -284,44 +288,47 @@ struct Watch {
 impl Watch {
     /// Becomes the session's waiter; none when it cannot be told to end.
     fn start(session: &str, client_runs: impl Fn() -> bool + 'static) -> Option<Watch> {
-        let ended =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok()?;
         Some(Watch {
+            ended: signal(SignalKind::terminate()).ok()?,
+            hung_up: signal(SignalKind::hangup()).ok()?,
             waiter: Waiter::register(session),
-            ended,
             client_runs: Box::new(client_runs),
         })
     }
 
+    /// Resolves once this waiter is to end: told to, hung up, or its client
+    /// gone (looked at once a second). Its note goes then, before the wait
+    /// it ends is dropped: its person no longer counts as reachable, and
+    /// nothing is leased to a session that cannot show it.
+    async fn ending(&mut self) {
+        let client_runs = &self.client_runs;
+        let client_gone = async {
+            let mut look = tokio::time::interval(CLIENT_LOOK);
+            while client_runs() {
+                look.tick().await;
+            }
+        };
+        tokio::select! {
+            _ = self.ended.recv() => {}
+            _ = self.hung_up.recv() => {}
+            () = client_gone => {}
+        }
+        self.waiter.leave();
+    }
+
     /// The person's next messages, leased to this waiter; none once it is
     /// to end: a newer waiter took the session, its client is gone, it was
-    /// told to, or the relay refused it. When the relay cannot be reached
+    /// told to or hung up, or the relay refused it. When the relay cannot be reached
     /// it tries again (1 s, doubling to 30 s) without end.
     async fn next(&mut self, relay: &Relay) -> Option<Vec<MessageView>> {
         let mut backoff = FIRST_BACKOFF;
         loop {
-            if self.waiter.superseded() {
+            if self.waiter.superseded() || !(self.client_runs)() {
                 return None;
             }
-            if !(self.client_runs)() {
-                self.waiter.client_gone();
-                return None;
-            }
-            // A client gone during the wait ends it: its person no longer
-            // counts as reachable, and nothing is leased to a session that
-            // cannot show it. The note goes first, before the wait's
-            // request is dropped.
-            let client_gone = async {
-                let mut look = tokio::time::interval(CLIENT_LOOK);
-                while (self.client_runs)() {
-                    look.tick().await;
-                }
-                self.waiter.client_gone();
-            };
             let leased = tokio::select! {
                 leased = relay.lease("wake", WAIT_SECONDS) => leased,
-                _ = self.ended.recv() => return None,
-                () = client_gone => return None,
+                () = self.ending() => return None,
             };
             match leased {
                 Ok(messages) if messages.is_empty() => backoff = FIRST_BACKOFF,
@@ -334,7 +341,10 @@ impl Watch {
                     eprintln!(
                         "crosstalk hook: cannot reach the relay ({error}); trying again in {backoff:?}"
                     );
-                    tokio::time::sleep(backoff).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        () = self.ending() => return None,
+                    }
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             }

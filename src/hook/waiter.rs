@@ -42,10 +42,10 @@ impl Waiter {
         forget(&file);
     }
 
-    /// Takes this waiter's note away, when its client is gone without
-    /// ending the session (killed, or its terminal closed): no newer waiter
-    /// will come to write over it. A newer waiter's note stays.
-    pub(super) fn client_gone(&self) {
+    /// Takes this waiter's note away if it still names this waiter; a
+    /// newer waiter's note stays. A note lives as long as its waiter: one
+    /// whose client was killed, or whose terminal hung up, leaves none.
+    pub(super) fn leave(&self) {
         if let Some(file) = &self.file
             && noted(file) == Some(self.me)
         {
@@ -75,6 +75,12 @@ impl Waiter {
         self.file
             .as_ref()
             .is_some_and(|file| noted(file).is_some_and(|pid| pid != self.me))
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.leave();
     }
 }
 

@@ -144,10 +144,16 @@ async fn a_newer_waiter_of_the_session_takes_over_and_the_older_ends_quietly() {
         &bob,
         runtime.path(),
     );
-    // Told by the newer, the older ends at once.
+    // Told by the newer, the older ends at once, and leaves the newer's
+    // note.
     let out = ended(older).await;
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(out.stderr.is_empty() && out.stdout.is_empty(), "{out:?}");
+    let note = runtime.path().join("crosstalk-hooks/s-2.waiter");
+    assert_eq!(
+        std::fs::read_to_string(&note).unwrap(),
+        newer.id().unwrap().to_string()
+    );
     app.rest(&alice)
         .send("bob", "still there?", json!({}))
         .await;
@@ -203,6 +209,38 @@ async fn a_waiter_whose_client_is_gone_stops_waiting_and_takes_its_note_away() {
         "waiting",
         "nothing holds it for a session that is gone"
     );
+}
+
+#[tokio::test]
+async fn a_waiter_whose_terminal_hangs_up_ends_quietly_and_takes_its_note_away() {
+    let app = spawn_app().await;
+    let bob = app.add_person("bob").await;
+    let runtime = tempfile::tempdir().unwrap();
+    let waiting = hook(
+        "stop",
+        &session("s-hup"),
+        Some(&app.url()),
+        &bob,
+        runtime.path(),
+    );
+    assert!(
+        app.until_reachable("bob", Duration::from_secs(30)).await,
+        "the hook waits on the relay"
+    );
+    let note = runtime.path().join("crosstalk-hooks/s-hup.waiter");
+    assert_eq!(
+        std::fs::read_to_string(&note).unwrap(),
+        waiting.id().unwrap().to_string()
+    );
+    let hangup = std::process::Command::new("kill")
+        .args(["-HUP", &waiting.id().unwrap().to_string()])
+        .status()
+        .unwrap();
+    assert!(hangup.success());
+    let out = ended(waiting).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stderr.is_empty() && out.stdout.is_empty(), "{out:?}");
+    assert!(!note.exists(), "its note is taken away");
 }
 
 #[tokio::test]
