@@ -318,8 +318,8 @@ impl Watch {
 
     /// The person's next messages, leased to this waiter; none once it is
     /// to end: a newer waiter took the session, its client is gone, it was
-    /// told to or hung up, or the relay refused it. When the relay cannot be reached
-    /// it tries again (1 s, doubling to 30 s) without end.
+    /// told to or hung up, or the relay refused it. When the relay cannot
+    /// be reached it tries again (1 s, doubling to 30 s) without end.
     async fn next(&mut self, relay: &Relay) -> Option<Vec<MessageView>> {
         let mut backoff = FIRST_BACKOFF;
         loop {
