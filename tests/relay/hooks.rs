@@ -3,7 +3,7 @@
 //! what it prints, its exit code, and what the relay's ledger says.
 //! (`claude.rs` runs them inside the real Claude Code.)
 
-use crate::support::{nobody, spawn_app};
+use crate::support::{TestApp, nobody, spawn_app};
 use serde_json::{Value, json};
 use std::{
     process::{Output, Stdio},
@@ -55,24 +55,30 @@ fn session(id: &str) -> Value {
     json!({ "session_id": id, "hook_event_name": "Stop", "cwd": "/tmp" })
 }
 
+/// Bob's hook for `event` in session `id`, once it waits on the relay (bob
+/// counts as reachable by push meanwhile).
+async fn bob_waiting(
+    app: &TestApp,
+    event: &str,
+    id: &str,
+    bob: &str,
+    runtime: &std::path::Path,
+) -> tokio::process::Child {
+    let waiting = hook(event, &session(id), Some(&app.url()), bob, runtime);
+    assert!(
+        app.until_reachable("bob", Duration::from_secs(30)).await,
+        "the hook waits on the relay"
+    );
+    waiting
+}
+
 #[tokio::test]
 async fn a_waiting_hook_hands_claude_code_the_message_as_a_channel_block_and_exits_2() {
     let app = spawn_app().await;
     let alice = app.add_person("alice").await;
     let bob = app.add_person("bob").await;
     let runtime = tempfile::tempdir().unwrap();
-    let waiting = hook(
-        "stop",
-        &session("s-1"),
-        Some(&app.url()),
-        &bob,
-        runtime.path(),
-    );
-    // It waits: bob counts as reachable by push meanwhile.
-    assert!(
-        app.until_reachable("bob", Duration::from_secs(30)).await,
-        "the hook waits on the relay"
-    );
+    let waiting = bob_waiting(&app, "stop", "s-1", &bob, runtime.path()).await;
     let sent = app.rest(&alice).send("bob", "which port?", json!({})).await;
     let (id, thread) = (
         sent["message_id"].as_i64().unwrap(),
@@ -126,17 +132,7 @@ async fn a_newer_waiter_of_the_session_takes_over_and_the_older_ends_quietly() {
     let alice = app.add_person("alice").await;
     let bob = app.add_person("bob").await;
     let runtime = tempfile::tempdir().unwrap();
-    let older = hook(
-        "session-start",
-        &session("s-2"),
-        Some(&app.url()),
-        &bob,
-        runtime.path(),
-    );
-    assert!(
-        app.until_reachable("bob", Duration::from_secs(30)).await,
-        "the hook waits on the relay"
-    );
+    let older = bob_waiting(&app, "session-start", "s-2", &bob, runtime.path()).await;
     let newer = hook(
         "stop",
         &session("s-2"),
@@ -216,17 +212,7 @@ async fn a_waiter_whose_terminal_hangs_up_ends_quietly_and_takes_its_note_away()
     let app = spawn_app().await;
     let bob = app.add_person("bob").await;
     let runtime = tempfile::tempdir().unwrap();
-    let waiting = hook(
-        "stop",
-        &session("s-hup"),
-        Some(&app.url()),
-        &bob,
-        runtime.path(),
-    );
-    assert!(
-        app.until_reachable("bob", Duration::from_secs(30)).await,
-        "the hook waits on the relay"
-    );
+    let waiting = bob_waiting(&app, "stop", "s-hup", &bob, runtime.path()).await;
     let note = runtime.path().join("crosstalk-hooks/s-hup.waiter");
     assert_eq!(
         std::fs::read_to_string(&note).unwrap(),
