@@ -209,7 +209,48 @@ def forget_cached_pages(path):
         os.close(fd)
 
 
-class Relay:
+class Server:
+    """A process serving on loopback, from a temp dir of its own that
+    holds its database and its log (`process`, `dir`)."""
+
+    def serving(self, probe):
+        """Returns once `probe` is answered; exits if the process ends or
+        30 s pass first."""
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(probe, timeout=1).read()
+                return
+            except (urllib.error.URLError, ConnectionError):
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise SystemExit(f"{self.process.args[0]} did not start: "
+                                     f"see {self.dir}/relay.log")
+                time.sleep(0.05)  # polling for the port to open: setup, not a measurement
+
+    def log(self):
+        return open(os.path.join(self.dir, "relay.log"), "a")
+
+    def memory_mb(self):
+        """Resident memory (MB): all of it, and the part that is the
+        process's own (heap, stacks) rather than mapped file pages."""
+        fields = {}
+        with open(f"/proc/{self.process.pid}/status") as status:
+            for line in status:
+                name, _, value = line.partition(":")
+                if name in ("VmRSS", "RssAnon"):
+                    fields[name] = int(value.split()[0]) / 1024
+        return fields.get("VmRSS", 0), fields.get("RssAnon", 0)
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Relay(Server):
     """One binary serving on loopback, with two people on it."""
 
     def __init__(self, binary, env_extra, handles=("alice", "bob")):
@@ -239,9 +280,9 @@ class Relay:
             [self.binary, "serve"],
             env=self.env,
             stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(self.dir, "relay.log"), "a"),
+            stderr=self.log(),
         )
-        serving(self.process, urllib.request.Request(self.url + "/healthz"), self.dir)
+        self.serving(urllib.request.Request(self.url + "/healthz"))
 
     def restart(self):
         """Stops the relay and starts it again on the same port and database."""
@@ -254,25 +295,6 @@ class Relay:
             [self.binary, "add", handle], env=self.env, capture_output=True, text=True, check=True
         ).stdout
         return re.search(r"xtalk_[A-Za-z0-9_\-]+", printed).group(0)
-
-    def memory_mb(self):
-        """Resident memory (MB): all of it, and the part that is the
-        process's own (heap, stacks) rather than mapped file pages."""
-        fields = {}
-        with open(f"/proc/{self.process.pid}/status") as status:
-            for line in status:
-                name, _, value = line.partition(":")
-                if name in ("VmRSS", "RssAnon"):
-                    fields[name] = int(value.split()[0]) / 1024
-        return fields.get("VmRSS", 0), fields.get("RssAnon", 0)
-
-    def stop(self):
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
     def post(self, channel, text):
         """Posts to a channel as alice: the message's id."""
@@ -297,21 +319,7 @@ class Relay:
             return dict(response.headers), response.read().decode()
 
 
-def serving(process, probe, folder):
-    """Returns once `probe` is answered, or exits if the process ends or
-    30 s pass first."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(probe, timeout=1).read()
-            return
-        except (urllib.error.URLError, ConnectionError):
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise SystemExit(f"{process.args[0]} did not start: see {folder}/relay.log")
-            time.sleep(0.05)  # polling for the port to open: setup, not a measurement
-
-
-class ChannelRelay:
+class ChannelRelay(Server):
     """crosstalk-mcp 2.0.0, the Python channel relay crosstalk replaces,
     serving on loopback with a shared token and a throwaway database, run by
     `python`, an interpreter that has it (`pip install crosstalk-mcp==2.0.0
@@ -330,11 +338,9 @@ class ChannelRelay:
             env=dict(os.environ, RELAY_TOKEN=self.token, HOST="127.0.0.1",
                      PORT=str(self.port), RELAY_DB=os.path.join(self.dir, "relay.db")),
             stdout=subprocess.DEVNULL,
-            stderr=open(os.path.join(self.dir, "relay.log"), "a"),
+            stderr=self.log(),
         )
-        serving(self.process,
-                urllib.request.Request(self.url + "/api/channels", headers=self.bearer),
-                self.dir)
+        self.serving(urllib.request.Request(self.url + "/api/channels", headers=self.bearer))
 
     @staticmethod
     def message(text):
@@ -353,9 +359,6 @@ class ChannelRelay:
             headers=self.bearer)
         with urllib.request.urlopen(request, timeout=30) as response:
             response.read()
-
-    memory_mb = Relay.memory_mb
-    stop = Relay.stop
 
 
 def rpc_result(text):
@@ -397,6 +400,21 @@ def open_session(relay):
     return session, version
 
 
+def stateless_mcp(call):
+    """`call` (a `tools/call`) as a stateless client sends it (2026-07-28,
+    no session: what it would have said at `initialize` in its `_meta`),
+    and the headers it goes with, but for the credential."""
+    params = dict(call["params"], _meta={
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+    })
+    headers = {"Accept": "application/json, text/event-stream",
+               "Mcp-Protocol-Version": "2026-07-28",
+               "Mcp-Method": "tools/call", "Mcp-Name": call["params"]["name"]}
+    return dict(call, params=params), headers
+
+
 def checked(relay, call, headers, required=True):
     """Whether one call answers a result that is no error."""
     try:
@@ -418,16 +436,29 @@ def in_turn(values, make):
             "  n = n % #values + 1", "  local value = values[n]", f"  {make}", "end"]
 
 
-def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, rotate=None,
-        paths=None):
-    """Requests a second, and how many answers were not 2xx. `rotate`: a
-    header and the values its requests take in turn (an MCP session each);
-    `paths`: paths the requests take in turn, in place of `path`."""
+def request_lines(method, body, headers):
+    """wrk's Lua for one request: its method, its JSON body, its headers."""
     lines = [f'wrk.method = "{method}"']
     if body is not None:
         lines.append(f"wrk.body = {json.dumps(json.dumps(body))}")
     for name, value in (headers or {}).items():
         lines.append(f'wrk.headers["{name}"] = "{value}"')
+    return lines
+
+
+def lua_script(lines):
+    """A wrk script of `lines`, in a file the caller removes."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write("\n".join(lines) + "\n")
+    return script.name
+
+
+def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, rotate=None,
+        paths=None):
+    """Requests a second, and how many answers were not 2xx. `rotate`: a
+    header and the values its requests take in turn (an MCP session each);
+    `paths`: paths the requests take in turn, in place of `path`."""
+    lines = request_lines(method, body, headers)
     if rotate and paths is not None:
         raise ValueError("a header or the path rotates, not both")
     if rotate:
@@ -435,8 +466,7 @@ def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, 
         lines += in_turn(values, f'wrk.headers["{name}"] = value; return wrk.format()')
     if paths is not None:
         lines += in_turn(paths, "return wrk.format(nil, value)")
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write("\n".join(lines) + "\n")
+    script = lua_script(lines)
     try:
         out = subprocess.run(
             [
@@ -445,7 +475,7 @@ def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, 
                 f"-c{connections}",
                 f"-d{seconds}s",
                 "-s",
-                script.name,
+                script,
                 url + path,
             ],
             capture_output=True,
@@ -453,7 +483,7 @@ def wrk(url, path, seconds, connections, method="GET", body=None, headers=None, 
             check=True,
         ).stdout
     finally:
-        os.unlink(script.name)
+        os.unlink(script)
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     errors = re.search(r"Socket errors:.*", out)
@@ -509,11 +539,9 @@ def wake_figures(server, headers, body):
 def loaded_wakes(server, headers, body):
     """The same while LOAD_CONNECTIONS post to another channel as fast as
     they are answered (wrk, a process of its own, stopped after)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(f'wrk.method = "POST"\nwrk.body = {json.dumps(json.dumps(body))}\n'
-                     + "".join(f'wrk.headers["{k}"] = "{v}"\n' for k, v in headers.items()))
+    script = lua_script(request_lines("POST", body, headers))
     load = subprocess.Popen(
-        ["wrk", "-t1", f"-c{LOAD_CONNECTIONS}", "-d300s", "-s", script.name,
+        ["wrk", "-t1", f"-c{LOAD_CONNECTIONS}", "-d300s", "-s", script,
          server.url + "/api/channels/load/messages"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -522,7 +550,7 @@ def loaded_wakes(server, headers, body):
     finally:
         load.terminate()
         load.wait()
-        os.unlink(script.name)
+        os.unlink(script)
 
 
 def disk_syncs(folder):
@@ -606,15 +634,8 @@ def measure(binary, seconds, env_extra, postgres=None):
         figures.update(costs)
         figures["MCP session calls ÷ REST posts"] = rate / figures["REST posts, 32 connections (/s)"]
         figures["MCP session answers not 2xx"] = bad
-        stateless_call = json.loads(json.dumps(call))
-        stateless_call["params"]["_meta"] = {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-        }
-        stateless = dict(bearer, **{"Accept": "application/json, text/event-stream",
-                                    "Mcp-Protocol-Version": "2026-07-28",
-                                    "Mcp-Method": "tools/call", "Mcp-Name": "post_message"})
+        stateless_call, stateless = stateless_mcp(call)
+        stateless.update(bearer)
         (rate, bad, _), costs = costed("MCP stateless", relay, postgres, seconds,
                                        "/mcp", seconds, CONNECTIONS, "POST", stateless_call,
                                        stateless)

@@ -65,15 +65,9 @@ def workload(relay):
             "params": {"name": "post_message", "arguments": {"channel": "general", "body": "over MCP"}}}
     for _ in range(10):
         relay.request("POST", "/mcp", alice, call, headers)
-    stateless = dict(call, params=dict(call["params"], _meta={
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "order", "version": "1"},
-    }))
+    stateless, stateless_headers = outside.stateless_mcp(call)
     for _ in range(5):
-        relay.request("POST", "/mcp", alice, stateless, {
-            "Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2026-07-28",
-            "Mcp-Method": "tools/call", "Mcp-Name": "post_message"})
+        relay.request("POST", "/mcp", alice, stateless, stateless_headers)
 
 
 def executed(profile, binary):
