@@ -11,9 +11,8 @@ use std::{
 };
 use tokio::io::AsyncWriteExt;
 
-/// The hook for `event`, started with `input` on stdin and the relay at
-/// `url` (none: the variables unset), and its private directory for the
-/// session's waiter.
+/// The hook for `event`, started as a client runs it
+/// ([`as_client_runs_it`]) with `input` on stdin.
 fn hook(
     event: &str,
     input: &Value,
@@ -24,24 +23,39 @@ fn hook(
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_crosstalk"));
     command
         .args(["hook", event])
-        .env_remove("CROSSTALK_URL")
-        .env_remove("CROSSTALK_CHANNELS")
-        .env("CROSSTALK_TOKEN", token)
-        .env("XDG_RUNTIME_DIR", runtime)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    if let Some(url) = url {
-        command.env("CROSSTALK_URL", url);
-    }
-    let mut child = command.spawn().expect("crosstalk hook starts");
+    let mut child = as_client_runs_it(&mut command, url, token, runtime)
+        .spawn()
+        .expect("crosstalk hook starts");
     let mut stdin = child.stdin.take().unwrap();
     let input = input.to_string();
     tokio::spawn(async move {
         let _ = stdin.write_all(input.as_bytes()).await;
     });
     child
+}
+
+/// `command` with the environment a client gives its hooks: the relay at
+/// `url` (none: the variables unset), and the private directory for the
+/// session's waiter.
+fn as_client_runs_it<'c>(
+    command: &'c mut tokio::process::Command,
+    url: Option<&str>,
+    token: &str,
+    runtime: &std::path::Path,
+) -> &'c mut tokio::process::Command {
+    command
+        .env_remove("CROSSTALK_URL")
+        .env_remove("CROSSTALK_CHANNELS")
+        .env("CROSSTALK_TOKEN", token)
+        .env("XDG_RUNTIME_DIR", runtime);
+    if let Some(url) = url {
+        command.env("CROSSTALK_URL", url);
+    }
+    command
 }
 
 async fn ended(child: tokio::process::Child) -> Output {
@@ -168,19 +182,17 @@ async fn a_waiter_whose_client_is_gone_stops_waiting_and_takes_its_note_away() {
     std::fs::write(&input, session("s-gone").to_string()).unwrap();
     // The client: a shell that starts the hook in the background, as a
     // client starts it, and runs until its stdin closes.
-    let mut client = tokio::process::Command::new("sh")
+    let mut shell = tokio::process::Command::new("sh");
+    shell
         .args([
             "-c",
             "\"$0\" hook stop <\"$1\" >/dev/null 2>&1 & read -r _ || :",
         ])
         .arg(env!("CARGO_BIN_EXE_crosstalk"))
         .arg(&input)
-        .env("CROSSTALK_URL", app.url())
-        .env("CROSSTALK_TOKEN", &bob)
-        .env_remove("CROSSTALK_CHANNELS")
-        .env("XDG_RUNTIME_DIR", runtime.path())
         .stdin(Stdio::piped())
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    let mut client = as_client_runs_it(&mut shell, Some(&app.url()), &bob, runtime.path())
         .spawn()
         .unwrap();
     assert!(
