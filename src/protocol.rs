@@ -4,7 +4,7 @@
 //! (`mcp`, `layers`, `wire`) and the clients share it, so a client never
 //! imports the server's edge.
 
-use rmcp::model::{ProtocolVersion, ServerCapabilities};
+use rmcp::model::{ClientCapabilities, ProtocolVersion, ServerCapabilities};
 
 /// The notification a relay pushes a message in (Claude Code's channels).
 pub const CHANNEL_NOTIFICATION: &str = "notifications/claude/channel";
@@ -45,6 +45,16 @@ pub const PUSH_REVISION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
 pub fn wants_pushes(uri: &axum::http::Uri) -> bool {
     form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
         .any(|(name, value)| name == "push" && value == "1")
+}
+
+/// The extension a client declares when it renders MCP Apps.
+pub const APPS_EXTENSION: &str = "io.modelcontextprotocol/ui";
+
+/// Whether a client that declared `capabilities` renders MCP Apps.
+pub fn renders_apps(capabilities: Option<&ClientCapabilities>) -> bool {
+    capabilities
+        .and_then(|c| c.extensions.as_ref())
+        .is_some_and(|e| e.contains_key(APPS_EXTENSION))
 }
 
 /// What agents are told when they connect.

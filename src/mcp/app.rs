@@ -22,7 +22,7 @@ use crate::wire::{ApiError, attention};
 use rmcp::{
     ErrorData, Json,
     handler::server::common::{AsRequestContext, FromContextPart},
-    model::{ClientCapabilities, MetaObject, ReadResourceResult, Resource, ResourceContents},
+    model::{MetaObject, ReadResourceResult, Resource, ResourceContents},
     tool, tool_router,
 };
 use serde_json::{Value, json};
@@ -31,8 +31,6 @@ use serde_json::{Value, json};
 pub const URI: &str = "ui://crosstalk/inbox.html";
 /// The media type hosts render as an app.
 pub const MIME_TYPE: &str = "text/html;profile=mcp-app";
-/// The extension a client declares when it renders apps.
-pub const EXTENSION: &str = "io.modelcontextprotocol/ui";
 
 const HTML: &str = include_str!("app.html");
 
@@ -90,13 +88,6 @@ pub fn read() -> ReadResourceResult {
         text: HTML.to_owned(),
         meta: Some(resource_meta()),
     }])
-}
-
-/// Whether the client renders apps.
-pub fn renders_apps(capabilities: Option<&ClientCapabilities>) -> bool {
-    capabilities
-        .and_then(|c| c.extensions.as_ref())
-        .is_some_and(|e| e.contains_key(EXTENSION))
 }
 
 /// The app's own tools.

@@ -4,7 +4,7 @@
 
 use super::sessions::HeldSession;
 use crate::model::SessionId;
-use crate::protocol::wants_pushes;
+use crate::protocol::{self, wants_pushes};
 use crate::relay::{Caller, RelayError};
 use crate::wire::ApiError;
 use rmcp::{
@@ -67,7 +67,7 @@ pub(super) fn held_session(
 /// Whether the request's client renders MCP Apps: said in a stateless
 /// request's own capabilities, or at its session's `initialize`.
 pub(super) fn renders_apps(context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> bool {
-    super::app::renders_apps(context.client_capabilities().as_ref())
+    protocol::renders_apps(context.client_capabilities().as_ref())
         || context
             .extensions
             .get::<axum::http::request::Parts>()

@@ -40,9 +40,9 @@ mod layer;
 
 pub use layer::layer;
 
-use super::app;
 use crate::config::Sessions;
 use crate::model::SessionId;
+use crate::protocol;
 use crate::relay::{Caller, KeptSession, Relay};
 use crate::wire::ApiError;
 use axum::{
@@ -196,7 +196,7 @@ impl SessionOwners {
     /// `declared`: kept in the store, bound to the caller's token; its id.
     async fn open(&self, caller: Caller, declared: InitializeRequestParams) -> HeaderValue {
         let id = SessionId::random();
-        let renders_apps = app::renders_apps(Some(&declared.capabilities));
+        let renders_apps = protocol::renders_apps(Some(&declared.capabilities));
         let kept = async {
             let state = serde_json::to_string(&SessionState::new(declared))
                 .map_err(|error| crate::relay::RelayError::Internal(Box::new(error)))?;
@@ -283,7 +283,7 @@ impl SessionOwners {
                 // on one store answer it as lost elsewhere).
                 self.relay.bind_session(&id, caller).await?;
                 let renders_apps = serde_json::from_str::<SessionState>(&state).is_ok_and(|kept| {
-                    app::renders_apps(Some(&kept.initialize_params.capabilities))
+                    protocol::renders_apps(Some(&kept.initialize_params.capabilities))
                 });
                 let mut owned = self.owned(caller.clone(), renders_apps);
                 owned.touched = true;
