@@ -163,21 +163,13 @@ impl fmt::Debug for Device {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DeviceId(pub i64);
 
-impl fmt::Display for DeviceId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+number_ids!(DeviceId);
 
 /// An approval's id: the store's number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ApprovalId(pub i64);
 
-impl fmt::Display for ApprovalId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+number_ids!(ApprovalId);
 
 /// A person's answer to their agent's request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,5 @@
 //! Channel names: the open conversations a whole team reads (`release`, `ops`).
 
-use std::fmt;
-
 /// The longest channel name, in bytes (all of them ASCII).
 pub const MAX_CHANNEL_LEN: usize = 64;
 
@@ -35,28 +33,14 @@ impl Channel {
             Err(ChannelError(name.to_owned()))
         }
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
-impl From<Channel> for String {
-    fn from(channel: Channel) -> String {
-        channel.0
-    }
-}
-
-impl fmt::Display for Channel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+text_type!(Channel);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::assert_pattern_mirrors;
+    use crate::model::{assert_longest, assert_pattern_mirrors};
 
     #[test]
     fn accepts_the_documented_shape_and_refuses_the_rest() {
@@ -70,9 +54,11 @@ mod tests {
 
     #[test]
     fn the_pattern_says_what_parse_does() {
+        let parses = |text: &str| Channel::parse(text).is_ok();
+        assert_longest(CHANNEL_PATTERN, parses, MAX_CHANNEL_LEN);
         assert_pattern_mirrors(
             CHANNEL_PATTERN,
-            |text| Channel::parse(text).is_ok(),
+            parses,
             &[
                 "ops",
                 "Release-1.4",
@@ -85,8 +71,6 @@ mod tests {
                 "a/b",
                 "ünï",
                 "x\n",
-                &"c".repeat(64),
-                &"c".repeat(65),
             ],
         );
     }

@@ -2,8 +2,6 @@
 //! session's for any other text. Messages' and threads' are the store's
 //! numbers, shown as they are on the wire.
 
-use std::fmt;
-
 /// A message's id: it increases strictly across the relay and is never
 /// reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -13,17 +11,7 @@ pub struct MessageId(pub i64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ThreadId(pub i64);
 
-impl fmt::Display for MessageId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl fmt::Display for ThreadId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+number_ids!(MessageId, ThreadId);
 
 /// An MCP session's id, as the relay made it and the client names it in
 /// its `Mcp-Session-Id` header.
@@ -40,14 +28,6 @@ impl SessionId {
     pub fn random() -> SessionId {
         SessionId(super::token::base32(&super::token::random::<16>()))
     }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
-impl fmt::Display for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+text_type!(SessionId);

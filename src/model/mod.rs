@@ -27,6 +27,41 @@ macro_rules! names {
     };
 }
 
+/// A type that is its text, checked once where it was made: `as_str`, the
+/// `String` back, and `Display` as the text.
+macro_rules! text_type {
+    ($type:ident) => {
+        impl $type {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl From<$type> for String {
+            fn from(value: $type) -> String {
+                value.0
+            }
+        }
+
+        impl std::fmt::Display for $type {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+/// `Display` for ids that are the store's numbers: the number.
+macro_rules! number_ids {
+    ($($type:ident),+) => {
+        $(impl std::fmt::Display for $type {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        })+
+    };
+}
+
 mod attachment;
 mod attention;
 mod channel;
@@ -322,6 +357,22 @@ pub(crate) fn assert_pattern_mirrors(pattern: &str, parses: impl Fn(&str) -> boo
     for text in texts {
         assert_eq!(pattern.is_match(text), parses(text), "{text:?}");
     }
+}
+
+/// For the same tests: asserts that `pattern` and `parses` both take a
+/// text of `longest` characters and both refuse one a character longer.
+#[cfg(test)]
+pub(crate) fn assert_longest(pattern: &str, parses: impl Fn(&str) -> bool, longest: usize) {
+    let pattern = regex::Regex::new(pattern).expect("the pattern compiles");
+    let (at, past) = ("a".repeat(longest), "a".repeat(longest + 1));
+    assert!(
+        pattern.is_match(&at) && parses(&at),
+        "{longest} characters are taken"
+    );
+    assert!(
+        !pattern.is_match(&past) && !parses(&past),
+        "{longest} + 1 characters are refused"
+    );
 }
 
 #[cfg(test)]

@@ -296,13 +296,15 @@ fn not_yours(id: ApprovalId) -> RelayError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::assert_pattern_mirrors;
+    use crate::model::{assert_longest, assert_pattern_mirrors};
 
     #[test]
     fn the_request_id_pattern_says_what_parse_does() {
+        let parses = |text: &str| parse_request_id(text).is_ok();
+        assert_longest(&request_id_pattern(), parses, MAX_REQUEST_ID_CHARS);
         assert_pattern_mirrors(
             &request_id_pattern(),
-            |text| parse_request_id(text).is_ok(),
+            parses,
             &[
                 "abc",
                 "a-b_C9",
@@ -313,8 +315,6 @@ mod tests {
                 "a.b",
                 "ünï",
                 "\u{a0}x\u{3000}",
-                &"a".repeat(64),
-                &"a".repeat(65),
             ],
         );
     }

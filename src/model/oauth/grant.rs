@@ -1,17 +1,12 @@
 //! Grants and what they are made from, as the store keeps them.
 
 use crate::model::{Handle, Millis, TokenHash};
-use std::fmt;
 
 /// A grant's id: the store's number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct GrantId(pub i64);
 
-impl fmt::Display for GrantId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
+number_ids!(GrantId);
 
 /// A client registered by Dynamic Client Registration, as stored. (A
 /// client known by its metadata document is fetched, never stored.)
