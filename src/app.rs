@@ -7,6 +7,7 @@ use crate::layers::{
     auth::{self, Accept, AddressQuota, Audience, Credentials},
     edge,
     guard::{self, HostPolicy},
+    limits::{Limited, RateLimits},
 };
 use crate::state::AppState;
 use crate::wire::ApiError;
@@ -19,6 +20,7 @@ use axum::{
     routing::get,
 };
 use serde_json::json;
+use std::net::IpAddr;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 /// The largest request body read: room for a message body of the largest
@@ -160,11 +162,15 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
 }
 
 /// The client address's quota, for the routes that take no credentials.
-fn address_quota(state: &AppState) -> AddressQuota {
+fn address_quota(
+    state: &AppState,
+    check: fn(&RateLimits, IpAddr) -> Result<(), Limited>,
+) -> AddressQuota {
     AddressQuota {
         limits: state.limits.clone(),
         trusted_proxies: state.config.trusted_proxies.clone().into(),
         forwarded_header: state.config.forwarded_header,
+        check,
     }
 }
 
@@ -181,8 +187,8 @@ fn health(state: &AppState, certificate: Certificate) -> Router<AppState> {
             get(move |State(state): State<AppState>| readyz(state, certificate.clone())),
         )
         .route_layer(middleware::from_fn_with_state(
-            address_quota(state),
-            auth::count_anonymous,
+            address_quota(state, RateLimits::anonymous),
+            auth::count_address,
         ))
 }
 
@@ -315,16 +321,16 @@ fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
             api::oauth::routes()
                 .merge(
                     api::oauth::registration().route_layer(middleware::from_fn_with_state(
-                        address_quota(state),
-                        auth::count_registration,
+                        address_quota(state, RateLimits::registration),
+                        auth::count_address,
                     )),
                 )
                 .merge(api::public())
                 .merge(a2a::cards())
                 .route_layer(at_once())
                 .route_layer(middleware::from_fn_with_state(
-                    address_quota(state),
-                    auth::count_anonymous,
+                    address_quota(state, RateLimits::anonymous),
+                    auth::count_address,
                 )),
         )
         .merge(web::assets())

@@ -278,53 +278,37 @@ impl Vouch {
     }
 }
 
-/// The state of [`count_anonymous`].
+/// The state of [`count_address`]: a budget of the client address's, and
+/// how to find the address.
 #[derive(Clone)]
 pub struct AddressQuota {
     pub limits: Arc<RateLimits>,
     pub trusted_proxies: Arc<[Cidr]>,
     pub forwarded_header: ForwardedHeader,
+    /// The budget: [`RateLimits::anonymous`] for a request that takes no
+    /// credentials (`/healthz`), like any other anonymous request;
+    /// [`RateLimits::registration`] for an OAuth client registration,
+    /// besides the anonymous quota around it (the relay's own budget, for
+    /// registrations it stores, is the core's).
+    pub check: fn(&RateLimits, IpAddr) -> Result<(), Limited>,
 }
 
-/// Counts a request that takes no credentials (`/healthz`) against its
-/// client address's quota, like any other anonymous request.
-pub async fn count_anonymous(
+/// Runs the request if its quota's budget lets its client address
+/// through, with the address beside it for the handler
+/// ([`ClientAddress`]: OAuth's registration budgets are the core's, by
+/// network).
+pub async fn count_address(
     State(quota): State<AddressQuota>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    quota.counted(request, next, RateLimits::anonymous).await
-}
-
-/// Counts an OAuth client registration attempt against its address's
-/// budget for them, besides the address's quota for anything anonymous
-/// (the relay's own budget, for registrations it stores, is the core's).
-pub async fn count_registration(
-    State(quota): State<AddressQuota>,
-    request: Request,
-    next: Next,
-) -> Response {
-    quota.counted(request, next, RateLimits::registration).await
-}
-
-impl AddressQuota {
-    /// Runs the request if `check` lets its client address through, with
-    /// the address beside it for the handler ([`ClientAddress`]: OAuth's
-    /// registration budgets are the core's, by network).
-    async fn counted(
-        &self,
-        mut request: Request,
-        next: Next,
-        check: fn(&RateLimits, IpAddr) -> Result<(), Limited>,
-    ) -> Response {
-        let address = client::address(&request, &self.trusted_proxies, self.forwarded_header);
-        match check(&self.limits, address) {
-            Ok(()) => {
-                request.extensions_mut().insert(ClientAddress(address));
-                next.run(request).await
-            }
-            Err(limited) => ApiError::from(Refused::from(limited)).into_response(),
+    let address = client::address(&request, &quota.trusted_proxies, quota.forwarded_header);
+    match (quota.check)(&quota.limits, address) {
+        Ok(()) => {
+            request.extensions_mut().insert(ClientAddress(address));
+            next.run(request).await
         }
+        Err(limited) => ApiError::from(Refused::from(limited)).into_response(),
     }
 }
 

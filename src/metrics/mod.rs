@@ -55,9 +55,8 @@ pub fn group(path: &str) -> &'static str {
 #[derive(Debug, Default)]
 pub struct Connections {
     open: AtomicU64,
-    refused_per_address: AtomicU64,
-    refused_unvouched_per_address: AtomicU64,
-    refused_relay_full: AtomicU64,
+    /// By [`Budget`], in its order.
+    refused: [AtomicU64; Budget::ALL.len()],
     evicted: AtomicU64,
 }
 
@@ -72,6 +71,23 @@ pub enum Budget {
     Relay,
 }
 
+impl Budget {
+    pub const ALL: [Budget; 3] = [
+        Budget::PerAddress,
+        Budget::UnvouchedPerAddress,
+        Budget::Relay,
+    ];
+
+    /// Its `budget` label in the exposition.
+    pub fn label(self) -> &'static str {
+        match self {
+            Budget::PerAddress => "per_address",
+            Budget::UnvouchedPerAddress => "unvouched_per_address",
+            Budget::Relay => "relay",
+        }
+    }
+}
+
 impl Connections {
     pub fn opened(&self) {
         self.open.fetch_add(1, Ordering::Relaxed);
@@ -82,12 +98,7 @@ impl Connections {
     }
 
     pub fn refused(&self, budget: Budget) {
-        let counter = match budget {
-            Budget::PerAddress => &self.refused_per_address,
-            Budget::UnvouchedPerAddress => &self.refused_unvouched_per_address,
-            Budget::Relay => &self.refused_relay_full,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.refused[budget as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// An idle connection closed to make room for a new one.
@@ -99,9 +110,8 @@ impl Connections {
 /// Requests refused by a quota, as the layers count them.
 #[derive(Debug, Default)]
 pub struct QuotaRefusals {
-    credential: AtomicU64,
-    address: AtomicU64,
-    registration: AtomicU64,
+    /// By [`Quota`], in its order.
+    refused: [AtomicU64; Quota::ALL.len()],
 }
 
 /// Which quota refused a request.
@@ -115,14 +125,22 @@ pub enum Quota {
     Registration,
 }
 
+impl Quota {
+    pub const ALL: [Quota; 3] = [Quota::Credential, Quota::Address, Quota::Registration];
+
+    /// Its `quota` label in the exposition.
+    pub fn label(self) -> &'static str {
+        match self {
+            Quota::Credential => "credential",
+            Quota::Address => "address",
+            Quota::Registration => "registration",
+        }
+    }
+}
+
 impl QuotaRefusals {
     pub fn refused(&self, quota: Quota) {
-        let counter = match quota {
-            Quota::Credential => &self.credential,
-            Quota::Address => &self.address,
-            Quota::Registration => &self.registration,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.refused[quota as usize].fetch_add(1, Ordering::Relaxed);
     }
 }
 

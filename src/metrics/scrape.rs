@@ -1,7 +1,7 @@
 //! The families read at each scrape: what the core, the store, the
 //! quotas, the MCP edge and the acceptor counted.
 
-use super::{Connections, QuotaRefusals, SessionCount};
+use super::{Budget, Connections, Quota, QuotaRefusals, SessionCount};
 use crate::relay::{Reading, Relay, Snapshot};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -185,14 +185,12 @@ impl Core {
             "Requests refused by a quota: a credential's, an address's without valid \
              credentials, or the client registrations' budget",
             "quota",
-            &[
-                ("credential", self.quotas.credential.load(Ordering::Relaxed)),
-                ("address", self.quotas.address.load(Ordering::Relaxed)),
+            &Quota::ALL.map(|q| {
                 (
-                    "registration",
-                    self.quotas.registration.load(Ordering::Relaxed),
-                ),
-            ],
+                    q.label(),
+                    self.quotas.refused[q as usize].load(Ordering::Relaxed),
+                )
+            }),
         )?;
         let c = &self.connections;
         gauge(
@@ -206,14 +204,7 @@ impl Core {
             "connections_refused",
             "Connections refused, by the budget that was full",
             "budget",
-            &[
-                ("per_address", c.refused_per_address.load(Ordering::Relaxed)),
-                (
-                    "unvouched_per_address",
-                    c.refused_unvouched_per_address.load(Ordering::Relaxed),
-                ),
-                ("relay", c.refused_relay_full.load(Ordering::Relaxed)),
-            ],
+            &Budget::ALL.map(|b| (b.label(), c.refused[b as usize].load(Ordering::Relaxed))),
         )?;
         counter(
             e,
