@@ -27,6 +27,7 @@ use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
 use crate::model::{
     Approval, ApprovalId, ApprovalState, Behavior, Millis, NewApproval, Preview, now_millis,
 };
+use crate::relay::stats::Event;
 use std::time::Duration;
 
 /// How long an approval can be answered.
@@ -156,7 +157,7 @@ impl Relay {
             .await?;
         self.quotas.spend(&me, Pool::Approvals, size, now);
         tracing::info!(%me, id = %approval.id, "an agent asks its person to allow a step");
-        self.stats.approval_asked();
+        self.stats.count(Event::ApprovalAsked);
         self.tell(Notice {
             to: me,
             about: About::Approval {
@@ -218,7 +219,7 @@ impl Relay {
         if let Some(answered) = self.store.answer_approval(id, me, behavior, now).await? {
             tracing::info!(%me, %id, behavior = behavior.as_str(), "a person answered their agent");
             self.approvals_answered.publish(&id, ());
-            self.stats.approval_answered();
+            self.stats.count(Event::ApprovalAnswered);
             return Ok(answered);
         }
         // Why not: in the order a person would want to hear it.

@@ -29,12 +29,25 @@ pub(super) struct Stats {
     pushed_again: AtomicU64,
     notices: AtomicU64,
     notices_dropped: AtomicU64,
-    approvals_asked: AtomicU64,
-    approvals_answered: AtomicU64,
-    grants_opened: AtomicU64,
-    grants_refreshed: AtomicU64,
-    grants_reused: AtomicU64,
-    wait_looks: AtomicU64,
+    /// By [`Event`], in its order.
+    events: [AtomicU64; Event::COUNT],
+}
+
+/// What the core counts one at a time.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Event {
+    ApprovalAsked,
+    ApprovalAnswered,
+    GrantOpened,
+    GrantRefreshed,
+    /// A refresh token presented again, which ends its grant.
+    GrantReused,
+    /// A wait that looked at the store after it was woken.
+    WaitLooked,
+}
+
+impl Event {
+    const COUNT: usize = Event::WaitLooked as usize + 1;
 }
 
 /// How long purges take.
@@ -149,28 +162,12 @@ impl Stats {
         });
     }
 
-    pub(super) fn approval_asked(&self) {
-        add(&self.approvals_asked);
+    pub(super) fn count(&self, event: Event) {
+        add(&self.events[event as usize]);
     }
 
-    pub(super) fn approval_answered(&self) {
-        add(&self.approvals_answered);
-    }
-
-    pub(super) fn grant_opened(&self) {
-        add(&self.grants_opened);
-    }
-
-    pub(super) fn grant_refreshed(&self) {
-        add(&self.grants_refreshed);
-    }
-
-    pub(super) fn grant_reused(&self) {
-        add(&self.grants_reused);
-    }
-
-    pub(super) fn wait_looked(&self) {
-        add(&self.wait_looks);
+    fn counted(&self, event: Event) -> u64 {
+        read(&self.events[event as usize])
     }
 
     pub(super) fn snapshot(&self) -> Snapshot {
@@ -184,12 +181,12 @@ impl Stats {
             pushed_again: read(&self.pushed_again),
             notices: read(&self.notices),
             notices_dropped: read(&self.notices_dropped),
-            approvals_asked: read(&self.approvals_asked),
-            approvals_answered: read(&self.approvals_answered),
-            grants_opened: read(&self.grants_opened),
-            grants_refreshed: read(&self.grants_refreshed),
-            grants_reused: read(&self.grants_reused),
-            wait_looks: read(&self.wait_looks),
+            approvals_asked: self.counted(Event::ApprovalAsked),
+            approvals_answered: self.counted(Event::ApprovalAnswered),
+            grants_opened: self.counted(Event::GrantOpened),
+            grants_refreshed: self.counted(Event::GrantRefreshed),
+            grants_reused: self.counted(Event::GrantReused),
+            wait_looks: self.counted(Event::WaitLooked),
             read: read(&self.read),
             purge_seconds: self.purge_seconds.0.read(),
             ..Snapshot::default()

@@ -10,6 +10,7 @@
 use super::input::{MAX_WAIT, cursor, parse_channel, parse_wait};
 use super::{Caller, INBOX_BATCH, Page, Relay, RelayError, RelayResult};
 use crate::model::{Handle, Message, MessageId, Millis, Place, Via, now_millis};
+use crate::relay::stats::Event;
 use crate::store::{Offer, StoreFuture};
 use std::{
     collections::HashMap,
@@ -191,7 +192,7 @@ impl Relay {
         let deadline = tokio::time::Instant::now() + timeout.min(MAX_WAIT);
         tokio::pin!(cancelled);
         loop {
-            self.stats.wait_looked();
+            self.stats.count(Event::WaitLooked);
             let (found, again) = look().await?;
             if !empty(&found) || tokio::time::Instant::now() >= deadline {
                 return Ok(found);

@@ -9,6 +9,7 @@ use crate::model::{
     CodeChallenge, Grant, GrantId, GrantTokens, Millis, Redeemed, Refreshed, Token, TokenHash,
     now_millis, refresh_family,
 };
+use crate::relay::stats::Event;
 use crate::relay::{Caller, Relay, RelayError, RelayResult};
 use std::net::IpAddr;
 
@@ -111,7 +112,7 @@ impl Relay {
                 "this code was presented again while it was being exchanged: it is void",
             );
         };
-        self.stats.grant_opened();
+        self.stats.count(Event::GrantOpened);
         self.quotas.granted(from, now);
         // Bring this relay's memory up to the new token before the client
         // can present it.
@@ -160,14 +161,14 @@ impl Relay {
             Refreshed::Rotated {
                 grant, revision, ..
             } => {
-                self.stats.grant_refreshed();
+                self.stats.count(Event::GrantRefreshed);
                 self.credentials
                     .refreshed(&grant, tokens.access, tokens.access_expires, revision)
                     .await?;
                 grant
             }
             Refreshed::Reused => {
-                self.stats.grant_reused();
+                self.stats.count(Event::GrantReused);
                 self.credentials.refresh().await?;
                 return refused(
                     "invalid_grant",
