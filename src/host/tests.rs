@@ -58,30 +58,25 @@ fn registrations_count_by_a_v4_24_and_a_v6_48() {
 
 #[test]
 fn a_redirect_or_a_first_request_to_a_private_address_is_refused() {
-    let check = |url: &str, allow| check_url(&Url::parse(url).unwrap(), allow);
-    assert!(matches!(
-        check("http://ntfy.sh/x", false),
-        Err(Refused::NotHttps(_))
-    ));
-    assert!(matches!(
-        check("https://127.0.0.1/x", false),
-        Err(Refused::Private(_))
-    ));
-    assert!(matches!(
-        check("https://[::1]:8443/", false),
-        Err(Refused::Private(_))
-    ));
-    assert!(matches!(
-        check("https://169.254.169.254/", false),
-        Err(Refused::Private(_))
-    ));
-    assert!(check("https://ntfy.sh/x", false).is_ok());
-    assert!(check("https://1.1.1.1/", false).is_ok());
-    assert!(check("http://127.0.0.1:8080/x", true).is_ok());
-    assert!(matches!(
-        check("ftp://127.0.0.1/", true),
-        Err(Refused::NotHttps(_))
-    ));
+    let checked =
+        |url: &str, allow_private| match check_url(&Url::parse(url).unwrap(), allow_private) {
+            Ok(_) => "taken",
+            Err(Refused::NotHttps(_)) => "not https",
+            Err(Refused::Private(_)) => "private",
+            Err(_) => "refused otherwise",
+        };
+    for (url, allow_private, outcome) in [
+        ("http://ntfy.sh/x", false, "not https"),
+        ("https://127.0.0.1/x", false, "private"),
+        ("https://[::1]:8443/", false, "private"),
+        ("https://169.254.169.254/", false, "private"),
+        ("https://ntfy.sh/x", false, "taken"),
+        ("https://1.1.1.1/", false, "taken"),
+        ("http://127.0.0.1:8080/x", true, "taken"),
+        ("ftp://127.0.0.1/", true, "not https"),
+    ] {
+        assert_eq!(checked(url, allow_private), outcome, "{url}");
+    }
 }
 
 #[test]
@@ -140,18 +135,16 @@ fn an_address_is_read_as_an_http_client_reads_it_and_written_plainly() {
 
 #[test]
 fn url_hosts() {
-    assert_eq!(
-        url_host("https://Relay.Example.com/"),
-        Some("relay.example.com".into())
-    );
-    assert_eq!(
-        url_host("http://relay.example.com:8787"),
-        Some("relay.example.com".into())
-    );
-    assert_eq!(url_host("http://[::1]:8787/x"), Some("::1".into()));
-    assert_eq!(url_host("relay.example.com"), None);
-    assert_eq!(url_host("https://"), None);
-    assert_eq!(url_host("ftp://relay.example.com"), None);
+    for (url, host) in [
+        ("https://Relay.Example.com/", Some("relay.example.com")),
+        ("http://relay.example.com:8787", Some("relay.example.com")),
+        ("http://[::1]:8787/x", Some("::1")),
+        ("relay.example.com", None),
+        ("https://", None),
+        ("ftp://relay.example.com", None),
+    ] {
+        assert_eq!(url_host(url).as_deref(), host, "{url}");
+    }
 }
 
 #[test]

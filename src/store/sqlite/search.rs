@@ -166,15 +166,16 @@ mod tests {
 
     #[test]
     fn typed_words_are_quoted_and_the_last_is_a_prefix() {
-        assert_eq!(fts_query("deploy"), Some("\"deploy\"*".into()));
-        assert_eq!(
-            fts_query("  which \"migration  0042"),
-            Some("\"which\" \"migration\" \"0042\"*".into())
-        );
-        assert_eq!(
-            fts_query("AND OR NOT ( ) * :"),
-            Some("\"AND\" \"OR\" \"NOT\"*".into())
-        );
-        assert_eq!(fts_query("  - ? "), None);
+        for (typed, query) in [
+            ("deploy", Some("\"deploy\"*")),
+            (
+                "  which \"migration  0042",
+                Some("\"which\" \"migration\" \"0042\"*"),
+            ),
+            ("AND OR NOT ( ) * :", Some("\"AND\" \"OR\" \"NOT\"*")),
+            ("  - ? ", None),
+        ] {
+            assert_eq!(fts_query(typed).as_deref(), query, "{typed:?}");
+        }
     }
 }
