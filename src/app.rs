@@ -221,6 +221,27 @@ fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
     // A credential a browser signed out with is refused wherever Basic is
     // taken, not on the pages alone.
     let signed_out = || middleware::from_fn_with_state(state.clone(), web::signed_out);
+    // A body of a message's size at the most, read within the deadline
+    // (the handler itself may then wait).
+    let body_in_time = |group: Router<AppState>| {
+        group
+            .route_layer(DefaultBodyLimit::max(message_limit))
+            .route_layer(middleware::from_fn_with_state(
+                deadline,
+                edge::read_body_in_time,
+            ))
+    };
+    // A page answers its errors as a page.
+    let page = |group: Router<AppState>, accept| {
+        group
+            .route_layer(signed_out())
+            .route_layer(at_once())
+            .route_layer(credentials(accept))
+            .route_layer(middleware::from_fn_with_state(
+                state.clone(),
+                web::page_errors,
+            ))
+    };
 
     // Within a router, the layer added last runs first.
     let mcp = Router::new()
@@ -273,50 +294,20 @@ fn route_groups(state: &AppState, mcp: &mcp::McpEdge) -> Router<AppState> {
                 .route_layer(at_once())
                 .route_layer(credentials(Accept::Bearer)),
         )
-        .merge(
-            api::asks()
-                .route_layer(DefaultBodyLimit::max(message_limit))
-                .route_layer(middleware::from_fn_with_state(
-                    deadline,
-                    edge::read_body_in_time,
-                ))
-                .route_layer(credentials(Accept::Bearer)),
-        )
-        .merge(
-            a2a::endpoint()
-                .route_layer(DefaultBodyLimit::max(message_limit))
-                .route_layer(middleware::from_fn_with_state(
-                    deadline,
-                    edge::read_body_in_time,
-                ))
-                .route_layer(credentials_with(Accept::Bearer, Some(Audience::A2a), None)),
-        )
+        .merge(body_in_time(api::asks()).route_layer(credentials(Accept::Bearer)))
+        .merge(body_in_time(a2a::endpoint()).route_layer(credentials_with(
+            Accept::Bearer,
+            Some(Audience::A2a),
+            None,
+        )))
         .merge(api::inbox().route_layer(credentials(Accept::Bearer)))
         .merge(
             api::streams()
                 .route_layer(signed_out())
                 .route_layer(credentials(Accept::Stream)),
         )
-        .merge(
-            web::pages()
-                .route_layer(signed_out())
-                .route_layer(at_once())
-                .route_layer(credentials(Accept::BearerOrBasic))
-                .route_layer(middleware::from_fn_with_state(
-                    state.clone(),
-                    web::page_errors,
-                )),
-        )
-        .merge(
-            web::consent(state)
-                .route_layer(signed_out())
-                .route_layer(at_once())
-                .route_layer(credentials(Accept::Consent))
-                .route_layer(middleware::from_fn_with_state(
-                    state.clone(),
-                    web::page_errors,
-                )),
-        )
+        .merge(page(web::pages(), Accept::BearerOrBasic))
+        .merge(page(web::consent(state), Accept::Consent))
         .merge(
             api::oauth::routes()
                 .merge(
