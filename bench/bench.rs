@@ -22,7 +22,7 @@
 
 use crosstalk::agent::Agent;
 use crosstalk::config::{Config, Connections, Limits};
-use crosstalk::relay::{DirectMessage, Relay};
+use crosstalk::relay::{Content, DirectMessage, Relay};
 use crosstalk::server;
 use futures::future::join_all;
 use serde_json::{Value, json};
@@ -129,7 +129,7 @@ async fn push_latency(
         let started = Instant::now();
         let message = DirectMessage {
             to: "agent3".into(),
-            body: format!("question {round}"),
+            content: Content::text(format!("question {round}"), None),
             ..DirectMessage::default()
         };
         relay.send_direct(&sender, message).await.expect("send");
@@ -414,7 +414,7 @@ async fn main() {
             async move {
                 let message = DirectMessage {
                     to: "agent0".into(),
-                    body: "status update: build 1234 passed".into(),
+                    content: Content::text("status update: build 1234 passed".into(), None),
                     ..DirectMessage::default()
                 };
                 relay.send_direct(&caller, message).await.expect("send");

@@ -12,7 +12,7 @@
 
 use crosstalk::config::{Config, Limits};
 use crosstalk::model::{Channel, Handle, ThreadId, Token, now_millis};
-use crosstalk::relay::ChannelPost;
+use crosstalk::relay::{ChannelPost, Content};
 use crosstalk::server;
 use crosstalk::store::{Conversation, NewMessage, RecipientCheck, SqliteStore, Store};
 use futures::StreamExt;
@@ -350,7 +350,7 @@ async fn main() {
                 let started = Instant::now();
                 let post = ChannelPost {
                     channel: "during-purge".into(),
-                    body: format!("still writing {round}"),
+                    content: Content::text(format!("still writing {round}"), None),
                     ..ChannelPost::default()
                 };
                 relay.post(&bob, post).await.unwrap();

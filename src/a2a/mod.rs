@@ -24,7 +24,7 @@ mod stream;
 mod task;
 
 use crate::model::{MessageId, ThreadId};
-use crate::relay::{Caller, DirectMessage, RelayError};
+use crate::relay::{Caller, Content, DirectMessage, RelayError};
 use crate::state::AppState;
 use axum::{
     Extension, Json, Router,
@@ -267,9 +267,8 @@ async fn send(
     };
     let question = DirectMessage {
         to: handle.to_owned(),
-        body,
         thread_id,
-        kind: Some("QUESTION".to_owned()),
+        content: Content::text(body, Some("QUESTION".to_owned())),
         ..DirectMessage::default()
     };
     match state.relay.send_direct(caller, question).await {

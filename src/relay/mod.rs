@@ -60,7 +60,7 @@ pub use read::{
     Listing, MAX_OVERVIEW_PAGE, MAX_UNREAD, OVERVIEW_PAGE, Page, Peer, Reader, ThreadPage,
 };
 pub use search::{MAX_QUERY_CHARS, MAX_SEARCH_PAGE, SEARCH_PAGE, query_pattern};
-pub use send::{ChannelPost, DirectMessage, MAX_KIND_CHARS};
+pub use send::{ChannelPost, Content, DirectMessage, MAX_KIND_CHARS};
 pub use sessions::KeptSession;
 pub use stats::{PoolState, Reading, Snapshot, StoreStats};
 pub use team::{MAX_NAME_CHARS, MAX_STATUS_CHARS, NewToken, Team};

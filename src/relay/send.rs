@@ -25,25 +25,42 @@ const SCAN_INLINE_BYTES: usize = 4096;
 /// The longest message type label, in characters.
 pub const MAX_KIND_CHARS: usize = 32;
 
-/// A direct message to send.
+/// What a message carries, however it is sent.
 #[derive(Debug, Clone, Default)]
-pub struct DirectMessage {
-    /// Only for an unbound caller: who sends it.
-    pub sender: Option<String>,
-    pub to: String,
+pub struct Content {
     pub body: String,
-    /// Reply in this thread; `None` starts one.
-    pub thread_id: Option<ThreadId>,
     /// The type label; `None` is NOTE.
     pub kind: Option<String>,
-    /// Wait this many seconds for the recipient's reply (default: none).
-    pub wait_for_reply_seconds: Option<f64>,
     /// What it expects of the recipient; `None` is the type's default.
     pub expects: Option<Expects>,
     /// Seconds the recipient has to answer or acknowledge it.
     pub due_seconds: Option<f64>,
     /// Files it carries.
     pub attachments: Vec<Upload>,
+}
+
+impl Content {
+    /// A body of a type, expecting what the type does, with no files.
+    pub fn text(body: String, kind: Option<String>) -> Content {
+        Content {
+            body,
+            kind,
+            ..Content::default()
+        }
+    }
+}
+
+/// A direct message to send.
+#[derive(Debug, Clone, Default)]
+pub struct DirectMessage {
+    /// Only for an unbound caller: who sends it.
+    pub sender: Option<String>,
+    pub to: String,
+    /// Reply in this thread; `None` starts one.
+    pub thread_id: Option<ThreadId>,
+    /// Wait this many seconds for the recipient's reply (default: none).
+    pub wait_for_reply_seconds: Option<f64>,
+    pub content: Content,
 }
 
 /// A post to a channel.
@@ -52,19 +69,11 @@ pub struct ChannelPost {
     /// Only for an unbound caller: who sends it.
     pub sender: Option<String>,
     pub channel: String,
-    pub body: String,
-    /// The type label; `None` is NOTE.
-    pub kind: Option<String>,
     /// Also lands the post in this person's inbox.
     pub recipient: Option<String>,
     /// The channel message this answers.
     pub reply_to: Option<MessageId>,
-    /// What it expects of the recipient; `None` is the type's default.
-    pub expects: Option<Expects>,
-    /// Seconds the recipient has to answer or acknowledge it.
-    pub due_seconds: Option<f64>,
-    /// Files it carries.
-    pub attachments: Vec<Upload>,
+    pub content: Content,
 }
 
 /// A message on its way to the store, from any of the calls that send one.
@@ -72,12 +81,8 @@ struct Outgoing {
     conversation: Conversation,
     from: Handle,
     to: Option<(Handle, RecipientCheck)>,
-    kind: Option<String>,
-    body: String,
     reply_to: Option<MessageId>,
-    expects: Option<Expects>,
-    due_seconds: Option<f64>,
-    attachments: Vec<Upload>,
+    content: Content,
 }
 
 impl Relay {
@@ -97,12 +102,8 @@ impl Relay {
             conversation,
             from,
             to: Some(to),
-            kind: message.kind,
-            body: message.body,
             reply_to: None,
-            expects: message.expects,
-            due_seconds: message.due_seconds,
-            attachments: message.attachments,
+            content: message.content,
         })
         .await
     }
@@ -221,12 +222,8 @@ impl Relay {
             conversation: Conversation::Channel(channel),
             from,
             to: recipient,
-            kind: post.kind,
-            body: post.body,
             reply_to: post.reply_to,
-            expects: post.expects,
-            due_seconds: post.due_seconds,
-            attachments: post.attachments,
+            content: post.content,
         })
         .await
     }
@@ -243,17 +240,18 @@ impl Relay {
     }
 
     async fn store_checked(&self, outgoing: Outgoing) -> RelayResult<Message> {
-        let kind = parse_kind(outgoing.kind.as_deref())?;
+        let content = outgoing.content;
+        let kind = parse_kind(content.kind.as_deref())?;
         let now = now_millis();
         let (expects, due_at) = expectation(
             &kind,
             outgoing.to.is_some(),
-            outgoing.expects,
-            outgoing.due_seconds,
+            content.expects,
+            content.due_seconds,
             now,
         )?;
-        let body = self.check_body(outgoing.body).await?;
-        let attachments = files::check_files(outgoing.attachments).await?;
+        let body = self.check_body(content.body).await?;
+        let attachments = files::check_files(content.attachments).await?;
         let from = outgoing.from;
         // What the message keeps: its body, and each file with its name
         // and type.

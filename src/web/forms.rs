@@ -26,7 +26,7 @@ use super::pages::render_conversation;
 use super::{ConversationPage, Draft};
 use crate::host::Origin;
 use crate::model::{Message, Millis, ThreadId};
-use crate::relay::{Caller, ChannelPost, DirectMessage, Relay, RelayError};
+use crate::relay::{Caller, ChannelPost, Content, DirectMessage, Relay, RelayError};
 use crate::state::AppState;
 use crate::wire::{ApiError, extract::Path};
 use axum::{
@@ -289,9 +289,8 @@ pub async fn reply(
     let message = DirectMessage {
         sender: None,
         to,
-        body: draft.body.clone(),
         thread_id: Some(id),
-        kind: non_empty(&draft.kind),
+        content: Content::text(draft.body.clone(), non_empty(&draft.kind)),
         ..DirectMessage::default()
     };
     let sent = state.relay.send_direct(&caller, message).await;
@@ -309,9 +308,8 @@ pub async fn post(
     let post = ChannelPost {
         sender: None,
         channel: channel.clone(),
-        body: draft.body.clone(),
-        kind: non_empty(&draft.kind),
         recipient: non_empty(&draft.to),
+        content: Content::text(draft.body.clone(), non_empty(&draft.kind)),
         ..ChannelPost::default()
     };
     let posted = state.relay.post(&caller, post).await;
@@ -328,9 +326,8 @@ pub async fn start(
     let message = DirectMessage {
         sender: None,
         to: draft.to.clone(),
-        body: draft.body.clone(),
         thread_id: None,
-        kind: non_empty(&draft.kind),
+        content: Content::text(draft.body.clone(), non_empty(&draft.kind)),
         ..DirectMessage::default()
     };
     let sent = state.relay.send_direct(&caller, message).await;

@@ -13,7 +13,7 @@ use crate::model::{
     MessageId, ThreadId,
 };
 use crate::relay::{
-    ChannelPost, ChannelWait, ClaimFilter, ClaimRequest, DirectMessage, InboxCheck,
+    ChannelPost, ChannelWait, ClaimFilter, ClaimRequest, Content, DirectMessage, InboxCheck,
     MAX_ACK_NOTE_CHARS, MAX_CLAIM_NOTE_CHARS, MAX_FILE_NAME_CHARS, MAX_KIND_CHARS, MAX_REPO_CHARS,
     MAX_STATUS_CHARS, Upload, body_pattern, line_pattern, query_pattern,
 };
@@ -80,13 +80,24 @@ impl From<AttachmentArg> for Upload {
     }
 }
 
-/// The uploads of a message's `attachments`, none when it has none.
-fn uploads(attachments: Option<Vec<AttachmentArg>>) -> Vec<Upload> {
-    attachments
-        .unwrap_or_default()
-        .into_iter()
-        .map(Upload::from)
-        .collect()
+/// What a message sent by `send_message` or `post_message` carries.
+fn content(
+    body: String,
+    kind: Option<String>,
+    expectation: Expectation,
+    attachments: Option<Vec<AttachmentArg>>,
+) -> Content {
+    Content {
+        body,
+        kind,
+        expects: expectation.expects.map(Into::into),
+        due_seconds: expectation.due_seconds,
+        attachments: attachments
+            .unwrap_or_default()
+            .into_iter()
+            .map(Upload::from)
+            .collect(),
+    }
 }
 
 /// What a message expects of its recipient: `send_message`'s and
@@ -110,13 +121,9 @@ impl From<SendMessage> for DirectMessage {
         DirectMessage {
             sender: m.sender,
             to: m.to,
-            body: m.body,
             thread_id: m.thread_id.map(ThreadId),
-            kind: m.kind,
             wait_for_reply_seconds: m.wait_for_reply_seconds,
-            expects: m.expectation.expects.map(Into::into),
-            due_seconds: m.expectation.due_seconds,
-            attachments: uploads(m.attachments),
+            content: content(m.body, m.kind, m.expectation, m.attachments),
         }
     }
 }
@@ -242,13 +249,9 @@ impl From<PostMessage> for ChannelPost {
         ChannelPost {
             sender: p.sender,
             channel: p.channel,
-            body: p.body,
-            kind: p.kind,
             recipient: p.recipient,
             reply_to: p.reply_to.map(MessageId),
-            expects: p.expectation.expects.map(Into::into),
-            due_seconds: p.expectation.due_seconds,
-            attachments: uploads(p.attachments),
+            content: content(p.body, p.kind, p.expectation, p.attachments),
         }
     }
 }
