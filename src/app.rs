@@ -4,10 +4,10 @@
 
 use crate::host::Origin;
 use crate::layers::{
-    auth::{self, Accept, AddressQuota, Audience, Credentials},
+    auth::{self, Accept, AddressBudget, AddressQuota, Audience, Credentials},
     edge,
     guard::{self, HostPolicy},
-    limits::{Limited, RateLimits},
+    limits::RateLimits,
 };
 use crate::state::AppState;
 use crate::wire::ApiError;
@@ -20,7 +20,6 @@ use axum::{
     routing::get,
 };
 use serde_json::json;
-use std::net::IpAddr;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 /// The largest request body read: room for a message body of the largest
@@ -162,10 +161,7 @@ pub fn router(state: AppState, mcp: &mcp::McpEdge, certificate: Certificate) -> 
 }
 
 /// The client address's quota, for the routes that take no credentials.
-fn address_quota(
-    state: &AppState,
-    check: fn(&RateLimits, IpAddr) -> Result<(), Limited>,
-) -> AddressQuota {
+fn address_quota(state: &AppState, check: AddressBudget) -> AddressQuota {
     AddressQuota {
         limits: state.limits.clone(),
         trusted_proxies: state.config.trusted_proxies.clone().into(),

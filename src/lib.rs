@@ -16,6 +16,25 @@
 //! modules is the compiler's, below, and nowhere else by hand.
 #![forbid(unsafe_code)]
 
+/// An enum of plain variants and its `ALL`, every variant once in the
+/// order declared, made from one list so that neither can miss one:
+/// `ALL.len()` is the number of variants, and `variant as usize` indexes
+/// an array that long (counters kept by variant).
+macro_rules! listed {
+    ($(#[$meta:meta])* $vis:vis enum $type:ident {
+        $($(#[$variant_meta:meta])* $variant:ident),+ $(,)?
+    }) => {
+        $(#[$meta])*
+        $vis enum $type {
+            $($(#[$variant_meta])* $variant),+
+        }
+
+        impl $type {
+            $vis const ALL: [$type; [$($type::$variant),+].len()] = [$($type::$variant),+];
+        }
+    };
+}
+
 pub mod a2a;
 pub mod agent;
 pub mod api;

@@ -285,13 +285,16 @@ pub struct AddressQuota {
     pub limits: Arc<RateLimits>,
     pub trusted_proxies: Arc<[Cidr]>,
     pub forwarded_header: ForwardedHeader,
-    /// The budget: [`RateLimits::anonymous`] for a request that takes no
-    /// credentials (`/healthz`), like any other anonymous request;
-    /// [`RateLimits::registration`] for an OAuth client registration,
-    /// besides the anonymous quota around it (the relay's own budget, for
-    /// registrations it stores, is the core's).
-    pub check: fn(&RateLimits, IpAddr) -> Result<(), Limited>,
+    pub check: AddressBudget,
 }
+
+/// A budget of a client address's: [`RateLimits::anonymous`] for the
+/// routes that take no credentials (the health checks, OAuth's, the API's
+/// document, the A2A cards), like any other anonymous request;
+/// [`RateLimits::registration`] for an OAuth client registration, besides
+/// the anonymous quota around it (the relay's own budget, for
+/// registrations it stores, is the core's).
+pub type AddressBudget = fn(&RateLimits, IpAddr) -> Result<(), Limited>;
 
 /// Runs the request if its quota's budget lets its client address
 /// through, with the address beside it for the handler

@@ -60,24 +60,20 @@ pub struct Connections {
     evicted: AtomicU64,
 }
 
-/// Which budget refused a connection.
-#[derive(Debug, Clone, Copy)]
-pub enum Budget {
-    /// The client address's share.
-    PerAddress,
-    /// The address's share of connections nobody vouched for.
-    UnvouchedPerAddress,
-    /// The relay's, in total or of connections nobody vouched for.
-    Relay,
+listed! {
+    /// Which budget refused a connection.
+    #[derive(Debug, Clone, Copy)]
+    pub enum Budget {
+        /// The client address's share.
+        PerAddress,
+        /// The address's share of connections nobody vouched for.
+        UnvouchedPerAddress,
+        /// The relay's, in total or of connections nobody vouched for.
+        Relay,
+    }
 }
 
 impl Budget {
-    pub const ALL: [Budget; 3] = [
-        Budget::PerAddress,
-        Budget::UnvouchedPerAddress,
-        Budget::Relay,
-    ];
-
     /// Its `budget` label in the exposition.
     pub fn label(self) -> &'static str {
         match self {
@@ -114,20 +110,20 @@ pub struct QuotaRefusals {
     refused: [AtomicU64; Quota::ALL.len()],
 }
 
-/// Which quota refused a request.
-#[derive(Debug, Clone, Copy)]
-pub enum Quota {
-    /// A credential's (a person, a participant, the shared token).
-    Credential,
-    /// An address's, for requests without valid credentials.
-    Address,
-    /// An address's budget of OAuth client registrations.
-    Registration,
+listed! {
+    /// Which quota refused a request.
+    #[derive(Debug, Clone, Copy)]
+    pub enum Quota {
+        /// A credential's (a person, a participant, the shared token).
+        Credential,
+        /// An address's, for requests without valid credentials.
+        Address,
+        /// An address's budget of OAuth client registrations.
+        Registration,
+    }
 }
 
 impl Quota {
-    pub const ALL: [Quota; 3] = [Quota::Credential, Quota::Address, Quota::Registration];
-
     /// Its `quota` label in the exposition.
     pub fn label(self) -> &'static str {
         match self {

@@ -27,8 +27,8 @@ macro_rules! names {
     };
 }
 
-/// A type that is its text, checked once where it was made: `as_str`, the
-/// `String` back, and `Display` as the text.
+/// What a type that holds one text gives back: `as_str`, the `String`,
+/// and `Display` as the text.
 macro_rules! text_type {
     ($type:ident) => {
         impl $type {
@@ -364,15 +364,14 @@ pub(crate) fn assert_pattern_mirrors(pattern: &str, parses: impl Fn(&str) -> boo
 #[cfg(test)]
 pub(crate) fn assert_longest(pattern: &str, parses: impl Fn(&str) -> bool, longest: usize) {
     let pattern = regex::Regex::new(pattern).expect("the pattern compiles");
-    let (at, past) = ("a".repeat(longest), "a".repeat(longest + 1));
-    assert!(
-        pattern.is_match(&at) && parses(&at),
-        "{longest} characters are taken"
-    );
-    assert!(
-        !pattern.is_match(&past) && !parses(&past),
-        "{longest} + 1 characters are refused"
-    );
+    for (length, taken) in [(longest, true), (longest + 1, false)] {
+        let text = "a".repeat(length);
+        assert_eq!(
+            (pattern.is_match(&text), parses(&text)),
+            (taken, taken),
+            "{length} characters: (the pattern matches, the parser takes)"
+        );
+    }
 }
 
 #[cfg(test)]

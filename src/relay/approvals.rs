@@ -23,11 +23,11 @@
 
 use super::notify::{About, Notice};
 use super::quota::Pool;
+use super::stats::Event;
 use super::{Caller, Relay, RelayError, RelayResult, secrets, text};
 use crate::model::{
     Approval, ApprovalId, ApprovalState, Behavior, Millis, NewApproval, Preview, now_millis,
 };
-use crate::relay::stats::Event;
 use std::time::Duration;
 
 /// How long an approval can be answered.

@@ -60,6 +60,7 @@ pub struct DirectMessage {
     pub thread_id: Option<ThreadId>,
     /// Wait this many seconds for the recipient's reply (default: none).
     pub wait_for_reply_seconds: Option<f64>,
+    /// What it carries.
     pub content: Content,
 }
 
@@ -73,6 +74,7 @@ pub struct ChannelPost {
     pub recipient: Option<String>,
     /// The channel message this answers.
     pub reply_to: Option<MessageId>,
+    /// What it carries.
     pub content: Content,
 }
 

@@ -30,24 +30,22 @@ pub(super) struct Stats {
     notices: AtomicU64,
     notices_dropped: AtomicU64,
     /// By [`Event`], in its order.
-    events: [AtomicU64; Event::COUNT],
+    events: [AtomicU64; Event::ALL.len()],
 }
 
-/// What the core counts one at a time.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Event {
-    ApprovalAsked,
-    ApprovalAnswered,
-    GrantOpened,
-    GrantRefreshed,
-    /// A refresh token presented again, which ends its grant.
-    GrantReused,
-    /// A wait that looked at the store after it was woken.
-    WaitLooked,
-}
-
-impl Event {
-    const COUNT: usize = Event::WaitLooked as usize + 1;
+listed! {
+    /// What the core counts one at a time.
+    #[derive(Debug, Clone, Copy)]
+    pub(super) enum Event {
+        ApprovalAsked,
+        ApprovalAnswered,
+        GrantOpened,
+        GrantRefreshed,
+        /// A refresh token presented again, which ends its grant.
+        GrantReused,
+        /// A look in the store by a wait: as it begins, and at each wake.
+        WaitLooked,
+    }
 }
 
 /// How long purges take.

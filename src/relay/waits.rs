@@ -8,9 +8,9 @@
 //! tie up the relay with thousands of them.
 
 use super::input::{MAX_WAIT, cursor, parse_channel, parse_wait};
+use super::stats::Event;
 use super::{Caller, INBOX_BATCH, Page, Relay, RelayError, RelayResult};
 use crate::model::{Handle, Message, MessageId, Millis, Place, Via, now_millis};
-use crate::relay::stats::Event;
 use crate::store::{Offer, StoreFuture};
 use std::{
     collections::HashMap,
