@@ -16,21 +16,26 @@
 //! modules is the compiler's, below, and nowhere else by hand.
 #![forbid(unsafe_code)]
 
-/// An enum of plain variants and its `ALL`, every variant once in the
-/// order declared, made from one list so that neither can miss one:
-/// `ALL.len()` is the number of variants, and `variant as usize` indexes
-/// an array that long (counters kept by variant).
-macro_rules! listed {
-    ($(#[$meta:meta])* $vis:vis enum $type:ident {
-        $($(#[$variant_meta:meta])* $variant:ident),+ $(,)?
-    }) => {
-        $(#[$meta])*
-        $vis enum $type {
-            $($(#[$variant_meta])* $variant),+
-        }
-
+/// The names an enum of plain variants is stored, sent or labelled by, one
+/// a variant: `names!(Via { Channel => "channel", … })` gives `Via::ALL`,
+/// `as_str`, and `parse`, which is `None` for a name this build does not
+/// know. `as_str` must name every variant, so `ALL` holds each of them:
+/// `variant as usize` indexes an array of `ALL.len()` (counters kept by
+/// variant).
+macro_rules! names {
+    ($type:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
         impl $type {
-            $vis const ALL: [$type; [$($type::$variant),+].len()] = [$($type::$variant),+];
+            pub const ALL: [$type; [$($name),+].len()] = [$($type::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($type::$variant => $name),+
+                }
+            }
+
+            pub fn parse(name: &str) -> Option<$type> {
+                Self::ALL.into_iter().find(|named| named.as_str() == name)
+            }
         }
     };
 }

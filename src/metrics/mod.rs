@@ -60,29 +60,23 @@ pub struct Connections {
     evicted: AtomicU64,
 }
 
-listed! {
-    /// Which budget refused a connection.
-    #[derive(Debug, Clone, Copy)]
-    pub enum Budget {
-        /// The client address's share.
-        PerAddress,
-        /// The address's share of connections nobody vouched for.
-        UnvouchedPerAddress,
-        /// The relay's, in total or of connections nobody vouched for.
-        Relay,
-    }
+/// Which budget refused a connection.
+#[derive(Debug, Clone, Copy)]
+pub enum Budget {
+    /// The client address's share.
+    PerAddress,
+    /// The address's share of connections nobody vouched for.
+    UnvouchedPerAddress,
+    /// The relay's, in total or of connections nobody vouched for.
+    Relay,
 }
 
-impl Budget {
-    /// Its `budget` label in the exposition.
-    pub fn label(self) -> &'static str {
-        match self {
-            Budget::PerAddress => "per_address",
-            Budget::UnvouchedPerAddress => "unvouched_per_address",
-            Budget::Relay => "relay",
-        }
-    }
-}
+// Its `budget` label in the exposition.
+names!(Budget {
+    PerAddress => "per_address",
+    UnvouchedPerAddress => "unvouched_per_address",
+    Relay => "relay",
+});
 
 impl Connections {
     pub fn opened(&self) {
@@ -110,29 +104,23 @@ pub struct QuotaRefusals {
     refused: [AtomicU64; Quota::ALL.len()],
 }
 
-listed! {
-    /// Which quota refused a request.
-    #[derive(Debug, Clone, Copy)]
-    pub enum Quota {
-        /// A credential's (a person, a participant, the shared token).
-        Credential,
-        /// An address's, for requests without valid credentials.
-        Address,
-        /// An address's budget of OAuth client registrations.
-        Registration,
-    }
+/// Which quota refused a request.
+#[derive(Debug, Clone, Copy)]
+pub enum Quota {
+    /// A credential's (a person, a participant, the shared token).
+    Credential,
+    /// An address's, for requests without valid credentials.
+    Address,
+    /// An address's budget of OAuth client registrations.
+    Registration,
 }
 
-impl Quota {
-    /// Its `quota` label in the exposition.
-    pub fn label(self) -> &'static str {
-        match self {
-            Quota::Credential => "credential",
-            Quota::Address => "address",
-            Quota::Registration => "registration",
-        }
-    }
-}
+// Its `quota` label in the exposition.
+names!(Quota {
+    Credential => "credential",
+    Address => "address",
+    Registration => "registration",
+});
 
 impl QuotaRefusals {
     pub fn refused(&self, quota: Quota) {

@@ -187,7 +187,7 @@ impl Core {
             "quota",
             &Quota::ALL.map(|q| {
                 (
-                    q.label(),
+                    q.as_str(),
                     self.quotas.refused[q as usize].load(Ordering::Relaxed),
                 )
             }),
@@ -204,7 +204,7 @@ impl Core {
             "connections_refused",
             "Connections refused, by the budget that was full",
             "budget",
-            &Budget::ALL.map(|b| (b.label(), c.refused[b as usize].load(Ordering::Relaxed))),
+            &Budget::ALL.map(|b| (b.as_str(), c.refused[b as usize].load(Ordering::Relaxed))),
         )?;
         counter(
             e,

@@ -5,28 +5,6 @@
 //! depending on another. Parse-don't-validate: a [`Handle`] or a [`Channel`]
 //! that exists has the documented shape.
 
-/// The names an enum of plain variants is stored and sent by, one a
-/// variant: `names!(Via { Channel => "channel", … })` gives `Via::ALL`,
-/// `as_str`, and `parse`, which is `None` for a name this build does not
-/// know.
-macro_rules! names {
-    ($type:ident { $($variant:ident => $name:literal),+ $(,)? }) => {
-        impl $type {
-            pub const ALL: [$type; [$($name),+].len()] = [$($type::$variant),+];
-
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($type::$variant => $name),+
-                }
-            }
-
-            pub fn parse(name: &str) -> Option<$type> {
-                Self::ALL.into_iter().find(|named| named.as_str() == name)
-            }
-        }
-    };
-}
-
 /// What a type that holds one text gives back: `as_str`, the `String`,
 /// and `Display` as the text.
 macro_rules! text_type {
