@@ -178,12 +178,12 @@ def cpu_used(relay, postgres):
     return used
 
 
-def costed(label, relay, postgres, seconds, *load, **options):
-    """Runs `wrk(relay.url, *load, **options)`: wrk's answer, and the CPU
-    each request cost as figures: the relay's (and its writer's, where it
-    has one), the database server's, and wrk's own."""
+def costed(label, relay, postgres, path, seconds, *load):
+    """Runs `wrk(relay.url, path, seconds, *load)`: wrk's answer, and the
+    CPU each request cost as figures: the relay's (and its writer's, where
+    it has one), the database server's, and wrk's own."""
     before = cpu_used(relay, postgres)
-    answer = wrk(relay.url, *load, **options)
+    answer = wrk(relay.url, path, seconds, *load)
     after = cpu_used(relay, postgres)
     requests = answer[0] * seconds
     costs = {}
@@ -582,12 +582,12 @@ def measure(binary, seconds, env_extra, postgres=None):
         figures = memory_figures(relay, "idle after start")
         alice = relay.tokens["alice"]
         bearer = {"Authorization": f"Bearer {alice}", "Content-Type": "application/json"}
-        (healthz, _, _), costs = costed("/healthz", relay, postgres, seconds,
+        (healthz, _, _), costs = costed("/healthz", relay, postgres,
                                         "/healthz", seconds, CONNECTIONS)
         figures["GET /healthz, 32 connections (/s)"] = healthz
         figures.update(costs)
         post = {"body": "a message from the benchmark"}
-        (rate, bad, _), costs = costed("posts", relay, postgres, seconds,
+        (rate, bad, _), costs = costed("posts", relay, postgres,
                                        "/api/channels/bench/messages", seconds, CONNECTIONS,
                                        "POST", post, bearer)
         figures["REST posts, 32 connections (/s)"] = rate
@@ -627,7 +627,7 @@ def measure(binary, seconds, env_extra, postgres=None):
         # wrk counts any 200 as done: a JSON-RPC or tool error would be one,
         # so one call is checked first.
         checked(relay, call, dict(mcp, **{"Mcp-Session-Id": sessions[0][0]}))
-        (rate, bad, _), costs = costed("MCP sessions", relay, postgres, seconds,
+        (rate, bad, _), costs = costed("MCP sessions", relay, postgres,
                                        "/mcp", seconds, CONNECTIONS, "POST", call, mcp,
                                        ("Mcp-Session-Id", [s for s, _ in sessions]))
         figures["MCP calls on 32 sessions, 32 connections (/s)"] = rate
@@ -636,7 +636,7 @@ def measure(binary, seconds, env_extra, postgres=None):
         figures["MCP session answers not 2xx"] = bad
         stateless_call, stateless = stateless_mcp(call)
         stateless.update(bearer)
-        (rate, bad, _), costs = costed("MCP stateless", relay, postgres, seconds,
+        (rate, bad, _), costs = costed("MCP stateless", relay, postgres,
                                        "/mcp", seconds, CONNECTIONS, "POST", stateless_call,
                                        stateless)
         if bad == 0 and checked(relay, stateless_call, stateless, required=False):

@@ -69,6 +69,22 @@ fn session(id: &str) -> Value {
     json!({ "session_id": id, "hook_event_name": "Stop", "cwd": "/tmp" })
 }
 
+/// A relay with alice and bob on it (their tokens), and the private
+/// directory a client gives its hooks.
+async fn alice_and_bob() -> (TestApp, String, String, tempfile::TempDir) {
+    let app = spawn_app().await;
+    let alice = app.add_person("alice").await;
+    let bob = app.add_person("bob").await;
+    (app, alice, bob, tempfile::tempdir().unwrap())
+}
+
+/// Where a session's waiter is noted in `runtime`.
+fn note_of(runtime: &tempfile::TempDir, session: &str) -> std::path::PathBuf {
+    runtime
+        .path()
+        .join(format!("crosstalk-hooks/{session}.waiter"))
+}
+
 /// Bob's hook for `event` in session `id`, once it waits on the relay (bob
 /// counts as reachable by push meanwhile).
 async fn bob_waiting(
@@ -88,10 +104,7 @@ async fn bob_waiting(
 
 #[tokio::test]
 async fn a_waiting_hook_hands_claude_code_the_message_as_a_channel_block_and_exits_2() {
-    let app = spawn_app().await;
-    let alice = app.add_person("alice").await;
-    let bob = app.add_person("bob").await;
-    let runtime = tempfile::tempdir().unwrap();
+    let (app, alice, bob, runtime) = alice_and_bob().await;
     let waiting = bob_waiting(&app, "stop", "s-1", &bob, runtime.path()).await;
     let sent = app.rest(&alice).send("bob", "which port?", json!({})).await;
     let (id, thread) = (
@@ -142,10 +155,7 @@ async fn a_waiting_hook_hands_claude_code_the_message_as_a_channel_block_and_exi
 
 #[tokio::test]
 async fn a_newer_waiter_of_the_session_takes_over_and_the_older_ends_quietly() {
-    let app = spawn_app().await;
-    let alice = app.add_person("alice").await;
-    let bob = app.add_person("bob").await;
-    let runtime = tempfile::tempdir().unwrap();
+    let (app, alice, bob, runtime) = alice_and_bob().await;
     let older = bob_waiting(&app, "session-start", "s-2", &bob, runtime.path()).await;
     let newer = hook(
         "stop",
@@ -159,7 +169,7 @@ async fn a_newer_waiter_of_the_session_takes_over_and_the_older_ends_quietly() {
     let out = ended(older).await;
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(out.stderr.is_empty() && out.stdout.is_empty(), "{out:?}");
-    let note = runtime.path().join("crosstalk-hooks/s-2.waiter");
+    let note = note_of(&runtime, "s-2");
     assert_eq!(
         std::fs::read_to_string(&note).unwrap(),
         newer.id().unwrap().to_string()
@@ -174,10 +184,7 @@ async fn a_newer_waiter_of_the_session_takes_over_and_the_older_ends_quietly() {
 
 #[tokio::test]
 async fn a_waiter_whose_client_is_gone_stops_waiting_and_takes_its_note_away() {
-    let app = spawn_app().await;
-    let alice = app.add_person("alice").await;
-    let bob = app.add_person("bob").await;
-    let runtime = tempfile::tempdir().unwrap();
+    let (app, alice, bob, runtime) = alice_and_bob().await;
     let input = runtime.path().join("stop.json");
     std::fs::write(&input, session("s-gone").to_string()).unwrap();
     // The client: a shell that starts the hook in the background, as a
@@ -199,7 +206,7 @@ async fn a_waiter_whose_client_is_gone_stops_waiting_and_takes_its_note_away() {
         app.until_reachable("bob", Duration::from_secs(30)).await,
         "the hook waits on the relay"
     );
-    let note = runtime.path().join("crosstalk-hooks/s-gone.waiter");
+    let note = note_of(&runtime, "s-gone");
     assert!(note.exists(), "the waiter notes itself");
     drop(client.stdin.take());
     assert!(client.wait().await.unwrap().success());
@@ -221,11 +228,9 @@ async fn a_waiter_whose_client_is_gone_stops_waiting_and_takes_its_note_away() {
 
 #[tokio::test]
 async fn a_waiter_whose_terminal_hangs_up_ends_quietly_and_takes_its_note_away() {
-    let app = spawn_app().await;
-    let bob = app.add_person("bob").await;
-    let runtime = tempfile::tempdir().unwrap();
+    let (app, _, bob, runtime) = alice_and_bob().await;
     let waiting = bob_waiting(&app, "stop", "s-hup", &bob, runtime.path()).await;
-    let note = runtime.path().join("crosstalk-hooks/s-hup.waiter");
+    let note = note_of(&runtime, "s-hup");
     assert_eq!(
         std::fs::read_to_string(&note).unwrap(),
         waiting.id().unwrap().to_string()
@@ -383,10 +388,7 @@ fn edit(tool: &str, file: &str, cwd: &std::path::Path) -> Value {
 
 #[tokio::test]
 async fn the_edit_guard_refuses_an_edit_of_a_file_another_person_claimed_and_lets_the_rest_go() {
-    let app = spawn_app().await;
-    let alice = app.add_person("alice").await;
-    let bob = app.add_person("bob").await;
-    let runtime = tempfile::tempdir().unwrap();
+    let (app, alice, bob, runtime) = alice_and_bob().await;
     let repo = repository("git@github.com:Org/App.git");
     let (status, made) = app
         .rest(&alice)
