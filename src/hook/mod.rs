@@ -303,9 +303,13 @@ impl Watch {
     async fn ending(&mut self) {
         let client_runs = &self.client_runs;
         let client_gone = async {
+            // The first tick is at once: a client gone already ends it now.
             let mut look = tokio::time::interval(CLIENT_LOOK);
-            while client_runs() {
+            loop {
                 look.tick().await;
+                if !client_runs() {
+                    break;
+                }
             }
         };
         tokio::select! {
